@@ -1,0 +1,422 @@
+//! `CoronerRemediation` (created by NodeHealthCheck for one unhealthy node) and its template.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::Duration;
+
+/// The fencing policy. NodeHealthCheck copies it verbatim from the template's `spec.template.spec`.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "coroner.dev",
+    version = "v1alpha1",
+    kind = "CoronerRemediation",
+    namespaced,
+    status = "CoronerRemediationStatus",
+    shortname = "crem",
+    category = "medik8s",
+    printcolumn(name = "Node", type_ = "string", json_path = r".metadata.annotations.remediation\.medik8s\.io/node-name"),
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(name = "Succeeded", type_ = "string", json_path = r#".status.conditions[?(@.type=="Succeeded")].status"#),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("duration(self.settle) > duration('0s')").message("settle must be positive: the proof needs two Off readings at least settle apart"))]
+#[x_kube(validation = Rule::new("duration(self.pollInterval) >= duration('100ms')").message("pollInterval must be at least 100ms"))]
+#[x_kube(validation = Rule::new("duration(self.powerOffTimeout) > duration(self.settle)").message("powerOffTimeout must be longer than settle, or no attempt can ever prove the power is off"))]
+#[x_kube(validation = Rule::new("duration(self.releaseTimeout) > duration('0s')").message("releaseTimeout must be positive"))]
+pub struct CoronerRemediationSpec {
+    /// What to do with the machine: `Off` leaves it powered off; `Reboot` powers it on again once its
+    /// workloads have been released.
+    #[serde(default)]
+    pub action: FenceAction,
+
+    /// How the workloads are released after the power-off is proven: `OutOfServiceTaint` adds
+    /// `node.kubernetes.io/out-of-service=nodeshutdown:NoExecute`; `ResourceDeletion` (as in FAR)
+    /// force-deletes the pods bound to the node instead, mirror pods excepted.
+    #[serde(default)]
+    pub remediation_strategy: RemediationStrategy,
+
+    /// How long one power-off attempt may take to prove the power is off.
+    #[serde(default = "defaults::power_off_timeout")]
+    pub power_off_timeout: Duration,
+
+    /// The proof is an unbroken run of `Off` readings whose first and last are at least this far apart.
+    #[serde(default = "defaults::settle")]
+    pub settle: Duration,
+
+    /// Time between two power readings.
+    #[serde(default = "defaults::poll_interval")]
+    pub poll_interval: Duration,
+
+    /// With `Reboot`: how long to wait for the node's pods and volume attachments to be released
+    /// before powering it on regardless (with a Warning).
+    #[serde(default = "defaults::release_timeout")]
+    pub release_timeout: Duration,
+
+    /// Whole power-off attempts (identity checks of an unreachable BMC use the same budget).
+    #[serde(default)]
+    pub retry: Retry,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum FenceAction {
+    Off,
+    #[default]
+    Reboot,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum RemediationStrategy {
+    #[default]
+    OutOfServiceTaint,
+    ResourceDeletion,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Retry {
+    /// Number of whole power-off attempts, at least 1.
+    #[serde(default = "defaults::retry_count")]
+    #[schemars(range(min = 1))]
+    pub count: u32,
+
+    /// Pause between two attempts.
+    #[serde(default = "defaults::retry_interval")]
+    pub interval: Duration,
+}
+
+mod defaults {
+    use super::Duration;
+
+    pub fn power_off_timeout() -> Duration {
+        Duration::from_secs(60)
+    }
+    pub fn settle() -> Duration {
+        Duration::from_secs(2)
+    }
+    pub fn poll_interval() -> Duration {
+        Duration::from_secs(1)
+    }
+    pub fn release_timeout() -> Duration {
+        Duration::from_secs(300)
+    }
+    pub fn retry_count() -> u32 {
+        2
+    }
+    pub fn retry_interval() -> Duration {
+        Duration::from_secs(5)
+    }
+}
+
+impl Default for Retry {
+    fn default() -> Self {
+        Self { count: defaults::retry_count(), interval: defaults::retry_interval() }
+    }
+}
+
+impl Default for CoronerRemediationSpec {
+    fn default() -> Self {
+        Self {
+            action: FenceAction::default(),
+            remediation_strategy: RemediationStrategy::default(),
+            power_off_timeout: defaults::power_off_timeout(),
+            settle: defaults::settle(),
+            poll_interval: defaults::poll_interval(),
+            release_timeout: defaults::release_timeout(),
+            retry: Retry::default(),
+        }
+    }
+}
+
+/// Where a fence stands. Persisted so that a restarted coroner resumes instead of repeating or
+/// skipping a step.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
+pub enum Phase {
+    /// Waiting for the safety gates to admit the fence.
+    #[default]
+    Pending,
+    VerifyingIdentity,
+    PoweringOff,
+    ConfirmingOff,
+    Releasing,
+    WaitingForRelease,
+    PoweringOn,
+    WaitingForNode,
+    Done,
+    Failed,
+}
+
+impl Phase {
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Self::Done | Self::Failed)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "Pending",
+            Self::VerifyingIdentity => "VerifyingIdentity",
+            Self::PoweringOff => "PoweringOff",
+            Self::ConfirmingOff => "ConfirmingOff",
+            Self::Releasing => "Releasing",
+            Self::WaitingForRelease => "WaitingForRelease",
+            Self::PoweringOn => "PoweringOn",
+            Self::WaitingForNode => "WaitingForNode",
+            Self::Done => "Done",
+            Self::Failed => "Failed",
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CoronerRemediationStatus {
+    /// `Processing` and `Succeeded` (read by NodeHealthCheck), plus `PoweredOn`, `WorkloadsReleased`
+    /// and `TLSVerified` where they apply.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<Phase>,
+
+    /// The state machine's working memory: attempts, the persisted intent of the next BMC mutation,
+    /// the current run of Off readings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<Progress>,
+
+    /// Why coroner did what it did: identity, the power readings that formed the proof, what was
+    /// checked at release and what happened at power-on. Bounded in size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<Evidence>,
+
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_update_time: Option<Time>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Progress {
+    /// The running attempt (identity checks, then power-off attempts, then power-on), 1-based.
+    #[serde(default)]
+    pub attempt: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt_started_at: Option<Time>,
+    /// The next attempt starts no earlier than this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_attempt_at: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_reading_at: Option<Time>,
+    /// Written (with a resourceVersion precondition) before a BMC mutation is sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intent: Option<Intent>,
+    /// The current unbroken run of `Off` readings; only readings of the running coroner process count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub off_run: Option<OffRun>,
+    /// The node Lease's renewTime when the power-off began; a later renewal means the machine we
+    /// switched off is not this node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_renew_time_at_power_off: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum PowerAction {
+    ForceOff,
+    On,
+}
+
+impl PowerAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ForceOff => "ForceOff",
+            Self::On => "On",
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Intent {
+    pub action: PowerAction,
+    pub attempt: u32,
+    pub decided_at: Time,
+    /// The coroner process that decided it.
+    pub instance: String,
+    /// What the BMC answered, once sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OffRun {
+    /// The coroner process that took these readings: readings from before a restart never count.
+    pub instance: String,
+    pub count: u32,
+    /// The first readings of the run (at most 3) and the latest ones (at most 5).
+    pub first: Vec<Reading>,
+    pub last: Vec<Reading>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Reading {
+    pub at: Time,
+    pub power_state: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Evidence {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<NodeEvidence>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<IdentityEvidence>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_off: Option<PowerOffEvidence>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release: Option<ReleaseEvidence>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_on: Option<PowerOnEvidence>,
+}
+
+/// The node as coroner found it when it admitted the fence.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeEvidence {
+    pub name: String,
+    pub uid: String,
+    #[serde(rename = "systemUUID")]
+    pub system_uuid: String,
+    #[serde(rename = "bootID", default)]
+    pub boot_id: String,
+    /// The node's `Ready` condition status at admission.
+    pub ready: String,
+    /// Whether the node's Lease in kube-node-lease existed at admission.
+    pub lease_present: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_renew_time: Option<Time>,
+    pub admitted_at: Time,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum UuidMatch {
+    /// The BMC's UUID equals the node's systemUUID.
+    Exact,
+    /// Equal after swapping the byte order of the first three fields (SMBIOS 2.6+ mixed endian).
+    ByteSwapped,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct IdentityEvidence {
+    pub binding: String,
+    pub endpoint: String,
+    pub system_id: String,
+    #[serde(rename = "bmcUUID")]
+    pub bmc_uuid: String,
+    #[serde(rename = "nodeUUID")]
+    pub node_uuid: String,
+    #[serde(rename = "match")]
+    pub match_kind: UuidMatch,
+    pub verified_at: Time,
+    /// `false` only when the binding explicitly set `insecureSkipVerify`.
+    pub tls_verified: bool,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PowerOffEvidence {
+    pub attempts: u32,
+    /// When each ForceOff was sent and what the BMC answered (bounded by the retry budget).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resets: Vec<ResetRecord>,
+    /// The power was already Off at the fresh read, so no reset was sent.
+    #[serde(default)]
+    pub already_off: bool,
+    /// The proving run: its first and latest readings and how many Off readings it had.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proof: Option<OffRun>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proven_at: Option<Time>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResetRecord {
+    pub attempt: u32,
+    pub sent_at: Time,
+    pub result: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReleaseEvidence {
+    pub strategy: RemediationStrategy,
+    /// The node's `Ready` status and Lease renewTime checked in the releasing update.
+    pub node_ready: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_renew_time: Option<Time>,
+    pub released_at: Time,
+    /// Whether coroner added (and so owns) the out-of-service taint; false when it was already there.
+    #[serde(default)]
+    pub taint_owned: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pods_deleted: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub taint_removed_at: Option<Time>,
+    /// With `Reboot`: true when releaseTimeout passed before the pods and volumes were released.
+    #[serde(default)]
+    pub release_timed_out: bool,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PowerOnEvidence {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent_at: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirmed_at: Option<Time>,
+    #[serde(rename = "newBootID", default, skip_serializing_if = "Option::is_none")]
+    pub new_boot_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_ready_at: Option<Time>,
+}
+
+/// A template NodeHealthCheck references; `spec.template.spec` is copied into each remediation.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "coroner.dev",
+    version = "v1alpha1",
+    kind = "CoronerRemediationTemplate",
+    namespaced,
+    status = "CoronerRemediationTemplateStatus",
+    shortname = "cremt",
+    category = "medik8s"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct CoronerRemediationTemplateSpec {
+    pub template: RemediationTemplateBody,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct RemediationTemplateBody {
+    /// Required (may be `{}`): NodeHealthCheck creates remediations with `spec: null` without it.
+    pub spec: CoronerRemediationSpec,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CoronerRemediationTemplateStatus {
+    /// `MultipleTemplatesSupport`: whether the template carries the annotation NodeHealthCheck needs to
+    /// use it next to another coroner template in one escalation chain.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+}

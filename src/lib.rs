@@ -1,0 +1,6 @@
+//! coroner: a node-fencing remediator for Medik8s NodeHealthCheck.
+//!
+//! It releases a dead node's workloads only after proving, through the node's own BMC, that the
+//! machine behind it is that node and that its power reads back Off.
+
+pub mod api;

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs the Redfish BMC test peers into the git-ignored .cache/peers:
+#   - a venv with sushy-tools (pinned, see requirements.txt) for the emulated BMCs,
+#   - Debian fence-agents (fence_redfish) as an independent reference client.
+# Idempotent: a quick no-op when everything is current.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+venv=$root/.cache/peers/venv
+req=$here/requirements.txt
+# Debian's own python, not a pyenv shim: the venv must not depend on the caller's shell setup.
+py=${PEERS_PYTHON:-/usr/bin/python3}
+
+log() { printf '[peers] %s\n' "$*"; }
+
+# The stamp records what the venv was built from; a changed pin list or python rebuilds it.
+want=$( { "$py" -c 'import sys; print(sys.version)'; cat "$req"; } | sha256sum | cut -d' ' -f1)
+if [[ -x $venv/bin/sushy-emulator && "$(cat "$venv/.stamp" 2>/dev/null)" == "$want" ]]; then
+  log "venv current: $venv"
+else
+  start=$SECONDS
+  rm -rf "$venv"
+  "$py" -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check --no-input -r "$req"
+  echo "$want" >"$venv/.stamp"
+  log "venv created in $((SECONDS - start))s: $venv ($("$venv/bin/pip" show sushy-tools | sed -n 's/^Version: /sushy-tools /p'))"
+fi
+
+if [[ -x /usr/sbin/fence_redfish ]]; then
+  log "fence-agents present: /usr/sbin/fence_redfish"
+else
+  start=$SECONDS
+  export DEBIAN_FRONTEND=noninteractive
+  aptlog=$root/.cache/peers/apt.log
+  mkdir -p "${aptlog%/*}"
+  apt_install() { apt-get install -y -q --no-install-recommends fence-agents >>"$aptlog" 2>&1; }
+  # Try the package lists already on the machine first; refresh them only when that fails.
+  if ! apt_install; then
+    log "apt-get install failed; running apt-get update and retrying"
+    apt-get update -q >>"$aptlog" 2>&1 && apt_install || { cat "$aptlog" >&2; exit 1; }
+  fi
+  log "fence-agents installed in $((SECONDS - start))s: $(dpkg-query -W -f='${Version}' fence-agents)"
+fi
