@@ -4,3 +4,9 @@
 //! machine behind it is that node and that its power reads back Off.
 
 pub mod api;
+pub mod contract;
+pub mod taints;
+pub mod identity;
+pub mod bmc;
+pub mod fence;
+pub mod gates;

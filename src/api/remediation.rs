@@ -317,6 +317,8 @@ pub struct IdentityEvidence {
     pub binding: String,
     pub endpoint: String,
     pub system_id: String,
+    /// The system's resource path; every later reading reads this one resource.
+    pub system_path: String,
     #[serde(rename = "bmcUUID")]
     pub bmc_uuid: String,
     #[serde(rename = "nodeUUID")]

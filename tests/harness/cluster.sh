@@ -128,18 +128,26 @@ pki() {
   kubeconfig kube-scheduler system:kube-scheduler
 }
 
-# start NAME PORT... -- ARGS...: starts $bin/NAME detached (own session, so it outlives this script)
-# unless it is already running; refuses if one of its ports is taken.
+# check_ports: before starting anything, every component that is not running needs its binary and free ports.
+check_ports() {
+  local -A ports=([etcd]="$ETCD_PORT $ETCD_PEER_PORT" [kube-apiserver]=$APISERVER_PORT
+    [kube-controller-manager]=$KCM_PORT [kube-scheduler]=$SCHEDULER_PORT)
+  local c p
+  for c in "${components[@]}"; do
+    [[ -z $(pid_of "$c") ]] || continue
+    [[ -x $bin/$c ]] || die "$bin/$c missing: run tests/harness/build.sh"
+    for p in ${ports[$c]}; do
+      port_free "$p" || die "port $p for $c is in use (override with the env vars in CLUSTER.md): $(ss -Hltnp "sport = :$p" | head -1)"
+    done
+  done
+}
+
+# start NAME ARGS...: starts $bin/NAME detached (own session, so it outlives this script) unless it
+# is already running.
 start() {
-  local name=$1 ports=() p pid
-  shift
-  while [[ $1 != -- ]]; do ports+=("$1"); shift; done
+  local name=$1 pid
   shift
   if [[ -n $(pid_of "$name") ]]; then return 0; fi
-  for p in "${ports[@]}"; do
-    port_free "$p" || die "port $p for $name is in use (override with the env vars in CLUSTER.md): $(ss -Hltnp "sport = :$p" | head -1)"
-  done
-  [[ -x $bin/$name ]] || die "$bin/$name missing: run tests/harness/build.sh"
   setsid "$bin/$name" "$@" </dev/null >>"$dir/logs/$name.log" 2>&1 &
   pid=$!
   echo "$pid" >"$dir/pids/$name.pid"
@@ -182,6 +190,7 @@ up() {
     return 0
   fi
   local start_time=$SECONDS
+  check_ports
   mkdir -p "$dir/logs" "$dir/pids" "$dir/etcd"
   touch "$dir/$marker"
   local c
@@ -191,14 +200,14 @@ up() {
   local pki=$dir/pki
 
   # --unsafe-no-fsync: a throw-away test store; fsync per write is the main cost of node heartbeats.
-  start etcd "$ETCD_PORT" "$ETCD_PEER_PORT" -- \
+  start etcd \
     --name=harness --data-dir="$dir/etcd" --log-level=warn --unsafe-no-fsync \
     --listen-client-urls="http://127.0.0.1:$ETCD_PORT" --advertise-client-urls="http://127.0.0.1:$ETCD_PORT" \
     --listen-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT" \
     --initial-cluster="harness=http://127.0.0.1:$ETCD_PEER_PORT"
   wait_for etcd curl -fsS --max-time 2 "http://127.0.0.1:$ETCD_PORT/health"
 
-  start kube-apiserver "$APISERVER_PORT" -- \
+  start kube-apiserver \
     --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$APISERVER_PORT" \
     --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
     --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
@@ -215,7 +224,7 @@ up() {
     --allow-privileged=true
   wait_for "kube-apiserver /readyz" api /readyz
 
-  start kube-controller-manager "$KCM_PORT" -- \
+  start kube-controller-manager \
     --kubeconfig="$dir/kube-controller-manager.kubeconfig" \
     --authentication-kubeconfig="$dir/kube-controller-manager.kubeconfig" \
     --authorization-kubeconfig="$dir/kube-controller-manager.kubeconfig" \
@@ -225,7 +234,7 @@ up() {
     --cluster-signing-cert-file="$pki/ca.crt" --cluster-signing-key-file="$pki/ca.key" \
     --flex-volume-plugin-dir="$dir/flexvolume" \
     --node-monitor-period=1s --node-monitor-grace-period="$NODE_MONITOR_GRACE_PERIOD"
-  start kube-scheduler "$SCHEDULER_PORT" -- \
+  start kube-scheduler \
     --kubeconfig="$dir/kube-scheduler.kubeconfig" \
     --authentication-kubeconfig="$dir/kube-scheduler.kubeconfig" \
     --authorization-kubeconfig="$dir/kube-scheduler.kubeconfig" \

@@ -164,7 +164,7 @@ func (a *agent) tick(ctx context.Context) {
 		return
 	}
 	now := metav1.Now()
-	if err := a.postStatus(ctx, now); err != nil {
+	if err := a.postStatus(ctx, now); err != nil || a.nodeGone {
 		a.report("node status", err)
 		return
 	}
@@ -230,6 +230,9 @@ func (a *agent) ensureNode(ctx context.Context) error {
 	case err != nil:
 		return err
 	default:
+		if a.needRegister {
+			logf("node %s: Node already registered (uid %s)", a.node, n.UID)
+		}
 		for _, c := range n.Status.Conditions {
 			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
 				a.readySince = c.LastTransitionTime
@@ -332,7 +335,7 @@ func (a *agent) syncPods(ctx context.Context) error {
 			if err == nil && !a.deleted[p.UID] {
 				a.deleted[p.UID] = true
 				logf("node %s: pod %s deleted (confirmed termination)", a.node, key)
-			} else if err != nil if !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			} else if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 				errs = append(errs, err)
 			}
 		case p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed:

@@ -1,0 +1,271 @@
+//! The NodeHealthCheck (NHC v0.12.0) remediation contract: the names NHC reads and writes, how a
+//! remediation's node is found, and the one table of condition reasons.
+//!
+//! NHC reads only `Succeeded` (type, status, lastTransitionTime); `Processing`, reasons and messages
+//! are for humans. With `escalatingRemediations`, `Succeeded=False` makes NHC move on at once, so a
+//! reason that may clear by itself must wait (`Processing=True`, `Succeeded=Unknown`), never fail.
+
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
+
+use crate::api::conditions::{self, FALSE, TRUE, UNKNOWN};
+
+/// Set by NHC on every remediation it creates: the node to remediate.
+pub const NODE_NAME_ANNOTATION: &str = "remediation.medik8s.io/node-name";
+/// Set by NHC when it gives up on a remediation: stop all further BMC mutations at once.
+pub const TIMED_OUT_ANNOTATION: &str = "remediation.medik8s.io/nhc-timed-out";
+/// On templates: NHC may use several templates of this kind in one escalation chain.
+pub const MULTIPLE_TEMPLATES_ANNOTATION: &str = "remediation.medik8s.io/multiple-templates-support";
+/// On nodes: never remediate (any value; NHC ignores an empty one, a fencer must not).
+pub const EXCLUDE_LABEL: &str = "remediation.medik8s.io/exclude-from-remediation";
+
+/// coroner's finalizer on remediations: removes the taints the remediation owns.
+pub const FINALIZER: &str = "coroner.dev/remediation";
+
+pub const PROCESSING: &str = "Processing";
+pub const SUCCEEDED: &str = "Succeeded";
+/// Reboot only: whether the machine was powered on again and read back `On`.
+pub const POWERED_ON: &str = "PoweredOn";
+/// Reboot only: whether the node's pods and volume attachments were released before power-on.
+pub const WORKLOADS_RELEASED: &str = "WorkloadsReleased";
+/// False when the BMC's certificate is not verified (`insecureSkipVerify: true`).
+pub const TLS_VERIFIED: &str = "TLSVerified";
+
+/// The node a remediation is for: NHC's annotation, else the object's name (remediations created by
+/// hand). With `multiple-templates-support` the name is `<node>-xxxxx`, so the annotation wins.
+pub fn node_name(meta: &ObjectMeta) -> Option<&str> {
+    meta.annotations
+        .as_ref()
+        .and_then(|a| a.get(NODE_NAME_ANNOTATION))
+        .map(String::as_str)
+        .filter(|name| !name.is_empty())
+        .or(meta.name.as_deref())
+}
+
+/// NHC stamped `nhc-timed-out`: coroner must not send another BMC mutation for this remediation.
+pub fn timed_out_by_nhc(meta: &ObjectMeta) -> bool {
+    meta.annotations.as_ref().is_some_and(|a| a.contains_key(TIMED_OUT_ANNOTATION))
+}
+
+pub fn supports_multiple_templates(meta: &ObjectMeta) -> bool {
+    meta.annotations.as_ref().is_some_and(|a| a.contains_key(MULTIPLE_TEMPLATES_ANNOTATION))
+}
+
+/// What a reason means for the two conditions NHC and humans read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Disposition {
+    /// Work in progress: `Processing=True`, `Succeeded=Unknown`.
+    Progress,
+    /// Blocked by something that may clear by itself: `Processing=True`, `Succeeded=Unknown`, requeued.
+    Waiting,
+    /// The node is proven fenced and its workloads released; follow-up work remains:
+    /// `Processing=True`, `Succeeded=True`.
+    Fenced,
+    /// Nothing left to do: `Processing=False`, `Succeeded=True`.
+    Complete,
+    /// Refused or failed for good: `Processing=False`, `Succeeded=False`; nothing is released.
+    Final,
+}
+
+/// Which limit ends a wait or a run of retries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Budget {
+    /// Not retried.
+    None,
+    /// `spec.retry.count` attempts, `spec.retry.interval` apart.
+    RetryCount,
+    /// `spec.powerOffTimeout` per attempt, within the `spec.retry.count` attempts.
+    PowerOffTimeout,
+    /// `spec.releaseTimeout`, then the step goes ahead with a Warning.
+    ReleaseTimeout,
+    /// Waits until the condition clears or NHC times the remediation out.
+    NhcTimeout,
+}
+
+macro_rules! reasons {
+    ($($name:ident => $disposition:ident, $budget:ident, $meaning:literal;)+) => {
+        /// Every reason coroner writes into `Processing`/`Succeeded`, with its disposition and retry
+        /// budget. `docs/safety.md` carries the same table (a test compares them).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum Reason { $($name,)+ }
+
+        impl Reason {
+            pub const ALL: &'static [Reason] = &[$(Reason::$name,)+];
+
+            pub fn as_str(self) -> &'static str {
+                match self { $(Reason::$name => stringify!($name),)+ }
+            }
+
+            pub fn disposition(self) -> Disposition {
+                match self { $(Reason::$name => Disposition::$disposition,)+ }
+            }
+
+            pub fn budget(self) -> Budget {
+                match self { $(Reason::$name => Budget::$budget,)+ }
+            }
+
+            /// One line for the docs and for humans.
+            pub fn meaning(self) -> &'static str {
+                match self { $(Reason::$name => $meaning,)+ }
+            }
+        }
+    };
+}
+
+reasons! {
+    RemediationStarted => Progress, None, "coroner accepted the remediation and is checking its gates";
+    VerifyingIdentity => Progress, RetryCount, "proving that the BMC's system is this node (UUID)";
+    PoweringOff => Progress, PowerOffTimeout, "reading the power state and sending ForceOff unless it reads Off";
+    ConfirmingOff => Progress, PowerOffTimeout, "collecting an unbroken run of Off readings spanning settle";
+    AttemptFailed => Waiting, RetryCount, "an attempt failed (BMC unreachable or no proof in time); the next one is scheduled";
+    Releasing => Progress, None, "power proven Off; re-checking the node and releasing its workloads";
+    NodeFenced => Fenced, None, "power proven Off and workloads released (out-of-service taint or pod deletion)";
+    WaitingForRelease => Fenced, ReleaseTimeout, "Reboot: waiting until no pod is terminating and no VolumeAttachment names the node";
+    PoweringOn => Fenced, PowerOffTimeout, "Reboot: out-of-service taint removed; sending On and reading On back";
+    WaitingForNode => Fenced, NhcTimeout, "Reboot: waiting for the node to come back Ready with a new bootID";
+    RemediationComplete => Complete, None, "nothing left to do; NHC deletes the remediation once the node is healthy";
+    TimedOutByNHC => Final, None, "NHC stamped nhc-timed-out before success; no further BMC mutation is sent";
+    NodeNotFound => Final, None, "the node named by the remediation does not exist";
+    NodeExcluded => Final, None, "the node carries remediation.medik8s.io/exclude-from-remediation";
+    NodeNotUnreachable => Final, None, "the node's Ready condition is True or False, not Unknown: a kubelet is still reporting";
+    NoBmcBinding => Final, None, "no BmcBinding names this node";
+    BindingConflict => Final, None, "more than one BmcBinding claims this node";
+    BindingInvalid => Final, None, "the BmcBinding cannot be used (missing Secret or CA bundle, bad key, bad pin)";
+    BmcAuthenticationFailed => Final, None, "the BMC rejected the credentials (401/403)";
+    BmcTlsVerificationFailed => Final, None, "the BMC's certificate did not verify against the CA bundle, pin or name";
+    BmcUnreachable => Final, RetryCount, "the BMC did not answer in any of the retry.count identity attempts";
+    BmcProtocolError => Final, None, "the BMC answered, but not with a usable Redfish ComputerSystem (e.g. no UUID or PowerState)";
+    NodeUuidUnusable => Final, None, "the node's systemUUID is empty, all-zero, all-F or a known placeholder: identity cannot be proven";
+    IdentityMismatch => Final, None, "the BMC's system UUID is not the node's systemUUID (in either byte order)";
+    IdentityAmbiguous => Final, None, "the UUID also belongs to another Node or to another BmcBinding's verified system";
+    IdentityChanged => Final, None, "a later response of the pinned system carried a different UUID";
+    PowerOffNotConfirmed => Final, PowerOffTimeout, "no attempt proved the power Off within powerOffTimeout; nothing released";
+    NodeAliveAfterPowerOff => Final, None, "after the proven power-off the node changed UID, left Unknown or renewed its Lease: the machine switched off is not this node";
+}
+
+/// Sets `Processing` and `Succeeded` for `reason`. `Succeeded` never leaves `False` (NHC may already
+/// have escalated) and never goes from `True` back to `Unknown`.
+/// Returns whether anything changed.
+pub fn record(conditions: &mut Vec<Condition>, reason: Reason, message: &str, now: Timestamp) -> bool {
+    let current = conditions::status_of(conditions, SUCCEEDED).map(str::to_owned);
+    let (processing, wanted) = match reason.disposition() {
+        Disposition::Progress | Disposition::Waiting => (TRUE, UNKNOWN),
+        Disposition::Fenced => (TRUE, TRUE),
+        Disposition::Complete => (FALSE, TRUE),
+        Disposition::Final => (FALSE, FALSE),
+    };
+    let succeeded = match (current.as_deref(), wanted) {
+        (Some(FALSE), _) => FALSE,
+        (Some(TRUE), UNKNOWN) => TRUE,
+        _ => wanted,
+    };
+    let mut changed = conditions::set(conditions, PROCESSING, processing, reason.as_str(), message, now);
+    changed |= conditions::set(conditions, SUCCEEDED, succeeded, reason.as_str(), message, now);
+    changed
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn meta(name: &str, annotations: &[(&str, &str)]) -> ObjectMeta {
+        ObjectMeta {
+            name: Some(name.into()),
+            annotations: Some(annotations.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>()),
+            ..ObjectMeta::default()
+        }
+    }
+
+    fn status(conditions: &[Condition], type_: &str) -> String {
+        conditions::status_of(conditions, type_).unwrap_or("absent").to_owned()
+    }
+
+    #[test]
+    fn node_name_comes_from_the_annotation_first() {
+        assert_eq!(node_name(&meta("worker-1-x7k2p", &[(NODE_NAME_ANNOTATION, "worker-1")])), Some("worker-1"));
+        assert_eq!(node_name(&meta("worker-2", &[])), Some("worker-2"));
+        assert_eq!(node_name(&meta("worker-3", &[(NODE_NAME_ANNOTATION, "")])), Some("worker-3"));
+        assert_eq!(node_name(&ObjectMeta::default()), None);
+    }
+
+    #[test]
+    fn timed_out_is_the_presence_of_the_annotation() {
+        assert!(timed_out_by_nhc(&meta("n", &[(TIMED_OUT_ANNOTATION, "2026-11-29T10:00:00Z")])));
+        assert!(!timed_out_by_nhc(&meta("n", &[(NODE_NAME_ANNOTATION, "n")])));
+    }
+
+    #[test]
+    fn multiple_templates_marker_is_presence_only() {
+        assert!(supports_multiple_templates(&meta("t", &[(MULTIPLE_TEMPLATES_ANNOTATION, "true")])));
+        assert!(supports_multiple_templates(&meta("t", &[(MULTIPLE_TEMPLATES_ANNOTATION, "")])));
+        assert!(!supports_multiple_templates(&meta("t", &[])));
+    }
+
+    #[test]
+    fn start_progress_and_waiting_leave_succeeded_unknown() {
+        let mut c = Vec::new();
+        for reason in [Reason::RemediationStarted, Reason::ConfirmingOff, Reason::AttemptFailed] {
+            assert!(record(&mut c, reason, "m", Timestamp::UNIX_EPOCH));
+            assert_eq!((status(&c, PROCESSING), status(&c, SUCCEEDED)), ("True".into(), "Unknown".into()));
+        }
+    }
+
+    #[test]
+    fn fenced_then_complete() {
+        let mut c = Vec::new();
+        record(&mut c, Reason::ConfirmingOff, "m", Timestamp::UNIX_EPOCH);
+        record(&mut c, Reason::NodeFenced, "m", Timestamp::UNIX_EPOCH);
+        assert_eq!((status(&c, PROCESSING), status(&c, SUCCEEDED)), ("True".into(), "True".into()));
+        record(&mut c, Reason::RemediationComplete, "m", Timestamp::UNIX_EPOCH);
+        assert_eq!((status(&c, PROCESSING), status(&c, SUCCEEDED)), ("False".into(), "True".into()));
+    }
+
+    #[test]
+    fn failure_sets_both_false() {
+        let mut c = Vec::new();
+        record(&mut c, Reason::VerifyingIdentity, "m", Timestamp::UNIX_EPOCH);
+        record(&mut c, Reason::IdentityMismatch, "uuid differs", Timestamp::UNIX_EPOCH);
+        assert_eq!((status(&c, PROCESSING), status(&c, SUCCEEDED)), ("False".into(), "False".into()));
+        let succeeded = conditions::find(&c, SUCCEEDED).unwrap();
+        assert_eq!((succeeded.reason.as_str(), succeeded.message.as_str()), ("IdentityMismatch", "uuid differs"));
+    }
+
+    #[test]
+    fn succeeded_never_goes_from_false_to_true() {
+        let mut c = Vec::new();
+        record(&mut c, Reason::PowerOffNotConfirmed, "m", Timestamp::UNIX_EPOCH);
+        record(&mut c, Reason::NodeFenced, "m", Timestamp::UNIX_EPOCH);
+        assert_eq!(status(&c, SUCCEEDED), "False");
+        record(&mut c, Reason::RemediationComplete, "m", Timestamp::UNIX_EPOCH);
+        assert_eq!(status(&c, SUCCEEDED), "False");
+    }
+
+    #[test]
+    fn succeeded_never_goes_from_true_back_to_unknown() {
+        let mut c = Vec::new();
+        record(&mut c, Reason::NodeFenced, "m", Timestamp::UNIX_EPOCH);
+        record(&mut c, Reason::AttemptFailed, "power-on attempt failed", Timestamp::UNIX_EPOCH);
+        assert_eq!(status(&c, SUCCEEDED), "True");
+    }
+
+    #[test]
+    fn every_reason_has_a_message_and_final_reasons_never_wait() {
+        for reason in Reason::ALL {
+            assert!(!reason.meaning().is_empty());
+            if reason.disposition() == Disposition::Final {
+                assert_ne!(reason.budget(), Budget::NhcTimeout, "{reason:?} fails but should wait");
+            }
+        }
+    }
+
+    #[test]
+    fn every_condition_written_has_a_reason_and_message() {
+        for reason in Reason::ALL {
+            let mut c = Vec::new();
+            record(&mut c, *reason, reason.meaning(), Timestamp::UNIX_EPOCH);
+            assert!(c.iter().all(|c| !c.reason.is_empty() && !c.message.is_empty()));
+        }
+    }
+}

@@ -1,0 +1,209 @@
+//! What the controller observes for the state machine, and the pure checks it runs on Kubernetes
+//! objects while observing.
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Node, Pod, Toleration};
+
+use crate::{
+    api::{CoronerRemediationStatus, NodeEvidence, conditions},
+    bmc::{BmcError, PowerState, ResetType, SystemReading},
+    contract::Reason,
+    identity::Claim,
+    taints::{self, CoronerTaint},
+};
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Observation {
+    /// Nothing needed (WaitingForNode reads the node snapshot in the context).
+    Nothing,
+    /// The plan said to wait: just requeue.
+    Wait,
+    Admission(Verdict),
+    Identity(Result<IdentityFound, IdentityProblem>),
+    Power(Result<PowerReading, BmcFailure>),
+    ResetAnswered { action: ResetType, result: Result<u16, BmcFailure> },
+    /// The checked release: what was done, or why the node proved alive.
+    Release(Result<Released, String>),
+    Workloads(Workloads),
+}
+
+/// The gates' answer for a pending remediation.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Verdict {
+    Admit(NodeEvidence),
+    Wait { reason: Reason, message: String },
+    Refuse { reason: Reason, message: String },
+}
+
+/// The system the binding leads to, and what else claims a machine.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IdentityFound {
+    pub binding: String,
+    pub endpoint: String,
+    pub tls_verified: bool,
+    pub system: SystemReading,
+    pub claims: Vec<Claim>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum IdentityProblem {
+    /// The binding or what it refers to is missing or unusable (final).
+    Binding { reason: Reason, message: String },
+    Bmc(BmcFailure),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PowerReading {
+    pub uuid: String,
+    pub power_state: PowerState,
+}
+
+impl From<&SystemReading> for PowerReading {
+    fn from(system: &SystemReading) -> Self {
+        Self { uuid: system.uuid.clone(), power_state: system.power_state.clone() }
+    }
+}
+
+/// A BMC error as the state machine sees it: may it clear by itself, and which final reason if not.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BmcFailure {
+    pub transient: bool,
+    pub reason: Reason,
+    pub message: String,
+}
+
+impl From<&BmcError> for BmcFailure {
+    fn from(error: &BmcError) -> Self {
+        let reason = match error {
+            BmcError::Unreachable(_) => Reason::BmcUnreachable,
+            BmcError::Tls(_) => Reason::BmcTlsVerificationFailed,
+            BmcError::Unauthorized(_) => Reason::BmcAuthenticationFailed,
+            BmcError::Status { status, .. } if *status >= 500 => Reason::BmcUnreachable,
+            BmcError::Status { .. } | BmcError::Protocol { .. } | BmcError::CrossHostRedirect(_) => Reason::BmcProtocolError,
+            BmcError::Setup(_) => Reason::BindingInvalid,
+        };
+        Self { transient: error.is_transient(), reason, message: error.to_string() }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Released {
+    pub node_ready: String,
+    pub lease_renew_time: Option<Timestamp>,
+    /// Whether the out-of-service taint is coroner's (added by this remediation).
+    pub taint_owned: bool,
+    /// ResourceDeletion: how many pods were force-deleted.
+    pub pods_deleted: Option<u32>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Workloads {
+    /// Pods bound to the node that are terminating or that the out-of-service taint would evict.
+    pub blocking_pods: u32,
+    pub volume_attachments: u32,
+}
+
+/// The node as one reconcile sees it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeSnapshot {
+    pub name: String,
+    pub uid: String,
+    /// The `Ready` condition's status, if the node has one.
+    pub ready: Option<String>,
+    pub boot_id: String,
+    pub system_uuid: String,
+    /// Whether the node's Lease in kube-node-lease exists, and its renewTime.
+    pub lease_present: bool,
+    pub lease_renew_time: Option<Timestamp>,
+    /// Whether the out-of-service taint owned by this remediation is still on the node.
+    pub out_of_service_owned: bool,
+}
+
+impl NodeSnapshot {
+    pub fn new(node: &Node, lease_renew_time: Option<Option<Timestamp>>, remediation_uid: &str) -> Self {
+        let status = node.status.as_ref();
+        let info = status.and_then(|s| s.node_info.as_ref());
+        Self {
+            name: node.metadata.name.clone().unwrap_or_default(),
+            uid: node.metadata.uid.clone().unwrap_or_default(),
+            ready: ready_status(node).map(str::to_owned),
+            boot_id: info.map(|i| i.boot_id.clone()).unwrap_or_default(),
+            system_uuid: info.map(|i| i.system_uuid.clone()).unwrap_or_default(),
+            lease_present: lease_renew_time.is_some(),
+            lease_renew_time: lease_renew_time.flatten(),
+            out_of_service_owned: taints::owns(node, CoronerTaint::OutOfService, remediation_uid),
+        }
+    }
+
+    pub fn evidence(&self, now: Timestamp) -> NodeEvidence {
+        NodeEvidence {
+            name: self.name.clone(),
+            uid: self.uid.clone(),
+            system_uuid: self.system_uuid.clone(),
+            boot_id: self.boot_id.clone(),
+            ready: self.ready.clone().unwrap_or_else(|| "absent".into()),
+            lease_present: self.lease_present,
+            lease_renew_time: self.lease_renew_time.map(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time),
+            admitted_at: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now),
+        }
+    }
+}
+
+pub fn ready_status(node: &Node) -> Option<&str> {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+        .map(|c| c.status.as_str())
+}
+
+/// The release's safety check, run on the Node about to be updated: it must be the node coroner
+/// admitted (same UID), still `Ready=Unknown`, and its Lease not renewed since the power-off began.
+/// Anything else means the machine switched off was not this node.
+pub fn release_check(status: &CoronerRemediationStatus, node: &NodeSnapshot) -> Result<(), String> {
+    let admitted = status.evidence.as_ref().and_then(|e| e.node.as_ref()).ok_or("no node was recorded at admission")?;
+    if node.uid != admitted.uid {
+        return Err(format!("Node {} was replaced (UID {} → {})", node.name, admitted.uid, node.uid));
+    }
+    if node.ready.as_deref() != Some(conditions::UNKNOWN) {
+        return Err(format!("Node {} reports Ready={} after the power-off", node.name, node.ready.as_deref().unwrap_or("absent")));
+    }
+    let at_power_off = status.progress.as_ref().and_then(|p| p.lease_renew_time_at_power_off.as_ref()).map(|t| t.0);
+    if let (Some(renewed), Some(before)) = (node.lease_renew_time, at_power_off) {
+        if renewed > before {
+            return Err(format!("Node {}'s Lease was renewed at {renewed}, after the power-off began", node.name));
+        }
+    }
+    Ok(())
+}
+
+/// Mirror pods belong to a kubelet's static pods; deleting them through the API does nothing useful.
+pub fn is_mirror_pod(pod: &Pod) -> bool {
+    pod.metadata.annotations.as_ref().is_some_and(|a| a.contains_key("kubernetes.io/config.mirror"))
+}
+
+/// Whether a pod still holds up the release: it is terminating, or the out-of-service taint has yet
+/// to evict it (it does not tolerate the taint).
+pub fn pod_blocks_release(pod: &Pod) -> bool {
+    if pod.metadata.deletion_timestamp.is_some() {
+        return true;
+    }
+    let finished = pod.status.as_ref().and_then(|s| s.phase.as_deref()).is_some_and(|p| p == "Succeeded" || p == "Failed");
+    if finished || is_mirror_pod(pod) {
+        return false;
+    }
+    let tolerations = pod.spec.as_ref().and_then(|s| s.tolerations.as_deref()).unwrap_or_default();
+    !tolerations.iter().any(tolerates_out_of_service)
+}
+
+/// Kubernetes' toleration rule, for `node.kubernetes.io/out-of-service=nodeshutdown:NoExecute`.
+fn tolerates_out_of_service(toleration: &Toleration) -> bool {
+    let taint = CoronerTaint::OutOfService;
+    let effect_matches = toleration.effect.as_deref().is_none_or(|e| e.is_empty() || e == taint.effect());
+    let key = toleration.key.as_deref().unwrap_or_default();
+    let key_matches = match toleration.operator.as_deref() {
+        Some("Exists") => key.is_empty() || key == taint.key(),
+        _ => key == taint.key() && toleration.value.as_deref() == Some("nodeshutdown"),
+    };
+    effect_matches && key_matches
+}

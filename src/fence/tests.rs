@@ -1,0 +1,519 @@
+//! Transition-by-transition tests of the fence state machine, including reading sequences a real
+//! emulator cannot produce.
+
+use std::time::Duration as StdDuration;
+
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use super::*;
+use crate::{
+    api::{CoronerRemediationSpec, FenceAction, UuidMatch},
+    bmc::{PowerState, SystemReading},
+    identity::Claim,
+};
+
+const NODE_UUID: &str = "7f3b0c1e-0000-4000-8000-000000000001";
+const SWAPPED: &str = "1e0c3b7f-0000-0040-8000-000000000001";
+const OTHER_UUID: &str = "7f3b0c1e-0000-4000-8000-000000000002";
+const ME: &str = "instance-b";
+
+fn t(secs: i64) -> Timestamp {
+    Timestamp::UNIX_EPOCH + SignedDuration::from_secs(1_800_000_000 + secs)
+}
+
+fn node() -> NodeSnapshot {
+    NodeSnapshot {
+        name: "worker-1".into(),
+        uid: "node-uid".into(),
+        ready: Some("Unknown".into()),
+        boot_id: "boot-1".into(),
+        system_uuid: NODE_UUID.into(),
+        lease_present: true,
+        lease_renew_time: Some(t(-100)),
+        out_of_service_owned: false,
+    }
+}
+
+fn ctx(now: i64, node: &NodeSnapshot) -> Context<'_> {
+    Context { now: t(now), instance: ME, node }
+}
+
+fn spec() -> CoronerRemediationSpec {
+    CoronerRemediationSpec::default()
+}
+
+fn succeeded(status: &CoronerRemediationStatus) -> (String, String) {
+    let c = conditions::find(&status.conditions, contract::SUCCEEDED).unwrap();
+    (c.status.clone(), c.reason.clone())
+}
+
+fn processing(status: &CoronerRemediationStatus) -> String {
+    conditions::status_of(&status.conditions, contract::PROCESSING).unwrap().to_owned()
+}
+
+fn system(uuid: &str, power: PowerState) -> SystemReading {
+    SystemReading {
+        id: uuid.into(),
+        path: format!("/redfish/v1/Systems/{uuid}"),
+        uuid: uuid.into(),
+        power_state: power,
+        reset_target: None,
+    }
+}
+
+fn found(uuid: &str) -> Observation {
+    Observation::Identity(Ok(IdentityFound {
+        binding: "worker-1".into(),
+        endpoint: "https://127.0.0.1:8443".into(),
+        tls_verified: true,
+        system: system(uuid, PowerState::On),
+        claims: vec![],
+    }))
+}
+
+fn power(state: PowerState) -> Observation {
+    Observation::Power(Ok(PowerReading { uuid: NODE_UUID.into(), power_state: state }))
+}
+
+fn unreachable() -> BmcFailure {
+    BmcFailure { transient: true, reason: Reason::BmcUnreachable, message: "BMC unreachable: connection refused".into() }
+}
+
+/// Drives a remediation from Pending through admission and identity, at t=0.
+fn verified(spec: &CoronerRemediationSpec) -> CoronerRemediationStatus {
+    let node = node();
+    let admitted = next(spec, &CoronerRemediationStatus::default(), Observation::Admission(Verdict::Admit(node.evidence(t(0)))), ctx(0, &node));
+    next(spec, &admitted.status, found(NODE_UUID), ctx(0, &node)).status
+}
+
+/// Feeds a sequence of observations one second apart starting at `start`; returns the last decision.
+fn feed(spec: &CoronerRemediationSpec, mut status: CoronerRemediationStatus, start: i64, observations: Vec<Observation>) -> Decision {
+    let node = node();
+    let mut last = None;
+    for (i, observation) in observations.into_iter().enumerate() {
+        let decision = next(spec, &status, observation, ctx(start + i as i64, &node));
+        status = decision.status.clone();
+        last = Some(decision);
+    }
+    last.unwrap()
+}
+
+/// A status in ConfirmingOff after ForceOff was sent at t=1.
+fn confirming(spec: &CoronerRemediationSpec) -> CoronerRemediationStatus {
+    let decision = feed(spec, verified(spec), 1, vec![power(PowerState::On)]);
+    assert_eq!(decision.reset, Some(ResetType::ForceOff));
+    decision.status
+}
+
+// Pending --------------------------------------------------------------------------------------------
+
+#[test]
+fn admission_records_the_node_and_starts_identity() {
+    let node = node();
+    let decision = next(&spec(), &CoronerRemediationStatus::default(), Observation::Admission(Verdict::Admit(node.evidence(t(0)))), ctx(0, &node));
+    assert_eq!(decision.status.phase, Some(Phase::VerifyingIdentity));
+    assert_eq!(decision.status.evidence.as_ref().unwrap().node.as_ref().unwrap().uid, "node-uid");
+    assert_eq!((processing(&decision.status), succeeded(&decision.status).0), ("True".into(), "Unknown".into()));
+    assert_eq!(decision.reset, None);
+    assert!(fencing_taint_wanted(&spec(), &decision.status));
+}
+
+#[test]
+fn a_waiting_gate_keeps_the_remediation_pending() {
+    let node = node();
+    let verdict = Verdict::Wait { reason: Reason::AttemptFailed, message: "wait".into() };
+    let decision = next(&spec(), &CoronerRemediationStatus::default(), Observation::Admission(verdict), ctx(0, &node));
+    assert_eq!(decision.status.phase, Some(Phase::Pending));
+    assert_eq!(succeeded(&decision.status).0, "Unknown");
+    assert!(decision.requeue.is_some());
+    assert!(!fencing_taint_wanted(&spec(), &decision.status));
+    // The same wait again is not announced twice.
+    let again = next(&spec(), &decision.status, Observation::Admission(Verdict::Wait { reason: Reason::AttemptFailed, message: "wait".into() }), ctx(5, &node));
+    assert!(again.notices.is_empty());
+}
+
+#[test]
+fn a_refusing_gate_fails_without_any_taint() {
+    let node = node();
+    let verdict = Verdict::Refuse { reason: Reason::NoBmcBinding, message: "no binding".into() };
+    let decision = next(&spec(), &CoronerRemediationStatus::default(), Observation::Admission(verdict), ctx(0, &node));
+    assert_eq!(decision.status.phase, Some(Phase::Failed));
+    assert_eq!(succeeded(&decision.status), ("False".into(), "NoBmcBinding".into()));
+    assert!(!fencing_taint_wanted(&spec(), &decision.status));
+    assert!(decision.notices[0].warning);
+}
+
+// VerifyingIdentity ------------------------------------------------------------------------------------
+
+#[test]
+fn an_exact_uuid_proves_identity_without_power_action() {
+    let status = verified(&spec());
+    assert_eq!(status.phase, Some(Phase::PoweringOff));
+    let identity = status.evidence.unwrap().identity.unwrap();
+    assert_eq!((identity.match_kind, identity.system_path.as_str()), (UuidMatch::Exact, "/redfish/v1/Systems/7f3b0c1e-0000-4000-8000-000000000001"));
+}
+
+#[test]
+fn a_byte_swapped_uuid_is_accepted_and_recorded() {
+    let node = node();
+    let admitted = next(&spec(), &CoronerRemediationStatus::default(), Observation::Admission(Verdict::Admit(node.evidence(t(0)))), ctx(0, &node));
+    let decision = next(&spec(), &admitted.status, found(SWAPPED), ctx(0, &node));
+    assert_eq!(decision.status.evidence.unwrap().identity.unwrap().match_kind, UuidMatch::ByteSwapped);
+}
+
+#[test]
+fn identity_refusals_are_final_and_touch_no_power() {
+    let node = node();
+    let admitted = next(&spec(), &CoronerRemediationStatus::default(), Observation::Admission(Verdict::Admit(node.evidence(t(0)))), ctx(0, &node)).status;
+    let ambiguous = Observation::Identity(Ok(IdentityFound {
+        claims: vec![Claim { owner: "Node worker-2".into(), uuid: SWAPPED.into() }],
+        ..match found(NODE_UUID) {
+            Observation::Identity(Ok(f)) => f,
+            _ => unreachable!(),
+        }
+    }));
+    let mut placeholder_node = node.clone();
+    placeholder_node.system_uuid = "03000200-0400-0500-0006-000700080009".into();
+    let placeholder_admitted =
+        next(&spec(), &CoronerRemediationStatus::default(), Observation::Admission(Verdict::Admit(placeholder_node.evidence(t(0)))), ctx(0, &placeholder_node)).status;
+    let cases = [
+        (admitted.clone(), found(OTHER_UUID), "IdentityMismatch"),
+        (admitted.clone(), ambiguous, "IdentityAmbiguous"),
+        (placeholder_admitted, found("03000200-0400-0500-0006-000700080009"), "NodeUuidUnusable"),
+        (
+            admitted.clone(),
+            Observation::Identity(Err(IdentityProblem::Bmc(BmcFailure {
+                transient: false,
+                reason: Reason::BmcAuthenticationFailed,
+                message: "401".into(),
+            }))),
+            "BmcAuthenticationFailed",
+        ),
+        (
+            admitted.clone(),
+            Observation::Identity(Err(IdentityProblem::Binding { reason: Reason::BindingInvalid, message: "no Secret".into() })),
+            "BindingInvalid",
+        ),
+    ];
+    for (status, observation, reason) in cases {
+        let decision = next(&spec(), &status, observation, ctx(1, &node));
+        assert_eq!(succeeded(&decision.status), ("False".into(), reason.into()));
+        assert_eq!(decision.status.phase, Some(Phase::Failed));
+        assert_eq!(decision.reset, None);
+        assert!(!fencing_taint_wanted(&spec(), &decision.status), "{reason}: refusal before power action drops the taint");
+        assert!(decision.notices.iter().any(|n| n.warning && n.reason == reason));
+    }
+}
+
+#[test]
+fn an_unreachable_bmc_uses_the_retry_budget_then_fails() {
+    let spec = spec();
+    let node = node();
+    let admitted = next(&spec, &CoronerRemediationStatus::default(), Observation::Admission(Verdict::Admit(node.evidence(t(0)))), ctx(0, &node)).status;
+    let first = next(&spec, &admitted, Observation::Identity(Err(IdentityProblem::Bmc(unreachable()))), ctx(1, &node));
+    assert_eq!(succeeded(&first.status), ("Unknown".into(), "AttemptFailed".into()));
+    assert_eq!(first.status.progress.as_ref().unwrap().attempt, 2);
+    assert_eq!(plan(&spec, &first.status, ctx(2, &node)), Plan::Wait(StdDuration::from_secs(4)));
+    assert_eq!(plan(&spec, &first.status, ctx(6, &node)), Plan::VerifyIdentity);
+    let second = next(&spec, &first.status, Observation::Identity(Err(IdentityProblem::Bmc(unreachable()))), ctx(6, &node));
+    assert_eq!(succeeded(&second.status), ("False".into(), "BmcUnreachable".into()));
+    assert_eq!(second.reset, None);
+}
+
+#[test]
+fn insecure_tls_is_a_warning_condition_and_event() {
+    let node = node();
+    let admitted = next(&spec(), &CoronerRemediationStatus::default(), Observation::Admission(Verdict::Admit(node.evidence(t(0)))), ctx(0, &node)).status;
+    let mut observation = match found(NODE_UUID) {
+        Observation::Identity(Ok(f)) => f,
+        _ => unreachable!(),
+    };
+    observation.tls_verified = false;
+    let decision = next(&spec(), &admitted, Observation::Identity(Ok(observation)), ctx(0, &node));
+    assert_eq!(conditions::status_of(&decision.status.conditions, contract::TLS_VERIFIED), Some("False"));
+    assert!(decision.notices.iter().any(|n| n.warning && n.reason == "InsecureSkipVerify"));
+}
+
+// PoweringOff / ConfirmingOff ----------------------------------------------------------------------------
+
+#[test]
+fn a_machine_that_is_on_gets_one_force_off_after_the_fresh_read() {
+    let status = confirming(&spec());
+    assert_eq!(status.phase, Some(Phase::ConfirmingOff));
+    let progress = status.progress.unwrap();
+    let intent = progress.intent.unwrap();
+    assert_eq!((intent.action, intent.attempt, intent.instance.as_str(), intent.result), (crate::api::PowerAction::ForceOff, 1, ME, None));
+    assert_eq!(progress.lease_renew_time_at_power_off, Some(Time(t(-100))));
+}
+
+#[test]
+fn a_machine_already_off_gets_no_reset_but_is_still_confirmed() {
+    let decision = feed(&spec(), verified(&spec()), 1, vec![power(PowerState::Off)]);
+    assert_eq!(decision.reset, None);
+    assert_eq!(decision.status.phase, Some(Phase::ConfirmingOff));
+    assert!(decision.status.evidence.as_ref().unwrap().power_off.as_ref().unwrap().already_off);
+    let proven = feed(&spec(), decision.status, 2, vec![power(PowerState::Off), power(PowerState::Off)]);
+    assert_eq!(proven.status.phase, Some(Phase::Releasing));
+}
+
+#[test]
+fn an_unbroken_run_spanning_settle_is_the_proof() {
+    // ForceOff at t=1; Off at 2, 3, 4: first and last 2 s apart = settle.
+    let decision = feed(&spec(), confirming(&spec()), 2, vec![power(PowerState::Off), power(PowerState::Off), power(PowerState::Off)]);
+    assert_eq!(decision.status.phase, Some(Phase::Releasing));
+    let evidence = decision.status.evidence.unwrap().power_off.unwrap();
+    let proof = evidence.proof.unwrap();
+    assert_eq!(proof.count, 3);
+    assert_eq!((proof.first[0].at.0, proof.last.last().unwrap().at.0), (t(2), t(4)));
+    assert_eq!(evidence.proven_at, Some(Time(t(4))));
+}
+
+#[test]
+fn readings_less_than_settle_apart_prove_nothing() {
+    let decision = feed(&spec(), confirming(&spec()), 2, vec![power(PowerState::Off), power(PowerState::Off)]);
+    assert_eq!(decision.status.phase, Some(Phase::ConfirmingOff));
+}
+
+#[test]
+fn anything_but_off_breaks_the_run() {
+    for breaker in [
+        power(PowerState::On),
+        power(PowerState::PoweringOff),
+        power(PowerState::PoweringOn),
+        power(PowerState::Paused),
+        power(PowerState::Other("Standby".into())),
+        Observation::Power(Err(unreachable())),
+    ] {
+        // Off, <breaker>, Off, Off: the run restarts after the breaker, so at t=5 it spans only 1 s.
+        let decision = feed(&spec(), confirming(&spec()), 2, vec![power(PowerState::Off), breaker.clone(), power(PowerState::Off), power(PowerState::Off)]);
+        assert_eq!(decision.status.phase, Some(Phase::ConfirmingOff), "{breaker:?}");
+        let run = decision.status.progress.as_ref().unwrap().off_run.as_ref().unwrap();
+        assert_eq!((run.count, run.first[0].at.0), (2, t(4)), "{breaker:?}");
+        // One more Off reading completes a fresh run.
+        let proven = feed(&spec(), decision.status, 6, vec![power(PowerState::Off)]);
+        assert_eq!(proven.status.phase, Some(Phase::Releasing), "{breaker:?}");
+    }
+}
+
+#[test]
+fn readings_from_before_a_restart_never_count() {
+    let status = feed(&spec(), confirming(&spec()), 2, vec![power(PowerState::Off), power(PowerState::Off)]).status;
+    // Another coroner process (restarted) reads Off at t=4: its run starts afresh.
+    let node = node();
+    let other = Context { now: t(4), instance: "instance-c", node: &node };
+    let decision = next(&spec(), &status, power(PowerState::Off), other);
+    assert_eq!(decision.status.phase, Some(Phase::ConfirmingOff));
+    let run = decision.status.progress.unwrap().off_run.unwrap();
+    assert_eq!((run.instance.as_str(), run.count), ("instance-c", 1));
+}
+
+#[test]
+fn a_changed_uuid_stops_the_fence() {
+    let changed = Observation::Power(Ok(PowerReading { uuid: OTHER_UUID.into(), power_state: PowerState::Off }));
+    for status in [verified(&spec()), confirming(&spec())] {
+        let decision = feed(&spec(), status, 2, vec![changed.clone()]);
+        assert_eq!(succeeded(&decision.status), ("False".into(), "IdentityChanged".into()));
+        assert_eq!(decision.reset, None);
+    }
+    // The same UUID in another case is the same UUID.
+    let upper = Observation::Power(Ok(PowerReading { uuid: NODE_UUID.to_uppercase(), power_state: PowerState::Off }));
+    assert_eq!(feed(&spec(), confirming(&spec()), 2, vec![upper]).status.phase, Some(Phase::ConfirmingOff));
+}
+
+#[test]
+fn no_proof_within_the_timeout_starts_the_next_attempt_then_fails() {
+    let spec = spec();
+    let node = node();
+    // Still On at t=61 (ForceOff sent at t=1, powerOffTimeout 60s).
+    let first_attempt_over = next(&spec, &confirming(&spec), power(PowerState::On), ctx(61, &node));
+    let status = &first_attempt_over.status;
+    assert_eq!((status.phase, succeeded(status)), (Some(Phase::PoweringOff), ("Unknown".into(), "AttemptFailed".into())));
+    let progress = status.progress.as_ref().unwrap();
+    assert_eq!((progress.attempt, progress.intent.is_none()), (2, true));
+    assert_eq!(plan(&spec, status, ctx(62, &node)), Plan::Wait(StdDuration::from_secs(4)));
+    // Second attempt: fresh read first, then a new ForceOff.
+    let second = next(&spec, status, power(PowerState::On), ctx(66, &node));
+    assert_eq!(second.reset, Some(ResetType::ForceOff));
+    let failed = next(&spec, &second.status, power(PowerState::On), ctx(126, &node));
+    assert_eq!(succeeded(&failed.status), ("False".into(), "PowerOffNotConfirmed".into()));
+    assert_eq!(failed.reset, None);
+    assert!(fencing_taint_wanted(&spec, &failed.status), "after a ForceOff the node keeps coroner's NoSchedule taint");
+    assert!(!out_of_service_taint_wanted(&failed.status));
+}
+
+#[test]
+fn polling_is_paced_by_the_poll_interval() {
+    let spec = spec();
+    let node = node();
+    let status = feed(&spec, confirming(&spec), 2, vec![power(PowerState::Off)]).status;
+    assert_eq!(plan(&spec, &status, Context { now: t(2) + SignedDuration::from_millis(300), instance: ME, node: &node }), Plan::Wait(StdDuration::from_millis(700)));
+    assert!(matches!(plan(&spec, &status, ctx(3, &node)), Plan::ReadPower { .. }));
+}
+
+#[test]
+fn the_reset_answer_is_recorded_but_proves_nothing() {
+    let node = node();
+    let status = confirming(&spec());
+    let rejected = Err(BmcFailure { transient: false, reason: Reason::BmcProtocolError, message: "HTTP 400".into() });
+    let decision = next(&spec(), &status, Observation::ResetAnswered { action: ResetType::ForceOff, result: rejected }, ctx(1, &node));
+    assert_eq!(decision.status.phase, Some(Phase::ConfirmingOff));
+    let resets = decision.status.evidence.unwrap().power_off.unwrap().resets;
+    assert_eq!((resets.len(), resets[0].result.as_str()), (1, "HTTP 400"));
+    assert!(decision.notices.iter().any(|n| n.warning && n.reason == "ForceOffSent"));
+    assert_eq!(decision.status.progress.unwrap().intent.unwrap().result.as_deref(), Some("HTTP 400"));
+}
+
+// Releasing and after ----------------------------------------------------------------------------------
+
+fn releasing(spec: &CoronerRemediationSpec) -> CoronerRemediationStatus {
+    feed(spec, confirming(spec), 2, vec![power(PowerState::Off), power(PowerState::Off), power(PowerState::Off)]).status
+}
+
+fn released() -> Observation {
+    Observation::Release(Ok(Released { node_ready: "Unknown".into(), lease_renew_time: Some(t(-100)), taint_owned: true, pods_deleted: None }))
+}
+
+#[test]
+fn a_release_with_reboot_succeeds_and_waits_for_the_workloads() {
+    let decision = feed(&spec(), releasing(&spec()), 5, vec![released()]);
+    assert_eq!(decision.status.phase, Some(Phase::WaitingForRelease));
+    assert_eq!((processing(&decision.status), succeeded(&decision.status)), ("True".into(), ("True".into(), "WaitingForRelease".into())));
+    assert!(out_of_service_taint_wanted(&decision.status));
+    assert!(decision.notices.iter().any(|n| n.reason == "NodeFenced"));
+}
+
+#[test]
+fn a_release_with_off_completes_and_keeps_both_taints() {
+    let spec = CoronerRemediationSpec { action: FenceAction::Off, ..spec() };
+    let decision = feed(&spec, releasing(&spec), 5, vec![released()]);
+    assert_eq!(decision.status.phase, Some(Phase::Done));
+    assert_eq!((processing(&decision.status), succeeded(&decision.status).0), ("False".into(), "True".into()));
+    assert!(out_of_service_taint_wanted(&decision.status));
+    assert!(fencing_taint_wanted(&spec, &decision.status));
+}
+
+#[test]
+fn a_node_alive_after_power_off_is_refused_for_good() {
+    let decision = feed(&spec(), releasing(&spec()), 5, vec![Observation::Release(Err("Node worker-1 reports Ready=True".into()))]);
+    assert_eq!(succeeded(&decision.status), ("False".into(), "NodeAliveAfterPowerOff".into()));
+    assert!(decision.requeue.is_none());
+    assert!(!out_of_service_taint_wanted(&decision.status));
+}
+
+#[test]
+fn workloads_hold_the_power_on_until_released_or_timed_out() {
+    let spec = spec();
+    let waiting = feed(&spec, releasing(&spec), 5, vec![released()]).status;
+    let held = Observation::Workloads(Workloads { blocking_pods: 1, volume_attachments: 1 });
+    let still = feed(&spec, waiting.clone(), 6, vec![held.clone()]);
+    assert_eq!(still.status.phase, Some(Phase::WaitingForRelease));
+
+    let clear = feed(&spec, waiting.clone(), 7, vec![Observation::Workloads(Workloads::default())]);
+    assert_eq!(clear.status.phase, Some(Phase::PoweringOn));
+    assert!(!out_of_service_taint_wanted(&clear.status), "the out-of-service taint goes before power-on");
+    assert_eq!(conditions::status_of(&clear.status.conditions, contract::WORKLOADS_RELEASED), Some("True"));
+
+    let timed_out = feed(&spec, waiting, 5 + 300, vec![held]);
+    assert_eq!(timed_out.status.phase, Some(Phase::PoweringOn));
+    assert_eq!(conditions::status_of(&timed_out.status.conditions, contract::WORKLOADS_RELEASED), Some("False"));
+    assert!(timed_out.notices.iter().any(|n| n.warning && n.reason == "ReleaseTimeout"));
+    assert_eq!(succeeded(&timed_out.status).0, "True");
+}
+
+fn powering_on(spec: &CoronerRemediationSpec) -> CoronerRemediationStatus {
+    feed(spec, feed(spec, releasing(spec), 5, vec![released()]).status, 6, vec![Observation::Workloads(Workloads::default())]).status
+}
+
+#[test]
+fn power_on_waits_for_the_out_of_service_taint_to_be_gone() {
+    let spec = spec();
+    let status = powering_on(&spec);
+    let mut tainted = node();
+    tainted.out_of_service_owned = true;
+    assert!(matches!(plan(&spec, &status, ctx(8, &tainted)), Plan::Wait(_)));
+    assert!(matches!(plan(&spec, &status, ctx(8, &node())), Plan::ReadPower { .. }));
+}
+
+#[test]
+fn power_on_is_sent_after_a_fresh_read_and_read_back() {
+    let spec = spec();
+    let decision = feed(&spec, powering_on(&spec), 8, vec![power(PowerState::Off)]);
+    assert_eq!(decision.reset, Some(ResetType::On));
+    let still_off = feed(&spec, decision.status.clone(), 9, vec![power(PowerState::Off)]);
+    assert_eq!(still_off.reset, None, "On is sent once per power-on, not per reading");
+    let on = feed(&spec, decision.status.clone(), 9, vec![power(PowerState::On)]);
+    assert_eq!(on.status.phase, Some(Phase::WaitingForNode));
+    assert_eq!(conditions::status_of(&on.status.conditions, contract::POWERED_ON), Some("True"));
+    let never = feed(&spec, decision.status, 8 + 60, vec![power(PowerState::Off)]);
+    assert_eq!(never.status.phase, Some(Phase::WaitingForNode));
+    assert_eq!(conditions::status_of(&never.status.conditions, contract::POWERED_ON), Some("False"));
+    assert_eq!(succeeded(&never.status).0, "True", "a failed power-on does not undo the fence");
+}
+
+#[test]
+fn the_node_returns_with_a_new_boot_id() {
+    let spec = spec();
+    let waiting = feed(&spec, feed(&spec, powering_on(&spec), 8, vec![power(PowerState::Off)]).status, 9, vec![power(PowerState::On)]).status;
+    let mut same_boot = node();
+    same_boot.ready = Some("True".into());
+    let stays = next(&spec, &waiting, Observation::Nothing, ctx(20, &same_boot));
+    assert_eq!(stays.status.phase, Some(Phase::WaitingForNode));
+    assert!(fencing_taint_wanted(&spec, &stays.status));
+
+    let mut rebooted = same_boot.clone();
+    rebooted.boot_id = "boot-2".into();
+    let done = next(&spec, &waiting, Observation::Nothing, ctx(21, &rebooted));
+    assert_eq!(done.status.phase, Some(Phase::Done));
+    assert_eq!((processing(&done.status), succeeded(&done.status).0), ("False".into(), "True".into()));
+    assert_eq!(done.status.evidence.unwrap().power_on.unwrap().new_boot_id.as_deref(), Some("boot-2"));
+    assert!(!fencing_taint_wanted(&spec, &next(&spec, &waiting, Observation::Nothing, ctx(21, &rebooted)).status));
+}
+
+// Contract-level endings --------------------------------------------------------------------------------
+
+#[test]
+fn nhc_timeout_before_success_fails_and_sends_nothing() {
+    let decision = timed_out(&confirming(&spec()), t(10)).unwrap();
+    assert_eq!((decision.status.phase, decision.reset), (Some(Phase::Failed), None));
+    assert_eq!(succeeded(&decision.status), ("False".into(), "TimedOutByNHC".into()));
+    assert_eq!(processing(&decision.status), "False");
+}
+
+#[test]
+fn nhc_timeout_after_success_keeps_succeeded_true() {
+    let spec = spec();
+    let decision = timed_out(&powering_on(&spec), t(10)).unwrap();
+    assert_eq!(decision.status.phase, Some(Phase::Done));
+    assert_eq!((processing(&decision.status), succeeded(&decision.status).0), ("False".into(), "True".into()));
+    assert!(timed_out(&decision.status, t(11)).is_none(), "terminal phases are left alone");
+}
+
+#[test]
+fn nhc_timeout_before_any_power_action_drops_the_fencing_taint() {
+    let node = node();
+    let admitted = next(&spec(), &CoronerRemediationStatus::default(), Observation::Admission(Verdict::Admit(node.evidence(t(0)))), ctx(0, &node)).status;
+    let decision = timed_out(&admitted, t(1)).unwrap();
+    assert!(!fencing_taint_wanted(&spec(), &decision.status));
+}
+
+#[test]
+fn a_missing_node_fails_before_success_and_completes_after() {
+    let before = node_missing(&confirming(&spec()), "worker-1", t(5)).unwrap();
+    assert_eq!(succeeded(&before.status), ("False".into(), "NodeNotFound".into()));
+    let spec = spec();
+    let after = node_missing(&powering_on(&spec), "worker-1", t(9)).unwrap();
+    assert_eq!((after.status.phase, succeeded(&after.status).0), (Some(Phase::Done), "True".into()));
+}
+
+#[test]
+fn proof_boundary_is_inclusive_at_exactly_settle() {
+    let run = |first: i64, last: i64| OffRun {
+        instance: ME.into(),
+        count: 2,
+        first: vec![crate::api::Reading { at: Time(t(first)), power_state: "Off".into() }],
+        last: vec![crate::api::Reading { at: Time(t(last)), power_state: "Off".into() }],
+    };
+    assert!(proven(&run(0, 2), StdDuration::from_secs(2)));
+    assert!(!proven(&run(0, 1), StdDuration::from_secs(2)));
+}
