@@ -173,7 +173,9 @@ mod tests {
     fn meta(name: &str, annotations: &[(&str, &str)]) -> ObjectMeta {
         ObjectMeta {
             name: Some(name.into()),
-            annotations: Some(annotations.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>()),
+            annotations: Some(
+                annotations.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>(),
+            ),
             ..ObjectMeta::default()
         }
     }

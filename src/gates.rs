@@ -72,7 +72,10 @@ pub fn one_binding(inputs: &GateInputs<'_>) -> Gate {
         ),
         several => {
             let names: Vec<_> = several.iter().filter_map(|b| b.metadata.name.as_deref()).collect();
-            Gate::Refuse(Reason::BindingConflict, format!("BmcBindings {} all claim node {node}; keep exactly one", names.join(", ")))
+            Gate::Refuse(
+                Reason::BindingConflict,
+                format!("BmcBindings {} all claim node {node}; keep exactly one", names.join(", ")),
+            )
         }
     }
 }
@@ -89,7 +92,8 @@ mod tests {
         node.metadata.name = Some("worker-1".into());
         node.metadata.labels = Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
         node.status = Some(NodeStatus {
-            conditions: ready.map(|s| vec![NodeCondition { type_: "Ready".into(), status: s.into(), ..NodeCondition::default() }]),
+            conditions: ready
+                .map(|s| vec![NodeCondition { type_: "Ready".into(), status: s.into(), ..NodeCondition::default() }]),
             ..NodeStatus::default()
         });
         node
@@ -125,7 +129,10 @@ mod tests {
     #[test]
     fn the_exclusion_label_refuses_whatever_its_value() {
         for value in ["true", "", "false"] {
-            assert_eq!(reason(not_excluded(&node(Some("Unknown"), &[(contract::EXCLUDE_LABEL, value)]))), Some(Reason::NodeExcluded));
+            assert_eq!(
+                reason(not_excluded(&node(Some("Unknown"), &[(contract::EXCLUDE_LABEL, value)]))),
+                Some(Reason::NodeExcluded)
+            );
         }
         assert_eq!(not_excluded(&node(Some("Unknown"), &[("other", "x")])), Gate::Admit);
     }
@@ -143,7 +150,10 @@ mod tests {
     #[test]
     fn the_first_refusal_decides() {
         let n = node(Some("True"), &[(contract::EXCLUDE_LABEL, "true")]);
-        assert_eq!(reason(evaluate(&GateInputs { node: &n, bindings: &[], namespace: "coroner" })), Some(Reason::NodeExcluded));
+        assert_eq!(
+            reason(evaluate(&GateInputs { node: &n, bindings: &[], namespace: "coroner" })),
+            Some(Reason::NodeExcluded)
+        );
         let ok = node(Some("Unknown"), &[]);
         assert_eq!(evaluate(&GateInputs { node: &ok, bindings: &[binding("a")], namespace: "coroner" }), Gate::Admit);
     }

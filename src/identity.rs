@@ -72,10 +72,7 @@ pub fn unusable(text: &str) -> Option<&'static str> {
     if uuid.is_max() {
         return Some("it is all F");
     }
-    let placeholder = KNOWN_PLACEHOLDERS
-        .iter()
-        .filter_map(|p| parse(p))
-        .any(|p| same_machine(p, uuid).is_some());
+    let placeholder = KNOWN_PLACEHOLDERS.iter().filter_map(|p| parse(p)).any(|p| same_machine(p, uuid).is_some());
     placeholder.then_some("it is a known firmware placeholder shared by many machines")
 }
 
@@ -85,7 +82,8 @@ pub fn prove(node_uuid: &str, bmc_uuid: &str, others: &[Claim]) -> Result<UuidMa
     if let Some(why) = unusable(node_uuid) {
         return Err(IdentityRefusal::NodeUuidUnusable(node_uuid.to_owned(), why));
     }
-    let node = parse(node_uuid).ok_or_else(|| IdentityRefusal::NodeUuidUnusable(node_uuid.to_owned(), "it is not a UUID"))?;
+    let node =
+        parse(node_uuid).ok_or_else(|| IdentityRefusal::NodeUuidUnusable(node_uuid.to_owned(), "it is not a UUID"))?;
     let bmc = parse(bmc_uuid).ok_or_else(|| IdentityRefusal::BmcUuidMalformed { bmc: bmc_uuid.to_owned() })?;
     let matched = same_machine(node, bmc)
         .ok_or_else(|| IdentityRefusal::Mismatch { node: node_uuid.to_owned(), bmc: bmc_uuid.to_owned() })?;
@@ -128,7 +126,11 @@ mod tests {
     #[test]
     fn other_differences_are_a_mismatch() {
         // Swapping only some fields, or the last two, is not the SMBIOS rule.
-        for bmc in ["7f3b0c1e-0000-4000-8000-000000000002", "1e0c3b7f-0000-4000-8000-000000000001", "7f3b0c1e-0000-4000-0080-000000000001"] {
+        for bmc in [
+            "7f3b0c1e-0000-4000-8000-000000000002",
+            "1e0c3b7f-0000-4000-8000-000000000001",
+            "7f3b0c1e-0000-4000-0080-000000000001",
+        ] {
             assert!(matches!(prove(NODE, bmc, &[]), Err(IdentityRefusal::Mismatch { .. })), "{bmc}");
         }
     }

@@ -2,11 +2,18 @@
 //!
 //! It releases a dead node's workloads only after proving, through the node's own BMC, that the
 //! machine behind it is that node and that its power reads back Off.
+//!
+//! Pure decisions: [`contract`], [`fence`], [`gates`], [`identity`], [`taints`].
+//! Thin I/O: [`bmc`] (Redfish), [`cluster`] (Kubernetes), wired by [`controller`] and [`cli`].
 
 pub mod api;
-pub mod contract;
-pub mod taints;
-pub mod identity;
 pub mod bmc;
+pub mod cli;
+pub mod cluster;
+pub mod contract;
+pub mod controller;
 pub mod fence;
 pub mod gates;
+pub mod identity;
+pub mod taints;
+pub mod telemetry;

@@ -124,14 +124,27 @@ mod tests {
     }
 
     fn keys(node: &Node) -> Vec<String> {
-        node.spec.as_ref().and_then(|s| s.taints.as_ref()).map(|t| t.iter().map(|t| t.key.clone()).collect()).unwrap_or_default()
+        node.spec
+            .as_ref()
+            .and_then(|s| s.taints.as_ref())
+            .map(|t| t.iter().map(|t| t.key.clone()).collect())
+            .unwrap_or_default()
     }
 
     #[test]
     fn adding_keeps_every_other_taint_and_records_the_owner() {
-        let before = node(vec![taint("node.kubernetes.io/unreachable", "NoExecute"), taint("drbd.linbit.com/lost-quorum", "NoSchedule")], &[]);
+        let before = node(
+            vec![
+                taint("node.kubernetes.io/unreachable", "NoExecute"),
+                taint("drbd.linbit.com/lost-quorum", "NoSchedule"),
+            ],
+            &[],
+        );
         let after = with_taint(&before, CoronerTaint::OutOfService, "uid-1", Timestamp::UNIX_EPOCH).unwrap();
-        assert_eq!(keys(&after), ["node.kubernetes.io/unreachable", "drbd.linbit.com/lost-quorum", "node.kubernetes.io/out-of-service"]);
+        assert_eq!(
+            keys(&after),
+            ["node.kubernetes.io/unreachable", "drbd.linbit.com/lost-quorum", "node.kubernetes.io/out-of-service"]
+        );
         assert!(owns(&after, CoronerTaint::OutOfService, "uid-1"));
         let added = after.spec.unwrap().taints.unwrap().pop().unwrap();
         assert_eq!((added.value.as_deref(), added.effect.as_str()), (Some("nodeshutdown"), "NoExecute"));
@@ -148,7 +161,13 @@ mod tests {
 
     #[test]
     fn only_the_owner_removes_and_only_its_own_taints() {
-        let before = with_taint(&node(vec![taint("other", "NoSchedule")], &[]), CoronerTaint::Fencing, "uid-1", Timestamp::UNIX_EPOCH).unwrap();
+        let before = with_taint(
+            &node(vec![taint("other", "NoSchedule")], &[]),
+            CoronerTaint::Fencing,
+            "uid-1",
+            Timestamp::UNIX_EPOCH,
+        )
+        .unwrap();
         let before = with_taint(&before, CoronerTaint::OutOfService, "uid-1", Timestamp::UNIX_EPOCH).unwrap();
         assert!(without_owned(&before, &[CoronerTaint::Fencing, CoronerTaint::OutOfService], "uid-2").is_none());
 
@@ -164,7 +183,10 @@ mod tests {
 
     #[test]
     fn a_same_key_taint_with_another_owner_survives_cleanup() {
-        let before = node(vec![taint("node.kubernetes.io/out-of-service", "NoExecute")], &[("coroner.dev/out-of-service-owner", "uid-9")]);
+        let before = node(
+            vec![taint("node.kubernetes.io/out-of-service", "NoExecute")],
+            &[("coroner.dev/out-of-service-owner", "uid-9")],
+        );
         assert!(without_owned(&before, &[CoronerTaint::OutOfService], "uid-1").is_none());
     }
 

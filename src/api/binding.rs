@@ -5,17 +5,24 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+// kube-derive takes one printcolumn(...) per column; clippy reads the repeated keys as duplicates.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
     group = "coroner.dev",
     version = "v1alpha1",
     kind = "BmcBinding",
+    doc = "Which BMC (Redfish service and system) powers which node, and how to trust it.",
     namespaced,
     status = "BmcBindingStatus",
     shortname = "bmcb",
     printcolumn(name = "Node", type_ = "string", json_path = ".spec.nodeName"),
     printcolumn(name = "Endpoint", type_ = "string", json_path = ".spec.redfish.endpoint"),
-    printcolumn(name = "Verified", type_ = "string", json_path = r#".status.conditions[?(@.type=="IdentityVerified")].status"#),
+    printcolumn(
+        name = "Verified",
+        type_ = "string",
+        json_path = r#".status.conditions[?(@.type=="IdentityVerified")].status"#
+    ),
     printcolumn(name = "Power", type_ = "string", json_path = ".status.powerState"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]

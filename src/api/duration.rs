@@ -57,9 +57,7 @@ impl FromStr for Duration {
         let mut total = StdDuration::ZERO;
         let mut rest = text;
         while !rest.is_empty() {
-            let number_len = rest
-                .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-                .ok_or_else(invalid)?;
+            let number_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).ok_or_else(invalid)?;
             let (number, tail) = rest.split_at(number_len);
             let unit_len = tail.find(|c: char| c.is_ascii_digit()).unwrap_or(tail.len());
             let (unit, tail) = tail.split_at(unit_len);
@@ -82,13 +80,13 @@ impl fmt::Display for Duration {
     /// Prints the shortest exact form users would write: `500ms`, `2s`, `90s`, `5m`, `2h`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let millis = self.0.as_millis();
-        if millis % 1000 != 0 {
+        if !millis.is_multiple_of(1000) {
             write!(f, "{millis}ms")
         } else {
             let secs = millis / 1000;
-            if secs >= 3600 && secs % 3600 == 0 {
+            if secs >= 3600 && secs.is_multiple_of(3600) {
                 write!(f, "{}h", secs / 3600)
-            } else if secs >= 300 && secs % 60 == 0 {
+            } else if secs >= 300 && secs.is_multiple_of(60) {
                 write!(f, "{}m", secs / 60)
             } else {
                 write!(f, "{secs}s")
@@ -158,7 +156,8 @@ mod tests {
 
     #[test]
     fn prints_what_users_write_and_round_trips() {
-        let cases = [(500, "500ms"), (2_000, "2s"), (60_000, "60s"), (90_000, "90s"), (300_000, "5m"), (7_200_000, "2h")];
+        let cases =
+            [(500, "500ms"), (2_000, "2s"), (60_000, "60s"), (90_000, "90s"), (300_000, "5m"), (7_200_000, "2h")];
         for (millis, text) in cases {
             let duration = Duration::from_millis(millis);
             assert_eq!(duration.to_string(), text);

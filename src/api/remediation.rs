@@ -8,18 +8,29 @@ use serde::{Deserialize, Serialize};
 use super::Duration;
 
 /// The fencing policy. NodeHealthCheck copies it verbatim from the template's `spec.template.spec`.
+// kube-derive takes one printcolumn(...) per column; clippy reads the repeated keys as duplicates.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
     group = "coroner.dev",
     version = "v1alpha1",
     kind = "CoronerRemediation",
+    doc = "A request (normally from NodeHealthCheck) to fence one node: prove through its BMC that the machine is that node and is powered off, then release its workloads.",
     namespaced,
     status = "CoronerRemediationStatus",
     shortname = "crem",
     category = "medik8s",
-    printcolumn(name = "Node", type_ = "string", json_path = r".metadata.annotations.remediation\.medik8s\.io/node-name"),
+    printcolumn(
+        name = "Node",
+        type_ = "string",
+        json_path = r".metadata.annotations.remediation\.medik8s\.io/node-name"
+    ),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
-    printcolumn(name = "Succeeded", type_ = "string", json_path = r#".status.conditions[?(@.type=="Succeeded")].status"#),
+    printcolumn(
+        name = "Succeeded",
+        type_ = "string",
+        json_path = r#".status.conditions[?(@.type=="Succeeded")].status"#
+    ),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[serde(rename_all = "camelCase")]
@@ -397,6 +408,7 @@ pub struct PowerOnEvidence {
     group = "coroner.dev",
     version = "v1alpha1",
     kind = "CoronerRemediationTemplate",
+    doc = "The fencing policy NodeHealthCheck copies into each CoronerRemediation it creates.",
     namespaced,
     status = "CoronerRemediationTemplateStatus",
     shortname = "cremt",

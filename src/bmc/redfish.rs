@@ -37,7 +37,8 @@ pub struct RedfishClient {
 
 impl RedfishClient {
     pub fn new(config: RedfishConfig) -> Result<Self, BmcError> {
-        let endpoint = Url::parse(&config.endpoint).map_err(|e| BmcError::Setup(format!("endpoint {:?}: {e}", config.endpoint)))?;
+        let endpoint = Url::parse(&config.endpoint)
+            .map_err(|e| BmcError::Setup(format!("endpoint {:?}: {e}", config.endpoint)))?;
         if endpoint.scheme() != "https" || endpoint.host_str().is_none() {
             return Err(BmcError::Setup(format!("endpoint {:?} must be an https URL", config.endpoint)));
         }
@@ -75,7 +76,11 @@ impl RedfishClient {
     }
 
     fn system_path(&self, path_or_id: &str) -> String {
-        if path_or_id.starts_with('/') { path_or_id.to_owned() } else { format!("{}/Systems/{path_or_id}", self.service_root) }
+        if path_or_id.starts_with('/') {
+            path_or_id.to_owned()
+        } else {
+            format!("{}/Systems/{path_or_id}", self.service_root)
+        }
     }
 
     async fn get_json(&self, path: &str) -> Result<(String, Value), BmcError> {
@@ -116,8 +121,18 @@ impl RedfishClient {
             return Err(BmcError::Unauthorized(status.as_u16()));
         }
         if !status.is_success() {
-            let detail = read_body(response, path).await.ok().and_then(|b| redfish_message(&b)).map(|m| format!(": {m}")).unwrap_or_default();
-            return Err(BmcError::Status { method: method_name, path: path.to_owned(), status: status.as_u16(), detail });
+            let detail = read_body(response, path)
+                .await
+                .ok()
+                .and_then(|b| redfish_message(&b))
+                .map(|m| format!(": {m}"))
+                .unwrap_or_default();
+            return Err(BmcError::Status {
+                method: method_name,
+                path: path.to_owned(),
+                status: status.as_u16(),
+                detail,
+            });
         }
         Ok(response)
     }
@@ -149,8 +164,10 @@ impl Bmc for RedfishClient {
     }
 
     async fn reset(&self, system: &SystemReading, reset: ResetType) -> Result<u16, BmcError> {
-        let target = system.reset_target.clone().unwrap_or_else(|| format!("{}/Actions/ComputerSystem.Reset", system.path));
-        let response = self.send(Method::POST, &target, Some(serde_json::json!({ "ResetType": reset.as_str() }))).await?;
+        let target =
+            system.reset_target.clone().unwrap_or_else(|| format!("{}/Actions/ComputerSystem.Reset", system.path));
+        let response =
+            self.send(Method::POST, &target, Some(serde_json::json!({ "ResetType": reset.as_str() }))).await?;
         Ok(response.status().as_u16())
     }
 }
@@ -169,11 +186,15 @@ fn parse_system(path: &str, system: &Value) -> Result<SystemReading, BmcError> {
         .and_then(Value::as_str)
         .map(str::to_owned)
         .unwrap_or_else(|| path.trim_end_matches('/').rsplit('/').next().unwrap_or_default().to_owned());
-    let reset_target = system
-        .pointer("/Actions/#ComputerSystem.Reset/target")
-        .and_then(Value::as_str)
-        .map(str::to_owned);
-    Ok(SystemReading { id, path: path.to_owned(), uuid: uuid.to_owned(), power_state: PowerState::parse(power), reset_target })
+    let reset_target =
+        system.pointer("/Actions/#ComputerSystem.Reset/target").and_then(Value::as_str).map(str::to_owned);
+    Ok(SystemReading {
+        id,
+        path: path.to_owned(),
+        uuid: uuid.to_owned(),
+        power_state: PowerState::parse(power),
+        reset_target,
+    })
 }
 
 fn same_origin_redirects() -> redirect::Policy {
@@ -202,7 +223,10 @@ async fn read_body(mut response: reqwest::Response, path: &str) -> Result<Vec<u8
     let mut body = Vec::new();
     while let Some(chunk) = response.chunk().await.map_err(classify)? {
         if body.len() + chunk.len() > MAX_BODY_BYTES {
-            return Err(BmcError::Protocol { path: path.to_owned(), problem: format!("body larger than {MAX_BODY_BYTES} bytes") });
+            return Err(BmcError::Protocol {
+                path: path.to_owned(),
+                problem: format!("body larger than {MAX_BODY_BYTES} bytes"),
+            });
         }
         body.extend_from_slice(&chunk);
     }
@@ -213,10 +237,8 @@ async fn read_body(mut response: reqwest::Response, path: &str) -> Result<Vec<u8
 fn redfish_message(body: &[u8]) -> Option<String> {
     let value: Value = serde_json::from_slice(body).ok()?;
     let error = value.get("error")?;
-    let message = error
-        .pointer("/@Message.ExtendedInfo/0/Message")
-        .or_else(|| error.get("message"))
-        .and_then(Value::as_str)?;
+    let message =
+        error.pointer("/@Message.ExtendedInfo/0/Message").or_else(|| error.get("message")).and_then(Value::as_str)?;
     Some(message.chars().take(200).collect())
 }
 
@@ -257,10 +279,12 @@ fn find_rustls_error<'a>(error: &'a (dyn StdError + 'static)) -> Option<&'a rust
         if let Some(found) = e.downcast_ref::<rustls::Error>() {
             return Some(found);
         }
-        if let Some(inner) = e.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref()) {
-            if let Some(found) = inner.downcast_ref::<rustls::Error>() {
-                return Some(found);
-            }
+        if let Some(found) = e
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+            .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        {
+            return Some(found);
         }
         current = e.source();
     }
@@ -298,7 +322,9 @@ mod tests {
         let long = "x".repeat(5000);
         let body = serde_json::to_vec(&json!({"error": {"message": long}})).unwrap();
         assert_eq!(redfish_message(&body).unwrap().len(), 200);
-        let extended = serde_json::to_vec(&json!({"error": {"@Message.ExtendedInfo": [{"Message": "power off disabled"}]}})).unwrap();
+        let extended =
+            serde_json::to_vec(&json!({"error": {"@Message.ExtendedInfo": [{"Message": "power off disabled"}]}}))
+                .unwrap();
         assert_eq!(redfish_message(&extended).as_deref(), Some("power off disabled"));
     }
 }

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use rustls::{
     ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme,
-    client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier},
     client::WebPkiServerVerifier,
+    client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier},
     crypto::{CryptoProvider, WebPkiSupportedAlgorithms},
 };
 use rustls_pki_types::{CertificateDer, ServerName, UnixTime, pem::PemObject};
@@ -59,10 +59,14 @@ pub fn client_config(trust: &Trust) -> Result<ClientConfig, TlsConfigError> {
         let server_name = trust
             .server_name
             .as_deref()
-            .map(|name| ServerName::try_from(name.to_owned()).map_err(|_| TlsConfigError::BadServerName(name.to_owned())))
+            .map(|name| {
+                ServerName::try_from(name.to_owned()).map_err(|_| TlsConfigError::BadServerName(name.to_owned()))
+            })
             .transpose()?;
         match (&trust.ca_bundle_pem, trust.pin_sha256) {
-            (Some(pem), pin) => Arc::new(ChainVerifier { chain: chain_verifier(pem, provider.clone())?, server_name, pin }),
+            (Some(pem), pin) => {
+                Arc::new(ChainVerifier { chain: chain_verifier(pem, provider.clone())?, server_name, pin })
+            }
             (None, Some(pin)) => Arc::new(PinVerifier { pin, algorithms: provider.signature_verification_algorithms }),
             (None, None) => return Err(TlsConfigError::NoTrust),
         }
@@ -124,11 +128,21 @@ impl ServerCertVerifier for ChainVerifier {
         }
     }
 
-    fn verify_tls12_signature(&self, message: &[u8], cert: &CertificateDer<'_>, dss: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, rustls::Error> {
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
         self.chain.verify_tls12_signature(message, cert, dss)
     }
 
-    fn verify_tls13_signature(&self, message: &[u8], cert: &CertificateDer<'_>, dss: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, rustls::Error> {
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
         self.chain.verify_tls13_signature(message, cert, dss)
     }
 
@@ -157,11 +171,21 @@ impl ServerCertVerifier for PinVerifier {
         if fingerprint(end_entity) == self.pin { Ok(ServerCertVerified::assertion()) } else { Err(pin_mismatch()) }
     }
 
-    fn verify_tls12_signature(&self, message: &[u8], cert: &CertificateDer<'_>, dss: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, rustls::Error> {
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
         rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
     }
 
-    fn verify_tls13_signature(&self, message: &[u8], cert: &CertificateDer<'_>, dss: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, rustls::Error> {
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
         rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
     }
 
@@ -189,11 +213,21 @@ impl ServerCertVerifier for AcceptAnything {
         Ok(ServerCertVerified::assertion())
     }
 
-    fn verify_tls12_signature(&self, message: &[u8], cert: &CertificateDer<'_>, dss: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, rustls::Error> {
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
         rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
     }
 
-    fn verify_tls13_signature(&self, message: &[u8], cert: &CertificateDer<'_>, dss: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, rustls::Error> {
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
         rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
     }
 

@@ -19,8 +19,8 @@ pub use observe::*;
 
 use crate::{
     api::{
-        CoronerRemediationSpec, CoronerRemediationStatus, Evidence, FenceAction, IdentityEvidence, Intent, OffRun, Phase,
-        PowerAction, PowerOffEvidence, PowerOnEvidence, Progress, Reading, ReleaseEvidence, conditions,
+        CoronerRemediationSpec, CoronerRemediationStatus, Evidence, FenceAction, IdentityEvidence, Intent, OffRun,
+        Phase, PowerAction, PowerOffEvidence, PowerOnEvidence, Progress, Reading, ReleaseEvidence, conditions,
     },
     bmc::{PowerState, ResetType},
     contract::{self, Reason},
@@ -91,7 +91,9 @@ pub fn plan(spec: &CoronerRemediationSpec, status: &CoronerRemediationStatus, ct
     let system_path = || status.evidence.as_ref().and_then(|e| e.identity.as_ref()).map(|i| i.system_path.clone());
     match phase_of(status) {
         Phase::Pending => Plan::Admit,
-        Phase::VerifyingIdentity => not_before(progress.next_attempt_at.as_ref()).map_or(Plan::VerifyIdentity, Plan::Wait),
+        Phase::VerifyingIdentity => {
+            not_before(progress.next_attempt_at.as_ref()).map_or(Plan::VerifyIdentity, Plan::Wait)
+        }
         Phase::PoweringOff => match not_before(progress.next_attempt_at.as_ref()) {
             Some(wait) => Plan::Wait(wait),
             None => system_path().map_or(Plan::VerifyIdentity, |system_path| Plan::ReadPower { system_path }),
@@ -113,12 +115,19 @@ pub fn plan(spec: &CoronerRemediationSpec, status: &CoronerRemediationStatus, ct
 }
 
 /// The next step of the fence.
-pub fn next(spec: &CoronerRemediationSpec, status: &CoronerRemediationStatus, observation: Observation, ctx: Context<'_>) -> Decision {
+pub fn next(
+    spec: &CoronerRemediationSpec,
+    status: &CoronerRemediationStatus,
+    observation: Observation,
+    ctx: Context<'_>,
+) -> Decision {
     let mut step = Step::new(spec, status, ctx);
     match (phase_of(status), observation) {
         (_, Observation::ResetAnswered { action, result }) => step.reset_answered(action, result),
         (Phase::Pending, Observation::Admission(verdict)) => step.admission(verdict),
-        (Phase::VerifyingIdentity | Phase::PoweringOff | Phase::ConfirmingOff, Observation::Identity(found)) => step.identity(found),
+        (Phase::VerifyingIdentity | Phase::PoweringOff | Phase::ConfirmingOff, Observation::Identity(found)) => {
+            step.identity(found)
+        }
         (Phase::PoweringOff, Observation::Power(reading)) => step.powering_off(reading),
         (Phase::ConfirmingOff, Observation::Power(reading)) => step.confirming_off(reading),
         (Phase::Releasing, Observation::Release(outcome)) => step.released(outcome),
@@ -129,6 +138,24 @@ pub fn next(spec: &CoronerRemediationSpec, status: &CoronerRemediationStatus, ob
         _ => {}
     }
     step.finish()
+}
+
+/// A remediation seen for the first time: `Processing=True`, `Succeeded=Unknown` before any gate runs.
+pub fn start(status: &CoronerRemediationStatus, node_name: &str, now: Timestamp) -> Option<Decision> {
+    if status.phase.is_some() {
+        return None;
+    }
+    let mut new = status.clone();
+    let message = format!("remediation of node {node_name} accepted; checking the safety gates");
+    contract::record(&mut new.conditions, Reason::RemediationStarted, &message, now);
+    new.phase = Some(Phase::Pending);
+    new.last_update_time = Some(Time(now));
+    Some(Decision {
+        status: new,
+        reset: None,
+        requeue: Some(StdDuration::ZERO),
+        notices: vec![Notice { warning: false, reason: Reason::RemediationStarted.as_str().into(), message }],
+    })
 }
 
 /// NHC stamped `nhc-timed-out`: no further BMC mutation. Unless the fence already succeeded, it fails.
@@ -142,10 +169,20 @@ pub fn timed_out(status: &CoronerRemediationStatus, now: Timestamp) -> Option<De
     let message = if succeeded {
         format!("NodeHealthCheck timed the remediation out in phase {}; no further BMC request is sent", phase.as_str())
     } else {
-        format!("NodeHealthCheck timed the remediation out in phase {} before the fence succeeded; nothing released, no further BMC request is sent", phase.as_str())
+        format!(
+            "NodeHealthCheck timed the remediation out in phase {} before the fence succeeded; nothing released, no further BMC request is sent",
+            phase.as_str()
+        )
     };
     if succeeded {
-        conditions::set(&mut new.conditions, contract::PROCESSING, conditions::FALSE, Reason::TimedOutByNHC.as_str(), &message, now);
+        conditions::set(
+            &mut new.conditions,
+            contract::PROCESSING,
+            conditions::FALSE,
+            Reason::TimedOutByNHC.as_str(),
+            &message,
+            now,
+        );
         new.phase = Some(Phase::Done);
     } else {
         contract::record(&mut new.conditions, Reason::TimedOutByNHC, &message, now);
@@ -169,7 +206,12 @@ pub fn node_missing(status: &CoronerRemediationStatus, node_name: &str, now: Tim
     let mut new = status.clone();
     let message = format!("Node {node_name} does not exist");
     if conditions::is_true(&status.conditions, contract::SUCCEEDED) {
-        contract::record(&mut new.conditions, Reason::RemediationComplete, &format!("{message} any more; nothing left to do"), now);
+        contract::record(
+            &mut new.conditions,
+            Reason::RemediationComplete,
+            &format!("{message} any more; nothing left to do"),
+            now,
+        );
         new.phase = Some(Phase::Done);
     } else {
         contract::record(&mut new.conditions, Reason::NodeNotFound, &message, now);
@@ -275,7 +317,8 @@ impl<'a> Step<'a> {
 
     /// Moves to `phase` with `reason`; a change of phase or reason is announced once as an Event.
     fn enter(&mut self, phase: Phase, reason: Reason, message: String) {
-        let changed_reason = conditions::find(&self.status.conditions, contract::SUCCEEDED).is_none_or(|c| c.reason != reason.as_str());
+        let changed_reason =
+            conditions::find(&self.status.conditions, contract::SUCCEEDED).is_none_or(|c| c.reason != reason.as_str());
         let changed = self.status.phase != Some(phase) || changed_reason;
         contract::record(&mut self.status.conditions, reason, &message, self.ctx.now);
         self.status.phase = Some(phase);
@@ -308,7 +351,8 @@ impl<'a> Step<'a> {
     fn admission(&mut self, verdict: Verdict) {
         match verdict {
             Verdict::Admit(node) => {
-                let message = format!("gates passed for node {} (Ready={}); verifying the BMC's identity", node.name, node.ready);
+                let message =
+                    format!("gates passed for node {} (Ready={}); verifying the BMC's identity", node.name, node.ready);
                 self.evidence.node = Some(node);
                 self.progress = Progress { attempt: 1, attempt_started_at: Some(self.now()), ..Progress::default() };
                 self.enter(Phase::VerifyingIdentity, Reason::VerifyingIdentity, message);
@@ -328,7 +372,9 @@ impl<'a> Step<'a> {
         let found = match found {
             Ok(found) => found,
             Err(IdentityProblem::Binding { reason, message }) => return self.fail(reason, message),
-            Err(IdentityProblem::Bmc(failure)) if failure.transient => return self.identity_attempt_failed(failure.message),
+            Err(IdentityProblem::Bmc(failure)) if failure.transient => {
+                return self.identity_attempt_failed(failure.message);
+            }
             Err(IdentityProblem::Bmc(failure)) => return self.fail(failure.reason, failure.message),
         };
         let node_uuid = self.evidence.node.as_ref().map(|n| n.system_uuid.clone()).unwrap_or_default();
@@ -345,9 +391,15 @@ impl<'a> Step<'a> {
             }
         };
         if found.tls_verified {
-            self.set_condition(contract::TLS_VERIFIED, true, "CertificateVerified", "the BMC's certificate was verified");
+            self.set_condition(
+                contract::TLS_VERIFIED,
+                true,
+                "CertificateVerified",
+                "the BMC's certificate was verified",
+            );
         } else {
-            let message = format!("BmcBinding {} sets insecureSkipVerify: the BMC's certificate is not verified", found.binding);
+            let message =
+                format!("BmcBinding {} sets insecureSkipVerify: the BMC's certificate is not verified", found.binding);
             self.set_condition(contract::TLS_VERIFIED, false, "InsecureSkipVerify", &message);
             self.notify(true, "InsecureSkipVerify", message);
         }
@@ -377,7 +429,11 @@ impl<'a> Step<'a> {
             let message = format!("{message} ({}); no power action taken", self.attempt_label());
             return self.fail(Reason::BmcUnreachable, message);
         }
-        let message = format!("identity check failed ({}): {message}; retrying in {}", self.attempt_label(), self.spec.retry.interval);
+        let message = format!(
+            "identity check failed ({}): {message}; retrying in {}",
+            self.attempt_label(),
+            self.spec.retry.interval
+        );
         self.schedule_next_attempt();
         self.enter(Phase::VerifyingIdentity, Reason::AttemptFailed, message);
     }
@@ -433,7 +489,11 @@ impl<'a> Step<'a> {
                 }
                 self.progress.lease_renew_time_at_power_off.get_or_insert_with(|| lease_time(self.ctx.node));
                 self.progress.off_run = Some(self.new_run(&reading));
-                let message = format!("power reads Off before any reset ({}); confirming for {}", self.attempt_label(), self.spec.settle);
+                let message = format!(
+                    "power reads Off before any reset ({}); confirming for {}",
+                    self.attempt_label(),
+                    self.spec.settle
+                );
                 self.enter(Phase::ConfirmingOff, Reason::ConfirmingOff, message);
                 self.requeue = Some(self.spec.poll_interval.get());
             }
@@ -449,11 +509,14 @@ impl<'a> Step<'a> {
                 });
                 self.progress.off_run = None;
                 self.reset = Some(ResetType::ForceOff);
-                let message = format!("power reads {}; sending ForceOff ({})", reading.power_state, self.attempt_label());
+                let message =
+                    format!("power reads {}; sending ForceOff ({})", reading.power_state, self.attempt_label());
                 self.enter(Phase::ConfirmingOff, Reason::ConfirmingOff, message);
                 self.requeue = Some(self.spec.poll_interval.get());
             }
-            Err(failure) if !failure.transient => self.fail(failure.reason, format!("{}; nothing released", failure.message)),
+            Err(failure) if !failure.transient => {
+                self.fail(failure.reason, format!("{}; nothing released", failure.message))
+            }
             Err(failure) => {
                 self.progress.last_error = Some(failure.message);
                 self.check_attempt_deadline();
@@ -462,7 +525,12 @@ impl<'a> Step<'a> {
     }
 
     fn new_run(&self, reading: &PowerReading) -> OffRun {
-        OffRun { instance: self.ctx.instance.to_owned(), count: 1, first: vec![self.reading(reading)], last: vec![self.reading(reading)] }
+        OffRun {
+            instance: self.ctx.instance.to_owned(),
+            count: 1,
+            first: vec![self.reading(reading)],
+            last: vec![self.reading(reading)],
+        }
     }
 
     fn reading(&self, reading: &PowerReading) -> Reading {
@@ -500,7 +568,9 @@ impl<'a> Step<'a> {
                 self.progress.off_run = None;
                 self.progress.last_error = Some(format!("power reads {}", reading.power_state));
             }
-            Err(failure) if !failure.transient => return self.fail(failure.reason, format!("{}; nothing released", failure.message)),
+            Err(failure) if !failure.transient => {
+                return self.fail(failure.reason, format!("{}; nothing released", failure.message));
+            }
             Err(failure) => {
                 self.progress.off_run = None;
                 self.progress.last_error = Some(failure.message);
@@ -569,9 +639,17 @@ impl<'a> Step<'a> {
         match action {
             ResetType::ForceOff => {
                 let attempt = self.progress.attempt;
-                self.power_off_evidence().resets.push(crate::api::ResetRecord { attempt, sent_at, result: text.clone() });
+                self.power_off_evidence().resets.push(crate::api::ResetRecord {
+                    attempt,
+                    sent_at,
+                    result: text.clone(),
+                });
                 // The answer proves nothing either way; only readings do. A rejection is still worth a Warning.
-                self.notify(result.is_err(), "ForceOffSent", format!("ForceOff sent ({}): {text}", self.attempt_label()));
+                self.notify(
+                    result.is_err(),
+                    "ForceOffSent",
+                    format!("ForceOff sent ({}): {text}", self.attempt_label()),
+                );
             }
             ResetType::On => {
                 let power_on = self.evidence.power_on.get_or_insert_with(PowerOnEvidence::default);
@@ -616,7 +694,11 @@ impl<'a> Step<'a> {
                 self.enter(Phase::Done, Reason::RemediationComplete, message);
             }
             FenceAction::Reboot => {
-                self.enter(Phase::WaitingForRelease, Reason::WaitingForRelease, format!("{message}; waiting for pods and volumes to be released"));
+                self.enter(
+                    Phase::WaitingForRelease,
+                    Reason::WaitingForRelease,
+                    format!("{message}; waiting for pods and volumes to be released"),
+                );
                 self.requeue = Some(self.spec.poll_interval.get());
             }
         }
@@ -627,7 +709,12 @@ impl<'a> Step<'a> {
     fn waiting_for_release(&mut self, workloads: Workloads) {
         let released_at = self.evidence.release.as_ref().map_or(self.ctx.now, |r| r.released_at.0);
         if workloads.blocking_pods == 0 && workloads.volume_attachments == 0 {
-            self.set_condition(contract::WORKLOADS_RELEASED, true, "WorkloadsReleased", "no pod or VolumeAttachment holds the node any more");
+            self.set_condition(
+                contract::WORKLOADS_RELEASED,
+                true,
+                "WorkloadsReleased",
+                "no pod or VolumeAttachment holds the node any more",
+            );
         } else if elapsed(released_at, self.ctx.now) >= self.spec.release_timeout.get() {
             let message = format!(
                 "after {}: {} pods and {} VolumeAttachments still hold the node; powering on regardless",
@@ -643,10 +730,14 @@ impl<'a> Step<'a> {
             return;
         }
         if let Some(release) = self.evidence.release.as_mut() {
-            release.taint_removed_at = release.taint_owned.then(|| Time(self.ctx.now));
+            release.taint_removed_at = release.taint_owned.then_some(Time(self.ctx.now));
         }
         self.progress = Progress { attempt: 1, ..Progress::default() };
-        self.enter(Phase::PoweringOn, Reason::PoweringOn, "workloads released; out-of-service taint removed; powering on".into());
+        self.enter(
+            Phase::PoweringOn,
+            Reason::PoweringOn,
+            "workloads released; out-of-service taint removed; powering on".into(),
+        );
         self.requeue = Some(StdDuration::from_secs(1));
     }
 
@@ -658,11 +749,16 @@ impl<'a> Step<'a> {
         match reading {
             Ok(reading) if !self.same_system(&reading) => {}
             Ok(reading) if reading.power_state == PowerState::On => {
-                let message = if sent { "power reads On again".to_owned() } else { "power already reads On".to_owned() };
+                let message =
+                    if sent { "power reads On again".to_owned() } else { "power already reads On".to_owned() };
                 self.evidence.power_on.get_or_insert_with(PowerOnEvidence::default).confirmed_at = Some(self.now());
                 self.set_condition(contract::POWERED_ON, true, "PoweredOn", &message);
                 self.notify(false, "PoweredOn", message.clone());
-                self.enter(Phase::WaitingForNode, Reason::WaitingForNode, format!("{message}; waiting for the node to return with a new bootID"));
+                self.enter(
+                    Phase::WaitingForNode,
+                    Reason::WaitingForNode,
+                    format!("{message}; waiting for the node to return with a new bootID"),
+                );
             }
             Ok(_) if !sent => {
                 self.progress.attempt_started_at = Some(self.now());
@@ -683,7 +779,10 @@ impl<'a> Step<'a> {
                 };
                 let started = self.progress.attempt_started_at.as_ref().map_or(self.ctx.now, |t| t.0);
                 if elapsed(started, self.ctx.now) >= self.spec.power_off_timeout.get() {
-                    let message = format!("power did not read On within {} ({last}); the node stays fenced", self.spec.power_off_timeout);
+                    let message = format!(
+                        "power did not read On within {} ({last}); the node stays fenced",
+                        self.spec.power_off_timeout
+                    );
                     self.set_condition(contract::POWERED_ON, false, "PowerOnNotConfirmed", &message);
                     self.notify(true, "PowerOnNotConfirmed", message.clone());
                     self.enter(Phase::WaitingForNode, Reason::WaitingForNode, message);

@@ -21,7 +21,10 @@ pub enum Observation {
     Admission(Verdict),
     Identity(Result<IdentityFound, IdentityProblem>),
     Power(Result<PowerReading, BmcFailure>),
-    ResetAnswered { action: ResetType, result: Result<u16, BmcFailure> },
+    ResetAnswered {
+        action: ResetType,
+        result: Result<u16, BmcFailure>,
+    },
     /// The checked release: what was done, or why the node proved alive.
     Release(Result<Released, String>),
     Workloads(Workloads),
@@ -48,7 +51,10 @@ pub struct IdentityFound {
 #[derive(Clone, Debug, PartialEq)]
 pub enum IdentityProblem {
     /// The binding or what it refers to is missing or unusable (final).
-    Binding { reason: Reason, message: String },
+    Binding {
+        reason: Reason,
+        message: String,
+    },
     Bmc(BmcFailure),
 }
 
@@ -79,7 +85,9 @@ impl From<&BmcError> for BmcFailure {
             BmcError::Tls(_) => Reason::BmcTlsVerificationFailed,
             BmcError::Unauthorized(_) => Reason::BmcAuthenticationFailed,
             BmcError::Status { status, .. } if *status >= 500 => Reason::BmcUnreachable,
-            BmcError::Status { .. } | BmcError::Protocol { .. } | BmcError::CrossHostRedirect(_) => Reason::BmcProtocolError,
+            BmcError::Status { .. } | BmcError::Protocol { .. } | BmcError::CrossHostRedirect(_) => {
+                Reason::BmcProtocolError
+            }
             BmcError::Setup(_) => Reason::BindingInvalid,
         };
         Self { transient: error.is_transient(), reason, message: error.to_string() }
@@ -166,13 +174,17 @@ pub fn release_check(status: &CoronerRemediationStatus, node: &NodeSnapshot) -> 
         return Err(format!("Node {} was replaced (UID {} → {})", node.name, admitted.uid, node.uid));
     }
     if node.ready.as_deref() != Some(conditions::UNKNOWN) {
-        return Err(format!("Node {} reports Ready={} after the power-off", node.name, node.ready.as_deref().unwrap_or("absent")));
+        return Err(format!(
+            "Node {} reports Ready={} after the power-off",
+            node.name,
+            node.ready.as_deref().unwrap_or("absent")
+        ));
     }
     let at_power_off = status.progress.as_ref().and_then(|p| p.lease_renew_time_at_power_off.as_ref()).map(|t| t.0);
-    if let (Some(renewed), Some(before)) = (node.lease_renew_time, at_power_off) {
-        if renewed > before {
-            return Err(format!("Node {}'s Lease was renewed at {renewed}, after the power-off began", node.name));
-        }
+    if let (Some(renewed), Some(before)) = (node.lease_renew_time, at_power_off)
+        && renewed > before
+    {
+        return Err(format!("Node {}'s Lease was renewed at {renewed}, after the power-off began", node.name));
     }
     Ok(())
 }
@@ -188,7 +200,8 @@ pub fn pod_blocks_release(pod: &Pod) -> bool {
     if pod.metadata.deletion_timestamp.is_some() {
         return true;
     }
-    let finished = pod.status.as_ref().and_then(|s| s.phase.as_deref()).is_some_and(|p| p == "Succeeded" || p == "Failed");
+    let finished =
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()).is_some_and(|p| p == "Succeeded" || p == "Failed");
     if finished || is_mirror_pod(pod) {
         return false;
     }

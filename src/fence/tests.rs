@@ -77,18 +77,32 @@ fn power(state: PowerState) -> Observation {
 }
 
 fn unreachable() -> BmcFailure {
-    BmcFailure { transient: true, reason: Reason::BmcUnreachable, message: "BMC unreachable: connection refused".into() }
+    BmcFailure {
+        transient: true,
+        reason: Reason::BmcUnreachable,
+        message: "BMC unreachable: connection refused".into(),
+    }
 }
 
 /// Drives a remediation from Pending through admission and identity, at t=0.
 fn verified(spec: &CoronerRemediationSpec) -> CoronerRemediationStatus {
     let node = node();
-    let admitted = next(spec, &CoronerRemediationStatus::default(), Observation::Admission(Verdict::Admit(node.evidence(t(0)))), ctx(0, &node));
+    let admitted = next(
+        spec,
+        &CoronerRemediationStatus::default(),
+        Observation::Admission(Verdict::Admit(node.evidence(t(0)))),
+        ctx(0, &node),
+    );
     next(spec, &admitted.status, found(NODE_UUID), ctx(0, &node)).status
 }
 
 /// Feeds a sequence of observations one second apart starting at `start`; returns the last decision.
-fn feed(spec: &CoronerRemediationSpec, mut status: CoronerRemediationStatus, start: i64, observations: Vec<Observation>) -> Decision {
+fn feed(
+    spec: &CoronerRemediationSpec,
+    mut status: CoronerRemediationStatus,
+    start: i64,
+    observations: Vec<Observation>,
+) -> Decision {
     let node = node();
     let mut last = None;
     for (i, observation) in observations.into_iter().enumerate() {
@@ -106,12 +120,28 @@ fn confirming(spec: &CoronerRemediationSpec) -> CoronerRemediationStatus {
     decision.status
 }
 
+#[test]
+fn a_new_remediation_starts_processing_with_succeeded_unknown() {
+    let decision = start(&CoronerRemediationStatus::default(), "worker-1", t(0)).unwrap();
+    assert_eq!(decision.status.phase, Some(Phase::Pending));
+    assert_eq!(
+        (processing(&decision.status), succeeded(&decision.status)),
+        ("True".into(), ("Unknown".into(), "RemediationStarted".into()))
+    );
+    assert!(start(&decision.status, "worker-1", t(1)).is_none());
+}
+
 // Pending --------------------------------------------------------------------------------------------
 
 #[test]
 fn admission_records_the_node_and_starts_identity() {
     let node = node();
-    let decision = next(&spec(), &CoronerRemediationStatus::default(), Observation::Admission(Verdict::Admit(node.evidence(t(0)))), ctx(0, &node));
+    let decision = next(
+        &spec(),
+        &CoronerRemediationStatus::default(),
+        Observation::Admission(Verdict::Admit(node.evidence(t(0)))),
+        ctx(0, &node),
+    );
     assert_eq!(decision.status.phase, Some(Phase::VerifyingIdentity));
     assert_eq!(decision.status.evidence.as_ref().unwrap().node.as_ref().unwrap().uid, "node-uid");
     assert_eq!((processing(&decision.status), succeeded(&decision.status).0), ("True".into(), "Unknown".into()));
@@ -129,7 +159,12 @@ fn a_waiting_gate_keeps_the_remediation_pending() {
     assert!(decision.requeue.is_some());
     assert!(!fencing_taint_wanted(&spec(), &decision.status));
     // The same wait again is not announced twice.
-    let again = next(&spec(), &decision.status, Observation::Admission(Verdict::Wait { reason: Reason::AttemptFailed, message: "wait".into() }), ctx(5, &node));
+    let again = next(
+        &spec(),
+        &decision.status,
+        Observation::Admission(Verdict::Wait { reason: Reason::AttemptFailed, message: "wait".into() }),
+        ctx(5, &node),
+    );
     assert!(again.notices.is_empty());
 }
 
@@ -151,13 +186,21 @@ fn an_exact_uuid_proves_identity_without_power_action() {
     let status = verified(&spec());
     assert_eq!(status.phase, Some(Phase::PoweringOff));
     let identity = status.evidence.unwrap().identity.unwrap();
-    assert_eq!((identity.match_kind, identity.system_path.as_str()), (UuidMatch::Exact, "/redfish/v1/Systems/7f3b0c1e-0000-4000-8000-000000000001"));
+    assert_eq!(
+        (identity.match_kind, identity.system_path.as_str()),
+        (UuidMatch::Exact, "/redfish/v1/Systems/7f3b0c1e-0000-4000-8000-000000000001")
+    );
 }
 
 #[test]
 fn a_byte_swapped_uuid_is_accepted_and_recorded() {
     let node = node();
-    let admitted = next(&spec(), &CoronerRemediationStatus::default(), Observation::Admission(Verdict::Admit(node.evidence(t(0)))), ctx(0, &node));
+    let admitted = next(
+        &spec(),
+        &CoronerRemediationStatus::default(),
+        Observation::Admission(Verdict::Admit(node.evidence(t(0)))),
+        ctx(0, &node),
+    );
     let decision = next(&spec(), &admitted.status, found(SWAPPED), ctx(0, &node));
     assert_eq!(decision.status.evidence.unwrap().identity.unwrap().match_kind, UuidMatch::ByteSwapped);
 }
@@ -165,7 +208,13 @@ fn a_byte_swapped_uuid_is_accepted_and_recorded() {
 #[test]
 fn identity_refusals_are_final_and_touch_no_power() {
     let node = node();
-    let admitted = next(&spec(), &CoronerRemediationStatus::default(), Observation::Admission(Verdict::Admit(node.evidence(t(0)))), ctx(0, &node)).status;
+    let admitted = next(
+        &spec(),
+        &CoronerRemediationStatus::default(),
+        Observation::Admission(Verdict::Admit(node.evidence(t(0)))),
+        ctx(0, &node),
+    )
+    .status;
     let ambiguous = Observation::Identity(Ok(IdentityFound {
         claims: vec![Claim { owner: "Node worker-2".into(), uuid: SWAPPED.into() }],
         ..match found(NODE_UUID) {
@@ -175,8 +224,13 @@ fn identity_refusals_are_final_and_touch_no_power() {
     }));
     let mut placeholder_node = node.clone();
     placeholder_node.system_uuid = "03000200-0400-0500-0006-000700080009".into();
-    let placeholder_admitted =
-        next(&spec(), &CoronerRemediationStatus::default(), Observation::Admission(Verdict::Admit(placeholder_node.evidence(t(0)))), ctx(0, &placeholder_node)).status;
+    let placeholder_admitted = next(
+        &spec(),
+        &CoronerRemediationStatus::default(),
+        Observation::Admission(Verdict::Admit(placeholder_node.evidence(t(0)))),
+        ctx(0, &placeholder_node),
+    )
+    .status;
     let cases = [
         (admitted.clone(), found(OTHER_UUID), "IdentityMismatch"),
         (admitted.clone(), ambiguous, "IdentityAmbiguous"),
@@ -192,7 +246,10 @@ fn identity_refusals_are_final_and_touch_no_power() {
         ),
         (
             admitted.clone(),
-            Observation::Identity(Err(IdentityProblem::Binding { reason: Reason::BindingInvalid, message: "no Secret".into() })),
+            Observation::Identity(Err(IdentityProblem::Binding {
+                reason: Reason::BindingInvalid,
+                message: "no Secret".into(),
+            })),
             "BindingInvalid",
         ),
     ];
@@ -201,7 +258,10 @@ fn identity_refusals_are_final_and_touch_no_power() {
         assert_eq!(succeeded(&decision.status), ("False".into(), reason.into()));
         assert_eq!(decision.status.phase, Some(Phase::Failed));
         assert_eq!(decision.reset, None);
-        assert!(!fencing_taint_wanted(&spec(), &decision.status), "{reason}: refusal before power action drops the taint");
+        assert!(
+            !fencing_taint_wanted(&spec(), &decision.status),
+            "{reason}: refusal before power action drops the taint"
+        );
         assert!(decision.notices.iter().any(|n| n.warning && n.reason == reason));
     }
 }
@@ -210,13 +270,20 @@ fn identity_refusals_are_final_and_touch_no_power() {
 fn an_unreachable_bmc_uses_the_retry_budget_then_fails() {
     let spec = spec();
     let node = node();
-    let admitted = next(&spec, &CoronerRemediationStatus::default(), Observation::Admission(Verdict::Admit(node.evidence(t(0)))), ctx(0, &node)).status;
+    let admitted = next(
+        &spec,
+        &CoronerRemediationStatus::default(),
+        Observation::Admission(Verdict::Admit(node.evidence(t(0)))),
+        ctx(0, &node),
+    )
+    .status;
     let first = next(&spec, &admitted, Observation::Identity(Err(IdentityProblem::Bmc(unreachable()))), ctx(1, &node));
     assert_eq!(succeeded(&first.status), ("Unknown".into(), "AttemptFailed".into()));
     assert_eq!(first.status.progress.as_ref().unwrap().attempt, 2);
     assert_eq!(plan(&spec, &first.status, ctx(2, &node)), Plan::Wait(StdDuration::from_secs(4)));
     assert_eq!(plan(&spec, &first.status, ctx(6, &node)), Plan::VerifyIdentity);
-    let second = next(&spec, &first.status, Observation::Identity(Err(IdentityProblem::Bmc(unreachable()))), ctx(6, &node));
+    let second =
+        next(&spec, &first.status, Observation::Identity(Err(IdentityProblem::Bmc(unreachable()))), ctx(6, &node));
     assert_eq!(succeeded(&second.status), ("False".into(), "BmcUnreachable".into()));
     assert_eq!(second.reset, None);
 }
@@ -224,7 +291,13 @@ fn an_unreachable_bmc_uses_the_retry_budget_then_fails() {
 #[test]
 fn insecure_tls_is_a_warning_condition_and_event() {
     let node = node();
-    let admitted = next(&spec(), &CoronerRemediationStatus::default(), Observation::Admission(Verdict::Admit(node.evidence(t(0)))), ctx(0, &node)).status;
+    let admitted = next(
+        &spec(),
+        &CoronerRemediationStatus::default(),
+        Observation::Admission(Verdict::Admit(node.evidence(t(0)))),
+        ctx(0, &node),
+    )
+    .status;
     let mut observation = match found(NODE_UUID) {
         Observation::Identity(Ok(f)) => f,
         _ => unreachable!(),
@@ -243,7 +316,10 @@ fn a_machine_that_is_on_gets_one_force_off_after_the_fresh_read() {
     assert_eq!(status.phase, Some(Phase::ConfirmingOff));
     let progress = status.progress.unwrap();
     let intent = progress.intent.unwrap();
-    assert_eq!((intent.action, intent.attempt, intent.instance.as_str(), intent.result), (crate::api::PowerAction::ForceOff, 1, ME, None));
+    assert_eq!(
+        (intent.action, intent.attempt, intent.instance.as_str(), intent.result),
+        (crate::api::PowerAction::ForceOff, 1, ME, None)
+    );
     assert_eq!(progress.lease_renew_time_at_power_off, Some(Time(t(-100))));
 }
 
@@ -260,7 +336,12 @@ fn a_machine_already_off_gets_no_reset_but_is_still_confirmed() {
 #[test]
 fn an_unbroken_run_spanning_settle_is_the_proof() {
     // ForceOff at t=1; Off at 2, 3, 4: first and last 2 s apart = settle.
-    let decision = feed(&spec(), confirming(&spec()), 2, vec![power(PowerState::Off), power(PowerState::Off), power(PowerState::Off)]);
+    let decision = feed(
+        &spec(),
+        confirming(&spec()),
+        2,
+        vec![power(PowerState::Off), power(PowerState::Off), power(PowerState::Off)],
+    );
     assert_eq!(decision.status.phase, Some(Phase::Releasing));
     let evidence = decision.status.evidence.unwrap().power_off.unwrap();
     let proof = evidence.proof.unwrap();
@@ -286,7 +367,12 @@ fn anything_but_off_breaks_the_run() {
         Observation::Power(Err(unreachable())),
     ] {
         // Off, <breaker>, Off, Off: the run restarts after the breaker, so at t=5 it spans only 1 s.
-        let decision = feed(&spec(), confirming(&spec()), 2, vec![power(PowerState::Off), breaker.clone(), power(PowerState::Off), power(PowerState::Off)]);
+        let decision = feed(
+            &spec(),
+            confirming(&spec()),
+            2,
+            vec![power(PowerState::Off), breaker.clone(), power(PowerState::Off), power(PowerState::Off)],
+        );
         assert_eq!(decision.status.phase, Some(Phase::ConfirmingOff), "{breaker:?}");
         let run = decision.status.progress.as_ref().unwrap().off_run.as_ref().unwrap();
         assert_eq!((run.count, run.first[0].at.0), (2, t(4)), "{breaker:?}");
@@ -328,7 +414,10 @@ fn no_proof_within_the_timeout_starts_the_next_attempt_then_fails() {
     // Still On at t=61 (ForceOff sent at t=1, powerOffTimeout 60s).
     let first_attempt_over = next(&spec, &confirming(&spec), power(PowerState::On), ctx(61, &node));
     let status = &first_attempt_over.status;
-    assert_eq!((status.phase, succeeded(status)), (Some(Phase::PoweringOff), ("Unknown".into(), "AttemptFailed".into())));
+    assert_eq!(
+        (status.phase, succeeded(status)),
+        (Some(Phase::PoweringOff), ("Unknown".into(), "AttemptFailed".into()))
+    );
     let progress = status.progress.as_ref().unwrap();
     assert_eq!((progress.attempt, progress.intent.is_none()), (2, true));
     assert_eq!(plan(&spec, status, ctx(62, &node)), Plan::Wait(StdDuration::from_secs(4)));
@@ -347,7 +436,10 @@ fn polling_is_paced_by_the_poll_interval() {
     let spec = spec();
     let node = node();
     let status = feed(&spec, confirming(&spec), 2, vec![power(PowerState::Off)]).status;
-    assert_eq!(plan(&spec, &status, Context { now: t(2) + SignedDuration::from_millis(300), instance: ME, node: &node }), Plan::Wait(StdDuration::from_millis(700)));
+    assert_eq!(
+        plan(&spec, &status, Context { now: t(2) + SignedDuration::from_millis(300), instance: ME, node: &node }),
+        Plan::Wait(StdDuration::from_millis(700))
+    );
     assert!(matches!(plan(&spec, &status, ctx(3, &node)), Plan::ReadPower { .. }));
 }
 
@@ -356,7 +448,12 @@ fn the_reset_answer_is_recorded_but_proves_nothing() {
     let node = node();
     let status = confirming(&spec());
     let rejected = Err(BmcFailure { transient: false, reason: Reason::BmcProtocolError, message: "HTTP 400".into() });
-    let decision = next(&spec(), &status, Observation::ResetAnswered { action: ResetType::ForceOff, result: rejected }, ctx(1, &node));
+    let decision = next(
+        &spec(),
+        &status,
+        Observation::ResetAnswered { action: ResetType::ForceOff, result: rejected },
+        ctx(1, &node),
+    );
     assert_eq!(decision.status.phase, Some(Phase::ConfirmingOff));
     let resets = decision.status.evidence.unwrap().power_off.unwrap().resets;
     assert_eq!((resets.len(), resets[0].result.as_str()), (1, "HTTP 400"));
@@ -371,14 +468,22 @@ fn releasing(spec: &CoronerRemediationSpec) -> CoronerRemediationStatus {
 }
 
 fn released() -> Observation {
-    Observation::Release(Ok(Released { node_ready: "Unknown".into(), lease_renew_time: Some(t(-100)), taint_owned: true, pods_deleted: None }))
+    Observation::Release(Ok(Released {
+        node_ready: "Unknown".into(),
+        lease_renew_time: Some(t(-100)),
+        taint_owned: true,
+        pods_deleted: None,
+    }))
 }
 
 #[test]
 fn a_release_with_reboot_succeeds_and_waits_for_the_workloads() {
     let decision = feed(&spec(), releasing(&spec()), 5, vec![released()]);
     assert_eq!(decision.status.phase, Some(Phase::WaitingForRelease));
-    assert_eq!((processing(&decision.status), succeeded(&decision.status)), ("True".into(), ("True".into(), "WaitingForRelease".into())));
+    assert_eq!(
+        (processing(&decision.status), succeeded(&decision.status)),
+        ("True".into(), ("True".into(), "WaitingForRelease".into()))
+    );
     assert!(out_of_service_taint_wanted(&decision.status));
     assert!(decision.notices.iter().any(|n| n.reason == "NodeFenced"));
 }
@@ -395,7 +500,12 @@ fn a_release_with_off_completes_and_keeps_both_taints() {
 
 #[test]
 fn a_node_alive_after_power_off_is_refused_for_good() {
-    let decision = feed(&spec(), releasing(&spec()), 5, vec![Observation::Release(Err("Node worker-1 reports Ready=True".into()))]);
+    let decision = feed(
+        &spec(),
+        releasing(&spec()),
+        5,
+        vec![Observation::Release(Err("Node worker-1 reports Ready=True".into()))],
+    );
     assert_eq!(succeeded(&decision.status), ("False".into(), "NodeAliveAfterPowerOff".into()));
     assert!(decision.requeue.is_none());
     assert!(!out_of_service_taint_wanted(&decision.status));
@@ -422,7 +532,13 @@ fn workloads_hold_the_power_on_until_released_or_timed_out() {
 }
 
 fn powering_on(spec: &CoronerRemediationSpec) -> CoronerRemediationStatus {
-    feed(spec, feed(spec, releasing(spec), 5, vec![released()]).status, 6, vec![Observation::Workloads(Workloads::default())]).status
+    feed(
+        spec,
+        feed(spec, releasing(spec), 5, vec![released()]).status,
+        6,
+        vec![Observation::Workloads(Workloads::default())],
+    )
+    .status
 }
 
 #[test]
@@ -454,7 +570,13 @@ fn power_on_is_sent_after_a_fresh_read_and_read_back() {
 #[test]
 fn the_node_returns_with_a_new_boot_id() {
     let spec = spec();
-    let waiting = feed(&spec, feed(&spec, powering_on(&spec), 8, vec![power(PowerState::Off)]).status, 9, vec![power(PowerState::On)]).status;
+    let waiting = feed(
+        &spec,
+        feed(&spec, powering_on(&spec), 8, vec![power(PowerState::Off)]).status,
+        9,
+        vec![power(PowerState::On)],
+    )
+    .status;
     let mut same_boot = node();
     same_boot.ready = Some("True".into());
     let stays = next(&spec, &waiting, Observation::Nothing, ctx(20, &same_boot));
@@ -492,7 +614,13 @@ fn nhc_timeout_after_success_keeps_succeeded_true() {
 #[test]
 fn nhc_timeout_before_any_power_action_drops_the_fencing_taint() {
     let node = node();
-    let admitted = next(&spec(), &CoronerRemediationStatus::default(), Observation::Admission(Verdict::Admit(node.evidence(t(0)))), ctx(0, &node)).status;
+    let admitted = next(
+        &spec(),
+        &CoronerRemediationStatus::default(),
+        Observation::Admission(Verdict::Admit(node.evidence(t(0)))),
+        ctx(0, &node),
+    )
+    .status;
     let decision = timed_out(&admitted, t(1)).unwrap();
     assert!(!fencing_taint_wanted(&spec(), &decision.status));
 }

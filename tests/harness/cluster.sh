@@ -13,7 +13,7 @@ root=$(cd "$here/../.." && pwd)
 bin=${HARNESS_BIN:-$root/.cache/harness/bin}
 
 cmd=${1:-}
-dir=${2:-$root/.cache/cluster}
+dir=$(realpath -m "${2:-$root/.cache/cluster}")
 ETCD_PORT=${ETCD_PORT:-23790}
 ETCD_PEER_PORT=${ETCD_PEER_PORT:-23800}
 APISERVER_PORT=${APISERVER_PORT:-16443}
@@ -30,14 +30,16 @@ marker=.coroner-harness-cluster # only a directory holding this file is ever rem
 log() { printf '[cluster %s] %s\n' "$(date +%H:%M:%S.%3N)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
-# pid_of NAME: prints the pid from DIR/pids/NAME.pid if that process is alive and still runs our binary
-# (guards against pid reuse), else nothing.
+# pid_of NAME: prints the pid from DIR/pids/NAME.pid if that process is alive, is NAME and was started
+# for this DIR (every component's arguments name DIR), else nothing. Guards against pid reuse and does
+# not depend on $HARNESS_BIN; a zombie (empty cmdline) counts as gone.
 pid_of() {
   local f="$dir/pids/$1.pid" pid
   [[ -f $f ]] || return 0
   pid=$(<"$f")
   [[ $pid =~ ^[0-9]+$ ]] || return 0
-  if [[ -r /proc/$pid/cmdline ]] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "$bin/$1 "; then
+  [[ $(cat "/proc/$pid/comm" 2>/dev/null) == "${1:0:15}" ]] || return 0
+  if tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$dir/"; then
     echo "$pid"
   fi
 }

@@ -30,7 +30,7 @@ cleanup() {
     [[ ${KEEP:-} == 1 ]] && { log "KEEP=1: leaving cluster in $cluster_dir and agents ${agent_pids[*]:-} running"; exit "$rc"; }
   fi
   for pid in "${agent_pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  [[ -d $cluster_dir ]] && "$here/cluster.sh" down "$cluster_dir" || true
+  if [[ -d $cluster_dir ]]; then "$here/cluster.sh" down "$cluster_dir" || true; fi
   exit "$rc"
 }
 trap cleanup EXIT
@@ -45,7 +45,7 @@ wait_until() {
   done
 }
 k() { "$kubectl" "$@"; }
-alive() { [[ -n $(ps -o stat= -p "$1" | grep -v '^Z') ]]; } # a zombie awaiting its reaper counts as gone
+alive() { ps -o stat= -p "$1" | grep -qv '^Z'; } # a zombie awaiting its reaper counts as gone
 ready() { k get node "$1" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}'; }
 is_ready() { [[ $(ready "$1") == "$2" ]]; }
 has_taint() { k get node "$1" -o jsonpath='{range .spec.taints[*]}{.key}:{.effect}{"\n"}{end}' | grep -qx "$2"; }

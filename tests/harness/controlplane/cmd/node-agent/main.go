@@ -113,7 +113,7 @@ func main() {
 	ticker := time.NewTicker(*heartbeat)
 	defer ticker.Stop()
 	for {
-		a.tick(ctx)
+		a.tick(context.Background()) // a started tick finishes (requests time out after 5 s); stop between ticks
 		select {
 		case <-ctx.Done():
 			logf("node %s: agent stopping; the Node is left as it is", a.node)
