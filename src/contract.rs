@@ -143,6 +143,45 @@ reasons! {
     NodeAliveAfterPowerOff => Final, None, "after the proven power-off the node changed UID, left Unknown or renewed its Lease: the machine switched off is not this node";
 }
 
+impl Disposition {
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::Progress => "progress: Processing=True, Succeeded=Unknown",
+            Self::Waiting => "waiting: Processing=True, Succeeded=Unknown, requeued",
+            Self::Fenced => "fenced: Processing=True, Succeeded=True",
+            Self::Complete => "complete: Processing=False, Succeeded=True",
+            Self::Final => "final: Processing=False, Succeeded=False",
+        }
+    }
+}
+
+impl Budget {
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::RetryCount => "`retry.count` attempts, `retry.interval` apart",
+            Self::PowerOffTimeout => "`powerOffTimeout` per attempt, within `retry.count`",
+            Self::ReleaseTimeout => "`releaseTimeout`, then goes ahead with a Warning",
+            Self::NhcTimeout => "until it clears or NHC times out",
+        }
+    }
+}
+
+/// The reason table as Markdown; `docs/safety.md` carries exactly this (a test checks).
+pub fn reason_table() -> String {
+    let mut table = String::from("| Reason | Disposition | Retry budget | Meaning |\n|---|---|---|---|\n");
+    for reason in Reason::ALL {
+        table.push_str(&format!(
+            "| `{}` | {} | {} | {} |\n",
+            reason.as_str(),
+            reason.disposition().describe(),
+            reason.budget().describe(),
+            reason.meaning()
+        ));
+    }
+    table
+}
+
 /// Sets `Processing` and `Succeeded` for `reason`. `Succeeded` never leaves `False` (NHC may already
 /// have escalated) and never goes from `True` back to `Unknown`.
 /// Returns whether anything changed.

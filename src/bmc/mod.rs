@@ -131,6 +131,30 @@ pub trait Bmc: Send + Sync {
     fn reset(&self, system: &SystemReading, reset: ResetType) -> impl Future<Output = Result<u16, BmcError>> + Send;
 }
 
+/// The system a BMC's fence goes through: the pinned `Systems/{id}`, else the only system, else the one
+/// whose UUID names the node (either byte order). `Ok(Err(uuids))` when several systems exist and none
+/// matches; `uuids` lists what they reported.
+pub async fn find_system<B: Bmc>(
+    bmc: &B,
+    pinned: Option<&str>,
+    node_uuid: &str,
+) -> Result<Result<SystemReading, Vec<String>>, BmcError> {
+    if let Some(id) = pinned {
+        return bmc.system(id).await.map(Ok);
+    }
+    let members = bmc.systems().await?;
+    if let [only] = members.as_slice() {
+        return bmc.system(only).await.map(Ok);
+    }
+    let mut systems = Vec::with_capacity(members.len());
+    for member in &members {
+        systems.push(bmc.system(member).await?);
+    }
+    Ok(crate::identity::select_system(&systems, |s| s.uuid.as_str(), node_uuid)
+        .cloned()
+        .ok_or_else(|| systems.into_iter().map(|s| s.uuid).collect()))
+}
+
 /// A password that never prints.
 #[derive(Clone)]
 pub struct Password(String);

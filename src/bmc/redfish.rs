@@ -272,21 +272,17 @@ fn find_source<'a, E: StdError + 'static>(error: &'a (dyn StdError + 'static)) -
     None
 }
 
-/// rustls errors reach us wrapped in an io::Error, whose `source()` skips the wrapped error itself.
+/// rustls errors reach us wrapped in io::Errors (nested), whose `source()` skips the wrapped error.
 fn find_rustls_error<'a>(error: &'a (dyn StdError + 'static)) -> Option<&'a rustls::Error> {
     let mut current = Some(error);
     while let Some(e) = current {
         if let Some(found) = e.downcast_ref::<rustls::Error>() {
             return Some(found);
         }
-        if let Some(found) = e
-            .downcast_ref::<std::io::Error>()
-            .and_then(|io| io.get_ref())
-            .and_then(|inner| inner.downcast_ref::<rustls::Error>())
-        {
-            return Some(found);
-        }
-        current = e.source();
+        current = match e.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref()) {
+            Some(inner) => Some(inner as &(dyn StdError + 'static)),
+            None => e.source(),
+        };
     }
     None
 }

@@ -15,7 +15,7 @@ use tracing::{Instrument, debug, info, info_span};
 use super::{Context, Error};
 use crate::{
     api::{BmcBinding, BmcBindingStatus, CoronerRemediation, CoronerRemediationStatus, Phase, conditions},
-    bmc::{Bmc, BmcError, RedfishClient, RedfishConfig, SystemReading},
+    bmc::{self, Bmc, RedfishClient, RedfishConfig, SystemReading},
     cluster::{self, BindingError},
     contract::{self, Reason},
     fence::{
@@ -23,7 +23,7 @@ use crate::{
         PowerReading, Verdict,
     },
     gates::{self, Gate, GateInputs},
-    identity::{self, Claim},
+    identity::Claim,
 };
 
 /// Steps one reconcile may take back to back (admission → identity → first reading …).
@@ -255,9 +255,19 @@ impl<'a> Fence<'a> {
             Ok(client) => client,
             Err(problem) => return Ok(Err(problem)),
         };
-        let system = match self.find_system(&client, binding, &snapshot.system_uuid).await {
+        let pinned = binding.spec.redfish.system_id.as_deref();
+        let system = match bmc::find_system(&client, pinned, &snapshot.system_uuid).await {
             Ok(Ok(system)) => system,
-            Ok(Err(problem)) => return Ok(Err(problem)),
+            Ok(Err(uuids)) => {
+                let message = format!(
+                    "none of the {} systems at {} ({}) has the node's systemUUID {} in either byte order; no power action taken",
+                    uuids.len(),
+                    binding.spec.redfish.endpoint,
+                    uuids.join(", "),
+                    snapshot.system_uuid
+                );
+                return Ok(Err(IdentityProblem::Binding { reason: Reason::IdentityMismatch, message }));
+            }
             Err(error) => return Ok(Err(IdentityProblem::Bmc(BmcFailure::from(&error)))),
         };
         Ok(Ok(IdentityFound {
@@ -266,37 +276,6 @@ impl<'a> Fence<'a> {
             tls_verified: !binding.spec.tls.insecure_skip_verify,
             system,
             claims: self.claims(binding).await?,
-        }))
-    }
-
-    async fn find_system(
-        &self,
-        client: &RedfishClient,
-        binding: &BmcBinding,
-        node_uuid: &str,
-    ) -> Result<Result<SystemReading, IdentityProblem>, BmcError> {
-        if let Some(id) = &binding.spec.redfish.system_id {
-            return client.system(id).await.map(Ok);
-        }
-        let members = client.systems().await?;
-        if let [only] = members.as_slice() {
-            return client.system(only).await.map(Ok);
-        }
-        let mut systems = Vec::with_capacity(members.len());
-        for member in &members {
-            systems.push(client.system(member).await?);
-        }
-        Ok(identity::select_system(&systems, |s| s.uuid.as_str(), node_uuid).cloned().ok_or_else(|| {
-            let uuids: Vec<_> = systems.iter().map(|s| s.uuid.as_str()).collect();
-            IdentityProblem::Binding {
-                reason: Reason::IdentityMismatch,
-                message: format!(
-                    "none of the {} systems at {} ({}) has the node's systemUUID {node_uuid} in either byte order; no power action taken",
-                    systems.len(),
-                    binding.spec.redfish.endpoint,
-                    uuids.join(", ")
-                ),
-            }
         }))
     }
 

@@ -1,0 +1,52 @@
+# coroner — `make test` runs everything CI runs; `make demo` shows one fence on a local control plane.
+SHELL := /bin/bash
+.DEFAULT_GOAL := test
+
+CARGO ?= cargo
+HARNESS_BIN := .cache/harness/bin
+
+.PHONY: test lint unit integration e2e peers harness cluster-up cluster-down demo crds build
+
+## test: formatting, lints, unit tests, integration tests against emulated BMCs, end-to-end suite
+test: lint unit integration e2e
+
+lint:
+	$(CARGO) fmt --check
+	$(CARGO) clippy --all-targets -- -D warnings
+
+## unit: pure decisions and generated-file checks (no peers needed)
+unit:
+	$(CARGO) test --lib --test generated --test manifests
+
+## integration: the Redfish client and the fence state machine against sushy-tools and fence_redfish
+integration: peers
+	$(CARGO) test --test redfish
+
+## e2e: real control plane + NHC + emulated machines + the coroner binary
+e2e: harness peers build
+	tests/e2e/run.sh
+
+build:
+	$(CARGO) build
+
+## peers: sushy-tools (PyPI) and fence-agents (Debian) into .cache/peers
+peers:
+	tests/peers/install.sh
+
+## harness: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, NHC, helm, node-agent
+harness:
+	tests/harness/build.sh
+
+cluster-up: harness
+	tests/harness/cluster.sh up
+
+cluster-down:
+	tests/harness/cluster.sh down
+
+## demo: a local control plane, three emulated machines, NHC and coroner; one node dies
+demo: harness peers build
+	tests/e2e/demo.sh
+
+## crds: regenerate crds/ from the API types
+crds:
+	$(CARGO) run -q -- crd > crds/coroner.yaml

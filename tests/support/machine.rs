@@ -1,0 +1,211 @@
+//! One emulated machine = one sushy-emulator process started through tests/peers/machine.py, with a
+//! fresh state directory, on a free loopback port. Killed when dropped.
+
+use std::{
+    io::{BufRead, BufReader},
+    net::TcpListener,
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    sync::OnceLock,
+    time::{Duration, Instant},
+};
+
+use serde_json::Value;
+
+pub const USER: &str = "admin";
+pub const PASSWORD: &str = "coroner-test-s3cret";
+
+pub fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The installed peers (`make peers`) and the test PKI, made once per test binary.
+pub struct Peers {
+    pub python: PathBuf,
+    pub certs: PathBuf,
+}
+
+pub fn peers() -> &'static Peers {
+    static PEERS: OnceLock<Peers> = OnceLock::new();
+    PEERS.get_or_init(|| {
+        let python = repo().join(".cache/peers/venv/bin/python");
+        assert!(python.exists(), "the Redfish test peers are not installed: run `make peers` (make test does)");
+        let certs = repo().join(".cache/peers/certs");
+        let status =
+            Command::new("bash").arg(repo().join("tests/peers/certs.sh")).arg(&certs).status().expect("run certs.sh");
+        assert!(status.success(), "tests/peers/certs.sh failed");
+        Peers { python, certs }
+    })
+}
+
+impl Peers {
+    pub fn cert(&self, name: &str) -> PathBuf {
+        self.certs.join(format!("{name}.crt"))
+    }
+
+    pub fn pem(&self, name: &str) -> Vec<u8> {
+        std::fs::read(self.cert(name)).expect("read certificate")
+    }
+
+    /// The SHA-256 pin of a certificate, as certs.sh wrote it.
+    pub fn pin(&self, name: &str) -> String {
+        std::fs::read_to_string(self.certs.join(format!("{name}.sha256"))).expect("read pin").trim().to_owned()
+    }
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")
+}
+
+#[derive(Clone, Debug)]
+pub struct MachineSpec {
+    /// (name, UUID) of each system.
+    pub systems: Vec<(String, String)>,
+    pub power_on: bool,
+    /// Seconds between a reset and the power change.
+    pub delay: f64,
+    /// Which certificate of the test PKI the BMC serves: `leaf`, `named-leaf` or `self-signed`.
+    pub cert: &'static str,
+    pub disable_power_off: bool,
+}
+
+impl MachineSpec {
+    pub fn new(uuid: &str) -> Self {
+        Self {
+            systems: vec![("node-1".into(), uuid.into())],
+            power_on: true,
+            delay: 0.0,
+            cert: "leaf",
+            disable_power_off: false,
+        }
+    }
+}
+
+pub struct Machine {
+    child: Child,
+    pub port: u16,
+    pub dir: PathBuf,
+    _tmp: Option<tempfile::TempDir>,
+}
+
+impl Machine {
+    pub fn start(spec: &MachineSpec) -> Self {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let dir = tmp.path().to_owned();
+        let mut machine = Self::start_in(spec, &dir);
+        machine._tmp = Some(tmp);
+        machine
+    }
+
+    /// Starts the machine with its files in `dir` (kept after the test, e.g. for the e2e power log).
+    pub fn start_in(spec: &MachineSpec, dir: &Path) -> Self {
+        let peers = peers();
+        let port = free_port();
+        let mut command = Command::new(&peers.python);
+        command
+            .arg(repo().join("tests/peers/machine.py"))
+            .arg("--dir")
+            .arg(dir)
+            .arg("--port")
+            .arg(port.to_string())
+            .arg("--cert")
+            .arg(peers.cert(spec.cert))
+            .arg("--key")
+            .arg(peers.certs.join(format!("{}.key", spec.cert)))
+            .arg("--user")
+            .arg(format!("{USER}:{PASSWORD}"))
+            .arg("--power")
+            .arg(if spec.power_on { "On" } else { "Off" })
+            .arg("--delay")
+            .arg(spec.delay.to_string());
+        for (name, uuid) in &spec.systems {
+            command.arg("--system").arg(format!("{name}={uuid}"));
+        }
+        if spec.disable_power_off {
+            command.arg("--disable-power-off");
+        }
+        let mut child = command.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("start machine.py");
+        let stdout = child.stdout.take().expect("machine stdout");
+        let ready = format!("ready {port}");
+        let started = Instant::now();
+        let mut lines = BufReader::new(stdout).lines();
+        loop {
+            match lines.next() {
+                Some(Ok(line)) if line == ready => break,
+                Some(Ok(_)) => {}
+                _ => panic!("machine on port {port} exited before it was ready"),
+            }
+            assert!(started.elapsed() < Duration::from_secs(30), "machine on port {port} not ready");
+        }
+        Self { child, port, dir: dir.to_owned(), _tmp: None }
+    }
+
+    pub fn endpoint(&self) -> String {
+        format!("https://127.0.0.1:{}/redfish/v1", self.port)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn signal(&self, signal: &str) {
+        let status = Command::new("kill").arg(format!("-{signal}")).arg(self.pid().to_string()).status().expect("kill");
+        assert!(status.success(), "kill -{signal} failed");
+    }
+
+    /// Freezes the BMC process: it accepts connections and never answers (a hung BMC).
+    pub fn freeze(&self) {
+        self.signal("STOP");
+    }
+
+    pub fn thaw(&self) {
+        self.signal("CONT");
+    }
+
+    pub fn stop(&mut self) {
+        let _ = Command::new("kill").arg("-CONT").arg(self.pid().to_string()).status();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Every line of the power log.
+    pub fn log(&self) -> Vec<Value> {
+        let text = std::fs::read_to_string(self.dir.join("power.log")).unwrap_or_default();
+        text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+    }
+
+    /// The power log's requests as `METHOD path [reset_type]`.
+    pub fn requests(&self) -> Vec<String> {
+        self.log()
+            .iter()
+            .filter(|e| e["event"] == "request")
+            .map(|e| {
+                let reset = e["reset_type"].as_str().map(|r| format!(" {r}")).unwrap_or_default();
+                format!(
+                    "{} {}{reset}",
+                    e["method"].as_str().unwrap_or_default(),
+                    e["path"].as_str().unwrap_or_default()
+                )
+            })
+            .collect()
+    }
+
+    /// The real power changes, as `from->to`.
+    pub fn power_changes(&self) -> Vec<String> {
+        self.log()
+            .iter()
+            .filter(|e| e["event"] == "power")
+            .map(|e| format!("{}->{}", e["from"].as_str().unwrap_or_default(), e["to"].as_str().unwrap_or_default()))
+            .collect()
+    }
+
+    pub fn power_state(&self) -> String {
+        std::fs::read_to_string(self.dir.join("power-state")).unwrap_or_default().trim().to_owned()
+    }
+}
+
+impl Drop for Machine {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
