@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the end-to-end harness binaries into $HARNESS_BIN (default .cache/harness/bin):
 # etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl (control-plane module),
-# nhc (NodeHealthCheck v0.12.0) and helm (v3.22.0), each from its own Go module. A no-op when current.
+# node-agent (the simulated kubelet), nhc (NodeHealthCheck v0.12.0) and helm (v3.22.0), each from
+# its own Go module. A no-op when current.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -33,10 +34,18 @@ module_inputs() { cat "$1/go.mod" "$1/go.sum" "$1"/*.go 2>/dev/null; }
 build etcd "$(module_inputs "$here/etcd")" \
   bash -c "cd '$here/etcd' && go build -ldflags='$ldflags' -o '$bin/etcd' ."
 
+# The release ldflags: without them /version reports v0.0.0 and helm's kubeVersion checks fail.
+k8s_version=$(awk '$1 == "k8s.io/kubernetes" {print $2; exit}' "$here/controlplane/go.mod")
+k8s_minor=$(cut -d. -f2 <<<"$k8s_version")
+version_pkg=k8s.io/component-base/version
+k8s_ldflags="$ldflags -X $version_pkg.gitVersion=$k8s_version -X $version_pkg.gitMajor=1 -X $version_pkg.gitMinor=$k8s_minor"
 for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
-  build "$cmd" "$(module_inputs "$here/controlplane")" \
-    bash -c "cd '$here/controlplane' && go build -ldflags='$ldflags' -o '$bin/$cmd' k8s.io/kubernetes/cmd/$cmd"
+  build "$cmd" "$(module_inputs "$here/controlplane"; echo "$k8s_ldflags")" \
+    bash -c "cd '$here/controlplane' && go build -ldflags='$k8s_ldflags' -o '$bin/$cmd' k8s.io/kubernetes/cmd/$cmd"
 done
+# The simulated kubelet of the end-to-end suite, on the control plane's pinned client-go.
+build node-agent "$(module_inputs "$here/controlplane"; cat "$here/controlplane/cmd/node-agent/"*.go)" \
+  bash -c "cd '$here/controlplane' && go build -ldflags='$ldflags' -o '$bin/node-agent' ./cmd/node-agent"
 
 # NHC and helm pin other k8s.io versions, so each is built from its own small module (see their go.mod).
 build nhc "$(module_inputs "$here/nhc")" \

@@ -45,15 +45,16 @@ wait_until() {
   done
 }
 k() { "$kubectl" "$@"; }
-alive() { ps -o stat= -p "$1" | grep -qv '^Z'; } # a zombie awaiting its reaper counts as gone
+alive() { local s; s=$(ps -o stat= -p "$1") && [[ $s != *Z* ]]; } # a zombie awaiting its reaper counts as gone
 ready() { k get node "$1" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}'; }
 is_ready() { [[ $(ready "$1") == "$2" ]]; }
-has_taint() { k get node "$1" -o jsonpath='{range .spec.taints[*]}{.key}:{.effect}{"\n"}{end}' | grep -qx "$2"; }
+# No `cmd | grep -q` under pipefail: grep exiting early can SIGPIPE cmd and fail the pipeline.
+has_taint() { local t; t=$(k get node "$1" -o jsonpath='{range .spec.taints[*]}{.key}:{.effect}{"\n"}{end}') && grep -qx "$2" <<<"$t"; }
 boot_id() { k get node "$1" -o jsonpath='{.status.nodeInfo.bootID}'; }
 # pods of the Deployment as "name node phase deletionTimestamp" lines
 pods() { k get pods -l app=smoke -o jsonpath='{range .items[*]}{.metadata.name} {.spec.nodeName} {.status.phase} {.metadata.deletionTimestamp}{"\n"}{end}'; }
 running_on() { pods | awk -v n="$1" '$2 == n && $3 == "Running" && $4 == "" {found=1} END {exit !found}'; }
-pod_gone() { ! pods | grep -q "^$1 "; }
+pod_gone() { local p; p=$(pods) && ! grep -q "^$1 " <<<"$p"; }
 power() { printf '%s\n' "$2" >"$work/$1.power.tmp" && mv "$work/$1.power.tmp" "$work/$1.power"; } # atomic, like the BMC bridge
 start_agent() { # start_agent NODE UUID
   power "$1" On
@@ -101,7 +102,7 @@ renew=$(k -n kube-node-lease get lease smoke-1 -o jsonpath='{.spec.renewTime}')
 sleep 2
 [[ $(k -n kube-node-lease get lease smoke-1 -o jsonpath='{.spec.renewTime}') == "$renew" ]] || { log "lease renewed while Off"; exit 1; }
 # The pod tolerates unreachable for 300 s (DefaultTolerationSeconds), so it is still bound to smoke-1.
-pods | grep -q "^$pod1 smoke-1 " || { log "pod $pod1 left smoke-1 before the out-of-service taint"; exit 1; }
+grep -q "^$pod1 smoke-1 " <<<"$(pods)" || { log "pod $pod1 left smoke-1 before the out-of-service taint"; exit 1; }
 
 t=$(ms)
 k taint node smoke-1 node.kubernetes.io/out-of-service=nodeshutdown:NoExecute >/dev/null
