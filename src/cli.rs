@@ -60,7 +60,7 @@ pub enum CliError {
     #[error("cannot reach the Kubernetes API: {0}")]
     Kube(#[from] kube::Error),
     #[error("cannot print the CRDs: {0}")]
-    Yaml(#[from] serde_yaml::Error),
+    Yaml(#[from] serde_saphyr::SerializeError),
     #[error("cannot install the TLS crypto provider")]
     CryptoProvider,
 }
@@ -79,12 +79,13 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
     }
 }
 
-/// Every CRD as one multi-document YAML stream (what `crds/` holds).
-pub fn crds_yaml() -> Result<String, serde_yaml::Error> {
+/// Every CRD as one multi-document YAML stream (what `crds/` holds). The emitter quotes strings that
+/// YAML 1.1 readers such as kubectl would take for booleans (`On`, `Off`).
+pub fn crds_yaml() -> Result<String, serde_saphyr::SerializeError> {
     let mut out = String::new();
     for crd in api::crds() {
         out.push_str("---\n");
-        out.push_str(&serde_yaml::to_string(&crd)?);
+        out.push_str(&serde_saphyr::to_string(&crd)?);
     }
     Ok(out)
 }

@@ -4,8 +4,7 @@
 
 use std::{fs, path::Path};
 
-use serde::Deserialize;
-use serde_yaml::Value;
+use serde_json::Value;
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -20,12 +19,8 @@ fn documents(dir: &str) -> Vec<(String, Value)> {
             stack.extend(fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
         } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
             let text = fs::read_to_string(&path).unwrap();
-            for document in serde_yaml::Deserializer::from_str(&text) {
-                let value = Value::deserialize(document).unwrap();
-                if !value.is_null() {
-                    out.push((path.display().to_string(), value));
-                }
-            }
+            let values: Vec<Value> = serde_saphyr::from_str_multiple(&text).unwrap();
+            out.extend(values.into_iter().filter(|v| !v.is_null()).map(|v| (path.display().to_string(), v)));
         }
     }
     out
@@ -34,7 +29,7 @@ fn documents(dir: &str) -> Vec<(String, Value)> {
 fn strings(value: &Value, key: &str) -> Vec<String> {
     value
         .get(key)
-        .and_then(Value::as_sequence)
+        .and_then(Value::as_array)
         .map(|s| s.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect())
         .unwrap_or_default()
 }
@@ -54,7 +49,7 @@ fn rules(dir: &str) -> Vec<Rule> {
         if kind != "ClusterRole" && kind != "Role" {
             continue;
         }
-        for rule in doc.get("rules").and_then(Value::as_sequence).into_iter().flatten() {
+        for rule in doc.get("rules").and_then(Value::as_array).into_iter().flatten() {
             out.push(Rule {
                 source: source.clone(),
                 kind: kind.clone(),
@@ -116,7 +111,7 @@ fn nhc_gets_exactly_the_aggregated_rights() {
                 == Some("true")
         })
         .expect("an aggregated ext-remediation ClusterRole");
-    let rules = role.get("rules").and_then(Value::as_sequence).unwrap();
+    let rules = role.get("rules").and_then(Value::as_array).unwrap();
     let verbs_for = |resource: &str| {
         rules
             .iter()
@@ -171,8 +166,7 @@ fn the_sample_node_health_check_remediates_ready_unknown_only() {
         if doc.get("kind").and_then(Value::as_str) != Some("NodeHealthCheck") {
             continue;
         }
-        let conditions =
-            doc.get("spec").and_then(|s| s.get("unhealthyConditions")).and_then(Value::as_sequence).unwrap();
+        let conditions = doc.get("spec").and_then(|s| s.get("unhealthyConditions")).and_then(Value::as_array).unwrap();
         assert_eq!(conditions.len(), 1, "{source}");
         assert_eq!(conditions[0].get("type").and_then(Value::as_str), Some("Ready"));
         assert_eq!(conditions[0].get("status").and_then(Value::as_str), Some("Unknown"));

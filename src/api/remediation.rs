@@ -1,6 +1,6 @@
 //! `CoronerRemediation` (created by NodeHealthCheck for one unhealthy node) and its template.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, MicroTime, Time};
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -40,7 +40,8 @@ use super::Duration;
 #[x_kube(validation = Rule::new("duration(self.releaseTimeout) > duration('0s')").message("releaseTimeout must be positive"))]
 pub struct CoronerRemediationSpec {
     /// What to do with the machine: `Off` leaves it powered off; `Reboot` powers it on again once its
-    /// workloads have been released.
+    /// workloads have been released. Quote `"Off"` in YAML: YAML 1.1 readers such as kubectl take a bare
+    /// Off for the boolean false.
     #[serde(default)]
     pub action: FenceAction,
 
@@ -214,12 +215,12 @@ pub struct Progress {
     #[serde(default)]
     pub attempt: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub attempt_started_at: Option<Time>,
+    pub attempt_started_at: Option<MicroTime>,
     /// The next attempt starts no earlier than this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub next_attempt_at: Option<Time>,
+    pub next_attempt_at: Option<MicroTime>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_reading_at: Option<Time>,
+    pub last_reading_at: Option<MicroTime>,
     /// Written (with a resourceVersion precondition) before a BMC mutation is sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub intent: Option<Intent>,
@@ -229,7 +230,7 @@ pub struct Progress {
     /// The node Lease's renewTime when the power-off began; a later renewal means the machine we
     /// switched off is not this node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lease_renew_time_at_power_off: Option<Time>,
+    pub lease_renew_time_at_power_off: Option<MicroTime>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
 }
@@ -254,7 +255,7 @@ impl PowerAction {
 pub struct Intent {
     pub action: PowerAction,
     pub attempt: u32,
-    pub decided_at: Time,
+    pub decided_at: MicroTime,
     /// The coroner process that decided it.
     pub instance: String,
     /// What the BMC answered, once sent.
@@ -276,7 +277,7 @@ pub struct OffRun {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Reading {
-    pub at: Time,
+    pub at: MicroTime,
     pub power_state: String,
 }
 
@@ -310,8 +311,8 @@ pub struct NodeEvidence {
     /// Whether the node's Lease in kube-node-lease existed at admission.
     pub lease_present: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lease_renew_time: Option<Time>,
-    pub admitted_at: Time,
+    pub lease_renew_time: Option<MicroTime>,
+    pub admitted_at: MicroTime,
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
@@ -336,7 +337,7 @@ pub struct IdentityEvidence {
     pub node_uuid: String,
     #[serde(rename = "match")]
     pub match_kind: UuidMatch,
-    pub verified_at: Time,
+    pub verified_at: MicroTime,
     /// `false` only when the binding explicitly set `insecureSkipVerify`.
     pub tls_verified: bool,
 }
@@ -355,14 +356,14 @@ pub struct PowerOffEvidence {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proof: Option<OffRun>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub proven_at: Option<Time>,
+    pub proven_at: Option<MicroTime>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ResetRecord {
     pub attempt: u32,
-    pub sent_at: Time,
+    pub sent_at: MicroTime,
     pub result: String,
 }
 
@@ -373,15 +374,15 @@ pub struct ReleaseEvidence {
     /// The node's `Ready` status and Lease renewTime checked in the releasing update.
     pub node_ready: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lease_renew_time: Option<Time>,
-    pub released_at: Time,
+    pub lease_renew_time: Option<MicroTime>,
+    pub released_at: MicroTime,
     /// Whether coroner added (and so owns) the out-of-service taint; false when it was already there.
     #[serde(default)]
     pub taint_owned: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pods_deleted: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub taint_removed_at: Option<Time>,
+    pub taint_removed_at: Option<MicroTime>,
     /// With `Reboot`: true when releaseTimeout passed before the pods and volumes were released.
     #[serde(default)]
     pub release_timed_out: bool,
@@ -391,15 +392,15 @@ pub struct ReleaseEvidence {
 #[serde(rename_all = "camelCase")]
 pub struct PowerOnEvidence {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sent_at: Option<Time>,
+    pub sent_at: Option<MicroTime>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub confirmed_at: Option<Time>,
+    pub confirmed_at: Option<MicroTime>,
     #[serde(rename = "newBootID", default, skip_serializing_if = "Option::is_none")]
     pub new_boot_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub node_ready_at: Option<Time>,
+    pub node_ready_at: Option<MicroTime>,
 }
 
 /// A template NodeHealthCheck references; `spec.template.spec` is copied into each remediation.

@@ -13,7 +13,7 @@ mod tests;
 use std::time::Duration as StdDuration;
 
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
 
 pub use observe::*;
 
@@ -86,8 +86,9 @@ pub fn phase_of(status: &CoronerRemediationStatus) -> Phase {
 /// What to observe next in the current phase.
 pub fn plan(spec: &CoronerRemediationSpec, status: &CoronerRemediationStatus, ctx: Context<'_>) -> Plan {
     let progress = status.progress.clone().unwrap_or_default();
-    let not_before = |at: Option<&Time>| at.map(|t| t.0).filter(|t| *t > ctx.now).map(|t| until(ctx.now, t));
-    let paced = || not_before(progress.last_reading_at.as_ref().map(|t| Time(t.0 + spec.poll_interval.get())).as_ref());
+    let not_before = |at: Option<&MicroTime>| at.map(|t| t.0).filter(|t| *t > ctx.now).map(|t| until(ctx.now, t));
+    let paced =
+        || not_before(progress.last_reading_at.as_ref().map(|t| MicroTime(t.0 + spec.poll_interval.get())).as_ref());
     let system_path = || status.evidence.as_ref().and_then(|e| e.identity.as_ref()).map(|i| i.system_path.clone());
     match phase_of(status) {
         Phase::Pending => Plan::Admit,
@@ -302,8 +303,8 @@ impl<'a> Step<'a> {
         }
     }
 
-    fn now(&self) -> Time {
-        Time(self.ctx.now)
+    fn now(&self) -> MicroTime {
+        MicroTime(self.ctx.now)
     }
 
     fn finish(mut self) -> Decision {
@@ -439,7 +440,7 @@ impl<'a> Step<'a> {
     }
 
     fn schedule_next_attempt(&mut self) {
-        let next_at = Time(self.ctx.now + self.spec.retry.interval.get());
+        let next_at = MicroTime(self.ctx.now + self.spec.retry.interval.get());
         self.progress.attempt += 1;
         self.progress.attempt_started_at = None;
         self.progress.next_attempt_at = Some(next_at);
@@ -680,7 +681,7 @@ impl<'a> Step<'a> {
         self.evidence.release = Some(ReleaseEvidence {
             strategy: self.spec.remediation_strategy,
             node_ready: released.node_ready,
-            lease_renew_time: released.lease_renew_time.map(Time),
+            lease_renew_time: released.lease_renew_time.map(MicroTime),
             released_at: self.now(),
             taint_owned: released.taint_owned,
             pods_deleted: released.pods_deleted,
@@ -730,7 +731,7 @@ impl<'a> Step<'a> {
             return;
         }
         if let Some(release) = self.evidence.release.as_mut() {
-            release.taint_removed_at = release.taint_owned.then_some(Time(self.ctx.now));
+            release.taint_removed_at = release.taint_owned.then_some(MicroTime(self.ctx.now));
         }
         self.progress = Progress { attempt: 1, ..Progress::default() };
         self.enter(
@@ -804,7 +805,7 @@ impl<'a> Step<'a> {
         }
         let power_on = self.evidence.power_on.get_or_insert_with(PowerOnEvidence::default);
         power_on.new_boot_id = Some(node.boot_id.clone());
-        power_on.node_ready_at = Some(Time(self.ctx.now));
+        power_on.node_ready_at = Some(MicroTime(self.ctx.now));
         let message = format!("node is Ready again with bootID {}; coroner's taints are removed", node.boot_id);
         self.notify(false, "NodeRecovered", message.clone());
         self.enter(Phase::Done, Reason::RemediationComplete, message);
@@ -821,7 +822,7 @@ pub fn proven(run: &OffRun, settle: StdDuration) -> bool {
     }
 }
 
-fn lease_time(node: &NodeSnapshot) -> Time {
+fn lease_time(node: &NodeSnapshot) -> MicroTime {
     // Absent Lease: record the epoch, so any Lease that appears later counts as a renewal.
-    Time(node.lease_renew_time.unwrap_or(Timestamp::UNIX_EPOCH))
+    MicroTime(node.lease_renew_time.unwrap_or(Timestamp::UNIX_EPOCH))
 }

@@ -3,6 +3,7 @@
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, Pod, Toleration};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 
 use crate::{
     api::{CoronerRemediationStatus, NodeEvidence, conditions},
@@ -151,8 +152,8 @@ impl NodeSnapshot {
             boot_id: self.boot_id.clone(),
             ready: self.ready.clone().unwrap_or_else(|| "absent".into()),
             lease_present: self.lease_present,
-            lease_renew_time: self.lease_renew_time.map(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time),
-            admitted_at: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now),
+            lease_renew_time: self.lease_renew_time.map(MicroTime),
+            admitted_at: MicroTime(now),
         }
     }
 }

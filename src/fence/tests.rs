@@ -4,7 +4,7 @@
 use std::time::Duration as StdDuration;
 
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 
 use super::*;
 use crate::{
@@ -96,17 +96,31 @@ fn verified(spec: &CoronerRemediationSpec) -> CoronerRemediationStatus {
     next(spec, &admitted.status, found(NODE_UUID), ctx(0, &node)).status
 }
 
-/// Feeds a sequence of observations one second apart starting at `start`; returns the last decision.
+/// Feeds a sequence of observations one second apart starting at `start`, persisting the status
+/// between steps; returns the last decision.
 fn feed(
     spec: &CoronerRemediationSpec,
-    mut status: CoronerRemediationStatus,
+    status: CoronerRemediationStatus,
     start: i64,
     observations: Vec<Observation>,
 ) -> Decision {
+    feed_at(spec, status, observations.into_iter().enumerate().map(|(i, o)| (t(start + i as i64), o)).collect())
+}
+
+/// The status as the API server hands it back: every decision is persisted and read again.
+fn persisted(status: &CoronerRemediationStatus) -> CoronerRemediationStatus {
+    serde_json::from_value(serde_json::to_value(status).unwrap()).unwrap()
+}
+
+fn feed_at(
+    spec: &CoronerRemediationSpec,
+    mut status: CoronerRemediationStatus,
+    steps: Vec<(Timestamp, Observation)>,
+) -> Decision {
     let node = node();
     let mut last = None;
-    for (i, observation) in observations.into_iter().enumerate() {
-        let decision = next(spec, &status, observation, ctx(start + i as i64, &node));
+    for (now, observation) in steps {
+        let decision = next(spec, &persisted(&status), observation, Context { now, instance: ME, node: &node });
         status = decision.status.clone();
         last = Some(decision);
     }
@@ -320,7 +334,7 @@ fn a_machine_that_is_on_gets_one_force_off_after_the_fresh_read() {
         (intent.action, intent.attempt, intent.instance.as_str(), intent.result),
         (crate::api::PowerAction::ForceOff, 1, ME, None)
     );
-    assert_eq!(progress.lease_renew_time_at_power_off, Some(Time(t(-100))));
+    assert_eq!(progress.lease_renew_time_at_power_off, Some(MicroTime(t(-100))));
 }
 
 #[test]
@@ -347,7 +361,31 @@ fn an_unbroken_run_spanning_settle_is_the_proof() {
     let proof = evidence.proof.unwrap();
     assert_eq!(proof.count, 3);
     assert_eq!((proof.first[0].at.0, proof.last.last().unwrap().at.0), (t(2), t(4)));
-    assert_eq!(evidence.proven_at, Some(Time(t(4))));
+    assert_eq!(evidence.proven_at, Some(MicroTime(t(4))));
+}
+
+#[test]
+fn the_settle_span_is_measured_on_precise_times_after_persistence() {
+    // Off at x.990 and at x+2.010: whole seconds would say 2 s, the truth is 1.02 s.
+    let ms = |secs: i64, millis: i64| t(secs) + SignedDuration::from_millis(millis);
+    let status = confirming(&spec());
+    let decision = feed_at(
+        &spec(),
+        status.clone(),
+        vec![(ms(1, 990), power(PowerState::Off)), (ms(3, 10), power(PowerState::Off))],
+    );
+    assert_eq!(decision.status.phase, Some(Phase::ConfirmingOff));
+    let decision = feed_at(&spec(), decision.status, vec![(ms(3, 990), power(PowerState::Off))]);
+    assert_eq!(decision.status.phase, Some(Phase::Releasing));
+}
+
+#[test]
+fn the_lease_time_survives_persistence_to_the_microsecond() {
+    let mut fresh = node();
+    fresh.lease_renew_time = Some(t(-1) + SignedDuration::from_micros(221_120));
+    let decision = next(&spec(), &persisted(&verified(&spec())), power(PowerState::On), ctx(1, &fresh));
+    let stored = persisted(&decision.status).progress.unwrap().lease_renew_time_at_power_off.unwrap();
+    assert_eq!(stored.0, t(-1) + SignedDuration::from_micros(221_120));
 }
 
 #[test]
@@ -639,8 +677,8 @@ fn proof_boundary_is_inclusive_at_exactly_settle() {
     let run = |first: i64, last: i64| OffRun {
         instance: ME.into(),
         count: 2,
-        first: vec![crate::api::Reading { at: Time(t(first)), power_state: "Off".into() }],
-        last: vec![crate::api::Reading { at: Time(t(last)), power_state: "Off".into() }],
+        first: vec![crate::api::Reading { at: MicroTime(t(first)), power_state: "Off".into() }],
+        last: vec![crate::api::Reading { at: MicroTime(t(last)), power_state: "Off".into() }],
     };
     assert!(proven(&run(0, 2), StdDuration::from_secs(2)));
     assert!(!proven(&run(0, 1), StdDuration::from_secs(2)));

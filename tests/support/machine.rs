@@ -99,8 +99,12 @@ impl Machine {
 
     /// Starts the machine with its files in `dir` (kept after the test, e.g. for the e2e power log).
     pub fn start_in(spec: &MachineSpec, dir: &Path) -> Self {
+        Self::start_on(spec, dir, free_port())
+    }
+
+    /// Starts the machine on a given port (a BMC that comes back where it was).
+    pub fn start_on(spec: &MachineSpec, dir: &Path, port: u16) -> Self {
         let peers = peers();
-        let port = free_port();
         let mut command = Command::new(&peers.python);
         command
             .arg(repo().join("tests/peers/machine.py"))

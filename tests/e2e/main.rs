@@ -1,0 +1,487 @@
+//! End-to-end suite: coroner with the real NodeHealthCheck on a real control plane and emulated
+//! machines. Run by `make e2e` (part of `make test`); `make demo` runs the demo mode.
+//!
+//! Scenarios (issue: "A real local control plane, …"):
+//!   a. a partitioned node with a Deployment pod and a pod stuck Terminating is fenced, its pods move,
+//!      it is powered on again and recovers; NHC deletes the remediation and coroner's taints go;
+//!   b. a wrong mapping is refused and the escalated second coroner template is refused too;
+//!   c. an unreachable BMC ends in Succeeded=False after retry.count attempts, nothing released;
+//!   d. nhc-timed-out mid-fence stops all further BMC mutations;
+//!   e. coroner killed while ConfirmingOff and restarted completes the fence, every reset after a read;
+//!   f. over the whole run: taints follow proven power states, no Node deleted, no password in logs.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../support/mod.rs"]
+mod support;
+mod timeline;
+mod world;
+
+use std::{
+    process::ExitCode,
+    time::{Duration, Instant},
+};
+
+use coroner::{
+    api::{CoronerRemediation, CoronerRemediationTemplate, conditions},
+    bmc::{Bmc, Credentials, Password, RedfishClient, RedfishConfig, ResetType, tls},
+    contract,
+};
+use jiff::Timestamp;
+use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
+use kube::{
+    Api, ResourceExt,
+    api::{ListParams, Patch, PatchParams, PostParams},
+};
+use serde_json::json;
+use support::machine::{PASSWORD, USER, peers};
+use timeline::Timeline;
+use world::{CORONER_NS, World, log, wait_for};
+
+const SHORT: Duration = Duration::from_secs(60);
+const LONG: Duration = Duration::from_secs(180);
+
+fn main() -> ExitCode {
+    let mode = std::env::args().nth(1).unwrap_or_default();
+    if std::env::var("CORONER_E2E").as_deref() != Ok("1") {
+        eprintln!("e2e: skipped (run it with `make e2e`, which builds and installs what it needs)");
+        return ExitCode::SUCCESS;
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    runtime.block_on(async { if mode == "demo" { demo().await } else { suite().await } });
+    ExitCode::SUCCESS
+}
+
+fn uuid(n: u32) -> String {
+    format!("5c0a1e00-0000-4000-8000-{n:012}")
+}
+
+/// A remediation's `Succeeded` condition as (status, reason).
+fn succeeded(remediation: &CoronerRemediation) -> Option<(String, String)> {
+    let status = remediation.status.as_ref()?;
+    conditions::find(&status.conditions, contract::SUCCEEDED).map(|c| (c.status.clone(), c.reason.clone()))
+}
+
+fn phase(remediation: &CoronerRemediation) -> String {
+    remediation.status.as_ref().and_then(|s| s.phase).map(|p| p.as_str().to_owned()).unwrap_or_default()
+}
+
+/// Remediations for `node`, found by NHC's node-name annotation (never by name), oldest first.
+async fn remediations(world: &World, node: &str) -> Vec<CoronerRemediation> {
+    let api: Api<CoronerRemediation> = Api::namespaced(world.client.clone(), CORONER_NS);
+    let mut list: Vec<_> = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|r| contract::node_name(&r.metadata) == Some(node))
+        .collect();
+    list.sort_by_key(|r| r.metadata.creation_timestamp.clone().map(|t| t.0));
+    list
+}
+
+async fn wait_remediation(
+    world: &World,
+    node: &str,
+    what: &str,
+    timeout: Duration,
+    check: impl Fn(&CoronerRemediation) -> bool,
+) -> CoronerRemediation {
+    wait_for(&format!("{node}: {what}"), timeout, || async {
+        remediations(world, node).await.into_iter().find(|r| check(r))
+    })
+    .await
+}
+
+async fn wait_remediations_gone(world: &World, node: &str) {
+    wait_for(&format!("{node}: NHC deletes the remediations"), LONG, || async {
+        remediations(world, node).await.is_empty().then_some(())
+    })
+    .await;
+}
+
+async fn boot_id(world: &World, node: &str) -> String {
+    world::node_object(&world.client, node)
+        .await
+        .and_then(|n| n.status?.node_info.map(|i| i.boot_id))
+        .unwrap_or_default()
+}
+
+async fn ready(world: &World, node: &str) -> Option<String> {
+    let node = world::node_object(&world.client, node).await?;
+    coroner::fence::ready_status(&node).map(str::to_owned)
+}
+
+async fn taint_keys(world: &World, node: &str) -> Vec<String> {
+    world::node_object(&world.client, node)
+        .await
+        .and_then(|n| n.spec?.taints)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|t| t.key)
+        .collect()
+}
+
+/// The model of these scenarios: the fault was in the machine, so once its power is really off the
+/// partition is gone and the machine comes back healthy when powered on.
+async fn heal_once_off(world: &World, node: &str) {
+    wait_for(&format!("{node}: machine really off"), SHORT, || async {
+        (world.node(node).power_state() == "Off").then_some(())
+    })
+    .await;
+    world.node(node).heal();
+}
+
+fn bmc_client(world: &World, node: &str) -> RedfishClient {
+    RedfishClient::new(RedfishConfig {
+        endpoint: world.node(node).machine.endpoint(),
+        trust: tls::Trust { ca_bundle_pem: Some(peers().pem("ca")), ..tls::Trust::default() },
+        credentials: Credentials { username: USER.into(), password: Password::new(PASSWORD.into()) },
+        request_timeout: Duration::from_secs(5),
+        read_retries: 1,
+        retry_backoff: Duration::from_millis(200),
+    })
+    .unwrap()
+}
+
+fn template(name: &str, spec: serde_json::Value) -> CoronerRemediationTemplate {
+    serde_json::from_value(json!({
+        "apiVersion": "coroner.dev/v1alpha1",
+        "kind": "CoronerRemediationTemplate",
+        "metadata": {"name": name, "namespace": CORONER_NS, "annotations": {contract::MULTIPLE_TEMPLATES_ANNOTATION: "true"}},
+        "spec": {"template": {"spec": spec}},
+    }))
+    .unwrap()
+}
+
+fn template_ref(name: &str) -> serde_json::Value {
+    json!({"apiVersion": "coroner.dev/v1alpha1", "kind": "CoronerRemediationTemplate", "name": name, "namespace": CORONER_NS})
+}
+
+const POOL: &str = "e2e.coroner.dev/pool";
+/// Each node's own name as a label (the agent sets no kubernetes.io/hostname), for affinities.
+const NAME: &str = "e2e.coroner.dev/name";
+
+async fn setup(world: &mut World) {
+    let templates: Api<CoronerRemediationTemplate> = Api::namespaced(world.client.clone(), CORONER_NS);
+    let quick = json!({"action": "Reboot", "powerOffTimeout": "20s", "releaseTimeout": "90s", "retry": {"count": 2, "interval": "2s"}});
+    for name in ["coroner-reboot", "coroner-primary", "coroner-secondary"] {
+        templates.create(&PostParams::default(), &template(name, quick.clone())).await.unwrap();
+    }
+    world.start_nhc();
+    world.start_coroner();
+    let nodes = [
+        ("spare-1", 1, "main", 0.0),
+        ("spare-2", 2, "main", 0.0),
+        ("spare-3", 3, "spare", 0.0),
+        ("a-1", 11, "main", 0.0),
+        ("b-1", 21, "escalation", 0.0),
+        ("c-1", 31, "main", 0.0),
+        ("d-1", 41, "main", 3.0),
+        ("e-1", 51, "main", 3.0),
+    ];
+    for (name, n, pool, delay) in nodes {
+        world.add_node(name, &uuid(n), &[(POOL, pool), (NAME, name)], delay).await;
+    }
+    for (name, ..) in nodes {
+        wait_for(&format!("{name} Ready"), SHORT, || async {
+            (ready(world, name).await.as_deref() == Some("True")).then_some(())
+        })
+        .await;
+    }
+    let unhealthy = json!([{"type": "Ready", "status": "Unknown", "duration": "2s"}]);
+    world
+        .create_nhc(json!({
+            "apiVersion": "remediation.medik8s.io/v1alpha1", "kind": "NodeHealthCheck",
+            "metadata": {"name": "e2e-main"},
+            "spec": {"selector": {"matchLabels": {POOL: "main"}}, "unhealthyConditions": unhealthy, "maxUnhealthy": 3,
+                     "remediationTemplate": template_ref("coroner-reboot")},
+        }))
+        .await;
+    world
+        .create_nhc(json!({
+            "apiVersion": "remediation.medik8s.io/v1alpha1", "kind": "NodeHealthCheck",
+            "metadata": {"name": "e2e-escalation"},
+            "spec": {"selector": {"matchLabels": {POOL: "escalation"}}, "unhealthyConditions": unhealthy, "maxUnhealthy": 1,
+                     "escalatingRemediations": [
+                        {"remediationTemplate": template_ref("coroner-primary"), "order": 0, "timeout": "120s"},
+                        {"remediationTemplate": template_ref("coroner-secondary"), "order": 1, "timeout": "120s"}]},
+        }))
+        .await;
+    log("world ready: 8 machines, NHC (main + escalation), coroner");
+}
+
+async fn suite() {
+    let started = Instant::now();
+    let mut world = World::up().await;
+    let timeline = Timeline::start(world.client.clone());
+    setup(&mut world).await;
+    let mut timings = Vec::new();
+    for (name, scenario) in [
+        ("a: partitioned node fenced, pods moved, rebooted", 0),
+        ("b: wrong mapping refused, escalation refused too", 1),
+        ("c: unreachable BMC fails after retry.count", 2),
+        ("d: nhc-timed-out mid-fence stops BMC mutations", 3),
+        ("e: coroner killed mid-ConfirmingOff resumes", 4),
+    ] {
+        log(format!("=== scenario {name}"));
+        let scenario_started = Instant::now();
+        match scenario {
+            0 => scenario_a(&world).await,
+            1 => scenario_b(&world).await,
+            2 => scenario_c(&mut world).await,
+            3 => scenario_d(&world).await,
+            _ => scenario_e(&mut world).await,
+        }
+        timings.push(format!("{name}: {:.1?}", scenario_started.elapsed()));
+    }
+    log("=== scenario f: checks over the whole run");
+    scenario_f(&world, &timeline);
+    for line in &timings {
+        log(line);
+    }
+    log(format!("e2e: all scenarios passed in {:.1?}", started.elapsed()));
+}
+
+async fn scenario_a(world: &World) {
+    let node = "a-1";
+    let deployments: Api<Deployment> = Api::namespaced(world.client.clone(), "default");
+    let deployment: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}}, "template": {
+            "metadata": {"labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "web", "image": "registry.invalid/web:1"}],
+                     "affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                        {"weight": 100, "preference": {"matchExpressions": [{"key": NAME, "operator": "In", "values": [node]}]}}]}}}}},
+    }))
+    .unwrap();
+    deployments.create(&PostParams::default(), &deployment).await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(world.client.clone(), "default");
+    let web_running = |on_a1: bool| {
+        let pods = pods.clone();
+        async move {
+            let list = pods.list(&ListParams::default().labels("app=web")).await.ok()?.items;
+            list.into_iter().find(|p| {
+                let running = p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+                    && p.metadata.deletion_timestamp.is_none();
+                let there = p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node);
+                running && there == on_a1
+            })
+        }
+    };
+    wait_for("web pod Running on a-1", SHORT, || web_running(true)).await;
+    let launcher: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "virt-launcher-vm1", "labels": {"app": "vm1"}},
+        "spec": {"nodeName": node, "terminationGracePeriodSeconds": 30, "containers": [{"name": "compute", "image": "registry.invalid/virt-launcher:1"}]},
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &launcher).await.unwrap();
+    wait_for("virt-launcher Running on a-1", SHORT, || async {
+        let pod = pods.get_opt("virt-launcher-vm1").await.ok()??;
+        (pod.status?.phase.as_deref() == Some("Running")).then_some(())
+    })
+    .await;
+    let old_boot = boot_id(world, node).await;
+
+    let cut = Instant::now();
+    world.node(node).partition();
+    pods.delete("virt-launcher-vm1", &Default::default()).await.unwrap();
+    log("a-1: virt-launcher deleted while partitioned: it stays Terminating (no kubelet confirms)");
+    let created = wait_remediation(world, node, "NHC creates a CoronerRemediation", SHORT, |_| true).await;
+    log(format!("a-1: NHC created {} after {:.1?}", created.name_any(), cut.elapsed()));
+    heal_once_off(world, node).await;
+    let fenced =
+        wait_remediation(world, node, "Succeeded=True", SHORT, |r| succeeded(r).is_some_and(|s| s.0 == "True")).await;
+    log(format!("a-1: fenced after {:.1?} (phase {})", cut.elapsed(), phase(&fenced)));
+    let evidence = fenced.status.as_ref().unwrap().evidence.clone().unwrap();
+    let identity = evidence.identity.unwrap();
+    assert_eq!(identity.bmc_uuid, uuid(11));
+    let power_off = evidence.power_off.unwrap();
+    assert!(power_off.proof.is_some() && power_off.proven_at.is_some(), "{power_off:?}");
+    let release = evidence.release.unwrap();
+    assert!(release.taint_owned && release.node_ready == "Unknown", "{release:?}");
+
+    let moved = wait_for("web pod Running on another node", LONG, || web_running(false)).await;
+    log(format!(
+        "a-1: node cut off → web pod Running on {} after {:.1?}",
+        moved.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default(),
+        cut.elapsed()
+    ));
+    wait_for("virt-launcher force-deleted", LONG, || async {
+        pods.get_opt("virt-launcher-vm1").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    log(format!("a-1: stuck Terminating pod gone after {:.1?}", cut.elapsed()));
+    let recovered_boot = wait_for("a-1 Ready with a new bootID", LONG, || async {
+        let boot = boot_id(world, node).await;
+        (ready(world, node).await.as_deref() == Some("True") && boot != old_boot && !boot.is_empty()).then_some(boot)
+    })
+    .await;
+    log(format!("a-1: back Ready with bootID {recovered_boot} after {:.1?}", cut.elapsed()));
+    wait_remediations_gone(world, node).await;
+    let keys = taint_keys(world, node).await;
+    assert!(
+        !keys.iter().any(|k| k.starts_with("coroner.dev/") || k == "node.kubernetes.io/out-of-service"),
+        "{keys:?}"
+    );
+    let node_object = world::node_object(&world.client, node).await.unwrap();
+    let annotations = node_object.metadata.annotations.unwrap_or_default();
+    assert!(!annotations.keys().any(|k| k.starts_with("coroner.dev/")), "{annotations:?}");
+    let requests = world.node(node).machine.requests();
+    let resets: Vec<_> = requests.iter().filter(|r| r.starts_with("POST")).collect();
+    assert_eq!(resets.len(), 2, "one ForceOff and one On: {resets:?}");
+    assert!(resets[0].ends_with("ForceOff") && resets[1].ends_with(" On"), "{resets:?}");
+    log(format!("a-1: done in {:.1?}; BMC requests: {}", cut.elapsed(), requests.len()));
+}
+
+async fn scenario_b(world: &World) {
+    // b-1's binding points at spare-3's BMC: a wrong mapping.
+    let bindings: Api<coroner::api::BmcBinding> = Api::namespaced(world.client.clone(), CORONER_NS);
+    let mut binding = bindings.get("b-1").await.unwrap();
+    binding.spec.redfish.endpoint = world.node("spare-3").machine.endpoint();
+    bindings.replace("b-1", &PostParams::default(), &binding).await.unwrap();
+    let spare_before = world.node("spare-3").machine.requests().len();
+    world.node("b-1").partition();
+    let first = wait_remediation(world, "b-1", "first remediation refused", SHORT, |r| {
+        succeeded(r).is_some_and(|s| s.0 == "False")
+    })
+    .await;
+    assert_eq!(succeeded(&first).unwrap().1, "IdentityMismatch");
+    assert_eq!(
+        first.metadata.annotations.as_ref().unwrap().get("remediation.medik8s.io/template-name").map(String::as_str),
+        Some("coroner-primary")
+    );
+    log(format!("b-1: {} refused: IdentityMismatch", first.name_any()));
+    let second = wait_remediation(world, "b-1", "NHC escalates to the second template, refused too", SHORT, |r| {
+        r.metadata.annotations.as_ref().and_then(|a| a.get("remediation.medik8s.io/template-name")).map(String::as_str)
+            == Some("coroner-secondary")
+            && succeeded(r).is_some_and(|s| s.0 == "False")
+    })
+    .await;
+    assert!(second.name_any().starts_with("b-1-"), "multiple-templates-support: generateName <node>-");
+    log(format!("b-1: escalated {} refused: {:?}", second.name_any(), succeeded(&second)));
+    let posts: Vec<_> = world
+        .node("spare-3")
+        .machine
+        .requests()
+        .into_iter()
+        .skip(spare_before)
+        .filter(|r| r.starts_with("POST"))
+        .collect();
+    assert_eq!(posts, Vec::<String>::new(), "the wrongly mapped machine got a power action");
+    assert_eq!(world.node("spare-3").power_state(), "On");
+    assert!(
+        !taint_keys(world, "b-1")
+            .await
+            .iter()
+            .any(|k| k.starts_with("coroner.dev/") || k == "node.kubernetes.io/out-of-service")
+    );
+    world.node("b-1").heal();
+    wait_remediations_gone(world, "b-1").await;
+}
+
+async fn scenario_c(world: &mut World) {
+    world.node_mut("c-1").machine.stop();
+    log("c-1: BMC stopped (connection refused)");
+    world.node("c-1").partition();
+    let failed =
+        wait_remediation(world, "c-1", "Succeeded=False", LONG, |r| succeeded(r).is_some_and(|s| s.0 == "False")).await;
+    assert_eq!(succeeded(&failed).unwrap().1, "BmcUnreachable");
+    let progress = failed.status.as_ref().unwrap().progress.clone().unwrap();
+    assert_eq!(progress.attempt, 2, "retry.count attempts");
+    assert!(
+        !taint_keys(world, "c-1")
+            .await
+            .iter()
+            .any(|k| k == "node.kubernetes.io/out-of-service" || k.starts_with("coroner.dev/"))
+    );
+    log("c-1: refused after 2 attempts, nothing released");
+    world.node_mut("c-1").restart_bmc();
+    world.node("c-1").heal();
+    wait_remediations_gone(world, "c-1").await;
+}
+
+async fn scenario_d(world: &World) {
+    world.node("d-1").partition();
+    let confirming = wait_remediation(world, "d-1", "ConfirmingOff", SHORT, |r| phase(r) == "ConfirmingOff").await;
+    let api: Api<CoronerRemediation> = Api::namespaced(world.client.clone(), CORONER_NS);
+    let stamped = Timestamp::now();
+    let patch = json!({"metadata": {"annotations": {contract::TIMED_OUT_ANNOTATION: stamped.to_string()}}});
+    api.patch(&confirming.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    log("d-1: nhc-timed-out stamped while ConfirmingOff");
+    let stopped = wait_remediation(world, "d-1", "TimedOutByNHC", SHORT, |r| {
+        succeeded(r).is_some_and(|s| s == ("False".into(), "TimedOutByNHC".into()))
+    })
+    .await;
+    assert_eq!(phase(&stopped), "Failed");
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let late_posts: Vec<_> = world
+        .node("d-1")
+        .machine
+        .log()
+        .into_iter()
+        .filter(|e| e["event"] == "request" && e["method"] == "POST")
+        .filter(|e| e["t"].as_str().and_then(|t| t.parse::<Timestamp>().ok()).is_some_and(|t| t > stamped))
+        .collect();
+    assert!(late_posts.is_empty(), "BMC mutations after nhc-timed-out: {late_posts:?}");
+    // Bring the machine back by hand, as an administrator would.
+    let bmc = bmc_client(world, "d-1");
+    heal_once_off(world, "d-1").await;
+    let system = bmc.system(&uuid(41)).await.unwrap();
+    bmc.reset(&system, ResetType::On).await.unwrap();
+    wait_remediations_gone(world, "d-1").await;
+}
+
+async fn scenario_e(world: &mut World) {
+    world.node("e-1").partition();
+    wait_remediation(world, "e-1", "ConfirmingOff", SHORT, |r| phase(r) == "ConfirmingOff").await;
+    world.kill_coroner();
+    let restarted = Timestamp::now();
+    world.start_coroner();
+    heal_once_off(world, "e-1").await;
+    let fenced = wait_remediation(world, "e-1", "Succeeded=True after the restart", SHORT, |r| {
+        succeeded(r).is_some_and(|s| s.0 == "True")
+    })
+    .await;
+    let proof = fenced.status.as_ref().unwrap().evidence.clone().unwrap().power_off.unwrap().proof.unwrap();
+    assert!(proof.first[0].at.0 >= restarted, "the proof used readings from before the restart: {proof:?}");
+    // Every reset the BMC received came right after a read of the same system.
+    let requests = world.node("e-1").machine.requests();
+    for (i, _) in requests.iter().enumerate().filter(|(_, r)| r.starts_with("POST")) {
+        assert!(
+            i > 0 && requests[i - 1].starts_with("GET /redfish/v1/Systems/"),
+            "reset without a fresh read: {requests:?}"
+        );
+    }
+    log(format!("e-1: fenced after the restart; BMC requests: {requests:?}"));
+    wait_remediations_gone(world, "e-1").await;
+}
+
+fn scenario_f(world: &World, timeline: &Timeline) {
+    let events = timeline.events();
+    let mut violations = Vec::new();
+    for (name, node) in &world.nodes {
+        let power = timeline::power_changes(&node.machine.log());
+        violations.extend(timeline::taints_follow_power(
+            name,
+            events.get(name).map(Vec::as_slice).unwrap_or_default(),
+            &power,
+        ));
+    }
+    let log_text = std::fs::read_to_string(world.coroner_log()).unwrap();
+    if log_text.contains(PASSWORD) {
+        violations.push("the BMC password appears in coroner's log".into());
+    }
+    assert!(violations.is_empty(), "{violations:#?}");
+    let added: usize =
+        events.values().flatten().filter(|e| matches!(e, timeline::NodeEvent::TaintAdded { .. })).count();
+    log(format!(
+        "f: {added} out-of-service taints, each added after a proven Off and removed before power-on; no Node deleted; no password in {} log lines",
+        log_text.lines().count()
+    ));
+}
+
+async fn demo() {
+    log("demo: not yet");
+}

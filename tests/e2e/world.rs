@@ -1,0 +1,396 @@
+//! The world the end-to-end suite runs in: a real control plane (tests/harness/cluster.sh), the real
+//! NodeHealthCheck, the coroner binary, and simulated machines (a sushy-emulator BMC plus a node agent
+//! each). Everything runs as its own process and is stopped when the world is dropped.
+
+use std::{
+    collections::BTreeMap,
+    fs,
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Secret};
+use kube::{
+    Api, Client, Config,
+    api::{DynamicObject, ObjectMeta, PostParams},
+    config::{KubeConfigOptions, Kubeconfig},
+    core::{ApiResource, GroupVersionKind},
+};
+use serde_json::json;
+
+use crate::support::machine::{Machine, MachineSpec, PASSWORD, USER, peers, repo};
+use coroner::api::{BmcBinding, BmcBindingSpec, CaBundleKind, CaBundleRef, RedfishTarget, SecretRef, TlsPolicy};
+
+pub const CORONER_NS: &str = "coroner-system";
+pub const NHC_NS: &str = "nhc-system";
+pub const NHC_SA: &str = "node-healthcheck-controller-manager";
+
+pub fn log(message: impl AsRef<str>) {
+    eprintln!("[e2e {}] {}", jiff::Zoned::now().strftime("%H:%M:%S%.3f"), message.as_ref());
+}
+
+/// A process of the world; terminated (SIGTERM, then SIGKILL) when dropped.
+pub struct Process {
+    child: Child,
+}
+
+impl Process {
+    pub fn spawn(name: &str, mut command: Command, log_file: &Path) -> Self {
+        let out = fs::OpenOptions::new().create(true).append(true).open(log_file).expect("open log");
+        let err = out.try_clone().expect("clone log");
+        let child = command
+            .stdout(Stdio::from(out))
+            .stderr(Stdio::from(err))
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {name}: {e}"));
+        Self { child }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn kill(&mut self, signal: &str) {
+        let _ = Command::new("kill").arg(format!("-{signal}")).arg(self.pid().to_string()).status();
+        let _ = self.child.wait();
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        if self.is_running() {
+            self.kill("TERM");
+        }
+    }
+}
+
+/// One simulated machine: its BMC, and the node agent that plays its kubelet.
+pub struct SimNode {
+    pub name: String,
+    pub dir: PathBuf,
+    pub machine: Machine,
+    pub spec: MachineSpec,
+    agent: Process,
+}
+
+impl SimNode {
+    pub fn partition(&self) {
+        fs::write(self.dir.join("partition"), "").expect("write partition file");
+        log(format!("{}: network cut (heartbeats stop, power stays on)", self.name));
+    }
+
+    pub fn heal(&self) {
+        let _ = fs::remove_file(self.dir.join("partition"));
+        log(format!("{}: network back", self.name));
+    }
+
+    /// What the emulated machine's power really is (the emulator's state file).
+    pub fn power_state(&self) -> String {
+        self.machine.power_state()
+    }
+
+    /// Replaces a stopped BMC with a fresh one on the same port (machine.py starts the machine On).
+    pub fn restart_bmc(&mut self) {
+        self.machine.stop();
+        self.machine = Machine::start_on(&self.spec, &self.dir, self.machine.port);
+    }
+}
+
+pub struct World {
+    pub dir: PathBuf,
+    pub bin: PathBuf,
+    pub kubeconfig: PathBuf,
+    pub client: Client,
+    pub nodes: BTreeMap<String, SimNode>,
+    pub coroner: Option<Process>,
+    pub coroner_runs: u32,
+    nhc: Option<Process>,
+}
+
+fn run(command: &mut Command) -> String {
+    let output = command.output().unwrap_or_else(|e| panic!("run {command:?}: {e}"));
+    assert!(output.status.success(), "{command:?} failed: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+pub fn nhc_module_dir() -> PathBuf {
+    let cache = run(Command::new("go").args(["env", "GOMODCACHE"]));
+    PathBuf::from(cache.trim()).join("github.com/medik8s/node-healthcheck-operator@v0.12.0")
+}
+
+pub fn nhc_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("remediation.medik8s.io", "v1alpha1", "NodeHealthCheck"),
+        "nodehealthchecks",
+    )
+}
+
+impl World {
+    /// Starts a fresh control plane in `.cache/e2e` and installs coroner's and NHC's CRDs and RBAC.
+    pub async fn up() -> Self {
+        let dir = repo().join(".cache/e2e");
+        let bin = repo().join(".cache/harness/bin");
+        let cluster = dir.join("cluster");
+        let script = repo().join("tests/harness/cluster.sh");
+        let _ = Command::new(&script).arg("down").arg(&cluster).status();
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).expect("create .cache/e2e");
+        let started = Instant::now();
+        let out = run(Command::new(&script).arg("up").arg(&cluster).env("NODE_MONITOR_GRACE_PERIOD", "8s"));
+        let kubeconfig = PathBuf::from(out.lines().last().expect("kubeconfig path").trim());
+        log(format!("control plane up in {:.1?} ({})", started.elapsed(), kubeconfig.display()));
+        let client = client_for(&kubeconfig).await;
+        let world =
+            Self { dir, bin, kubeconfig, client, nodes: BTreeMap::new(), coroner: None, coroner_runs: 0, nhc: None };
+        world.install().await;
+        world
+    }
+
+    pub fn kubectl(&self, args: &[&str]) -> String {
+        run(Command::new(self.bin.join("kubectl")).arg("--kubeconfig").arg(&self.kubeconfig).args(args))
+    }
+
+    async fn install(&self) {
+        for ns in [CORONER_NS, NHC_NS] {
+            let namespaces: Api<Namespace> = Api::all(self.client.clone());
+            let namespace = Namespace {
+                metadata: ObjectMeta { name: Some(ns.into()), ..ObjectMeta::default() },
+                ..Namespace::default()
+            };
+            namespaces.create(&PostParams::default(), &namespace).await.expect("create namespace");
+        }
+        self.kubectl(&["apply", "-f", &repo().join("crds/coroner.yaml").display().to_string()]);
+        self.kubectl(&["apply", "-k", &repo().join("config/rbac").display().to_string()]);
+        // NHC's own CRD and ClusterRole, read from the Go module cache the harness build filled.
+        let nhc = nhc_module_dir();
+        self.kubectl(&[
+            "apply",
+            "-f",
+            &nhc.join("config/crd/bases/remediation.medik8s.io_nodehealthchecks.yaml").display().to_string(),
+        ]);
+        let role = fs::read_to_string(nhc.join("config/rbac/role.yaml"))
+            .expect("NHC role.yaml")
+            .replace("name: manager-role", "name: node-healthcheck-manager-role");
+        let role_file = self.dir.join("nhc-role.yaml");
+        fs::write(&role_file, role).expect("write NHC role");
+        self.kubectl(&["apply", "-f", &role_file.display().to_string()]);
+        self.kubectl(&["create", "serviceaccount", NHC_SA, "-n", NHC_NS]);
+        self.kubectl(&[
+            "create",
+            "clusterrolebinding",
+            "node-healthcheck-manager",
+            "--clusterrole=node-healthcheck-manager-role",
+            &format!("--serviceaccount={NHC_NS}:{NHC_SA}"),
+        ]);
+        // NHC's shipped role has no Events rule; grant it so its Events can be read in the test logs.
+        self.kubectl(&[
+            "create",
+            "clusterrole",
+            "nhc-events",
+            "--verb=create,patch,update",
+            "--resource=events,events.events.k8s.io",
+        ]);
+        self.kubectl(&[
+            "create",
+            "clusterrolebinding",
+            "nhc-events",
+            "--clusterrole=nhc-events",
+            &format!("--serviceaccount={NHC_NS}:{NHC_SA}"),
+        ]);
+        self.kubectl(&[
+            "wait",
+            "--for=condition=Established",
+            "crd/coronerremediations.coroner.dev",
+            "crd/nodehealthchecks.remediation.medik8s.io",
+            "--timeout=60s",
+        ]);
+    }
+
+    /// A kubeconfig that authenticates as a ServiceAccount (token from the TokenRequest API).
+    pub fn service_account_kubeconfig(&self, namespace: &str, name: &str) -> PathBuf {
+        let token = self.kubectl(&["create", "token", name, "-n", namespace, "--duration=6h"]);
+        let admin = fs::read_to_string(&self.kubeconfig).expect("admin kubeconfig");
+        let mut config: serde_json::Value = serde_saphyr::from_str(&admin).expect("parse kubeconfig");
+        config["users"] = json!([{ "name": name, "user": { "token": token.trim() } }]);
+        for context in config["contexts"].as_array_mut().expect("contexts") {
+            context["context"]["user"] = json!(name);
+        }
+        let path = self.dir.join(format!("{namespace}-{name}.kubeconfig"));
+        fs::write(&path, serde_json::to_string(&config).expect("kubeconfig")).expect("write kubeconfig");
+        path
+    }
+
+    /// Starts NodeHealthCheck v0.12.0 under its own ServiceAccount; its rights on coroner's kinds come
+    /// only through the aggregated ClusterRole.
+    pub fn start_nhc(&mut self) {
+        let kubeconfig = self.service_account_kubeconfig(NHC_NS, NHC_SA);
+        // The webhook server always starts and needs a certificate: any self-signed pair will do.
+        let tmp = self.dir.join("nhc-tmp");
+        let certs = tmp.join("k8s-webhook-server/serving-certs");
+        fs::create_dir_all(&certs).expect("nhc cert dir");
+        run(Command::new("openssl")
+            .args([
+                "req",
+                "-x509",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:P-256",
+                "-nodes",
+                "-days",
+                "2",
+                "-subj",
+                "/CN=nhc-webhook",
+            ])
+            .arg("-keyout")
+            .arg(certs.join("tls.key"))
+            .arg("-out")
+            .arg(certs.join("tls.crt")));
+        let mut command = Command::new(self.bin.join("nhc"));
+        command
+            .arg(format!("--kubeconfig={}", kubeconfig.display()))
+            .args(["--leader-elect=false", "--metrics-bind-address=0", "--health-probe-bind-address=0"])
+            .env("DEPLOYMENT_NAMESPACE", NHC_NS)
+            .env("TMPDIR", &tmp);
+        self.nhc = Some(Process::spawn("nhc", command, &self.dir.join("nhc.log")));
+        log("NodeHealthCheck v0.12.0 started (ServiceAccount token, aggregated RBAC)");
+    }
+
+    pub fn coroner_log(&self) -> PathBuf {
+        self.dir.join("coroner.log")
+    }
+
+    /// Starts the coroner binary outside the cluster, as the ServiceAccount of config/rbac.
+    pub fn start_coroner(&mut self) {
+        let kubeconfig = self.service_account_kubeconfig(CORONER_NS, "coroner");
+        let mut command = Command::new(repo().join("target/debug/coroner"));
+        command
+            .args(["controller", "--namespace", CORONER_NS, "--bmc-request-timeout", "2s"])
+            .env("KUBECONFIG", &kubeconfig)
+            .env("RUST_LOG", "info,coroner=debug");
+        self.coroner_runs += 1;
+        self.coroner = Some(Process::spawn("coroner", command, &self.coroner_log()));
+        log(format!("coroner started (run {})", self.coroner_runs));
+    }
+
+    pub fn kill_coroner(&mut self) {
+        if let Some(mut coroner) = self.coroner.take() {
+            coroner.kill("KILL");
+            log("coroner killed with SIGKILL");
+        }
+    }
+
+    /// Adds a simulated machine: its BMC (sushy), its node agent, a Secret and a BmcBinding.
+    pub async fn add_node(&mut self, name: &str, uuid: &str, labels: &[(&str, &str)], delay: f64) {
+        let dir = self.dir.join("nodes").join(name);
+        fs::create_dir_all(&dir).expect("node dir");
+        let spec = MachineSpec { delay, ..MachineSpec::new(uuid) };
+        let machine = Machine::start_in(&spec, &dir);
+        let labels: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let mut command = Command::new(self.bin.join("node-agent"));
+        command
+            .arg(format!("--kubeconfig={}", self.kubeconfig.display()))
+            .arg(format!("--node={name}"))
+            .arg(format!("--system-uuid={uuid}"))
+            .arg(format!("--power-state-file={}", dir.join("power-state").display()))
+            .arg(format!("--partition-file={}", dir.join("partition").display()))
+            .arg(format!("--labels={}", labels.join(",")));
+        let agent = Process::spawn(&format!("agent-{name}"), command, &dir.join("agent.log"));
+        self.bind(name, name, &machine).await;
+        self.nodes.insert(name.to_owned(), SimNode { name: name.to_owned(), dir, machine, spec, agent });
+    }
+
+    /// Creates the BmcBinding `binding` for node `node` pointing at `machine`'s BMC.
+    pub async fn bind(&self, binding: &str, node: &str, machine: &Machine) {
+        let secrets: Api<Secret> = Api::namespaced(self.client.clone(), CORONER_NS);
+        let secret_name = format!("{binding}-bmc");
+        let secret: Secret = serde_json::from_value(json!({
+            "metadata": {"name": secret_name},
+            "stringData": {"username": USER, "password": PASSWORD},
+        }))
+        .expect("secret");
+        let _ = secrets.create(&PostParams::default(), &secret).await;
+        let maps: Api<ConfigMap> = Api::namespaced(self.client.clone(), CORONER_NS);
+        let ca = String::from_utf8(peers().pem("ca")).expect("ca pem");
+        let map: ConfigMap =
+            serde_json::from_value(json!({"metadata": {"name": "bmc-ca"}, "data": {"ca.crt": ca}})).expect("configmap");
+        let _ = maps.create(&PostParams::default(), &map).await;
+        let bindings: Api<BmcBinding> = Api::namespaced(self.client.clone(), CORONER_NS);
+        let spec = BmcBindingSpec {
+            node_name: node.to_owned(),
+            redfish: RedfishTarget { endpoint: machine.endpoint(), system_id: None },
+            credentials_secret_ref: SecretRef { name: secret_name },
+            tls: TlsPolicy {
+                ca_bundle_ref: Some(CaBundleRef {
+                    kind: CaBundleKind::ConfigMap,
+                    name: "bmc-ca".into(),
+                    key: "ca.crt".into(),
+                }),
+                ..TlsPolicy::default()
+            },
+        };
+        bindings.create(&PostParams::default(), &BmcBinding::new(binding, spec)).await.expect("create BmcBinding");
+    }
+
+    pub fn node(&self, name: &str) -> &SimNode {
+        &self.nodes[name]
+    }
+
+    pub fn node_mut(&mut self, name: &str) -> &mut SimNode {
+        self.nodes.get_mut(name).expect("known node")
+    }
+
+    pub async fn create_nhc(&self, object: serde_json::Value) {
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &nhc_resource());
+        let nhc: DynamicObject = serde_json::from_value(object).expect("NodeHealthCheck");
+        api.create(&PostParams::default(), &nhc).await.expect("create NodeHealthCheck");
+    }
+
+    pub fn stop_all(&mut self) {
+        self.coroner = None;
+        self.nhc = None;
+        for node in self.nodes.values_mut() {
+            node.agent.kill("TERM");
+            node.machine.stop();
+        }
+        let _ =
+            Command::new(repo().join("tests/harness/cluster.sh")).arg("down").arg(self.dir.join("cluster")).status();
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        self.stop_all();
+    }
+}
+
+pub async fn client_for(kubeconfig: &Path) -> Client {
+    let kubeconfig = Kubeconfig::read_from(kubeconfig).expect("read kubeconfig");
+    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await.expect("kubeconfig");
+    Client::try_from(config).expect("client")
+}
+
+/// Polls `check` until it returns `Some`, or panics after `timeout` naming `what`.
+pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let started = Instant::now();
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(started.elapsed() < timeout, "timed out after {timeout:?} waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+pub async fn node_object(client: &Client, name: &str) -> Option<Node> {
+    Api::<Node>::all(client.clone()).get_opt(name).await.ok().flatten()
+}
