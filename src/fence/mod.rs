@@ -323,7 +323,9 @@ impl<'a> Step<'a> {
         let changed = self.status.phase != Some(phase) || changed_reason;
         contract::record(&mut self.status.conditions, reason, &message, self.ctx.now);
         self.status.phase = Some(phase);
-        if changed {
+        // One Event per transition: a step that already announced this message with its own reason
+        // (IdentityVerified, PowerOffProven) is not announced twice.
+        if changed && !self.notices.iter().any(|n| n.message == message) {
             let warning = matches!(reason.disposition(), contract::Disposition::Final | contract::Disposition::Waiting);
             self.notify(warning, reason.as_str(), message);
         }

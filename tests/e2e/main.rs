@@ -12,6 +12,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod demo;
 #[path = "../support/mod.rs"]
 mod support;
 mod timeline;
@@ -48,7 +49,7 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
-    runtime.block_on(async { if mode == "demo" { demo().await } else { suite().await } });
+    runtime.block_on(async { if mode == "demo" { demo::run().await } else { suite().await } });
     ExitCode::SUCCESS
 }
 
@@ -480,8 +481,4 @@ fn scenario_f(world: &World, timeline: &Timeline) {
         "f: {added} out-of-service taints, each added after a proven Off and removed before power-on; no Node deleted; no password in {} log lines",
         log_text.lines().count()
     ));
-}
-
-async fn demo() {
-    log("demo: not yet");
 }

@@ -52,7 +52,8 @@ impl Process {
     }
 
     pub fn kill(&mut self, signal: &str) {
-        let _ = Command::new("kill").arg(format!("-{signal}")).arg(self.pid().to_string()).status();
+        let _ =
+            Command::new("kill").arg(format!("-{signal}")).arg(self.pid().to_string()).stderr(Stdio::null()).status();
         let _ = self.child.wait();
     }
 

@@ -167,7 +167,7 @@ impl Machine {
     }
 
     pub fn stop(&mut self) {
-        let _ = Command::new("kill").arg("-CONT").arg(self.pid().to_string()).status();
+        let _ = Command::new("kill").arg("-CONT").arg(self.pid().to_string()).stderr(Stdio::null()).status();
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
