@@ -10,6 +10,7 @@ use crate::{
     api,
     bmc::tls,
     controller::{self, BmcSettings, Context},
+    gates::StormLimits,
     telemetry::{self, LogFormat},
 };
 
@@ -50,6 +51,18 @@ pub struct ControllerArgs {
     /// Extra tries for a BMC read after a transport error or a 5xx answer (resets are never retried).
     #[arg(long, env = "CORONER_BMC_READ_RETRIES", default_value_t = 1)]
     pub bmc_read_retries: u32,
+
+    /// At most this many fences in a power action at once.
+    #[arg(long, env = "CORONER_MAX_CONCURRENT_FENCES", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_concurrent_fences: u32,
+
+    /// At most this many power-offs per --fence-window, so a switch failure cannot switch off every
+    /// partitioned but healthy node within a minute.
+    #[arg(long, env = "CORONER_MAX_FENCES_PER_WINDOW", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_fences_per_window: u32,
+
+    #[arg(long, env = "CORONER_FENCE_WINDOW", default_value = "10m")]
+    pub fence_window: api::Duration,
 }
 
 /// The error `main` reports before exiting non-zero.
@@ -107,7 +120,12 @@ async fn run_controller(args: ControllerArgs) -> Result<(), CliError> {
         read_retries: args.bmc_read_retries,
         retry_backoff: StdDuration::from_millis(250),
     };
-    let ctx = Arc::new(Context::new(client, namespace, instance, bmc));
+    let limits = StormLimits {
+        max_concurrent: args.max_concurrent_fences,
+        max_per_window: args.max_fences_per_window,
+        window: args.fence_window.get(),
+    };
+    let ctx = Arc::new(Context::new(client, namespace, instance, bmc, limits));
     controller::run(ctx, shutdown_signal()).await;
     Ok(())
 }

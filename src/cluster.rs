@@ -15,7 +15,10 @@ use kube::{
 };
 
 use crate::{
-    api::{BmcBinding, BmcBindingStatus, CaBundleKind, CoronerRemediation, CoronerRemediationStatus},
+    api::{
+        BmcBinding, BmcBindingStatus, CaBundleKind, CoronerRemediation, CoronerRemediationSpec,
+        CoronerRemediationStatus,
+    },
     bmc::{Credentials, Password, tls},
     fence::{self, NodeSnapshot, Released, Workloads},
     taints::{self, CoronerTaint},
@@ -130,6 +133,7 @@ pub async fn remove_owned_taints(nodes: &Api<Node>, name: &str, owner_uid: &str)
 /// Node and its current Lease. A conflict re-reads both and checks again.
 pub async fn release_with_taint(
     client: &Client,
+    spec: &CoronerRemediationSpec,
     status: &CoronerRemediationStatus,
     node_name: &str,
     owner_uid: &str,
@@ -141,7 +145,7 @@ pub async fn release_with_taint(
         };
         let lease = node_lease(client, node_name).await?;
         let snapshot = NodeSnapshot::new(&node, lease, owner_uid);
-        if let Err(alive) = fence::release_check(status, &snapshot) {
+        if let Err(alive) = fence::release_check(spec, status, &snapshot) {
             return Ok(Err(alive));
         }
         let released = |taint_owned| Released {
@@ -167,6 +171,7 @@ pub async fn release_with_taint(
 /// bound to the node (grace period 0, UID precondition), mirror pods excepted. Never VolumeAttachments.
 pub async fn release_by_deletion(
     client: &Client,
+    spec: &CoronerRemediationSpec,
     status: &CoronerRemediationStatus,
     node_name: &str,
     owner_uid: &str,
@@ -176,7 +181,7 @@ pub async fn release_by_deletion(
         return Ok(Err(format!("Node {node_name} disappeared")));
     };
     let snapshot = NodeSnapshot::new(&node, node_lease(client, node_name).await?, owner_uid);
-    if let Err(alive) = fence::release_check(status, &snapshot) {
+    if let Err(alive) = fence::release_check(spec, status, &snapshot) {
         return Ok(Err(alive));
     }
     let mut deleted = 0;

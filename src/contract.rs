@@ -127,7 +127,11 @@ reasons! {
     TimedOutByNHC => Final, None, "NHC stamped nhc-timed-out before success; no further BMC mutation is sent";
     NodeNotFound => Final, None, "the node named by the remediation does not exist";
     NodeExcluded => Final, None, "the node carries remediation.medik8s.io/exclude-from-remediation";
-    NodeNotUnreachable => Final, None, "the node's Ready condition is True or False, not Unknown: a kubelet is still reporting";
+    NodeNotUnreachable => Final, None, "the node's Ready condition is True (or False without remediateReadyFalse): a kubelet is still reporting";
+    ControlPlaneNever => Final, None, "the node is a control-plane node and the template says controlPlane: Never";
+    NodeLeaseFresh => Waiting, NhcTimeout, "coroner saw the node's Lease renewed within leaseFreshness: something on the node may still be alive";
+    ControlPlaneQuorumGuard => Waiting, NhcTimeout, "fencing this control-plane node now could cost etcd quorum, or another control-plane node is being fenced";
+    Queued => Waiting, NhcTimeout, "a storm limit is reached (concurrent fences, fences per window, or one action per BMC); the message gives the place in the queue";
     NoBmcBinding => Final, None, "no BmcBinding names this node";
     BindingConflict => Final, None, "more than one BmcBinding claims this node";
     BindingInvalid => Final, None, "the BmcBinding cannot be used (missing Secret or CA bundle, bad key, bad pin)";

@@ -1,10 +1,15 @@
-//! Safety gates: each a named pure function that admits a fence or says why not (waiting or final).
-//! They run while a remediation is Pending; the fence itself proves identity and power afterwards.
+//! Safety gates: each a named pure function that admits a fence or says why not — waiting (may clear
+//! by itself) or final. They run while a remediation is Pending; the lease gate runs again right
+//! before the power action. The fence itself then proves identity and power.
 
-use k8s_openapi::api::core::v1::Node;
+use std::{collections::BTreeMap, time::Duration as StdDuration};
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::ResourceExt;
 
 use crate::{
-    api::BmcBinding,
+    api::{BmcBinding, ControlPlanePolicy, CoronerRemediation, Phase, conditions},
     contract::{self, Reason},
     fence::ready_status,
 };
@@ -16,25 +21,62 @@ pub enum Gate {
     Refuse(Reason, String),
 }
 
-/// Everything the gates look at for one remediation.
-pub struct GateInputs<'a> {
-    pub node: &'a Node,
-    /// The BmcBindings in coroner's namespace that name this node.
-    pub bindings: &'a [BmcBinding],
-    pub namespace: &'a str,
+/// What coroner has seen of the node's Lease in kube-node-lease, on its own clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LeaseSighting {
+    /// No Lease exists (recorded in the evidence; not a refusal by itself).
+    Missing,
+    /// coroner last saw the renewTime change (or first saw the Lease) at this time.
+    Seen { last_change: Timestamp },
 }
 
-/// The gates in order; the first that does not admit decides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StormLimits {
+    pub max_concurrent: u32,
+    pub max_per_window: u32,
+    pub window: StdDuration,
+}
+
+/// Everything the gates look at for one remediation.
+pub struct GateInputs<'a> {
+    pub remediation: &'a CoronerRemediation,
+    pub node: &'a Node,
+    pub namespace: &'a str,
+    pub now: Timestamp,
+    pub lease: LeaseSighting,
+    /// Every BmcBinding in coroner's namespace.
+    pub bindings: &'a [BmcBinding],
+    /// Every Node.
+    pub nodes: &'a [Node],
+    /// Pods labelled `component=etcd` in kube-system (static etcd members).
+    pub etcd_pods: &'a [Pod],
+    /// Every remediation in coroner's namespace, this one included.
+    pub remediations: &'a [CoronerRemediation],
+    /// When recent fences were admitted (each powers a machine off).
+    pub recent_admissions: &'a [Timestamp],
+    pub limits: StormLimits,
+}
+
+/// The gates in order; the first that does not admit decides. Final refusals come first so that a
+/// remediation that can never proceed fails at once instead of waiting.
 pub fn evaluate(inputs: &GateInputs<'_>) -> Gate {
-    [not_excluded(inputs.node), unreachable_only(inputs.node), one_binding(inputs)]
-        .into_iter()
-        .find(|gate| *gate != Gate::Admit)
-        .unwrap_or(Gate::Admit)
+    let spec = &inputs.remediation.spec;
+    let node_name = inputs.node.name_any();
+    let gates: [&dyn Fn() -> Gate; 7] = [
+        &|| not_excluded(inputs.node),
+        &|| unreachable_only(inputs.node, spec.remediate_ready_false),
+        &|| binding_sane(&node_name, inputs.bindings, inputs.namespace),
+        &|| control_plane_allowed(spec.control_plane, inputs.node),
+        &|| lease_stale(inputs.lease, inputs.now, spec.lease_freshness.get()),
+        &|| control_plane_quorum(inputs),
+        &|| storm(inputs),
+    ];
+    gates.iter().map(|gate| gate()).find(|gate| *gate != Gate::Admit).unwrap_or(Gate::Admit)
 }
 
 /// A node labelled `remediation.medik8s.io/exclude-from-remediation` (any value) is never fenced.
 pub fn not_excluded(node: &Node) -> Gate {
-    let excluded = node.metadata.labels.as_ref().and_then(|l| l.get(contract::EXCLUDE_LABEL));
+    let excluded = node.labels().get(contract::EXCLUDE_LABEL);
     match excluded {
         Some(value) => Gate::Refuse(
             Reason::NodeExcluded,
@@ -44,117 +86,295 @@ pub fn not_excluded(node: &Node) -> Gate {
     }
 }
 
-/// Only `Ready=Unknown` is fenced: `True` or `False` come from a kubelet that is still reporting.
-pub fn unreachable_only(node: &Node) -> Gate {
+/// Only `Ready=Unknown` is fenced (and `False` when the template opts in): `True` or `False` come
+/// from a kubelet that is still reporting.
+pub fn unreachable_only(node: &Node, remediate_ready_false: bool) -> Gate {
     match ready_status(node) {
         Some("Unknown") => Gate::Admit,
-        other => Gate::Refuse(
-            Reason::NodeNotUnreachable,
-            format!(
-                "node is Ready={}: a kubelet is still reporting, so the node is not dead; coroner fences Ready=Unknown only",
-                other.unwrap_or("absent")
-            ),
-        ),
-    }
-}
-
-/// Exactly one BmcBinding must name the node.
-pub fn one_binding(inputs: &GateInputs<'_>) -> Gate {
-    let node = inputs.node.metadata.name.as_deref().unwrap_or_default();
-    match inputs.bindings {
-        [_] => Gate::Admit,
-        [] => Gate::Refuse(
-            Reason::NoBmcBinding,
-            format!(
-                "no BmcBinding in namespace {} has spec.nodeName {node}; create one with the node's Redfish endpoint, credentials Secret and CA bundle or certificate pin (see docs/install.md)",
-                inputs.namespace
-            ),
-        ),
-        several => {
-            let names: Vec<_> = several.iter().filter_map(|b| b.metadata.name.as_deref()).collect();
+        Some("False") if remediate_ready_false => Gate::Admit,
+        other => {
+            let hint =
+                if other == Some("False") { "; set remediateReadyFalse: true to fence Ready=False nodes" } else { "" };
             Gate::Refuse(
-                Reason::BindingConflict,
-                format!("BmcBindings {} all claim node {node}; keep exactly one", names.join(", ")),
+                Reason::NodeNotUnreachable,
+                format!(
+                    "node is Ready={}: a kubelet is still reporting, so the node is not dead{hint}",
+                    other.unwrap_or("absent")
+                ),
             )
         }
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use k8s_openapi::api::core::v1::{NodeCondition, NodeStatus};
+/// scheme://host:port of a BMC endpoint: two actions on one origin must not overlap.
+pub fn origin(endpoint: &str) -> String {
+    reqwest::Url::parse(endpoint).map(|u| u.origin().ascii_serialization()).unwrap_or_else(|_| endpoint.to_owned())
+}
 
-    use super::*;
-    use crate::api::{BmcBindingSpec, RedfishTarget, SecretRef, TlsPolicy};
+/// The system a binding uses: its pin, or what verification discovered.
+fn system_of(binding: &BmcBinding) -> Option<&str> {
+    binding.spec.redfish.system_id.as_deref().or_else(|| binding.status.as_ref()?.system_id.as_deref())
+}
 
-    fn node(ready: Option<&str>, labels: &[(&str, &str)]) -> Node {
-        let mut node = Node::default();
-        node.metadata.name = Some("worker-1".into());
-        node.metadata.labels = Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
-        node.status = Some(NodeStatus {
-            conditions: ready
-                .map(|s| vec![NodeCondition { type_: "Ready".into(), status: s.into(), ..NodeCondition::default() }]),
-            ..NodeStatus::default()
-        });
-        node
-    }
-
-    fn binding(name: &str) -> BmcBinding {
-        BmcBinding::new(
-            name,
-            BmcBindingSpec {
-                node_name: "worker-1".into(),
-                redfish: RedfishTarget { endpoint: "https://10.0.0.1".into(), system_id: None },
-                credentials_secret_ref: SecretRef { name: "bmc".into() },
-                tls: TlsPolicy::default(),
-            },
-        )
-    }
-
-    fn reason(gate: Gate) -> Option<Reason> {
-        match gate {
-            Gate::Admit => None,
-            Gate::Wait(reason, _) | Gate::Refuse(reason, _) => Some(reason),
+/// For every binding in conflict: why. Two bindings conflict when they claim the same node, or reach
+/// the same BMC origin and the same system (an unknown system counts as the same: only a pin or a
+/// verification can tell two systems of one BMC apart).
+pub fn binding_conflicts(bindings: &[BmcBinding]) -> BTreeMap<String, String> {
+    let mut conflicts: BTreeMap<String, String> = BTreeMap::new();
+    for (i, a) in bindings.iter().enumerate() {
+        for b in &bindings[i + 1..] {
+            let why = if a.spec.node_name == b.spec.node_name {
+                Some(format!("both claim node {}", a.spec.node_name))
+            } else if origin(&a.spec.redfish.endpoint) == origin(&b.spec.redfish.endpoint) {
+                match (system_of(a), system_of(b)) {
+                    (Some(x), Some(y)) if x != y => None,
+                    (Some(x), Some(_)) => {
+                        Some(format!("both reach system {x} at {}", origin(&a.spec.redfish.endpoint)))
+                    }
+                    _ => Some(format!(
+                        "both reach {} and at least one does not pin spec.redfish.systemId",
+                        origin(&a.spec.redfish.endpoint)
+                    )),
+                }
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                conflicts
+                    .entry(a.name_any())
+                    .or_insert_with(|| format!("conflicts with BmcBinding {}: {why}", b.name_any()));
+                conflicts
+                    .entry(b.name_any())
+                    .or_insert_with(|| format!("conflicts with BmcBinding {}: {why}", a.name_any()));
+            }
         }
     }
+    conflicts
+}
 
-    #[test]
-    fn only_ready_unknown_is_admitted() {
-        assert_eq!(unreachable_only(&node(Some("Unknown"), &[])), Gate::Admit);
-        for ready in [Some("True"), Some("False"), None] {
-            assert_eq!(reason(unreachable_only(&node(ready, &[]))), Some(Reason::NodeNotUnreachable), "{ready:?}");
-        }
-    }
-
-    #[test]
-    fn the_exclusion_label_refuses_whatever_its_value() {
-        for value in ["true", "", "false"] {
-            assert_eq!(
-                reason(not_excluded(&node(Some("Unknown"), &[(contract::EXCLUDE_LABEL, value)]))),
-                Some(Reason::NodeExcluded)
+/// Exactly one BmcBinding must name the node, and it must not conflict with another binding.
+pub fn binding_sane(node: &str, bindings: &[BmcBinding], namespace: &str) -> Gate {
+    let mine: Vec<_> = bindings.iter().filter(|b| b.spec.node_name == node).collect();
+    let binding = match mine.as_slice() {
+        [binding] => binding,
+        [] => {
+            return Gate::Refuse(
+                Reason::NoBmcBinding,
+                format!(
+                    "no BmcBinding in namespace {namespace} has spec.nodeName {node}; create one with the node's Redfish endpoint, a credentials Secret and a CA bundle or certificate pin (see config/samples/bmc_binding.yaml)"
+                ),
             );
         }
-        assert_eq!(not_excluded(&node(Some("Unknown"), &[("other", "x")])), Gate::Admit);
-    }
-
-    #[test]
-    fn exactly_one_binding_is_needed() {
-        let n = node(Some("Unknown"), &[]);
-        let (one, two) = ([binding("a")], [binding("a"), binding("b")]);
-        let gate = |bindings: &[BmcBinding]| one_binding(&GateInputs { node: &n, bindings, namespace: "coroner" });
-        assert_eq!(gate(&one), Gate::Admit);
-        assert!(matches!(gate(&[]), Gate::Refuse(Reason::NoBmcBinding, message) if message.contains("create one")));
-        assert_eq!(reason(gate(&two)), Some(Reason::BindingConflict));
-    }
-
-    #[test]
-    fn the_first_refusal_decides() {
-        let n = node(Some("True"), &[(contract::EXCLUDE_LABEL, "true")]);
-        assert_eq!(
-            reason(evaluate(&GateInputs { node: &n, bindings: &[], namespace: "coroner" })),
-            Some(Reason::NodeExcluded)
-        );
-        let ok = node(Some("Unknown"), &[]);
-        assert_eq!(evaluate(&GateInputs { node: &ok, bindings: &[binding("a")], namespace: "coroner" }), Gate::Admit);
+        several => {
+            let names: Vec<_> = several.iter().map(|b| b.name_any()).collect();
+            return Gate::Refuse(
+                Reason::BindingConflict,
+                format!("BmcBindings {} all claim node {node}; keep exactly one", names.join(", ")),
+            );
+        }
+    };
+    match binding_conflicts(bindings).remove(&binding.name_any()) {
+        Some(why) => Gate::Refuse(
+            Reason::BindingConflict,
+            format!("BmcBinding {} {why}; coroner will not guess which machine it powers", binding.name_any()),
+        ),
+        None => Gate::Admit,
     }
 }
+
+pub fn is_control_plane(node: &Node) -> bool {
+    let labels = node.labels();
+    labels.contains_key("node-role.kubernetes.io/control-plane")
+        || labels.contains_key("node-role.kubernetes.io/master")
+}
+
+/// `controlPlane: Never` refuses control-plane nodes for good.
+pub fn control_plane_allowed(policy: ControlPlanePolicy, node: &Node) -> Gate {
+    if policy == ControlPlanePolicy::Never && is_control_plane(node) {
+        Gate::Refuse(
+            Reason::ControlPlaneNever,
+            "node is a control-plane node and the template sets controlPlane: Never".into(),
+        )
+    } else {
+        Gate::Admit
+    }
+}
+
+/// The node's Lease must not have been renewed within `freshness`, as seen on coroner's clock.
+/// A renewal seen exactly `freshness` ago no longer counts as fresh.
+pub fn lease_stale(lease: LeaseSighting, now: Timestamp, freshness: StdDuration) -> Gate {
+    match lease {
+        LeaseSighting::Missing => Gate::Admit,
+        LeaseSighting::Seen { last_change } => {
+            let age = StdDuration::try_from(now.duration_since(last_change)).unwrap_or_default();
+            if age >= freshness {
+                Gate::Admit
+            } else {
+                let wait = freshness.saturating_sub(age);
+                Gate::Wait(
+                    Reason::NodeLeaseFresh,
+                    format!(
+                        "coroner saw the node's Lease renewed {:.0}s ago (leaseFreshness {}s): waiting {:.0}s more",
+                        age.as_secs_f64(),
+                        freshness.as_secs(),
+                        wait.as_secs_f64().ceil()
+                    ),
+                )
+            }
+        }
+    }
+}
+
+fn node_of(remediation: &CoronerRemediation) -> &str {
+    contract::node_name(&remediation.metadata).unwrap_or_default()
+}
+
+fn phase(remediation: &CoronerRemediation) -> Phase {
+    remediation.status.as_ref().and_then(|s| s.phase).unwrap_or_default()
+}
+
+/// Admitted and not finished: coroner is fencing that node.
+fn being_fenced(remediation: &CoronerRemediation) -> bool {
+    !matches!(phase(remediation), Phase::Pending | Phase::Done | Phase::Failed)
+}
+
+/// Holding a power-action slot: from admission until the release, and while powering on.
+fn in_power_action(remediation: &CoronerRemediation) -> bool {
+    matches!(
+        phase(remediation),
+        Phase::VerifyingIdentity | Phase::PoweringOff | Phase::ConfirmingOff | Phase::Releasing | Phase::PoweringOn
+    )
+}
+
+fn is_pod_ready(pod: &Pod) -> bool {
+    pod.metadata.deletion_timestamp.is_none()
+        && pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == conditions::TRUE))
+}
+
+/// A control-plane node is fenced only if no other control-plane node is being fenced and quorum
+/// survives without it: with static etcd pods, the Ready etcd pods on other nodes must be a strict
+/// majority of all etcd pods; otherwise the other Ready control-plane nodes must be a strict majority
+/// of all control-plane nodes.
+pub fn control_plane_quorum(inputs: &GateInputs<'_>) -> Gate {
+    let target = inputs.node.name_any();
+    if !is_control_plane(inputs.node) {
+        return Gate::Admit;
+    }
+    let control_plane: BTreeMap<String, &Node> =
+        inputs.nodes.iter().filter(|n| is_control_plane(n)).map(|n| (n.name_any(), n)).collect();
+    let other_fence = inputs.remediations.iter().find(|r| {
+        r.uid() != inputs.remediation.uid()
+            && being_fenced(r)
+            && node_of(r) != target
+            && control_plane.contains_key(node_of(r))
+    });
+    if let Some(other) = other_fence {
+        return Gate::Wait(
+            Reason::ControlPlaneQuorumGuard,
+            format!(
+                "remediation {} is fencing control-plane node {}: one control-plane node at a time",
+                other.name_any(),
+                node_of(other)
+            ),
+        );
+    }
+    let etcd: Vec<&Pod> =
+        inputs.etcd_pods.iter().filter(|p| p.labels().get("component").map(String::as_str) == Some("etcd")).collect();
+    let (healthy, total, what) = if etcd.is_empty() {
+        let mut all: Vec<&Node> = control_plane.values().copied().collect();
+        if !control_plane.contains_key(&target) {
+            all.push(inputs.node);
+        }
+        let ready = all.iter().filter(|n| n.name_any() != target && ready_status(n) == Some(conditions::TRUE)).count();
+        (ready, all.len(), "Ready control-plane nodes")
+    } else {
+        let ready = etcd
+            .iter()
+            .filter(|p| {
+                p.spec.as_ref().and_then(|s| s.node_name.as_deref()) != Some(target.as_str()) && is_pod_ready(p)
+            })
+            .count();
+        (ready, etcd.len(), "Ready etcd members")
+    };
+    if healthy * 2 > total {
+        Gate::Admit
+    } else {
+        Gate::Wait(
+            Reason::ControlPlaneQuorumGuard,
+            format!(
+                "without this node only {healthy} of {total} {what} remain; a strict majority is needed to keep quorum"
+            ),
+        )
+    }
+}
+
+/// Storm limits, in the order a queue needs them: first come, first served; at most
+/// `max_concurrent` power actions at once; never two on one BMC origin; at most `max_per_window`
+/// power-offs per `window`.
+pub fn storm(inputs: &GateInputs<'_>) -> Gate {
+    let me = inputs.remediation;
+    let my_created = me.metadata.creation_timestamp.as_ref().map(|t| t.0);
+    let queued_reason = |r: &CoronerRemediation| {
+        r.status
+            .as_ref()
+            .and_then(|s| conditions::find(&s.conditions, contract::SUCCEEDED))
+            .is_some_and(|c| c.reason == Reason::Queued.as_str())
+    };
+    let older = |r: &CoronerRemediation| {
+        let created = r.metadata.creation_timestamp.as_ref().map(|t| t.0);
+        (created, r.name_any()) < (my_created, me.name_any())
+    };
+    let ahead: Vec<&CoronerRemediation> = inputs
+        .remediations
+        .iter()
+        .filter(|r| r.uid() != me.uid() && phase(r) == Phase::Pending && queued_reason(r) && older(r))
+        .collect();
+    let place = ahead.len() + 1;
+    let queued = |why: String| Gate::Wait(Reason::Queued, format!("place {place} in the queue: {why}"));
+    if let Some(first) = ahead.first() {
+        return queued(format!("{} older remediations wait first (oldest: {})", ahead.len(), first.name_any()));
+    }
+    let others: Vec<&CoronerRemediation> =
+        inputs.remediations.iter().filter(|r| r.uid() != me.uid() && in_power_action(r)).collect();
+    if others.len() >= count(inputs.limits.max_concurrent) {
+        let names: Vec<_> = others.iter().map(|r| r.name_any()).collect();
+        return queued(format!(
+            "{} power actions already running ({}); --max-concurrent-fences {}",
+            others.len(),
+            names.join(", "),
+            inputs.limits.max_concurrent
+        ));
+    }
+    let origin_of_node = |node: &str| {
+        inputs.bindings.iter().find(|b| b.spec.node_name == node).map(|b| origin(&b.spec.redfish.endpoint))
+    };
+    if let Some(mine) = origin_of_node(&inputs.node.name_any())
+        && let Some(busy) = others.iter().find(|r| origin_of_node(node_of(r)).as_deref() == Some(mine.as_str()))
+    {
+        return queued(format!("remediation {} is acting on the same BMC {mine}", busy.name_any()));
+    }
+    let window_start = inputs.now - inputs.limits.window;
+    let mut recent: Vec<Timestamp> = inputs.recent_admissions.iter().copied().filter(|t| *t > window_start).collect();
+    if recent.len() >= count(inputs.limits.max_per_window) {
+        recent.sort();
+        let next_slot = recent[recent.len() - count(inputs.limits.max_per_window)] + inputs.limits.window;
+        return queued(format!(
+            "{} power-offs in the last {}s (--max-fences-per-window {}); next slot at {next_slot}",
+            recent.len(),
+            inputs.limits.window.as_secs(),
+            inputs.limits.max_per_window
+        ));
+    }
+    Gate::Admit
+}
+
+fn count(limit: u32) -> usize {
+    usize::try_from(limit).unwrap_or(usize::MAX)
+}
+
+#[cfg(test)]
+mod tests;

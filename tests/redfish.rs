@@ -86,7 +86,7 @@ async fn fence(
     loop {
         assert!(started.elapsed() < Duration::from_secs(60), "fence did not end: {status:?}");
         let now = Timestamp::now();
-        let ctx = fence::Context { now, instance, node };
+        let ctx = fence::Context { now, instance, node, hold_power_action: None };
         if let Some(decision) = fence::start(&status, &node.name, now) {
             status = decision.status;
             continue;
@@ -136,7 +136,7 @@ async fn fence(
                 .reset(system.as_ref().expect("a fresh reading precedes every reset"), reset)
                 .await
                 .map_err(|e| BmcFailure::from(&e));
-            let ctx = fence::Context { now: Timestamp::now(), instance, node };
+            let ctx = fence::Context { now: Timestamp::now(), instance, node, hold_power_action: None };
             let answered = fence::next(spec, &status, Observation::ResetAnswered { action: reset, result }, ctx);
             reasons.extend(answered.notices.iter().map(|n| n.reason.clone()));
             status = answered.status;

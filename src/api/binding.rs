@@ -61,7 +61,7 @@ pub struct SecretRef {
 /// bundle, pin the certificate, or (loudly, and only explicitly) skip verification.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new("has(self.caBundleRef) || has(self.certificateSHA256) || self.insecureSkipVerify").message("set tls.caBundleRef or tls.certificateSHA256 (insecureSkipVerify: true turns verification off and is reported as a Warning)"))]
+#[x_kube(validation = Rule::new("has(self.caBundleRef) || has(self.certificateSHA256) || self.insecureSkipVerify").message("set tls.caBundleRef or tls.certificateSHA256 (turning verification off with insecureSkipVerify is possible only explicitly, and is reported as a Warning)"))]
 pub struct TlsPolicy {
     /// PEM CA certificates to trust, and only those.
     #[serde(default, skip_serializing_if = "Option::is_none")]

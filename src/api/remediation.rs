@@ -71,6 +71,29 @@ pub struct CoronerRemediationSpec {
     /// Whole power-off attempts (identity checks of an unreachable BMC use the same budget).
     #[serde(default)]
     pub retry: Retry,
+
+    /// Also fence nodes whose `Ready` condition is `False`. Off by default: `False` is reported by a
+    /// kubelet that is still alive; only a silent node (`Unknown`) is a candidate.
+    #[serde(default)]
+    pub remediate_ready_false: bool,
+
+    /// The node's Lease in kube-node-lease counts as fresh (and the fence waits) while coroner has seen
+    /// its renewTime change within this window, on coroner's own clock. Keep it above the cluster's
+    /// node-monitor-grace-period.
+    #[serde(default = "defaults::lease_freshness")]
+    pub lease_freshness: Duration,
+
+    /// Control-plane nodes: `QuorumSafe` fences one only while quorum survives without it and no other
+    /// control-plane node is being fenced; `Never` refuses them.
+    #[serde(default)]
+    pub control_plane: ControlPlanePolicy,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum ControlPlanePolicy {
+    #[default]
+    QuorumSafe,
+    Never,
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
@@ -121,6 +144,9 @@ mod defaults {
     pub fn retry_interval() -> Duration {
         Duration::from_secs(5)
     }
+    pub fn lease_freshness() -> Duration {
+        Duration::from_secs(60)
+    }
 }
 
 impl Default for Retry {
@@ -139,6 +165,9 @@ impl Default for CoronerRemediationSpec {
             poll_interval: defaults::poll_interval(),
             release_timeout: defaults::release_timeout(),
             retry: Retry::default(),
+            remediate_ready_false: false,
+            lease_freshness: defaults::lease_freshness(),
+            control_plane: ControlPlanePolicy::default(),
         }
     }
 }

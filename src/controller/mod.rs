@@ -1,13 +1,16 @@
 //! kube-runtime wiring: the controllers for remediations and templates, their shared context, and
 //! the error policy.
 
+mod leases;
 mod remediation;
 mod template;
+
+pub use leases::LeaseTracker;
 
 use std::{sync::Arc, time::Duration as StdDuration};
 
 use futures::{StreamExt, future};
-use k8s_openapi::api::core::v1::{Node, ObjectReference};
+use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
 use kube::{
     Api, Client, ResourceExt,
     runtime::{
@@ -21,10 +24,11 @@ use kube::{
 use tracing::{info, warn};
 
 use crate::{
-    api::{CoronerRemediation, CoronerRemediationTemplate},
+    api::{CoronerRemediation, CoronerRemediationTemplate, Phase},
     cluster::{self, ClusterError},
     contract,
     fence::Notice,
+    gates::StormLimits,
 };
 
 /// The component name in Events and field managers.
@@ -46,13 +50,35 @@ pub struct Context {
     pub instance: String,
     pub recorder: Recorder,
     pub bmc: BmcSettings,
+    pub limits: StormLimits,
+    pub leases: LeaseTracker,
+    /// Admissions happen one at a time (so two remediations cannot both take the last slot), and
+    /// this remembers when fences were admitted, for the per-window budget.
+    pub admissions: tokio::sync::Mutex<Admissions>,
+}
+
+/// When fences were admitted. Seeded from the remediations that still exist when coroner starts; a
+/// remediation NHC deleted before a restart is forgotten (documented in docs/safety.md).
+#[derive(Debug, Default)]
+pub struct Admissions {
+    pub seeded: bool,
+    pub times: Vec<jiff::Timestamp>,
 }
 
 impl Context {
-    pub fn new(client: Client, namespace: String, instance: String, bmc: BmcSettings) -> Self {
+    pub fn new(client: Client, namespace: String, instance: String, bmc: BmcSettings, limits: StormLimits) -> Self {
         let reporter = Reporter { controller: MANAGER.into(), instance: Some(instance.clone()) };
         let recorder = Recorder::new(client.clone(), reporter);
-        Self { client, namespace, instance, recorder, bmc }
+        Self {
+            client,
+            namespace,
+            instance,
+            recorder,
+            bmc,
+            limits,
+            leases: LeaseTracker::default(),
+            admissions: tokio::sync::Mutex::new(Admissions::default()),
+        }
     }
 
     /// Publishes an Event; failing to record one never fails a fence.
@@ -100,6 +126,10 @@ fn error_policy<K>(_object: Arc<K>, error: &Error, _ctx: Arc<Context>) -> Action
     Action::requeue(cluster::ERROR_REQUEUE)
 }
 
+fn is_pending(remediation: &CoronerRemediation) -> bool {
+    remediation.status.as_ref().and_then(|s| s.phase).unwrap_or_default() == Phase::Pending
+}
+
 /// Runs the remediation and template controllers until `shutdown` resolves.
 pub async fn run(ctx: Arc<Context>, shutdown: impl future::Future<Output = ()> + Send + Sync + 'static) {
     let remediations: Api<CoronerRemediation> = Api::namespaced(ctx.client.clone(), &ctx.namespace);
@@ -107,19 +137,34 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl future::Future<Output = ()> +
     let nodes: Api<Node> = Api::all(ctx.client.clone());
     let shutdown = future::Shared::clone(&futures::FutureExt::shared(shutdown));
 
+    tokio::spawn(ctx.leases.clone().run(ctx.client.clone()));
     let remediation_controller = Controller::new(remediations, watcher::Config::default());
-    let store = remediation_controller.store();
-    // A node change wakes the remediations for that node (found through NHC's node-name annotation).
+    let by_node = remediation_controller.store();
+    let pending = remediation_controller.store();
+    // A node change wakes the remediations for that node (found through NHC's node-name annotation)
+    // and every pending one (quorum and queues depend on other nodes); so does an etcd pod change.
     let remediation_controller = remediation_controller
         .watches(nodes, watcher::Config::default(), move |node: Node| {
             let name = node.name_any();
-            store
+            by_node
                 .state()
                 .into_iter()
-                .filter(|r| contract::node_name(&r.metadata) == Some(name.as_str()))
+                .filter(|r| contract::node_name(&r.metadata) == Some(name.as_str()) || is_pending(r))
                 .map(|r| ObjectRef::from_obj(&*r))
                 .collect::<Vec<_>>()
         })
+        .watches(
+            Api::<Pod>::all(ctx.client.clone()),
+            watcher::Config::default().labels("component=etcd"),
+            move |_: Pod| {
+                pending
+                    .state()
+                    .into_iter()
+                    .filter(|r| is_pending(r))
+                    .map(|r| ObjectRef::from_obj(&*r))
+                    .collect::<Vec<_>>()
+            },
+        )
         .graceful_shutdown_on(shutdown.clone())
         .run(remediation::reconcile, error_policy, ctx.clone())
         .for_each(|result| async move {

@@ -4,7 +4,7 @@
 use std::{sync::Arc, time::Duration as StdDuration};
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::{
     Api, Resource, ResourceExt,
     api::ListParams,
@@ -12,9 +12,12 @@ use kube::{
 };
 use tracing::{Instrument, debug, info, info_span};
 
-use super::{Context, Error};
+use super::{Admissions, Context, Error};
 use crate::{
-    api::{BmcBinding, BmcBindingStatus, CoronerRemediation, CoronerRemediationStatus, Phase, conditions},
+    api::{
+        BmcBinding, BmcBindingStatus, CoronerRemediation, CoronerRemediationStatus, Phase, RemediationStrategy,
+        conditions,
+    },
     bmc::{self, Bmc, RedfishClient, RedfishConfig, SystemReading},
     cluster::{self, BindingError},
     contract::{self, Reason},
@@ -101,17 +104,44 @@ impl<'a> Fence<'a> {
         for _ in 0..MAX_STEPS {
             let lease = cluster::node_lease(&self.ctx.client, &self.node_name).await?;
             let snapshot = NodeSnapshot::new(&node, lease, &self.uid);
-            let context = fence::Context { now: Timestamp::now(), instance: &self.ctx.instance, node: &snapshot };
+            let now = Timestamp::now();
             let spec = self.remediation.spec.clone();
+            let hold = match gates::lease_stale(
+                self.ctx.leases.sighting(&self.node_name, now),
+                now,
+                spec.lease_freshness.get(),
+            ) {
+                Gate::Wait(reason, message) | Gate::Refuse(reason, message) => Some((reason, message)),
+                Gate::Admit => None,
+            };
+            let context =
+                fence::Context { now, instance: &self.ctx.instance, node: &snapshot, hold_power_action: hold.as_ref() };
             let status = self.status();
             let plan = fence::plan(&spec, &status, context);
             debug!(phase = fence::phase_of(&status).as_str(), ?plan, "step");
-            let (observation, system) = self.observe(&plan, &node, &snapshot, context.now).await?;
+            // Admissions are serialised: the storm limits count what the others already took.
+            let mut admissions = match plan {
+                Plan::Admit => Some(self.ctx.admissions.lock().await),
+                _ => None,
+            };
+            let gathered = match admissions.as_deref_mut() {
+                Some(history) => {
+                    Gathered::Plain(Observation::Admission(self.admission(&node, &snapshot, now, history).await?))
+                }
+                None => self.observe(&plan, &snapshot).await?,
+            };
+            let (observation, system) = gathered.split();
             let identity_observed = matches!(observation, Observation::Identity(_)).then(|| observation.clone());
             let decision = fence::next(&spec, &status, observation, context);
             let requeue = decision.requeue;
             let reset = decision.reset;
             self.commit(decision, Some(&node)).await?;
+            if let Some(history) = admissions.as_deref_mut()
+                && fence::phase_of(&self.status()) == Phase::VerifyingIdentity
+            {
+                history.times.push(now);
+            }
+            drop(admissions);
             if let Some(Observation::Identity(found)) = identity_observed {
                 self.record_verification(&found).await;
             }
@@ -130,44 +160,36 @@ impl<'a> Fence<'a> {
         Ok(Action::requeue(StdDuration::from_millis(100)))
     }
 
-    /// Gathers what `plan` asks for. Also returns the system reading, which a reset needs.
-    async fn observe(
-        &self,
-        plan: &Plan,
-        node: &Node,
-        snapshot: &NodeSnapshot,
-        now: Timestamp,
-    ) -> Result<(Observation, Option<SystemReading>), Error> {
-        let observation = match plan {
-            Plan::Wait(_) => Observation::Wait,
-            Plan::Idle => Observation::Nothing,
-            Plan::Admit => Observation::Admission(self.admission(node, snapshot, now).await?),
-            Plan::VerifyIdentity => Observation::Identity(self.identity(snapshot).await?),
+    /// Gathers what `plan` asks for (admission aside). A power reading keeps the system it read, for
+    /// the reset that may follow.
+    async fn observe(&self, plan: &Plan, snapshot: &NodeSnapshot) -> Result<Gathered, Error> {
+        Ok(match plan {
+            Plan::Wait(_) | Plan::Admit => Gathered::Plain(Observation::Wait),
+            Plan::Idle => Gathered::Plain(Observation::Nothing),
+            Plan::VerifyIdentity => Gathered::Plain(Observation::Identity(self.identity(snapshot).await?)),
             Plan::ReadPower { system_path } => {
                 let reading = match self.client_for_fence().await? {
                     Ok(client) => client.system(system_path).await.map_err(|e| BmcFailure::from(&e)),
                     Err(failure) => Err(failure),
                 };
-                let power = reading.as_ref().map(PowerReading::from).map_err(Clone::clone);
-                return Ok((Observation::Power(power), reading.ok()));
+                Gathered::Reading(reading)
             }
             Plan::Release => {
-                let status = self.status();
-                let outcome = match self.remediation.spec.remediation_strategy {
-                    crate::api::RemediationStrategy::OutOfServiceTaint => {
-                        cluster::release_with_taint(&self.ctx.client, &status, &self.node_name, &self.uid).await?
+                let (spec, status) = (&self.remediation.spec, self.status());
+                let (client, node, uid) = (&self.ctx.client, &self.node_name, &self.uid);
+                Gathered::Plain(Observation::Release(match spec.remediation_strategy {
+                    RemediationStrategy::OutOfServiceTaint => {
+                        cluster::release_with_taint(client, spec, &status, node, uid).await?
                     }
-                    crate::api::RemediationStrategy::ResourceDeletion => {
-                        cluster::release_by_deletion(&self.ctx.client, &status, &self.node_name, &self.uid).await?
+                    RemediationStrategy::ResourceDeletion => {
+                        cluster::release_by_deletion(client, spec, &status, node, uid).await?
                     }
-                };
-                Observation::Release(outcome)
+                }))
             }
             Plan::CheckWorkloads => {
-                Observation::Workloads(cluster::workloads(&self.ctx.client, &self.node_name).await?)
+                Gathered::Plain(Observation::Workloads(cluster::workloads(&self.ctx.client, &self.node_name).await?))
             }
-        };
-        Ok((observation, None))
+        })
     }
 
     async fn bindings_for_node(&self) -> Result<Vec<BmcBinding>, Error> {
@@ -176,9 +198,45 @@ impl<'a> Fence<'a> {
         Ok(all.into_iter().filter(|b| b.spec.node_name == self.node_name).collect())
     }
 
-    async fn admission(&self, node: &Node, snapshot: &NodeSnapshot, now: Timestamp) -> Result<Verdict, Error> {
-        let bindings = self.bindings_for_node().await?;
-        let inputs = GateInputs { node, bindings: &bindings, namespace: &self.ctx.namespace };
+    /// Runs the gates on fresh reads of everything they look at.
+    async fn admission(
+        &self,
+        node: &Node,
+        snapshot: &NodeSnapshot,
+        now: Timestamp,
+        history: &mut Admissions,
+    ) -> Result<Verdict, Error> {
+        let client = &self.ctx.client;
+        let bindings = Api::<BmcBinding>::namespaced(client.clone(), &self.ctx.namespace)
+            .list(&ListParams::default())
+            .await?
+            .items;
+        let remediations = self.api.list(&ListParams::default()).await?.items;
+        let nodes = self.nodes.list(&ListParams::default()).await?.items;
+        let etcd_pods = Api::<Pod>::namespaced(client.clone(), "kube-system")
+            .list(&ListParams::default().labels("component=etcd"))
+            .await?
+            .items;
+        if !history.seeded {
+            let admitted = remediations
+                .iter()
+                .filter_map(|r| r.status.as_ref()?.evidence.as_ref()?.node.as_ref().map(|n| n.admitted_at.0));
+            history.times.extend(admitted);
+            history.seeded = true;
+        }
+        let inputs = GateInputs {
+            remediation: &self.remediation,
+            node,
+            namespace: &self.ctx.namespace,
+            now,
+            lease: self.ctx.leases.sighting(&self.node_name, now),
+            bindings: &bindings,
+            nodes: &nodes,
+            etcd_pods: &etcd_pods,
+            remediations: &remediations,
+            recent_admissions: &history.times,
+            limits: self.ctx.limits,
+        };
         Ok(match gates::evaluate(&inputs) {
             Gate::Admit => Verdict::Admit(snapshot.evidence(now)),
             Gate::Wait(reason, message) => Verdict::Wait { reason, message },
@@ -420,7 +478,12 @@ impl<'a> Fence<'a> {
                 message: "no fresh reading to reset from".into(),
             }),
         };
-        let context = fence::Context { now: Timestamp::now(), instance: &self.ctx.instance, node: snapshot };
+        let context = fence::Context {
+            now: Timestamp::now(),
+            instance: &self.ctx.instance,
+            node: snapshot,
+            hold_power_action: None,
+        };
         let decision = fence::next(
             &self.remediation.spec,
             &self.status(),
@@ -440,6 +503,24 @@ impl<'a> Fence<'a> {
         let out_of_service = fence::out_of_service_taint_wanted(&status);
         cluster::align_taints(&self.nodes, &self.node_name, &self.uid, fencing, out_of_service).await?;
         Ok(())
+    }
+}
+
+/// What an observation brought: a power reading keeps the system it read.
+enum Gathered {
+    Plain(Observation),
+    Reading(Result<SystemReading, BmcFailure>),
+}
+
+impl Gathered {
+    fn split(self) -> (Observation, Option<SystemReading>) {
+        match self {
+            Self::Plain(observation) => (observation, None),
+            Self::Reading(reading) => {
+                let power = reading.as_ref().map(PowerReading::from).map_err(Clone::clone);
+                (Observation::Power(power), reading.ok())
+            }
+        }
     }
 }
 

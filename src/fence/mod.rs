@@ -77,6 +77,8 @@ pub struct Context<'a> {
     /// This coroner process; readings taken by another (earlier) process never count.
     pub instance: &'a str,
     pub node: &'a NodeSnapshot,
+    /// Why the power action must wait, if it must: the lease gate, checked again right before it.
+    pub hold_power_action: Option<&'a (Reason, String)>,
 }
 
 pub fn phase_of(status: &CoronerRemediationStatus) -> Phase {
@@ -499,6 +501,14 @@ impl<'a> Step<'a> {
                 );
                 self.enter(Phase::ConfirmingOff, Reason::ConfirmingOff, message);
                 self.requeue = Some(self.spec.poll_interval.get());
+            }
+            Ok(_) if self.ctx.hold_power_action.is_some() => {
+                if let Some((reason, message)) = self.ctx.hold_power_action {
+                    // Waiting is not part of an attempt: its powerOffTimeout starts when it may act.
+                    self.progress.attempt_started_at = None;
+                    self.enter(Phase::PoweringOff, *reason, format!("{message}; no power action yet"));
+                    self.requeue = Some(WAIT_RECHECK);
+                }
             }
             Ok(reading) => {
                 // The Lease as it stood before the reset: a renewal after it means a live kubelet.

@@ -6,7 +6,7 @@ use k8s_openapi::api::core::v1::{Node, Pod, Toleration};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 
 use crate::{
-    api::{CoronerRemediationStatus, NodeEvidence, conditions},
+    api::{CoronerRemediationSpec, CoronerRemediationStatus, NodeEvidence, conditions},
     bmc::{BmcError, PowerState, ResetType, SystemReading},
     contract::Reason,
     identity::Claim,
@@ -167,14 +167,24 @@ pub fn ready_status(node: &Node) -> Option<&str> {
 }
 
 /// The release's safety check, run on the Node about to be updated: it must be the node coroner
-/// admitted (same UID), still `Ready=Unknown`, and its Lease not renewed since the power-off began.
+/// admitted (same UID), still `Ready=Unknown` (or `False` when opted in), and its Lease not renewed since the power-off began.
 /// Anything else means the machine switched off was not this node.
-pub fn release_check(status: &CoronerRemediationStatus, node: &NodeSnapshot) -> Result<(), String> {
+pub fn release_check(
+    spec: &CoronerRemediationSpec,
+    status: &CoronerRemediationStatus,
+    node: &NodeSnapshot,
+) -> Result<(), String> {
     let admitted = status.evidence.as_ref().and_then(|e| e.node.as_ref()).ok_or("no node was recorded at admission")?;
     if node.uid != admitted.uid {
         return Err(format!("Node {} was replaced (UID {} → {})", node.name, admitted.uid, node.uid));
     }
-    if node.ready.as_deref() != Some(conditions::UNKNOWN) {
+    let silent = match node.ready.as_deref() {
+        Some(conditions::UNKNOWN) => true,
+        // Opted in: fenced while a kubelet still reported False; it must not have turned True.
+        Some(conditions::FALSE) => spec.remediate_ready_false,
+        _ => false,
+    };
+    if !silent {
         return Err(format!(
             "Node {} reports Ready={} after the power-off",
             node.name,
@@ -220,4 +230,110 @@ fn tolerates_out_of_service(toleration: &Toleration) -> bool {
         _ => key == taint.key() && toleration.value.as_deref() == Some("nodeshutdown"),
     };
     effect_matches && key_matches
+}
+
+#[cfg(test)]
+mod tests {
+    use jiff::SignedDuration;
+    use k8s_openapi::api::core::v1::{PodSpec, PodStatus};
+
+    use super::*;
+    use crate::api::{CoronerRemediationSpec, Evidence, Progress};
+
+    fn t(secs: i64) -> Timestamp {
+        Timestamp::UNIX_EPOCH + SignedDuration::from_secs(1_800_000_000 + secs)
+    }
+
+    fn node(ready: &str, lease: Option<Timestamp>) -> NodeSnapshot {
+        NodeSnapshot {
+            name: "w".into(),
+            uid: "uid-1".into(),
+            ready: Some(ready.into()),
+            lease_present: lease.is_some(),
+            lease_renew_time: lease,
+            ..NodeSnapshot::default()
+        }
+    }
+
+    fn fenced() -> CoronerRemediationStatus {
+        CoronerRemediationStatus {
+            evidence: Some(Evidence { node: Some(node("Unknown", Some(t(0))).evidence(t(5))), ..Evidence::default() }),
+            progress: Some(Progress { lease_renew_time_at_power_off: Some(MicroTime(t(0))), ..Progress::default() }),
+            ..CoronerRemediationStatus::default()
+        }
+    }
+
+    #[test]
+    fn release_needs_the_same_silent_node() {
+        let spec = CoronerRemediationSpec::default();
+        assert_eq!(release_check(&spec, &fenced(), &node("Unknown", Some(t(0)))), Ok(()));
+        assert_eq!(
+            release_check(&spec, &fenced(), &node("Unknown", None)),
+            Ok(()),
+            "a Lease that vanished was not renewed"
+        );
+        for alive in [
+            node("True", Some(t(0))),
+            node("False", Some(t(0))),
+            node("Unknown", Some(t(0) + SignedDuration::from_micros(1))),
+        ] {
+            assert!(release_check(&spec, &fenced(), &alive).is_err(), "{alive:?}");
+        }
+        let mut replaced = node("Unknown", Some(t(0)));
+        replaced.uid = "uid-2".into();
+        assert!(release_check(&spec, &fenced(), &replaced).unwrap_err().contains("replaced"));
+    }
+
+    #[test]
+    fn ready_false_is_silent_enough_only_when_opted_in() {
+        let opted_in = CoronerRemediationSpec { remediate_ready_false: true, ..CoronerRemediationSpec::default() };
+        assert_eq!(release_check(&opted_in, &fenced(), &node("False", Some(t(0)))), Ok(()));
+        assert!(release_check(&opted_in, &fenced(), &node("True", Some(t(0)))).is_err());
+    }
+
+    fn pod(deleting: bool, phase: &str, tolerations: Vec<Toleration>, mirror: bool) -> Pod {
+        let mut pod = Pod::default();
+        if deleting {
+            pod.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(t(0)));
+        }
+        if mirror {
+            pod.metadata.annotations = Some([("kubernetes.io/config.mirror".to_owned(), "x".to_owned())].into());
+        }
+        pod.spec = Some(PodSpec { tolerations: Some(tolerations), ..PodSpec::default() });
+        pod.status = Some(PodStatus { phase: Some(phase.into()), ..PodStatus::default() });
+        pod
+    }
+
+    fn toleration(key: Option<&str>, operator: &str, value: Option<&str>, effect: Option<&str>) -> Toleration {
+        Toleration {
+            key: key.map(str::to_owned),
+            operator: Some(operator.into()),
+            value: value.map(str::to_owned),
+            effect: effect.map(str::to_owned),
+            ..Toleration::default()
+        }
+    }
+
+    #[test]
+    fn pods_hold_the_release_until_evicted_or_gone() {
+        assert!(pod_blocks_release(&pod(true, "Running", vec![], false)), "terminating");
+        assert!(pod_blocks_release(&pod(false, "Running", vec![], false)), "not yet evicted");
+        assert!(!pod_blocks_release(&pod(false, "Succeeded", vec![], false)), "finished");
+        assert!(!pod_blocks_release(&pod(false, "Running", vec![], true)), "mirror pod");
+        let oos = "node.kubernetes.io/out-of-service";
+        for tolerates in [
+            toleration(None, "Exists", None, None),
+            toleration(Some(oos), "Exists", None, Some("NoExecute")),
+            toleration(Some(oos), "Equal", Some("nodeshutdown"), None),
+        ] {
+            assert!(!pod_blocks_release(&pod(false, "Running", vec![tolerates.clone()], false)), "{tolerates:?}");
+        }
+        for not_enough in [
+            toleration(Some(oos), "Equal", Some("other"), None),
+            toleration(Some(oos), "Exists", None, Some("NoSchedule")),
+            toleration(Some("node.kubernetes.io/unreachable"), "Exists", None, Some("NoExecute")),
+        ] {
+            assert!(pod_blocks_release(&pod(false, "Running", vec![not_enough.clone()], false)), "{not_enough:?}");
+        }
+    }
 }

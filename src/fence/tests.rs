@@ -36,7 +36,7 @@ fn node() -> NodeSnapshot {
 }
 
 fn ctx(now: i64, node: &NodeSnapshot) -> Context<'_> {
-    Context { now: t(now), instance: ME, node }
+    Context { now: t(now), instance: ME, node, hold_power_action: None }
 }
 
 fn spec() -> CoronerRemediationSpec {
@@ -120,7 +120,12 @@ fn feed_at(
     let node = node();
     let mut last = None;
     for (now, observation) in steps {
-        let decision = next(spec, &persisted(&status), observation, Context { now, instance: ME, node: &node });
+        let decision = next(
+            spec,
+            &persisted(&status),
+            observation,
+            Context { now, instance: ME, node: &node, hold_power_action: None },
+        );
         status = decision.status.clone();
         last = Some(decision);
     }
@@ -338,6 +343,26 @@ fn a_machine_that_is_on_gets_one_force_off_after_the_fresh_read() {
 }
 
 #[test]
+fn a_fresh_lease_holds_the_power_action_but_not_the_reading() {
+    let node = node();
+    let hold = (Reason::NodeLeaseFresh, "coroner saw the node's Lease renewed 3s ago".to_owned());
+    let held = Context { now: t(1), instance: ME, node: &node, hold_power_action: Some(&hold) };
+    let decision = next(&spec(), &persisted(&verified(&spec())), power(PowerState::On), held);
+    assert_eq!(decision.reset, None);
+    assert_eq!(
+        (decision.status.phase, succeeded(&decision.status)),
+        (Some(Phase::PoweringOff), ("Unknown".into(), "NodeLeaseFresh".into()))
+    );
+    assert_eq!(decision.status.progress.as_ref().unwrap().attempt_started_at, None, "waiting does not eat the attempt");
+    // A machine that already reads Off needs no power action: nothing to hold.
+    let off = next(&spec(), &persisted(&verified(&spec())), power(PowerState::Off), held);
+    assert_eq!(off.status.phase, Some(Phase::ConfirmingOff));
+    // Once the Lease is stale, the same reading sends ForceOff.
+    let go = next(&spec(), &persisted(&decision.status), power(PowerState::On), ctx(70, &node));
+    assert_eq!(go.reset, Some(ResetType::ForceOff));
+}
+
+#[test]
 fn a_machine_already_off_gets_no_reset_but_is_still_confirmed() {
     let decision = feed(&spec(), verified(&spec()), 1, vec![power(PowerState::Off)]);
     assert_eq!(decision.reset, None);
@@ -425,7 +450,7 @@ fn readings_from_before_a_restart_never_count() {
     let status = feed(&spec(), confirming(&spec()), 2, vec![power(PowerState::Off), power(PowerState::Off)]).status;
     // Another coroner process (restarted) reads Off at t=4: its run starts afresh.
     let node = node();
-    let other = Context { now: t(4), instance: "instance-c", node: &node };
+    let other = Context { now: t(4), instance: "instance-c", node: &node, hold_power_action: None };
     let decision = next(&spec(), &status, power(PowerState::Off), other);
     assert_eq!(decision.status.phase, Some(Phase::ConfirmingOff));
     let run = decision.status.progress.unwrap().off_run.unwrap();
@@ -475,7 +500,16 @@ fn polling_is_paced_by_the_poll_interval() {
     let node = node();
     let status = feed(&spec, confirming(&spec), 2, vec![power(PowerState::Off)]).status;
     assert_eq!(
-        plan(&spec, &status, Context { now: t(2) + SignedDuration::from_millis(300), instance: ME, node: &node }),
+        plan(
+            &spec,
+            &status,
+            Context {
+                now: t(2) + SignedDuration::from_millis(300),
+                instance: ME,
+                node: &node,
+                hold_power_action: None
+            }
+        ),
         Plan::Wait(StdDuration::from_millis(700))
     );
     assert!(matches!(plan(&spec, &status, ctx(3, &node)), Plan::ReadPower { .. }));

@@ -1,0 +1,416 @@
+use jiff::SignedDuration;
+use k8s_openapi::{
+    api::core::v1::{NodeCondition, NodeStatus, PodCondition, PodSpec, PodStatus},
+    apimachinery::pkg::apis::meta::v1::{Condition, Time},
+};
+
+use super::*;
+use crate::api::{
+    BmcBindingSpec, BmcBindingStatus, CoronerRemediationSpec, CoronerRemediationStatus, RedfishTarget, SecretRef,
+    TlsPolicy,
+};
+
+fn t(secs: i64) -> Timestamp {
+    Timestamp::UNIX_EPOCH + SignedDuration::from_secs(1_800_000_000 + secs)
+}
+
+fn node(name: &str, ready: Option<&str>, labels: &[(&str, &str)]) -> Node {
+    let mut node = Node::default();
+    node.metadata.name = Some(name.into());
+    node.metadata.labels = Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
+    node.status = Some(NodeStatus {
+        conditions: ready
+            .map(|s| vec![NodeCondition { type_: "Ready".into(), status: s.into(), ..NodeCondition::default() }]),
+        ..NodeStatus::default()
+    });
+    node
+}
+
+fn control_plane(name: &str, ready: &str) -> Node {
+    node(name, Some(ready), &[("node-role.kubernetes.io/control-plane", "")])
+}
+
+fn binding(name: &str, node: &str, endpoint: &str, system: Option<&str>) -> BmcBinding {
+    BmcBinding::new(
+        name,
+        BmcBindingSpec {
+            node_name: node.into(),
+            redfish: RedfishTarget { endpoint: endpoint.into(), system_id: system.map(str::to_owned) },
+            credentials_secret_ref: SecretRef { name: "bmc".into() },
+            tls: TlsPolicy::default(),
+        },
+    )
+}
+
+fn remediation(name: &str, node: &str, created: i64, phase: Phase, reason: Option<Reason>) -> CoronerRemediation {
+    let mut r = CoronerRemediation::new(name, CoronerRemediationSpec::default());
+    r.metadata.uid = Some(format!("uid-{name}"));
+    r.metadata.creation_timestamp = Some(Time(t(created)));
+    r.metadata.annotations = Some([(contract::NODE_NAME_ANNOTATION.to_owned(), node.to_owned())].into());
+    let conditions = reason
+        .map(|reason| {
+            vec![Condition {
+                type_: contract::SUCCEEDED.into(),
+                status: "Unknown".into(),
+                reason: reason.as_str().into(),
+                message: "m".into(),
+                last_transition_time: Time(t(0)),
+                observed_generation: None,
+            }]
+        })
+        .unwrap_or_default();
+    r.status = Some(CoronerRemediationStatus { phase: Some(phase), conditions, ..CoronerRemediationStatus::default() });
+    r
+}
+
+fn etcd(name: &str, node: &str, ready: bool) -> Pod {
+    let mut pod = Pod::default();
+    pod.metadata.name = Some(name.into());
+    pod.metadata.labels = Some([("component".to_owned(), "etcd".to_owned())].into());
+    pod.spec = Some(PodSpec { node_name: Some(node.into()), ..PodSpec::default() });
+    pod.status = Some(PodStatus {
+        conditions: Some(vec![PodCondition {
+            type_: "Ready".into(),
+            status: if ready { "True" } else { "False" }.into(),
+            ..PodCondition::default()
+        }]),
+        ..PodStatus::default()
+    });
+    pod
+}
+
+const LIMITS: StormLimits = StormLimits { max_concurrent: 3, max_per_window: 5, window: StdDuration::from_secs(600) };
+
+struct World {
+    me: CoronerRemediation,
+    node: Node,
+    bindings: Vec<BmcBinding>,
+    nodes: Vec<Node>,
+    etcd: Vec<Pod>,
+    remediations: Vec<CoronerRemediation>,
+    admissions: Vec<Timestamp>,
+    lease: LeaseSighting,
+    limits: StormLimits,
+}
+
+impl World {
+    fn new(target: Node) -> Self {
+        let name = target.name_any();
+        let me = remediation(&format!("{name}-me"), &name, 100, Phase::Pending, None);
+        Self {
+            bindings: vec![binding(&name, &name, &format!("https://bmc-{name}:443"), None)],
+            nodes: vec![target.clone()],
+            node: target,
+            remediations: vec![me.clone()],
+            me,
+            etcd: vec![],
+            admissions: vec![],
+            lease: LeaseSighting::Missing,
+            limits: LIMITS,
+        }
+    }
+
+    fn gate(&self, gate: fn(&GateInputs<'_>) -> Gate) -> Gate {
+        gate(&GateInputs {
+            remediation: &self.me,
+            node: &self.node,
+            namespace: "coroner",
+            now: t(1000),
+            lease: self.lease,
+            bindings: &self.bindings,
+            nodes: &self.nodes,
+            etcd_pods: &self.etcd,
+            remediations: &self.remediations,
+            recent_admissions: &self.admissions,
+            limits: self.limits,
+        })
+    }
+
+    /// Another remediation of a node with its own BMC.
+    fn other(&mut self, name: &str, created: i64, phase: Phase, reason: Option<Reason>) {
+        self.bindings.push(binding(name, name, &format!("https://bmc-{name}:443"), None));
+        self.remediations.push(remediation(&format!("{name}-r"), name, created, phase, reason));
+    }
+}
+
+fn reason(gate: &Gate) -> Option<Reason> {
+    match gate {
+        Gate::Admit => None,
+        Gate::Wait(reason, _) | Gate::Refuse(reason, _) => Some(*reason),
+    }
+}
+
+fn waits(gate: &Gate, expected: Reason) -> bool {
+    matches!(gate, Gate::Wait(reason, _) if *reason == expected)
+}
+
+// Ready=Unknown only ----------------------------------------------------------------------------------
+
+#[test]
+fn only_ready_unknown_is_admitted_by_default() {
+    assert_eq!(unreachable_only(&node("n", Some("Unknown"), &[]), false), Gate::Admit);
+    for ready in [Some("True"), Some("False"), None] {
+        let gate = unreachable_only(&node("n", ready, &[]), false);
+        assert!(matches!(gate, Gate::Refuse(Reason::NodeNotUnreachable, _)), "{ready:?}");
+    }
+}
+
+#[test]
+fn ready_false_is_admitted_only_when_opted_in_and_true_never() {
+    assert_eq!(unreachable_only(&node("n", Some("False"), &[]), true), Gate::Admit);
+    assert_eq!(reason(&unreachable_only(&node("n", Some("True"), &[]), true)), Some(Reason::NodeNotUnreachable));
+    let Gate::Refuse(_, message) = unreachable_only(&node("n", Some("False"), &[]), false) else { panic!() };
+    assert!(message.contains("remediateReadyFalse"), "{message}");
+}
+
+// Exclusion ------------------------------------------------------------------------------------------------
+
+#[test]
+fn the_exclusion_label_refuses_whatever_its_value() {
+    for value in ["true", "", "false"] {
+        assert_eq!(
+            reason(&not_excluded(&node("n", Some("Unknown"), &[(contract::EXCLUDE_LABEL, value)]))),
+            Some(Reason::NodeExcluded)
+        );
+    }
+    assert_eq!(not_excluded(&node("n", Some("Unknown"), &[("other", "x")])), Gate::Admit);
+}
+
+// Lease --------------------------------------------------------------------------------------------------
+
+#[test]
+fn a_lease_renewal_seen_within_the_window_waits() {
+    let window = StdDuration::from_secs(60);
+    assert!(waits(&lease_stale(LeaseSighting::Seen { last_change: t(941) }, t(1000), window), Reason::NodeLeaseFresh));
+    assert!(waits(&lease_stale(LeaseSighting::Seen { last_change: t(999) }, t(1000), window), Reason::NodeLeaseFresh));
+}
+
+#[test]
+fn a_lease_renewal_seen_exactly_at_the_window_edge_is_stale() {
+    let window = StdDuration::from_secs(60);
+    assert_eq!(lease_stale(LeaseSighting::Seen { last_change: t(940) }, t(1000), window), Gate::Admit);
+    let just_inside = LeaseSighting::Seen { last_change: t(940) + SignedDuration::from_millis(1) };
+    assert!(waits(&lease_stale(just_inside, t(1000), window), Reason::NodeLeaseFresh));
+}
+
+#[test]
+fn a_missing_lease_does_not_refuse_by_itself() {
+    assert_eq!(lease_stale(LeaseSighting::Missing, t(1000), StdDuration::from_secs(60)), Gate::Admit);
+}
+
+// Control plane -----------------------------------------------------------------------------------------
+
+#[test]
+fn control_plane_never_refuses_control_plane_nodes_only() {
+    assert_eq!(
+        reason(&control_plane_allowed(ControlPlanePolicy::Never, &control_plane("cp-1", "Unknown"))),
+        Some(Reason::ControlPlaneNever)
+    );
+    let master = node("m", Some("Unknown"), &[("node-role.kubernetes.io/master", "")]);
+    assert_eq!(reason(&control_plane_allowed(ControlPlanePolicy::Never, &master)), Some(Reason::ControlPlaneNever));
+    assert_eq!(control_plane_allowed(ControlPlanePolicy::Never, &node("w", Some("Unknown"), &[])), Gate::Admit);
+    assert_eq!(control_plane_allowed(ControlPlanePolicy::QuorumSafe, &control_plane("cp-1", "Unknown")), Gate::Admit);
+}
+
+#[test]
+fn workers_pass_the_quorum_rule() {
+    let world = World::new(node("w-1", Some("Unknown"), &[]));
+    assert_eq!(world.gate(control_plane_quorum), Gate::Admit);
+}
+
+#[test]
+fn one_of_three_control_plane_nodes_may_be_fenced() {
+    let mut world = World::new(control_plane("cp-1", "Unknown"));
+    world.nodes.extend([control_plane("cp-2", "True"), control_plane("cp-3", "True")]);
+    assert_eq!(world.gate(control_plane_quorum), Gate::Admit);
+}
+
+#[test]
+fn two_of_three_down_keeps_the_third_waiting() {
+    let mut world = World::new(control_plane("cp-1", "Unknown"));
+    world.nodes.extend([control_plane("cp-2", "Unknown"), control_plane("cp-3", "True")]);
+    assert!(waits(&world.gate(control_plane_quorum), Reason::ControlPlaneQuorumGuard));
+}
+
+#[test]
+fn exactly_half_the_etcd_members_ready_is_not_a_majority() {
+    let mut world = World::new(control_plane("cp-1", "Unknown"));
+    world.nodes.extend([control_plane("cp-2", "True"), control_plane("cp-3", "True"), control_plane("cp-4", "True")]);
+    // Four members, the target's own excluded: 2 of 4 Ready elsewhere is half, not a majority.
+    world.etcd = vec![
+        etcd("etcd-cp-1", "cp-1", true),
+        etcd("etcd-cp-2", "cp-2", true),
+        etcd("etcd-cp-3", "cp-3", true),
+        etcd("etcd-cp-4", "cp-4", false),
+    ];
+    assert!(waits(&world.gate(control_plane_quorum), Reason::ControlPlaneQuorumGuard));
+    world.etcd[3] = etcd("etcd-cp-4", "cp-4", true);
+    assert_eq!(world.gate(control_plane_quorum), Gate::Admit);
+}
+
+#[test]
+fn etcd_pods_decide_over_node_readiness_when_present() {
+    let mut world = World::new(control_plane("cp-1", "Unknown"));
+    world.nodes.extend([control_plane("cp-2", "True"), control_plane("cp-3", "True")]);
+    world.etcd =
+        vec![etcd("etcd-cp-1", "cp-1", true), etcd("etcd-cp-2", "cp-2", false), etcd("etcd-cp-3", "cp-3", true)];
+    assert!(waits(&world.gate(control_plane_quorum), Reason::ControlPlaneQuorumGuard));
+}
+
+#[test]
+fn one_control_plane_node_at_a_time() {
+    let mut world = World::new(control_plane("cp-1", "Unknown"));
+    world.nodes.extend([
+        control_plane("cp-2", "True"),
+        control_plane("cp-3", "True"),
+        control_plane("cp-4", "True"),
+        control_plane("cp-5", "True"),
+    ]);
+    world.other("cp-2", 50, Phase::ConfirmingOff, None);
+    let gate = world.gate(control_plane_quorum);
+    assert!(matches!(&gate, Gate::Wait(Reason::ControlPlaneQuorumGuard, m) if m.contains("cp-2")), "{gate:?}");
+    // A finished fence of another control-plane node does not block (quorum still counts it).
+    world.remediations[1] = remediation("cp-2-r", "cp-2", 50, Phase::Done, None);
+    assert_eq!(world.gate(control_plane_quorum), Gate::Admit);
+}
+
+// Bindings ------------------------------------------------------------------------------------------------
+
+#[test]
+fn a_node_needs_exactly_one_binding() {
+    assert!(
+        matches!(binding_sane("n", &[], "coroner"), Gate::Refuse(Reason::NoBmcBinding, m) if m.contains("create one"))
+    );
+    let two = [binding("a", "n", "https://a", None), binding("b", "n", "https://b", None)];
+    assert_eq!(reason(&binding_sane("n", &two, "coroner")), Some(Reason::BindingConflict));
+    assert_eq!(binding_sane("n", &two[..1], "coroner"), Gate::Admit);
+}
+
+#[test]
+fn two_bindings_on_one_bmc_system_both_conflict() {
+    let same = [
+        binding("a", "n1", "https://10.0.0.1", Some("1")),
+        binding("b", "n2", "https://10.0.0.1:443/redfish/v1", Some("1")),
+    ];
+    let conflicts = binding_conflicts(&same);
+    assert_eq!(conflicts.keys().collect::<Vec<_>>(), ["a", "b"]);
+    assert_eq!(reason(&binding_sane("n1", &same, "coroner")), Some(Reason::BindingConflict));
+    // Different systems of one BMC (a blade chassis) are fine; a different port is another BMC.
+    let blades = [binding("a", "n1", "https://10.0.0.1", Some("1")), binding("b", "n2", "https://10.0.0.1", Some("2"))];
+    assert!(binding_conflicts(&blades).is_empty());
+    let ports = [binding("a", "n1", "https://10.0.0.1:8443", None), binding("b", "n2", "https://10.0.0.1:9443", None)];
+    assert!(binding_conflicts(&ports).is_empty());
+}
+
+#[test]
+fn an_unknown_system_on_a_shared_bmc_conflicts_until_pinned_or_verified() {
+    let mut unpinned = [binding("a", "n1", "https://10.0.0.1", None), binding("b", "n2", "https://10.0.0.1", None)];
+    assert_eq!(binding_conflicts(&unpinned).len(), 2);
+    for (b, system) in unpinned.iter_mut().zip(["1", "2"]) {
+        b.status = Some(BmcBindingStatus { system_id: Some(system.into()), ..BmcBindingStatus::default() });
+    }
+    assert!(binding_conflicts(&unpinned).is_empty());
+}
+
+// Storm limits --------------------------------------------------------------------------------------------
+
+#[test]
+fn the_concurrency_budget_queues_the_next_fence() {
+    let mut world = World::new(node("w-9", Some("Unknown"), &[]));
+    world.other("w-1", 10, Phase::ConfirmingOff, None);
+    world.other("w-2", 20, Phase::VerifyingIdentity, None);
+    assert_eq!(world.gate(storm), Gate::Admit, "two of three slots taken");
+    world.other("w-3", 30, Phase::PoweringOff, None);
+    let gate = world.gate(storm);
+    assert!(
+        matches!(&gate, Gate::Wait(Reason::Queued, m) if m.starts_with("place 1 in the queue") && m.contains("--max-concurrent-fences 3")),
+        "{gate:?}"
+    );
+}
+
+#[test]
+fn finished_or_releasing_fences_free_their_slot() {
+    let mut world = World::new(node("w-9", Some("Unknown"), &[]));
+    world.other("w-1", 10, Phase::WaitingForRelease, None);
+    world.other("w-2", 20, Phase::Done, None);
+    world.other("w-3", 30, Phase::Failed, None);
+    assert_eq!(world.gate(storm), Gate::Admit);
+}
+
+#[test]
+fn the_window_budget_counts_power_offs_within_the_window() {
+    let mut world = World::new(node("w-9", Some("Unknown"), &[]));
+    world.limits.max_per_window = 2;
+    world.admissions = vec![t(1000 - 600), t(500)];
+    assert_eq!(world.gate(storm), Gate::Admit, "one admission fell out of the window at its edge");
+    world.admissions.push(t(900));
+    let gate = world.gate(storm);
+    assert!(matches!(&gate, Gate::Wait(Reason::Queued, m) if m.contains("next slot at")), "{gate:?}");
+}
+
+#[test]
+fn two_remediations_for_one_bmc_never_act_at_once() {
+    let mut world = World::new(node("w-9", Some("Unknown"), &[]));
+    world.bindings[0].spec.redfish.endpoint = "https://chassis:443/redfish/v1".into();
+    world.bindings[0].spec.redfish.system_id = Some("blade-9".into());
+    world.other("w-1", 10, Phase::ConfirmingOff, None);
+    world.bindings[1].spec.redfish.endpoint = "https://chassis".into();
+    world.bindings[1].spec.redfish.system_id = Some("blade-1".into());
+    let gate = world.gate(storm);
+    assert!(matches!(&gate, Gate::Wait(Reason::Queued, m) if m.contains("same BMC https://chassis")), "{gate:?}");
+}
+
+#[test]
+fn the_queue_is_first_come_first_served_and_shows_the_place() {
+    let mut world = World::new(node("w-9", Some("Unknown"), &[]));
+    world.other("w-1", 10, Phase::Pending, Some(Reason::Queued));
+    world.other("w-2", 20, Phase::Pending, Some(Reason::Queued));
+    world.other("w-3", 200, Phase::Pending, Some(Reason::Queued));
+    let gate = world.gate(storm);
+    assert!(matches!(&gate, Gate::Wait(Reason::Queued, m) if m.starts_with("place 3 in the queue")), "{gate:?}");
+    // An older remediation waiting for another reason does not hold the queue.
+    let mut world = World::new(node("w-9", Some("Unknown"), &[]));
+    world.other("w-1", 10, Phase::Pending, Some(Reason::NodeLeaseFresh));
+    assert_eq!(world.gate(storm), Gate::Admit);
+}
+
+// Order -----------------------------------------------------------------------------------------------------
+
+#[test]
+fn final_refusals_come_before_waits() {
+    let mut world = World::new(node("w-1", Some("True"), &[]));
+    world.lease = LeaseSighting::Seen { last_change: t(999) };
+    assert_eq!(reason(&world.gate(evaluate)), Some(Reason::NodeNotUnreachable));
+    let mut world = World::new(node("w-1", Some("Unknown"), &[]));
+    world.lease = LeaseSighting::Seen { last_change: t(999) };
+    assert_eq!(reason(&world.gate(evaluate)), Some(Reason::NodeLeaseFresh));
+    world.lease = LeaseSighting::Missing;
+    assert_eq!(world.gate(evaluate), Gate::Admit);
+}
+
+#[test]
+fn piraeus_taints_change_no_decision() {
+    // drbd.linbit.com taints mean "lost DRBD quorum", not "dead": they must neither admit nor refuse.
+    let mut tainted = node("w-1", Some("Unknown"), &[]);
+    tainted.spec = Some(k8s_openapi::api::core::v1::NodeSpec {
+        taints: Some(vec![
+            k8s_openapi::api::core::v1::Taint {
+                key: "drbd.linbit.com/lost-quorum".into(),
+                effect: "NoSchedule".into(),
+                ..Default::default()
+            },
+            k8s_openapi::api::core::v1::Taint {
+                key: "drbd.linbit.com/force-io-error".into(),
+                effect: "NoSchedule".into(),
+                ..Default::default()
+            },
+        ]),
+        ..Default::default()
+    });
+    for ready in ["Unknown", "True", "False"] {
+        let plain = World::new(node("w-1", Some(ready), &[]));
+        let mut with_taints = World::new(tainted.clone());
+        with_taints.node.status = plain.node.status.clone();
+        assert_eq!(with_taints.gate(evaluate), plain.gate(evaluate), "Ready={ready}");
+    }
+}
