@@ -5,10 +5,10 @@ SHELL := /bin/bash
 CARGO ?= cargo
 HARNESS_BIN := .cache/harness/bin
 
-.PHONY: test lint unit integration e2e peers harness cluster-up cluster-down demo crds build
+.PHONY: test lint unit install-check integration e2e peers harness cluster-up cluster-down demo crds build
 
-## test: formatting, lints, unit tests, integration tests against emulated BMCs, end-to-end suite
-test: lint unit integration e2e
+## test: formatting, lints, unit tests, install paths, integration tests against emulated BMCs, end-to-end suite
+test: lint unit install-check integration e2e
 
 lint:
 	$(CARGO) fmt --check
@@ -17,6 +17,10 @@ lint:
 ## unit: pure decisions and generated-file checks (no peers needed)
 unit:
 	$(CARGO) test --lib --test generated --test manifests
+
+## install-check: chart, bundle and config/ agree (RBAC, CRDs, Deployment); helm lint; values schema; OLM validators
+install-check: harness
+	$(CARGO) test --test install
 
 ## integration: the Redfish client and the fence state machine against sushy-tools and fence_redfish
 integration: peers
@@ -33,9 +37,10 @@ build:
 peers:
 	tests/peers/install.sh
 
-## harness: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, NHC, helm, node-agent
+## harness: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, NHC, helm, node-agent, olm-validate
 harness:
 	tests/harness/build.sh
+	tests/olm/build.sh
 
 cluster-up: harness
 	tests/harness/cluster.sh up
@@ -47,6 +52,7 @@ cluster-down:
 demo: harness peers build
 	tests/e2e/demo.sh
 
-## crds: regenerate crds/ from the API types
+## crds: regenerate crds/ from the API types, and the chart's and the bundle's copies
 crds:
 	$(CARGO) run -q -- crd > crds/coroner.yaml
+	bundle/generate.sh

@@ -1,17 +1,19 @@
 //! The `coroner` command line. Every flag can also be set through an environment variable
 //! `CORONER_<FLAG>`.
 
-use std::{sync::Arc, time::Duration as StdDuration};
+use std::{net::SocketAddr, sync::Arc, time::Duration as StdDuration};
 
-use clap::{Parser, Subcommand};
+use clap::{ArgAction, Parser, Subcommand};
 use kube::Client;
+use tokio_util::sync::CancellationToken;
 
 use crate::{
     api,
     bmc::tls,
-    controller::{self, BmcSettings, Context},
+    controller::{self, BmcSettings, Context, Settings, VerifySettings},
     gates::StormLimits,
-    telemetry::{self, LogFormat},
+    leader::Election,
+    telemetry::{self, Health, LogFormat, Metrics},
 };
 
 #[derive(Debug, Parser)]
@@ -28,7 +30,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the operator against the current kubeconfig or the in-cluster config.
-    Controller(ControllerArgs),
+    Controller(Box<ControllerArgs>),
     /// Print every CRD coroner serves, as YAML.
     Crd,
     /// Print the version.
@@ -41,6 +43,7 @@ pub struct ControllerArgs {
     #[arg(long, env = "CORONER_NAMESPACE")]
     pub namespace: Option<String>,
 
+    /// Log lines as text, or as JSON objects with the remediation, node and binding as fields.
     #[arg(long, env = "CORONER_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
 
@@ -61,8 +64,41 @@ pub struct ControllerArgs {
     #[arg(long, env = "CORONER_MAX_FENCES_PER_WINDOW", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_fences_per_window: u32,
 
+    /// The window of --max-fences-per-window.
     #[arg(long, env = "CORONER_FENCE_WINDOW", default_value = "10m")]
     pub fence_window: api::Duration,
+
+    /// Address of the admin port: /metrics, /healthz, /readyz.
+    #[arg(long, env = "CORONER_ADMIN_ADDRESS", default_value = "0.0.0.0:8080")]
+    pub admin_address: SocketAddr,
+
+    /// Elect one leader among the replicas through a Lease in the namespace; only the leader acts.
+    #[arg(long, env = "CORONER_LEADER_ELECTION", default_value_t = true, action = ArgAction::Set)]
+    pub leader_election: bool,
+
+    /// The leader Lease, in the namespace.
+    #[arg(long, env = "CORONER_LEASE_NAME", default_value = "coroner-leader")]
+    pub lease_name: String,
+
+    /// How long the leader Lease lasts without renewal.
+    #[arg(long, env = "CORONER_LEASE_DURATION", default_value = "15s")]
+    pub lease_duration: api::Duration,
+
+    /// How often every BmcBinding is verified (±10 %), besides on every change.
+    #[arg(long, env = "CORONER_VERIFY_INTERVAL", default_value = "10m")]
+    pub verify_interval: api::Duration,
+
+    /// At most this many bindings verified at once.
+    #[arg(long, env = "CORONER_VERIFY_CONCURRENCY", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
+    pub verify_concurrency: u16,
+
+    /// This replica's pod (the leader's identity); default $POD_NAME, else a random name.
+    #[arg(long, env = "CORONER_POD_NAME")]
+    pub pod_name: Option<String>,
+
+    /// The node this replica runs on (the leader never fences it); default $NODE_NAME.
+    #[arg(long, env = "CORONER_NODE_NAME")]
+    pub node_name: Option<String>,
 }
 
 /// The error `main` reports before exiting non-zero.
@@ -76,6 +112,10 @@ pub enum CliError {
     Yaml(#[from] serde_saphyr::SerializeError),
     #[error("cannot install the TLS crypto provider")]
     CryptoProvider,
+    #[error("admin port: {0}")]
+    Admin(std::io::Error),
+    #[error("{0}")]
+    Controller(controller::Error),
 }
 
 pub async fn run(cli: Cli) -> Result<(), CliError> {
@@ -88,7 +128,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
             println!("coroner {}", env!("CARGO_PKG_VERSION"));
             Ok(())
         }
-        Command::Controller(args) => run_controller(args).await,
+        Command::Controller(args) => run_controller(*args).await,
     }
 }
 
@@ -105,29 +145,62 @@ pub fn crds_yaml() -> Result<String, serde_saphyr::SerializeError> {
 
 async fn run_controller(args: ControllerArgs) -> Result<(), CliError> {
     telemetry::init(args.log_format);
-    let namespace = args
-        .namespace
-        .or_else(|| std::env::var("POD_NAMESPACE").ok())
-        .filter(|ns| !ns.is_empty())
-        .ok_or(CliError::NoNamespace)?;
+    let from_env =
+        |value: Option<String>, var: &str| value.or_else(|| std::env::var(var).ok()).filter(|v| !v.is_empty());
+    let namespace = from_env(args.namespace, "POD_NAMESPACE").ok_or(CliError::NoNamespace)?;
+    let pod_name = from_env(args.pod_name, "POD_NAME");
+    let node_name = from_env(args.node_name, "NODE_NAME");
     // One crypto provider for the process: kube's client and the BMC clients both use ring.
     rustls::crypto::CryptoProvider::install_default(Arc::unwrap_or_clone(tls::crypto_provider()))
         .map_err(|_| CliError::CryptoProvider)?;
     let client = Client::try_default().await?;
     let instance = uuid::Uuid::new_v4().to_string();
-    let bmc = BmcSettings {
-        request_timeout: args.bmc_request_timeout.get(),
-        read_retries: args.bmc_read_retries,
-        retry_backoff: StdDuration::from_millis(250),
+    let election = args.leader_election.then(|| Election {
+        lease_name: args.lease_name.clone(),
+        namespace: namespace.clone(),
+        identity: pod_name.clone().unwrap_or_else(|| format!("coroner-{instance}")),
+        lease_duration: args.lease_duration.get(),
+    });
+    let settings = Settings {
+        namespace,
+        instance,
+        bmc: BmcSettings {
+            request_timeout: args.bmc_request_timeout.get(),
+            read_retries: args.bmc_read_retries,
+            retry_backoff: StdDuration::from_millis(250),
+        },
+        limits: StormLimits {
+            max_concurrent: args.max_concurrent_fences,
+            max_per_window: args.max_fences_per_window,
+            window: args.fence_window.get(),
+        },
+        verify: VerifySettings { interval: args.verify_interval.get(), concurrency: args.verify_concurrency },
+        election,
+        node_name,
+        pod_name,
     };
-    let limits = StormLimits {
-        max_concurrent: args.max_concurrent_fences,
-        max_per_window: args.max_fences_per_window,
-        window: args.fence_window.get(),
-    };
-    let ctx = Arc::new(Context::new(client, namespace, instance, bmc, limits));
-    controller::run(ctx, shutdown_signal()).await;
-    Ok(())
+    let (metrics, registry) = Metrics::new();
+    let health = Health::default();
+    let shutdown = CancellationToken::new();
+    let admin = tokio::spawn(telemetry::serve(
+        args.admin_address,
+        registry,
+        health.clone(),
+        shutdown.clone().cancelled_owned(),
+    ));
+    let ctx = Arc::new(Context::new(client, settings, metrics));
+    let signal = shutdown.clone();
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        tracing::info!("shutting down: no new work, releasing the leader Lease");
+        signal.cancel();
+    });
+    let result = controller::run(ctx, health, shutdown.clone()).await;
+    shutdown.cancel();
+    if let Ok(Err(error)) = admin.await {
+        return Err(CliError::Admin(error));
+    }
+    result.map_err(CliError::Controller)
 }
 
 async fn shutdown_signal() {

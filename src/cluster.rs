@@ -149,6 +149,7 @@ pub async fn release_with_taint(
             return Ok(Err(alive));
         }
         let released = |taint_owned| Released {
+            at: Timestamp::now(),
             node_ready: snapshot.ready.clone().unwrap_or_default(),
             lease_renew_time: snapshot.lease_renew_time,
             taint_owned,
@@ -203,6 +204,7 @@ pub async fn release_by_deletion(
         }
     }
     Ok(Ok(Released {
+        at: Timestamp::now(),
         node_ready: snapshot.ready.unwrap_or_default(),
         lease_renew_time: snapshot.lease_renew_time,
         taint_owned: false,
@@ -333,3 +335,26 @@ pub async fn record_binding_status(
 
 /// How long to wait before looking at an API object again after a transient error.
 pub const ERROR_REQUEUE: StdDuration = StdDuration::from_secs(2);
+
+/// How many other replicas of this coroner (pods with the same `app.kubernetes.io/name` and
+/// `app.kubernetes.io/instance` labels as `pod`) are Ready: whether leadership can be handed over.
+pub async fn ready_siblings(client: &Client, namespace: &str, pod: &str) -> Result<usize, kube::Error> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let Some(me) = pods.get_opt(pod).await? else { return Ok(0) };
+    let selector: Vec<String> = ["app.kubernetes.io/name", "app.kubernetes.io/instance"]
+        .iter()
+        .filter_map(|key| me.labels().get(*key).map(|value| format!("{key}={value}")))
+        .collect();
+    if selector.is_empty() {
+        return Ok(0);
+    }
+    let ready = |p: &Pod| {
+        p.metadata.deletion_timestamp.is_none()
+            && p.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+    };
+    let others = pods.list(&ListParams::default().labels(&selector.join(","))).await?.items;
+    Ok(others.iter().filter(|p| p.name_any() != pod && ready(p)).count())
+}

@@ -131,6 +131,7 @@ reasons! {
     ControlPlaneNever => Final, None, "the node is a control-plane node and the template says controlPlane: Never";
     NodeLeaseFresh => Waiting, NhcTimeout, "coroner saw the node's Lease renewed within leaseFreshness: something on the node may still be alive";
     ControlPlaneQuorumGuard => Waiting, NhcTimeout, "fencing this control-plane node now could cost etcd quorum, or another control-plane node is being fenced";
+    LeaderOnTargetNode => Waiting, NhcTimeout, "coroner's leader runs on the node to fence: it hands leadership to another ready replica, or waits";
     Queued => Waiting, NhcTimeout, "a storm limit is reached (concurrent fences, fences per window, or one action per BMC); the message gives the place in the queue";
     NoBmcBinding => Final, None, "no BmcBinding names this node";
     BindingConflict => Final, None, "more than one BmcBinding claims this node";

@@ -15,5 +15,7 @@ pub mod controller;
 pub mod fence;
 pub mod gates;
 pub mod identity;
+pub mod leader;
 pub mod taints;
 pub mod telemetry;
+pub mod verification;

@@ -120,6 +120,7 @@ async fn fence(
                 observation
             }
             Plan::Release => Observation::Release(Ok(Released {
+                at: Timestamp::now(),
                 node_ready: "Unknown".into(),
                 lease_renew_time: None,
                 taint_owned: true,

@@ -116,6 +116,7 @@ pub struct Retry {
     /// Number of whole power-off attempts, at least 1.
     #[serde(default = "defaults::retry_count")]
     #[schemars(range(min = 1))]
+    #[schemars(extend("format" = "int32"))]
     pub count: u32,
 
     /// Pause between two attempts.
@@ -172,6 +173,8 @@ impl Default for CoronerRemediationSpec {
     }
 }
 
+// Counters are u32 in Rust; the schema says int32, a format the API server knows (it warns on uint32).
+
 /// Where a fence stands. Persisted so that a restarted coroner resumes instead of repeating or
 /// skipping a step.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
@@ -223,6 +226,10 @@ pub struct CoronerRemediationStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<Phase>,
 
+    /// When the remediation entered its current phase.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase_since: Option<MicroTime>,
+
     /// The state machine's working memory: attempts, the persisted intent of the next BMC mutation,
     /// the current run of Off readings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -242,6 +249,7 @@ pub struct CoronerRemediationStatus {
 pub struct Progress {
     /// The running attempt (identity checks, then power-off attempts, then power-on), 1-based.
     #[serde(default)]
+    #[schemars(extend("format" = "int32"))]
     pub attempt: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempt_started_at: Option<MicroTime>,
@@ -283,6 +291,7 @@ impl PowerAction {
 #[serde(rename_all = "camelCase")]
 pub struct Intent {
     pub action: PowerAction,
+    #[schemars(extend("format" = "int32"))]
     pub attempt: u32,
     pub decided_at: MicroTime,
     /// The coroner process that decided it.
@@ -297,6 +306,7 @@ pub struct Intent {
 pub struct OffRun {
     /// The coroner process that took these readings: readings from before a restart never count.
     pub instance: String,
+    #[schemars(extend("format" = "int32"))]
     pub count: u32,
     /// The first readings of the run (at most 3) and the latest ones (at most 5).
     pub first: Vec<Reading>,
@@ -374,6 +384,7 @@ pub struct IdentityEvidence {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PowerOffEvidence {
+    #[schemars(extend("format" = "int32"))]
     pub attempts: u32,
     /// When each ForceOff was sent and what the BMC answered (bounded by the retry budget).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -391,6 +402,7 @@ pub struct PowerOffEvidence {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ResetRecord {
+    #[schemars(extend("format" = "int32"))]
     pub attempt: u32,
     pub sent_at: MicroTime,
     pub result: String,
@@ -409,6 +421,7 @@ pub struct ReleaseEvidence {
     #[serde(default)]
     pub taint_owned: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "int32"))]
     pub pods_deleted: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub taint_removed_at: Option<MicroTime>,

@@ -1,6 +1,7 @@
-//! kube-runtime wiring: the controllers for remediations and templates, their shared context, and
-//! the error policy.
+//! kube-runtime wiring: leader election, the controllers for remediations, templates and bindings,
+//! their shared context, the error policy and the gauges.
 
+mod binding;
 mod leases;
 mod remediation;
 mod template;
@@ -9,30 +10,41 @@ pub use leases::LeaseTracker;
 
 use std::{sync::Arc, time::Duration as StdDuration};
 
-use futures::{StreamExt, future};
+use futures::StreamExt;
+use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
 use kube::{
     Api, Client, ResourceExt,
+    api::ListParams,
     runtime::{
         Controller,
-        controller::Action,
+        controller::{Action, Config as ControllerConfig},
         events::{Event, EventType, Recorder, Reporter},
         reflector::ObjectRef,
         watcher,
     },
 };
+use kube_lease_manager::LeaseManagerBuilder;
+use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::{
-    api::{CoronerRemediation, CoronerRemediationTemplate, Phase},
-    cluster::{self, ClusterError},
-    contract,
+    api::{BmcBinding, CoronerRemediation, CoronerRemediationTemplate, FenceAction, Phase, conditions},
+    bmc::{RedfishClient, RedfishConfig},
+    cluster::{self, BindingError, ClusterError},
+    contract::{self, Reason},
     fence::Notice,
     gates::StormLimits,
+    identity::Claim,
+    leader::Election,
+    telemetry::{Health, Metrics},
+    verification,
 };
 
 /// The component name in Events and field managers.
 pub const MANAGER: &str = "coroner";
+/// How often the gauges are recomputed.
+const GAUGE_PERIOD: StdDuration = StdDuration::from_secs(5);
 
 /// Settings for talking to BMCs.
 #[derive(Clone, Copy, Debug)]
@@ -42,19 +54,40 @@ pub struct BmcSettings {
     pub retry_backoff: StdDuration,
 }
 
-pub struct Context {
-    pub client: Client,
+/// Continuous BmcBinding verification.
+#[derive(Clone, Copy, Debug)]
+pub struct VerifySettings {
+    pub interval: StdDuration,
+    pub concurrency: u16,
+}
+
+/// Everything fixed for the life of the process.
+pub struct Settings {
     /// coroner acts only on remediations, templates and bindings in this namespace.
     pub namespace: String,
     /// This process; readings taken by an earlier process never count towards a proof.
     pub instance: String,
-    pub recorder: Recorder,
     pub bmc: BmcSettings,
     pub limits: StormLimits,
+    pub verify: VerifySettings,
+    /// `None`: no leader election (one replica acts alone).
+    pub election: Option<Election>,
+    /// The node and pod this replica runs as: the leader never fences its own node.
+    pub node_name: Option<String>,
+    pub pod_name: Option<String>,
+}
+
+pub struct Context {
+    pub client: Client,
+    pub settings: Settings,
+    pub recorder: Recorder,
+    pub metrics: Metrics,
     pub leases: LeaseTracker,
     /// Admissions happen one at a time (so two remediations cannot both take the last slot), and
     /// this remembers when fences were admitted, for the per-window budget.
     pub admissions: tokio::sync::Mutex<Admissions>,
+    /// Asks the leadership loop to hand leadership over to another replica.
+    pub step_down: tokio::sync::Notify,
 }
 
 /// When fences were admitted. Seeded from the remediations that still exist when coroner starts; a
@@ -62,23 +95,69 @@ pub struct Context {
 #[derive(Debug, Default)]
 pub struct Admissions {
     pub seeded: bool,
-    pub times: Vec<jiff::Timestamp>,
+    pub times: Vec<Timestamp>,
 }
 
 impl Context {
-    pub fn new(client: Client, namespace: String, instance: String, bmc: BmcSettings, limits: StormLimits) -> Self {
-        let reporter = Reporter { controller: MANAGER.into(), instance: Some(instance.clone()) };
+    pub fn new(client: Client, settings: Settings, metrics: Metrics) -> Self {
+        let reporter = Reporter { controller: MANAGER.into(), instance: Some(settings.instance.clone()) };
         let recorder = Recorder::new(client.clone(), reporter);
         Self {
             client,
-            namespace,
-            instance,
+            settings,
             recorder,
-            bmc,
-            limits,
+            metrics,
             leases: LeaseTracker::default(),
             admissions: tokio::sync::Mutex::new(Admissions::default()),
+            step_down: tokio::sync::Notify::new(),
         }
+    }
+
+    pub fn namespace(&self) -> &str {
+        &self.settings.namespace
+    }
+
+    /// The Redfish client a binding describes. `Ok(Err(message))`: what the binding refers to (its
+    /// Secret, CA bundle, pin, endpoint) cannot be used.
+    async fn redfish_client(&self, binding: &BmcBinding) -> Result<Result<RedfishClient, String>, Error> {
+        let name = binding.name_any();
+        let (credentials, trust) =
+            match (cluster::credentials(&self.client, binding).await, cluster::trust(&self.client, binding).await) {
+                (Ok(credentials), Ok(trust)) => (credentials, trust),
+                (Err(BindingError::Kube(e)), _) | (_, Err(BindingError::Kube(e))) => return Err(e.into()),
+                (Err(BindingError::Invalid(message)), _) | (_, Err(BindingError::Invalid(message))) => {
+                    return Ok(Err(format!("BmcBinding {name}: {message}")));
+                }
+            };
+        let bmc = self.settings.bmc;
+        let config = RedfishConfig {
+            endpoint: binding.spec.redfish.endpoint.clone(),
+            trust,
+            credentials,
+            request_timeout: bmc.request_timeout,
+            read_retries: bmc.read_retries,
+            retry_backoff: bmc.retry_backoff,
+        };
+        Ok(RedfishClient::new(config).map_err(|e| format!("BmcBinding {name}: {e}")))
+    }
+
+    /// Every other Node's systemUUID and every other binding's last verified UUID: what must not
+    /// match the node's machine. Never asks another BMC.
+    async fn claims(&self, node_name: &str, binding: &BmcBinding) -> Result<Vec<Claim>, Error> {
+        let nodes = Api::<Node>::all(self.client.clone()).list(&ListParams::default()).await?.items;
+        let node_claims = nodes.into_iter().filter(|n| n.name_any() != node_name).filter_map(|n| {
+            let uuid = n.status.and_then(|s| s.node_info).map(|i| i.system_uuid).filter(|u| !u.is_empty())?;
+            Some(Claim { owner: format!("Node {}", n.metadata.name.unwrap_or_default()), uuid })
+        });
+        let bindings = Api::<BmcBinding>::namespaced(self.client.clone(), self.namespace())
+            .list(&ListParams::default())
+            .await?
+            .items;
+        let binding_claims = bindings.into_iter().filter(|b| b.uid() != binding.uid()).filter_map(|b| {
+            let uuid = b.status.as_ref().and_then(|s| s.uuid.clone())?;
+            Some(Claim { owner: format!("BmcBinding {}/{}", self.namespace(), b.name_any()), uuid })
+        });
+        Ok(node_claims.chain(binding_claims).collect())
     }
 
     /// Publishes an Event; failing to record one never fails a fence.
@@ -106,6 +185,10 @@ pub enum Error {
     Incomplete(&'static str),
     #[error("finalizer: {0}")]
     Finalizer(#[source] Box<kube::runtime::finalizer::Error<Error>>),
+    #[error("not sending to the BMC: {0}")]
+    NotLeader(String),
+    #[error("leader election: {0}")]
+    Election(#[from] kube_lease_manager::LeaseManagerError),
 }
 
 impl Error {
@@ -116,13 +199,24 @@ impl Error {
             Self::Kube(kube::Error::Api(status)) if status.code == 409 => "conflict",
             Self::Kube(_) => "kube-api",
             Self::Incomplete(_) => "invalid-object",
-            Self::Finalizer(_) => "finalizer",
+            Self::Finalizer(inner) => match inner.as_ref() {
+                kube::runtime::finalizer::Error::ApplyFailed(e) | kube::runtime::finalizer::Error::CleanupFailed(e) => {
+                    e.category()
+                }
+                _ => "finalizer",
+            },
+            Self::NotLeader(_) => "not-leader",
+            Self::Election(_) => "election",
         }
     }
 }
 
-fn error_policy<K>(_object: Arc<K>, error: &Error, _ctx: Arc<Context>) -> Action {
+fn error_policy<K>(_object: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action {
     warn!(%error, category = error.category(), "reconcile failed; retrying");
+    ctx.metrics
+        .reconcile_errors
+        .get_or_create(&crate::telemetry::CategoryLabels { category: error.category().into() })
+        .inc();
     Action::requeue(cluster::ERROR_REQUEUE)
 }
 
@@ -130,21 +224,98 @@ fn is_pending(remediation: &CoronerRemediation) -> bool {
     remediation.status.as_ref().and_then(|s| s.phase).unwrap_or_default() == Phase::Pending
 }
 
-/// Runs the remediation and template controllers until `shutdown` resolves.
-pub async fn run(ctx: Arc<Context>, shutdown: impl future::Future<Output = ()> + Send + Sync + 'static) {
-    let remediations: Api<CoronerRemediation> = Api::namespaced(ctx.client.clone(), &ctx.namespace);
-    let templates: Api<CoronerRemediationTemplate> = Api::namespaced(ctx.client.clone(), &ctx.namespace);
-    let nodes: Api<Node> = Api::all(ctx.client.clone());
-    let shutdown = future::Shared::clone(&futures::FutureExt::shared(shutdown));
-
+/// Runs coroner until `shutdown` is cancelled: the controllers run only while this replica leads
+/// (always, without election). On shutdown the controllers stop taking work and the Lease is released.
+pub async fn run(ctx: Arc<Context>, health: Health, shutdown: CancellationToken) -> Result<(), Error> {
     tokio::spawn(ctx.leases.clone().run(ctx.client.clone()));
+    tokio::spawn(refresh_gauges(ctx.clone(), shutdown.clone()));
+    let Some(election) = ctx.settings.election.clone() else {
+        health.set_ready(true);
+        ctx.metrics.leader.set(1);
+        run_controllers(ctx, shutdown).await;
+        return Ok(());
+    };
+    let seconds = election.lease_duration.as_secs().max(3);
+    let manager = LeaseManagerBuilder::new(ctx.client.clone(), &election.lease_name)
+        .with_namespace(&election.namespace)
+        .with_identity(&election.identity)
+        .with_duration(seconds)
+        // Renew at half-life: the Lease then always has at least half its duration left, which
+        // is what the check before a BMC mutation needs.
+        .with_grace((seconds / 2).max(1))
+        .build()
+        .await?;
+    health.set_ready(true);
+    info!(identity = %election.identity, lease = %election.lease_name, "standing for election");
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => break,
+            changed = manager.changed() => match changed {
+                Ok(true) => {}
+                Ok(false) => continue,
+                Err(error) => {
+                    warn!(%error, "leader election");
+                    tokio::time::sleep(StdDuration::from_secs(1)).await;
+                    continue;
+                }
+            },
+        }
+        info!(identity = %election.identity, "became the leader");
+        ctx.metrics.leader.set(1);
+        ctx.metrics.leader_changes.inc();
+        let term = shutdown.child_token();
+        let controllers = tokio::spawn(run_controllers(ctx.clone(), term.clone()));
+        let handing_over = loop {
+            tokio::select! {
+                () = shutdown.cancelled() => break false,
+                () = ctx.step_down.notified() => break true,
+                changed = manager.changed() => match changed {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        warn!("lost leadership; in-flight fences send nothing more");
+                        break false;
+                    }
+                    Err(error) => {
+                        // Without renewals the Lease runs out; stop acting before someone else starts.
+                        warn!(%error, "cannot renew the leader Lease; stepping down");
+                        break true;
+                    }
+                },
+            }
+        };
+        term.cancel();
+        let _ = controllers.await;
+        ctx.metrics.leader.set(0);
+        if let Err(error) = manager.release().await {
+            warn!(%error, "could not release the leader Lease");
+        }
+        if shutdown.is_cancelled() {
+            break;
+        }
+        if handing_over {
+            info!("handed leadership over; standing aside for two Lease durations");
+            tokio::time::sleep(election.lease_duration * 2).await;
+        }
+    }
+    if let Err(error) = manager.release().await {
+        warn!(%error, "could not release the leader Lease");
+    }
+    ctx.metrics.leader.set(0);
+    Ok(())
+}
+
+/// The remediation, template and binding controllers, until `stop` is cancelled.
+async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
+    let client = ctx.client.clone();
+    let namespace = ctx.namespace().to_owned();
+    let remediations: Api<CoronerRemediation> = Api::namespaced(client.clone(), &namespace);
     let remediation_controller = Controller::new(remediations, watcher::Config::default());
     let by_node = remediation_controller.store();
     let pending = remediation_controller.store();
     // A node change wakes the remediations for that node (found through NHC's node-name annotation)
     // and every pending one (quorum and queues depend on other nodes); so does an etcd pod change.
     let remediation_controller = remediation_controller
-        .watches(nodes, watcher::Config::default(), move |node: Node| {
+        .watches(Api::<Node>::all(client.clone()), watcher::Config::default(), move |node: Node| {
             let name = node.name_any();
             by_node
                 .state()
@@ -153,32 +324,103 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl future::Future<Output = ()> +
                 .map(|r| ObjectRef::from_obj(&*r))
                 .collect::<Vec<_>>()
         })
-        .watches(
-            Api::<Pod>::all(ctx.client.clone()),
-            watcher::Config::default().labels("component=etcd"),
-            move |_: Pod| {
-                pending
-                    .state()
-                    .into_iter()
-                    .filter(|r| is_pending(r))
-                    .map(|r| ObjectRef::from_obj(&*r))
-                    .collect::<Vec<_>>()
-            },
-        )
-        .graceful_shutdown_on(shutdown.clone())
+        .watches(Api::<Pod>::all(client.clone()), watcher::Config::default().labels("component=etcd"), move |_: Pod| {
+            pending.state().into_iter().filter(|r| is_pending(r)).map(|r| ObjectRef::from_obj(&*r)).collect::<Vec<_>>()
+        })
+        .graceful_shutdown_on(stop.clone().cancelled_owned())
         .run(remediation::reconcile, error_policy, ctx.clone())
-        .for_each(|result| async move {
-            if let Err(error) = result {
-                warn!(%error, "remediation controller");
-            }
-        });
-
-    let template_controller = Controller::new(templates, watcher::Config::default())
-        .graceful_shutdown_on(shutdown)
-        .run(template::reconcile, error_policy, ctx.clone())
         .for_each(|_| async {});
-
-    info!(namespace = %ctx.namespace, instance = %ctx.instance, "controllers started");
-    future::join(remediation_controller, template_controller).await;
+    let template_controller = Controller::new(
+        Api::<CoronerRemediationTemplate>::namespaced(client.clone(), &namespace),
+        watcher::Config::default(),
+    )
+    .graceful_shutdown_on(stop.clone().cancelled_owned())
+    .run(template::reconcile, error_policy, ctx.clone())
+    .for_each(|_| async {});
+    let binding_controller =
+        Controller::new(Api::<BmcBinding>::namespaced(client, &namespace), watcher::Config::default())
+            .with_config(ControllerConfig::default().concurrency(ctx.settings.verify.concurrency))
+            .graceful_shutdown_on(stop.cancelled_owned())
+            .run(binding::reconcile, error_policy, ctx.clone())
+            .for_each(|_| async {});
+    info!(namespace, instance = %ctx.settings.instance, "controllers started");
+    futures::join!(remediation_controller, template_controller, binding_controller);
     info!("controllers stopped");
+}
+
+/// Recomputes the gauges from the API every few seconds: slots in use, the queue, bindings by state,
+/// time in phase, and nodes left off.
+async fn refresh_gauges(ctx: Arc<Context>, shutdown: CancellationToken) {
+    let remediations: Api<CoronerRemediation> = Api::namespaced(ctx.client.clone(), ctx.namespace());
+    let bindings: Api<BmcBinding> = Api::namespaced(ctx.client.clone(), ctx.namespace());
+    let metrics = &ctx.metrics;
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = tokio::time::sleep(GAUGE_PERIOD) => {}
+        }
+        let now = Timestamp::now();
+        if let Ok(list) = remediations.list(&ListParams::default()).await {
+            let phase = |r: &CoronerRemediation| r.status.as_ref().and_then(|s| s.phase).unwrap_or_default();
+            let reason = |r: &CoronerRemediation| {
+                r.status
+                    .as_ref()
+                    .and_then(|s| conditions::find(&s.conditions, contract::SUCCEEDED))
+                    .map(|c| c.reason.clone())
+                    .unwrap_or_default()
+            };
+            let in_flight = list.items.iter().filter(|r| {
+                matches!(
+                    phase(r),
+                    Phase::VerifyingIdentity
+                        | Phase::PoweringOff
+                        | Phase::ConfirmingOff
+                        | Phase::Releasing
+                        | Phase::PoweringOn
+                )
+            });
+            metrics.remediations_in_flight.set(gauge_count(in_flight.count()));
+            let queued =
+                list.items.iter().filter(|r| phase(r) == Phase::Pending && reason(r) == Reason::Queued.as_str());
+            metrics.remediations_queued.set(gauge_count(queued.count()));
+            metrics.remediation_phase_seconds.clear();
+            metrics.nodes_left_off_seconds.clear();
+            for r in &list.items {
+                let Some(status) = r.status.as_ref() else { continue };
+                if let Some(since) = status.phase_since.as_ref() {
+                    let labels =
+                        crate::telemetry::PhaseLabels { remediation: r.name_any(), phase: phase(r).as_str().into() };
+                    metrics
+                        .remediation_phase_seconds
+                        .get_or_create(&labels)
+                        .set(now.duration_since(since.0).as_secs_f64());
+                }
+                let released = status.evidence.as_ref().and_then(|e| e.release.as_ref());
+                if r.spec.action == FenceAction::Off
+                    && phase(r) == Phase::Done
+                    && let Some(released) = released
+                {
+                    let node = contract::node_name(&r.metadata).unwrap_or_default().to_owned();
+                    metrics
+                        .nodes_left_off_seconds
+                        .get_or_create(&crate::telemetry::NodeLabels { node })
+                        .set(now.duration_since(released.released_at.0).as_secs_f64());
+                }
+            }
+        }
+        if let Ok(list) = bindings.list(&ListParams::default()).await {
+            metrics.bmc_bindings.clear();
+            for state in ["verified", "unverified", "invalid"] {
+                let count = list.items.iter().filter(|b| verification::state(b.status.as_ref()) == state).count();
+                metrics
+                    .bmc_bindings
+                    .get_or_create(&crate::telemetry::StateLabels { state: state.into() })
+                    .set(gauge_count(count));
+            }
+        }
+    }
+}
+
+fn gauge_count(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
 }

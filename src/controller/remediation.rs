@@ -7,33 +7,31 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::{
     Api, Resource, ResourceExt,
-    api::ListParams,
+    api::{ListParams, Patch, PatchParams},
     runtime::{controller::Action, finalizer},
 };
 use tracing::{Instrument, debug, info, info_span};
 
 use super::{Admissions, Context, Error};
 use crate::{
-    api::{
-        BmcBinding, BmcBindingStatus, CoronerRemediation, CoronerRemediationStatus, Phase, RemediationStrategy,
-        conditions,
-    },
-    bmc::{self, Bmc, RedfishClient, RedfishConfig, SystemReading},
-    cluster::{self, BindingError},
+    api::{BmcBinding, CoronerRemediation, CoronerRemediationStatus, Phase, RemediationStrategy, conditions},
+    bmc::{self, Bmc, RedfishClient, SystemReading},
+    cluster,
     contract::{self, Reason},
     fence::{
-        self, BmcFailure, Decision, IdentityFound, IdentityProblem, NodeSnapshot, Notice, Observation, Plan,
-        PowerReading, Verdict,
+        self, BmcFailure, Decision, IdentityFound, IdentityProblem, NodeSnapshot, Observation, Plan, PowerReading,
+        Verdict,
     },
     gates::{self, Gate, GateInputs},
-    identity::Claim,
+    telemetry::{self, OutcomeLabels, StageLabels},
+    verification::{self, Check},
 };
 
 /// Steps one reconcile may take back to back (admission → identity → first reading …).
 const MAX_STEPS: usize = 8;
 
 pub async fn reconcile(remediation: Arc<CoronerRemediation>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let api: Api<CoronerRemediation> = Api::namespaced(ctx.client.clone(), &ctx.namespace);
+    let api: Api<CoronerRemediation> = Api::namespaced(ctx.client.clone(), ctx.namespace());
     let node = contract::node_name(&remediation.metadata).unwrap_or_default().to_owned();
     let span = info_span!("remediation", name = %remediation.name_any(), node = %node);
     finalizer::finalizer(&api, contract::FINALIZER, remediation, |event| async {
@@ -72,7 +70,7 @@ struct Fence<'a> {
 impl<'a> Fence<'a> {
     /// Reads the remediation afresh: the cache may trail coroner's own last status write.
     async fn load(ctx: &'a Context, cached: &CoronerRemediation) -> Result<Self, Error> {
-        let api: Api<CoronerRemediation> = Api::namespaced(ctx.client.clone(), &ctx.namespace);
+        let api: Api<CoronerRemediation> = Api::namespaced(ctx.client.clone(), ctx.namespace());
         let remediation = api.get(&cached.name_any()).await?;
         let node_name = contract::node_name(&remediation.metadata).ok_or(Error::Incomplete("node name"))?.to_owned();
         let uid = remediation.uid().ok_or(Error::Incomplete("uid"))?;
@@ -100,8 +98,20 @@ impl<'a> Fence<'a> {
         if let Some(decision) = fence::start(&self.status(), &self.node_name, now) {
             self.commit(decision, Some(&node)).await?;
         }
+        if self.ctx.settings.node_name.as_deref() == Some(self.node_name.as_str())
+            && !fence::phase_of(&self.status()).is_terminal()
+        {
+            return self.leader_on_target(&node, now).await;
+        }
         let mut node = node;
         for _ in 0..MAX_STEPS {
+            let status = self.status();
+            // Admissions are serialised: the storm limits count what the others already took, and
+            // the admission time is taken once the turn has come.
+            let mut admissions = match fence::phase_of(&status) {
+                Phase::Pending => Some(self.ctx.admissions.lock().await),
+                _ => None,
+            };
             let lease = cluster::node_lease(&self.ctx.client, &self.node_name).await?;
             let snapshot = NodeSnapshot::new(&node, lease, &self.uid);
             let now = Timestamp::now();
@@ -114,21 +124,19 @@ impl<'a> Fence<'a> {
                 Gate::Wait(reason, message) | Gate::Refuse(reason, message) => Some((reason, message)),
                 Gate::Admit => None,
             };
-            let context =
-                fence::Context { now, instance: &self.ctx.instance, node: &snapshot, hold_power_action: hold.as_ref() };
-            let status = self.status();
+            let context = fence::Context {
+                now,
+                instance: &self.ctx.settings.instance,
+                node: &snapshot,
+                hold_power_action: hold.as_ref(),
+            };
             let plan = fence::plan(&spec, &status, context);
             debug!(phase = fence::phase_of(&status).as_str(), ?plan, "step");
-            // Admissions are serialised: the storm limits count what the others already took.
-            let mut admissions = match plan {
-                Plan::Admit => Some(self.ctx.admissions.lock().await),
-                _ => None,
-            };
-            let gathered = match admissions.as_deref_mut() {
-                Some(history) => {
+            let gathered = match (&plan, admissions.as_deref_mut()) {
+                (Plan::Admit, Some(history)) => {
                     Gathered::Plain(Observation::Admission(self.admission(&node, &snapshot, now, history).await?))
                 }
-                None => self.observe(&plan, &snapshot).await?,
+                _ => self.observe(&plan, &snapshot).await?,
             };
             let (observation, system) = gathered.split();
             let identity_observed = matches!(observation, Observation::Identity(_)).then(|| observation.clone());
@@ -172,6 +180,8 @@ impl<'a> Fence<'a> {
                     Ok(client) => client.system(system_path).await.map_err(|e| BmcFailure::from(&e)),
                     Err(failure) => Err(failure),
                 };
+                let binding = self.status().evidence.and_then(|e| e.identity).map(|i| i.binding).unwrap_or_default();
+                self.ctx.metrics.bmc(&binding, "read", reading.as_ref().map_or_else(|f| f.reason.as_str(), |_| "ok"));
                 Gathered::Reading(reading)
             }
             Plan::Release => {
@@ -193,7 +203,7 @@ impl<'a> Fence<'a> {
     }
 
     async fn bindings_for_node(&self) -> Result<Vec<BmcBinding>, Error> {
-        let api: Api<BmcBinding> = Api::namespaced(self.ctx.client.clone(), &self.ctx.namespace);
+        let api: Api<BmcBinding> = Api::namespaced(self.ctx.client.clone(), self.ctx.namespace());
         let all = api.list(&ListParams::default()).await?.items;
         Ok(all.into_iter().filter(|b| b.spec.node_name == self.node_name).collect())
     }
@@ -207,7 +217,7 @@ impl<'a> Fence<'a> {
         history: &mut Admissions,
     ) -> Result<Verdict, Error> {
         let client = &self.ctx.client;
-        let bindings = Api::<BmcBinding>::namespaced(client.clone(), &self.ctx.namespace)
+        let bindings = Api::<BmcBinding>::namespaced(client.clone(), self.ctx.namespace())
             .list(&ListParams::default())
             .await?
             .items;
@@ -227,7 +237,7 @@ impl<'a> Fence<'a> {
         let inputs = GateInputs {
             remediation: &self.remediation,
             node,
-            namespace: &self.ctx.namespace,
+            namespace: self.ctx.namespace(),
             now,
             lease: self.ctx.leases.sighting(&self.node_name, now),
             bindings: &bindings,
@@ -235,41 +245,13 @@ impl<'a> Fence<'a> {
             etcd_pods: &etcd_pods,
             remediations: &remediations,
             recent_admissions: &history.times,
-            limits: self.ctx.limits,
+            limits: self.ctx.settings.limits,
         };
         Ok(match gates::evaluate(&inputs) {
             Gate::Admit => Verdict::Admit(snapshot.evidence(now)),
             Gate::Wait(reason, message) => Verdict::Wait { reason, message },
             Gate::Refuse(reason, message) => Verdict::Refuse { reason, message },
         })
-    }
-
-    /// Builds the Redfish client for a binding; problems with what the binding refers to are final.
-    async fn client(&self, binding: &BmcBinding) -> Result<Result<RedfishClient, IdentityProblem>, Error> {
-        let invalid = |message: String| Ok(Err(IdentityProblem::Binding { reason: Reason::BindingInvalid, message }));
-        let name = binding.name_any();
-        let credentials = match cluster::credentials(&self.ctx.client, binding).await {
-            Ok(credentials) => credentials,
-            Err(BindingError::Invalid(message)) => return invalid(format!("BmcBinding {name}: {message}")),
-            Err(BindingError::Kube(e)) => return Err(e.into()),
-        };
-        let trust = match cluster::trust(&self.ctx.client, binding).await {
-            Ok(trust) => trust,
-            Err(BindingError::Invalid(message)) => return invalid(format!("BmcBinding {name}: {message}")),
-            Err(BindingError::Kube(e)) => return Err(e.into()),
-        };
-        let config = RedfishConfig {
-            endpoint: binding.spec.redfish.endpoint.clone(),
-            trust,
-            credentials,
-            request_timeout: self.ctx.bmc.request_timeout,
-            read_retries: self.ctx.bmc.read_retries,
-            retry_backoff: self.ctx.bmc.retry_backoff,
-        };
-        Ok(RedfishClient::new(config).map_err(|e| IdentityProblem::Binding {
-            reason: Reason::BindingInvalid,
-            message: format!("BmcBinding {name}: {e}"),
-        }))
     }
 
     /// The client for the binding the identity was proven through.
@@ -282,14 +264,15 @@ impl<'a> Fence<'a> {
                 message: "no verified binding recorded".into(),
             }));
         };
-        let api: Api<BmcBinding> = Api::namespaced(self.ctx.client.clone(), &self.ctx.namespace);
+        let api: Api<BmcBinding> = Api::namespaced(self.ctx.client.clone(), self.ctx.namespace());
         let Some(binding) = api.get_opt(&name).await? else {
             let message = format!("BmcBinding {name} was deleted during the fence");
             return Ok(Err(BmcFailure { transient: false, reason: Reason::BindingInvalid, message }));
         };
-        Ok(self.client(&binding).await?.map_err(|problem| match problem {
-            IdentityProblem::Binding { reason, message } => BmcFailure { transient: false, reason, message },
-            IdentityProblem::Bmc(failure) => failure,
+        Ok(self.ctx.redfish_client(&binding).await?.map_err(|message| BmcFailure {
+            transient: false,
+            reason: Reason::BindingInvalid,
+            message,
         }))
     }
 
@@ -301,7 +284,7 @@ impl<'a> Fence<'a> {
             [binding] => binding,
             [] => {
                 let message =
-                    format!("no BmcBinding in namespace {} names node {}", self.ctx.namespace, self.node_name);
+                    format!("no BmcBinding in namespace {} names node {}", self.ctx.namespace(), self.node_name);
                 return Ok(Err(IdentityProblem::Binding { reason: Reason::NoBmcBinding, message }));
             }
             _ => {
@@ -309,9 +292,9 @@ impl<'a> Fence<'a> {
                 return Ok(Err(IdentityProblem::Binding { reason: Reason::BindingConflict, message }));
             }
         };
-        let client = match self.client(binding).await? {
+        let client = match self.ctx.redfish_client(binding).await? {
             Ok(client) => client,
-            Err(problem) => return Ok(Err(problem)),
+            Err(message) => return Ok(Err(IdentityProblem::Binding { reason: Reason::BindingInvalid, message })),
         };
         let pinned = binding.spec.redfish.system_id.as_deref();
         let system = match bmc::find_system(&client, pinned, &snapshot.system_uuid).await {
@@ -333,119 +316,71 @@ impl<'a> Fence<'a> {
             endpoint: binding.spec.redfish.endpoint.clone(),
             tls_verified: !binding.spec.tls.insecure_skip_verify,
             system,
-            claims: self.claims(binding).await?,
+            claims: self.ctx.claims(&self.node_name, binding).await?,
         }))
     }
 
-    /// Every other Node's systemUUID and every other binding's last verified UUID.
-    async fn claims(&self, binding: &BmcBinding) -> Result<Vec<Claim>, Error> {
-        let nodes = self.nodes.list(&ListParams::default()).await?.items;
-        let node_claims = nodes.into_iter().filter(|n| n.name_any() != self.node_name).filter_map(|n| {
-            let uuid = n.status.and_then(|s| s.node_info).map(|i| i.system_uuid).filter(|u| !u.is_empty())?;
-            Some(Claim { owner: format!("Node {}", n.metadata.name.unwrap_or_default()), uuid })
-        });
-        let bindings: Api<BmcBinding> = Api::namespaced(self.ctx.client.clone(), &self.ctx.namespace);
-        let binding_claims = bindings
-            .list(&ListParams::default())
-            .await?
-            .items
-            .into_iter()
-            .filter(|b| b.uid() != binding.uid())
-            .filter_map(|b| {
-                let uuid = b.status.as_ref().and_then(|s| s.uuid.clone())?;
-                Some(Claim { owner: format!("BmcBinding {}/{}", self.ctx.namespace, b.name_any()), uuid })
-            });
-        Ok(node_claims.chain(binding_claims).collect())
-    }
-
-    /// Records the identity check on the binding's status: an early warning for other fences.
+    /// Records the fence's identity check on the binding's status too: an early warning for other
+    /// fences and for the binding's own verification.
     async fn record_verification(&self, found: &Result<IdentityFound, IdentityProblem>) {
-        let status = self.status();
-        let api: Api<BmcBinding> = Api::namespaced(self.ctx.client.clone(), &self.ctx.namespace);
-        let name = match found {
-            Ok(found) => found.binding.clone(),
-            Err(_) => match self.bindings_for_node().await.ok().as_deref() {
-                Some([binding]) => binding.name_any(),
-                _ => return,
-            },
-        };
-        let Ok(Some(binding)) = api.get_opt(&name).await else { return };
-        let now = Timestamp::now();
-        let mut binding_status = binding.status.clone().unwrap_or_default();
-        let succeeded = conditions::find(&status.conditions, contract::SUCCEEDED);
-        let verified = status.evidence.as_ref().and_then(|e| e.identity.as_ref()).filter(|i| i.binding == name);
-        match (found, verified) {
-            (Ok(found), Some(identity)) => {
-                set_binding_conditions(&mut binding_status, true, "Reachable", "the BMC answered", now);
-                conditions::set(
-                    &mut binding_status.conditions,
-                    "IdentityVerified",
-                    conditions::TRUE,
-                    "UuidMatched",
-                    &format!("{:?} match with node {}", identity.match_kind, self.node_name),
-                    now,
-                );
-                binding_status.system_id = Some(found.system.id.clone());
-                binding_status.uuid = Some(found.system.uuid.clone());
-                binding_status.power_state = Some(found.system.power_state.to_string());
-                binding_status.last_verification_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now));
-            }
-            (Ok(_), None) => {
-                set_binding_conditions(&mut binding_status, true, "Reachable", "the BMC answered", now);
-                let (reason, message) = succeeded.map(|c| (c.reason.clone(), c.message.clone())).unwrap_or_default();
-                conditions::set(
-                    &mut binding_status.conditions,
-                    "IdentityVerified",
-                    conditions::FALSE,
-                    &reason,
-                    &message,
-                    now,
-                );
-            }
-            (Err(IdentityProblem::Bmc(failure)), _) => {
-                set_binding_conditions(&mut binding_status, false, failure.reason.as_str(), &failure.message, now);
-            }
-            (Err(IdentityProblem::Binding { reason, message }), _) => {
-                conditions::set(
-                    &mut binding_status.conditions,
-                    "IdentityVerified",
-                    conditions::FALSE,
-                    reason.as_str(),
-                    message,
-                    now,
-                );
-            }
-        }
-        if binding.spec.tls.insecure_skip_verify {
-            conditions::set(
-                &mut binding_status.conditions,
-                "TLSVerified",
-                conditions::FALSE,
-                "InsecureSkipVerify",
-                "insecureSkipVerify is set: the BMC's certificate is not verified",
-                now,
-            );
-        }
-        if binding.status.as_ref() != Some(&binding_status) {
-            if let Err(error) = cluster::record_binding_status(&self.ctx.client, &binding, &binding_status).await {
-                tracing::warn!(%error, binding = %name, "could not record the verification on the BmcBinding");
-            }
-            if binding.spec.tls.insecure_skip_verify {
-                let notice = Notice {
-                    warning: true,
-                    reason: "InsecureSkipVerify".into(),
-                    message: "insecureSkipVerify is set: the BMC's certificate is not verified".into(),
+        let check = match found {
+            Ok(found) => {
+                let status = self.status();
+                let proven = status.evidence.as_ref().and_then(|e| e.identity.as_ref()).map(|i| i.match_kind);
+                let refused = conditions::find(&status.conditions, contract::SUCCEEDED)
+                    .map(|c| (Reason::IdentityMismatch, c.message.clone()));
+                let identity = match (proven, refused) {
+                    (Some(matched), _) => Ok(matched),
+                    (None, Some((reason, message))) => Err((reason, message)),
+                    (None, None) => return,
                 };
-                self.ctx.publish(&binding.object_ref(&()), &notice, "Verify").await;
+                let system = &found.system;
+                Check::Read {
+                    system_id: system.id.clone(),
+                    uuid: system.uuid.clone(),
+                    power_state: system.power_state.to_string(),
+                    identity,
+                }
             }
+            Err(IdentityProblem::Bmc(failure)) => {
+                Check::Failed { reason: failure.reason, message: failure.message.clone() }
+            }
+            Err(IdentityProblem::Binding { .. }) => return,
+        };
+        let api: Api<BmcBinding> = Api::namespaced(self.ctx.client.clone(), self.ctx.namespace());
+        let bindings = match self.bindings_for_node().await {
+            Ok(bindings) => bindings,
+            Err(_) => return,
+        };
+        let [binding] = bindings.as_slice() else { return };
+        let mut status = binding.status.clone().unwrap_or_default();
+        let notices = verification::record(
+            &mut status,
+            &check,
+            binding.spec.tls.insecure_skip_verify,
+            &self.node_name,
+            Timestamp::now(),
+        );
+        if binding.status.as_ref() != Some(&status) {
+            let patch = serde_json::json!({ "status": status });
+            if let Err(error) =
+                api.patch_status(&binding.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await
+            {
+                tracing::warn!(%error, binding = %binding.name_any(), "could not record the verification on the BmcBinding");
+            }
+        }
+        for notice in &notices {
+            self.ctx.publish(&binding.object_ref(&()), notice, "Verify").await;
         }
     }
 
     /// Persists the decision's status (skipped when unchanged) and publishes its notices.
     async fn commit(&mut self, decision: Decision, node: Option<&Node>) -> Result<(), Error> {
+        let old = self.status();
         if Some(&decision.status) != self.remediation.status.as_ref() {
             self.remediation = cluster::persist_status(&self.api, &self.remediation, decision.status).await?;
         }
+        self.count_transition(&old);
         let phase = fence::phase_of(&self.status());
         for notice in &decision.notices {
             info!(reason = %notice.reason, warning = notice.warning, phase = phase.as_str(), "{}", notice.message);
@@ -457,6 +392,43 @@ impl<'a> Fence<'a> {
         Ok(())
     }
 
+    /// Metrics of what the last write changed: a start, an end, and the stages completed.
+    fn count_transition(&self, old: &CoronerRemediationStatus) {
+        let new = self.status();
+        let metrics = &self.ctx.metrics;
+        if old.phase.is_none() && new.phase.is_some() {
+            metrics.remediations_started.inc();
+        }
+        let (was, is) = (fence::phase_of(old), fence::phase_of(&new));
+        if old.phase.is_some() && !was.is_terminal() && is.is_terminal() {
+            let succeeded = conditions::find(&new.conditions, contract::SUCCEEDED);
+            let outcome = if succeeded.is_some_and(|c| c.status == conditions::TRUE) { "succeeded" } else { "failed" };
+            let reason = succeeded.map(|c| c.reason.clone()).unwrap_or_default();
+            metrics.remediations_finished.get_or_create(&OutcomeLabels { outcome: outcome.into(), reason }).inc();
+        }
+        for (stage, seconds) in telemetry::stage_durations(old, &new) {
+            metrics.fence_stage_seconds.get_or_create(&StageLabels { stage: stage.into() }).observe(seconds);
+        }
+    }
+
+    /// This replica runs on the node to fence. With another replica ready it hands leadership over;
+    /// otherwise the remediation waits (`LeaderOnTargetNode`).
+    async fn leader_on_target(mut self, node: &Node, now: Timestamp) -> Result<Action, Error> {
+        let siblings = match &self.ctx.settings.pod_name {
+            Some(pod) => cluster::ready_siblings(&self.ctx.client, self.ctx.namespace(), pod).await?,
+            None => 0,
+        };
+        if siblings > 0 && self.ctx.settings.election.is_some() {
+            info!(siblings, "the node to fence runs this leader; handing leadership over");
+            self.ctx.step_down.notify_one();
+            return Ok(Action::await_change());
+        }
+        let decision = fence::leader_on_target(&self.status(), &self.node_name, now);
+        let requeue = decision.requeue;
+        self.commit(decision, Some(node)).await?;
+        Ok(requeue.map_or_else(Action::await_change, Action::requeue))
+    }
+
     /// Sends the reset the persisted decision asked for (its intent is already in status), and
     /// records the answer.
     async fn send_reset(
@@ -466,10 +438,20 @@ impl<'a> Fence<'a> {
         snapshot: &NodeSnapshot,
         node: &Node,
     ) -> Result<(), Error> {
+        // A Lease is not a fence: send only while the Lease outlasts the request.
+        if let Some(election) = &self.ctx.settings.election {
+            election
+                .ensure_leader(&self.ctx.client, self.ctx.settings.bmc.request_timeout)
+                .await
+                .map_err(Error::NotLeader)?;
+        }
+        let binding = self.status().evidence.and_then(|e| e.identity).map(|i| i.binding).unwrap_or_default();
         let result = match (self.client_for_fence().await?, system) {
             (Ok(client), Some(system)) => {
                 info!(reset = reset.as_str(), system = %system.path, "sending reset");
-                client.reset(&system, reset).await.map_err(|e| BmcFailure::from(&e))
+                let result = client.reset(&system, reset).await.map_err(|e| BmcFailure::from(&e));
+                self.ctx.metrics.bmc(&binding, "reset", result.as_ref().map_or_else(|f| f.reason.as_str(), |_| "ok"));
+                result
             }
             (Err(failure), _) => Err(failure),
             (Ok(_), None) => Err(BmcFailure {
@@ -480,7 +462,7 @@ impl<'a> Fence<'a> {
         };
         let context = fence::Context {
             now: Timestamp::now(),
-            instance: &self.ctx.instance,
+            instance: &self.ctx.settings.instance,
             node: snapshot,
             hold_power_action: None,
         };
@@ -522,9 +504,4 @@ impl Gathered {
             }
         }
     }
-}
-
-fn set_binding_conditions(status: &mut BmcBindingStatus, reachable: bool, reason: &str, message: &str, now: Timestamp) {
-    let state = if reachable { conditions::TRUE } else { conditions::FALSE };
-    conditions::set(&mut status.conditions, "Reachable", state, reason, message, now);
 }

@@ -37,7 +37,7 @@ pub async fn reconcile(template: Arc<CoronerRemediationTemplate>, ctx: Arc<Conte
     if !conditions::set(&mut status.conditions, CONDITION, state, reason, &message, Timestamp::now()) {
         return Ok(Action::await_change());
     }
-    let api: Api<CoronerRemediationTemplate> = Api::namespaced(ctx.client.clone(), &ctx.namespace);
+    let api: Api<CoronerRemediationTemplate> = Api::namespaced(ctx.client.clone(), ctx.namespace());
     let patch = serde_json::json!({ "status": status });
     api.patch_status(&template.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
     if !supported {

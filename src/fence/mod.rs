@@ -143,6 +143,13 @@ pub fn next(
     step.finish()
 }
 
+/// Marks when the phase changed, so operators (and alerts) see how long a remediation has been in it.
+fn stamp_phase(old: &CoronerRemediationStatus, new: &mut CoronerRemediationStatus, now: Timestamp) {
+    if new.phase != old.phase {
+        new.phase_since = Some(MicroTime(now));
+    }
+}
+
 /// A remediation seen for the first time: `Processing=True`, `Succeeded=Unknown` before any gate runs.
 pub fn start(status: &CoronerRemediationStatus, node_name: &str, now: Timestamp) -> Option<Decision> {
     if status.phase.is_some() {
@@ -152,6 +159,7 @@ pub fn start(status: &CoronerRemediationStatus, node_name: &str, now: Timestamp)
     let message = format!("remediation of node {node_name} accepted; checking the safety gates");
     contract::record(&mut new.conditions, Reason::RemediationStarted, &message, now);
     new.phase = Some(Phase::Pending);
+    stamp_phase(status, &mut new, now);
     new.last_update_time = Some(Time(now));
     Some(Decision {
         status: new,
@@ -159,6 +167,28 @@ pub fn start(status: &CoronerRemediationStatus, node_name: &str, now: Timestamp)
         requeue: Some(StdDuration::ZERO),
         notices: vec![Notice { warning: false, reason: Reason::RemediationStarted.as_str().into(), message }],
     })
+}
+
+/// coroner's leader runs on the node to fence: it never fences itself. The remediation waits in its
+/// phase (`Processing=True`) until another replica leads.
+pub fn leader_on_target(status: &CoronerRemediationStatus, node_name: &str, now: Timestamp) -> Decision {
+    let mut new = status.clone();
+    let message =
+        format!("coroner's leader runs on node {node_name}, the node to fence: waiting for another replica to lead");
+    let changed = contract::record(&mut new.conditions, Reason::LeaderOnTargetNode, &message, now);
+    if changed {
+        new.last_update_time = Some(Time(now));
+    }
+    Decision {
+        status: new,
+        reset: None,
+        requeue: Some(WAIT_RECHECK),
+        notices: if changed {
+            vec![Notice { warning: true, reason: Reason::LeaderOnTargetNode.as_str().into(), message }]
+        } else {
+            vec![]
+        },
+    }
 }
 
 /// NHC stamped `nhc-timed-out`: no further BMC mutation. Unless the fence already succeeded, it fails.
@@ -191,6 +221,7 @@ pub fn timed_out(status: &CoronerRemediationStatus, now: Timestamp) -> Option<De
         contract::record(&mut new.conditions, Reason::TimedOutByNHC, &message, now);
         new.phase = Some(Phase::Failed);
     }
+    stamp_phase(status, &mut new, now);
     new.last_update_time = Some(Time(now));
     Some(Decision {
         status: new,
@@ -220,6 +251,7 @@ pub fn node_missing(status: &CoronerRemediationStatus, node_name: &str, now: Tim
         contract::record(&mut new.conditions, Reason::NodeNotFound, &message, now);
         new.phase = Some(Phase::Failed);
     }
+    stamp_phase(status, &mut new, now);
     new.last_update_time = Some(Time(now));
     Some(Decision {
         status: new,
@@ -312,6 +344,7 @@ impl<'a> Step<'a> {
     fn finish(mut self) -> Decision {
         self.status.progress = Some(self.progress);
         self.status.evidence = Some(self.evidence);
+        stamp_phase(self.old, &mut self.status, self.ctx.now);
         if self.status != *self.old {
             self.status.last_update_time = Some(Time(self.ctx.now));
         }
@@ -694,7 +727,7 @@ impl<'a> Step<'a> {
             strategy: self.spec.remediation_strategy,
             node_ready: released.node_ready,
             lease_renew_time: released.lease_renew_time.map(MicroTime),
-            released_at: self.now(),
+            released_at: MicroTime(released.at),
             taint_owned: released.taint_owned,
             pods_deleted: released.pods_deleted,
             taint_removed_at: None,

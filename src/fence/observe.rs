@@ -97,6 +97,8 @@ impl From<&BmcError> for BmcFailure {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Released {
+    /// When the releasing write happened.
+    pub at: Timestamp,
     pub node_ready: String,
     pub lease_renew_time: Option<Timestamp>,
     /// Whether the out-of-service taint is coroner's (added by this remediation).

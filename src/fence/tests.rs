@@ -541,6 +541,7 @@ fn releasing(spec: &CoronerRemediationSpec) -> CoronerRemediationStatus {
 
 fn released() -> Observation {
     Observation::Release(Ok(Released {
+        at: t(5),
         node_ready: "Unknown".into(),
         lease_renew_time: Some(t(-100)),
         taint_owned: true,
@@ -665,6 +666,16 @@ fn the_node_returns_with_a_new_boot_id() {
 }
 
 // Contract-level endings --------------------------------------------------------------------------------
+
+#[test]
+fn a_leader_on_the_target_node_waits_in_its_phase() {
+    let status = confirming(&spec());
+    let decision = leader_on_target(&status, "worker-1", t(5));
+    assert_eq!((decision.status.phase, decision.reset), (Some(Phase::ConfirmingOff), None));
+    assert_eq!(succeeded(&decision.status), ("Unknown".into(), "LeaderOnTargetNode".into()));
+    assert_eq!(decision.notices.len(), 1);
+    assert!(leader_on_target(&decision.status, "worker-1", t(10)).notices.is_empty(), "announced once");
+}
 
 #[test]
 fn nhc_timeout_before_success_fails_and_sends_nothing() {

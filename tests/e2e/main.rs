@@ -166,7 +166,8 @@ const NAME: &str = "e2e.coroner.dev/name";
 
 async fn setup(world: &mut World) {
     let templates: Api<CoronerRemediationTemplate> = Api::namespaced(world.client.clone(), CORONER_NS);
-    let quick = json!({"action": "Reboot", "powerOffTimeout": "20s", "releaseTimeout": "90s", "retry": {"count": 2, "interval": "2s"}});
+    // The Lease gate's window is shortened to the harness's 8 s node-monitor grace period.
+    let quick = json!({"action": "Reboot", "powerOffTimeout": "20s", "releaseTimeout": "90s", "leaseFreshness": "5s", "retry": {"count": 2, "interval": "2s"}});
     for name in ["coroner-reboot", "coroner-primary", "coroner-secondary"] {
         templates.create(&PostParams::default(), &template(name, quick.clone())).await.unwrap();
     }
@@ -181,9 +182,20 @@ async fn setup(world: &mut World) {
         ("c-1", 31, "main", 0.0),
         ("d-1", 41, "main", 3.0),
         ("e-1", 51, "main", 3.0),
+        ("f-1", 61, "manual", 0.0),
+        ("cp-1", 71, "control-plane", 0.0),
+        ("cp-2", 72, "control-plane", 0.0),
+        ("cp-3", 73, "control-plane", 0.0),
+        ("s-1", 81, "storm", 3.0),
+        ("s-2", 82, "storm", 3.0),
+        ("s-3", 83, "storm", 3.0),
+        ("s-4", 84, "storm", 3.0),
+        ("s-5", 85, "storm", 3.0),
     ];
     for (name, n, pool, delay) in nodes {
-        world.add_node(name, &uuid(n), &[(POOL, pool), (NAME, name)], delay).await;
+        let role =
+            if pool == "control-plane" { "node-role.kubernetes.io/control-plane" } else { "e2e.coroner.dev/worker" };
+        world.add_node(name, &uuid(n), &[(POOL, pool), (NAME, name), (role, "")], delay).await;
     }
     for (name, ..) in nodes {
         wait_for(&format!("{name} Ready"), SHORT, || async {
@@ -210,7 +222,17 @@ async fn setup(world: &mut World) {
                         {"remediationTemplate": template_ref("coroner-secondary"), "order": 1, "timeout": "120s"}]},
         }))
         .await;
-    log("world ready: 8 machines, NHC (main + escalation), coroner");
+    for (name, pool, max_unhealthy) in [("e2e-control-plane", "control-plane", 2), ("e2e-storm", "storm", 5)] {
+        world
+            .create_nhc(json!({
+                "apiVersion": "remediation.medik8s.io/v1alpha1", "kind": "NodeHealthCheck",
+                "metadata": {"name": name},
+                "spec": {"selector": {"matchLabels": {POOL: pool}}, "unhealthyConditions": unhealthy, "maxUnhealthy": max_unhealthy,
+                         "remediationTemplate": template_ref("coroner-reboot")},
+            }))
+            .await;
+    }
+    log(format!("world ready: {} machines, NHC (main, escalation, control-plane, storm), coroner", world.nodes.len()));
 }
 
 async fn suite() {
@@ -225,6 +247,9 @@ async fn suite() {
         ("c: unreachable BMC fails after retry.count", 2),
         ("d: nhc-timed-out mid-fence stops BMC mutations", 3),
         ("e: coroner killed mid-ConfirmingOff resumes", 4),
+        ("g: a Ready=False node is not fenced", 5),
+        ("h: control plane: one of three fenced, two of three not", 6),
+        ("i: storm limits: concurrency and window budgets", 7),
     ] {
         log(format!("=== scenario {name}"));
         let scenario_started = Instant::now();
@@ -233,7 +258,10 @@ async fn suite() {
             1 => scenario_b(&world).await,
             2 => scenario_c(&mut world).await,
             3 => scenario_d(&world).await,
-            _ => scenario_e(&mut world).await,
+            4 => scenario_e(&mut world).await,
+            5 => scenario_g(&world).await,
+            6 => scenario_h(&world).await,
+            _ => scenario_i(&mut world).await,
         }
         timings.push(format!("{name}: {:.1?}", scenario_started.elapsed()));
     }
@@ -348,12 +376,13 @@ async fn scenario_b(world: &World) {
         succeeded(r).is_some_and(|s| s.0 == "False")
     })
     .await;
-    assert_eq!(succeeded(&first).unwrap().1, "IdentityMismatch");
+    // Two bindings reaching one BMC: both are unusable, whichever node is meant.
+    assert_eq!(succeeded(&first).unwrap().1, "BindingConflict");
     assert_eq!(
         first.metadata.annotations.as_ref().unwrap().get("remediation.medik8s.io/template-name").map(String::as_str),
         Some("coroner-primary")
     );
-    log(format!("b-1: {} refused: IdentityMismatch", first.name_any()));
+    log(format!("b-1: {} refused: BindingConflict", first.name_any()));
     let second = wait_remediation(world, "b-1", "NHC escalates to the second template, refused too", SHORT, |r| {
         r.metadata.annotations.as_ref().and_then(|a| a.get("remediation.medik8s.io/template-name")).map(String::as_str)
             == Some("coroner-secondary")
@@ -380,6 +409,9 @@ async fn scenario_b(world: &World) {
     );
     world.node("b-1").heal();
     wait_remediations_gone(world, "b-1").await;
+    let mut binding = bindings.get("b-1").await.unwrap();
+    binding.spec.redfish.endpoint = world.node("b-1").machine.endpoint();
+    bindings.replace("b-1", &PostParams::default(), &binding).await.unwrap();
 }
 
 async fn scenario_c(world: &mut World) {
@@ -457,6 +489,191 @@ async fn scenario_e(world: &mut World) {
     }
     log(format!("e-1: fenced after the restart; BMC requests: {requests:?}"));
     wait_remediations_gone(world, "e-1").await;
+}
+
+/// A kubelet that reports NotReady is alive: a remediation for it (created by hand here, as NHC is
+/// configured for Ready=Unknown only) is refused for good.
+async fn scenario_g(world: &World) {
+    let node = "f-1";
+    world.node(node).partition();
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(world.client.clone());
+    let now = Timestamp::now().to_string();
+    let patch = json!({"status": {"conditions": [{"type": "Ready", "status": "False", "reason": "KubeletNotReady", "message": "container runtime is down",
+        "lastHeartbeatTime": now, "lastTransitionTime": now}]}});
+    nodes.patch_status(node, &PatchParams::default(), &Patch::Strategic(&patch)).await.unwrap();
+    let api: Api<CoronerRemediation> = Api::namespaced(world.client.clone(), CORONER_NS);
+    let remediation: CoronerRemediation = serde_json::from_value(json!({
+        "apiVersion": "coroner.dev/v1alpha1", "kind": "CoronerRemediation",
+        "metadata": {"generateName": "f-1-", "namespace": CORONER_NS, "annotations": {contract::NODE_NAME_ANNOTATION: node}},
+        "spec": {},
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &remediation).await.unwrap();
+    let refused =
+        wait_remediation(world, node, "refused", SHORT, |r| succeeded(r).is_some_and(|s| s.0 == "False")).await;
+    assert_eq!(succeeded(&refused).unwrap().1, "NodeNotUnreachable");
+    assert!(world.node(node).machine.requests().is_empty(), "the BMC of a Ready=False node was contacted");
+    log("f-1: Ready=False refused (NodeNotUnreachable), BMC untouched");
+    api.delete(&refused.name_any(), &Default::default()).await.unwrap();
+    world.node(node).heal();
+    wait_remediations_gone(world, node).await;
+}
+
+/// Three control-plane nodes: one partitioned is fenced; with two partitioned, none is.
+async fn scenario_h(world: &World) {
+    world.node("cp-1").partition();
+    heal_once_off(world, "cp-1").await;
+    let fenced =
+        wait_remediation(world, "cp-1", "Succeeded=True", SHORT, |r| succeeded(r).is_some_and(|s| s.0 == "True")).await;
+    log(format!("cp-1: one of three control-plane nodes fenced ({})", fenced.name_any()));
+    wait_remediations_gone(world, "cp-1").await;
+    wait_for("cp-1 Ready", SHORT, || async { (ready(world, "cp-1").await.as_deref() == Some("True")).then_some(()) })
+        .await;
+
+    let posts_before: usize = ["cp-2", "cp-3"]
+        .iter()
+        .map(|n| world.node(n).machine.requests().iter().filter(|r| r.starts_with("POST")).count())
+        .sum();
+    world.node("cp-2").partition();
+    world.node("cp-3").partition();
+    let guarded = wait_for("a control-plane remediation held by the quorum guard", LONG, || async {
+        for node in ["cp-2", "cp-3"] {
+            if let Some(r) = remediations(world, node)
+                .await
+                .into_iter()
+                .find(|r| succeeded(r).is_some_and(|s| s.1 == "ControlPlaneQuorumGuard"))
+            {
+                return Some(r);
+            }
+        }
+        None
+    })
+    .await;
+    assert_eq!(succeeded(&guarded).unwrap().0, "Unknown", "waiting, not failed");
+    // It keeps waiting: nothing reaches either BMC.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let posts_after: usize = ["cp-2", "cp-3"]
+        .iter()
+        .map(|n| world.node(n).machine.requests().iter().filter(|r| r.starts_with("POST")).count())
+        .sum();
+    assert_eq!(posts_after, posts_before, "a power action reached a control-plane node without quorum");
+    for node in ["cp-2", "cp-3"] {
+        assert!(remediations(world, node).await.iter().all(|r| succeeded(r).is_none_or(|s| s.0 != "True")));
+    }
+    log(format!("cp-2/cp-3: {} waits with ControlPlaneQuorumGuard; no power action", guarded.name_any()));
+    world.node("cp-2").heal();
+    world.node("cp-3").heal();
+    wait_remediations_gone(world, "cp-2").await;
+    wait_remediations_gone(world, "cp-3").await;
+}
+
+const STORM: [&str; 5] = ["s-1", "s-2", "s-3", "s-4", "s-5"];
+
+/// Five partitioned workers: with --max-concurrent-fences 3 no more than three power actions overlap
+/// (from the phase timestamps in status); with a window budget of 2, three stay Queued.
+async fn scenario_i(world: &mut World) {
+    world.restart_coroner(&["--max-concurrent-fences", "3", "--max-fences-per-window", "100"]);
+    for node in STORM {
+        world.node(node).partition();
+    }
+    // Keep the last status of every remediation: NHC deletes them once their node is back.
+    let mut statuses: std::collections::BTreeMap<String, CoronerRemediation> = Default::default();
+    let started = Instant::now();
+    let mut healed = std::collections::BTreeSet::new();
+    loop {
+        let mut remaining = 0;
+        for node in STORM {
+            for r in remediations(world, node).await {
+                statuses.insert(r.name_any(), r);
+                remaining += 1;
+            }
+            if !healed.contains(node) && world.node(node).power_state() == "Off" {
+                world.node(node).heal();
+                healed.insert(node);
+            }
+        }
+        if healed.len() == STORM.len() && remaining == 0 {
+            break;
+        }
+        assert!(started.elapsed() < LONG, "storm fences did not finish: {:?}", statuses.keys());
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    // Each power action: from admission to the release.
+    let mut intervals = Vec::new();
+    for r in statuses.values() {
+        let evidence = r.status.as_ref().and_then(|s| s.evidence.clone()).unwrap_or_default();
+        if let (Some(node), Some(release)) = (evidence.node, evidence.release) {
+            intervals.push((node.admitted_at.0, release.released_at.0));
+        }
+    }
+    assert_eq!(intervals.len(), 5, "every storm node was fenced once: {intervals:?}");
+    let most = intervals
+        .iter()
+        .map(|(start, _)| intervals.iter().filter(|(s, e)| s <= start && start < e).count())
+        .max()
+        .unwrap_or(0);
+    assert!(most <= 3, "{most} power actions overlapped: {intervals:?}");
+    log(format!("storm: 5 fences, at most {most} power actions at once"));
+
+    world.restart_coroner(&["--max-fences-per-window", "2"]);
+    for node in STORM {
+        wait_for(&format!("{node} Ready"), LONG, || async {
+            (ready(world, node).await.as_deref() == Some("True")).then_some(())
+        })
+        .await;
+    }
+    for node in STORM {
+        world.node(node).partition();
+    }
+    wait_for("two fenced, three Queued", LONG, || async {
+        let mut fenced = 0;
+        let mut queued = 0;
+        for node in STORM {
+            for r in remediations(world, node).await {
+                match succeeded(&r).map(|s| s.1) {
+                    Some(reason) if reason == "Queued" => queued += 1,
+                    _ if r
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.evidence.as_ref())
+                        .and_then(|e| e.node.as_ref())
+                        .is_some() =>
+                    {
+                        fenced += 1
+                    }
+                    _ => {}
+                }
+            }
+        }
+        (fenced == 2 && queued == 3).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let mut queued = Vec::new();
+    for node in STORM {
+        for r in remediations(world, node).await {
+            if succeeded(&r).is_some_and(|s| s.1 == "Queued") {
+                queued.push(format!(
+                    "{}: {}",
+                    r.name_any(),
+                    r.status
+                        .as_ref()
+                        .and_then(|s| conditions::find(&s.conditions, contract::SUCCEEDED))
+                        .map(|c| c.message.clone())
+                        .unwrap_or_default()
+                ));
+            }
+        }
+    }
+    assert_eq!(queued.len(), 3, "{queued:#?}");
+    log(format!("window budget 2: three stay Queued, e.g. {}", queued[0]));
+    for node in STORM {
+        world.node(node).heal();
+    }
+    for node in STORM {
+        wait_remediations_gone(world, node).await;
+    }
+    world.restart_coroner(&[]);
 }
 
 fn scenario_f(world: &World, timeline: &Timeline) {

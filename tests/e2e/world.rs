@@ -268,15 +268,30 @@ impl World {
 
     /// Starts the coroner binary outside the cluster, as the ServiceAccount of config/rbac.
     pub fn start_coroner(&mut self) {
+        self.start_coroner_with(&[]);
+    }
+
+    /// Stops coroner (SIGTERM) and starts it again with extra flags.
+    pub fn restart_coroner(&mut self, flags: &[&str]) {
+        self.coroner = None;
+        self.start_coroner_with(flags);
+    }
+
+    fn start_coroner_with(&mut self, flags: &[&str]) {
         let kubeconfig = self.service_account_kubeconfig(CORONER_NS, "coroner");
         let mut command = Command::new(repo().join("target/debug/coroner"));
         command
             .args(["controller", "--namespace", CORONER_NS, "--bmc-request-timeout", "2s"])
+            .args(flags)
             .env("KUBECONFIG", &kubeconfig)
             .env("RUST_LOG", "info,coroner=debug");
         self.coroner_runs += 1;
         self.coroner = Some(Process::spawn("coroner", command, &self.coroner_log()));
-        log(format!("coroner started (run {})", self.coroner_runs));
+        log(format!(
+            "coroner started (run {}{})",
+            self.coroner_runs,
+            if flags.is_empty() { String::new() } else { format!(", {}", flags.join(" ")) }
+        ));
     }
 
     pub fn kill_coroner(&mut self) {

@@ -21,3 +21,11 @@ pub fn init(format: LogFormat) {
             .init(),
     }
 }
+
+mod admin;
+mod metrics;
+
+pub use admin::{Health, serve};
+pub use metrics::{
+    CategoryLabels, Metrics, NodeLabels, OutcomeLabels, PhaseLabels, StageLabels, StateLabels, stage_durations,
+};

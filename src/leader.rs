@@ -1,0 +1,99 @@
+//! Leader election (kube-lease-manager, a Lease in coroner's namespace) and the check that guards
+//! every BMC mutation. A Lease is not a fence: between deciding and sending, leadership may pass to
+//! another replica, so right before a reset the leader reads its Lease again and sends only if the
+//! Lease is still its own for longer than the request can take, plus a margin for clock skew.
+
+use std::time::Duration as StdDuration;
+
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::{Api, Client};
+
+/// Tolerated clock difference between coroner and the API server that stamps nothing here but
+/// whose clients (other replicas) renew the Lease on their own clocks.
+pub const SKEW_MARGIN: StdDuration = StdDuration::from_secs(2);
+
+#[derive(Clone, Debug)]
+pub struct Election {
+    pub lease_name: String,
+    pub namespace: String,
+    /// This replica's holder identity (its pod name).
+    pub identity: String,
+    pub lease_duration: StdDuration,
+}
+
+/// Whether the holder `identity` may still send a request that can take `need`: the Lease must name
+/// it and, by its own renewTime and duration, outlast the request by the skew margin.
+pub fn may_mutate(lease: Option<&Lease>, identity: &str, now: Timestamp, need: StdDuration) -> Result<(), String> {
+    let spec = lease.and_then(|l| l.spec.as_ref()).ok_or("the leader Lease does not exist")?;
+    let holder = spec.holder_identity.as_deref().unwrap_or_default();
+    if holder != identity {
+        return Err(format!("leadership passed to {holder:?}"));
+    }
+    let renewed = spec.renew_time.as_ref().ok_or("the leader Lease has no renewTime")?.0;
+    let duration = SignedDuration::from_secs(i64::from(spec.lease_duration_seconds.unwrap_or(0)));
+    let remaining = StdDuration::try_from((renewed + duration).duration_since(now)).unwrap_or_default();
+    let needed = need + SKEW_MARGIN;
+    if remaining <= needed {
+        return Err(format!(
+            "the leader Lease has {:.1}s left, less than the {:.1}s a BMC request may take plus the skew margin",
+            remaining.as_secs_f64(),
+            needed.as_secs_f64()
+        ));
+    }
+    Ok(())
+}
+
+impl Election {
+    /// Reads the Lease and applies [`may_mutate`].
+    pub async fn ensure_leader(&self, client: &Client, need: StdDuration) -> Result<(), String> {
+        let leases: Api<Lease> = Api::namespaced(client.clone(), &self.namespace);
+        let lease = leases.get_opt(&self.lease_name).await.map_err(|e| format!("cannot read the leader Lease: {e}"))?;
+        may_mutate(lease.as_ref(), &self.identity, Timestamp::now(), need)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::{api::coordination::v1::LeaseSpec, apimachinery::pkg::apis::meta::v1::MicroTime};
+
+    use super::*;
+
+    fn t(secs: i64) -> Timestamp {
+        Timestamp::UNIX_EPOCH + SignedDuration::from_secs(1_800_000_000 + secs)
+    }
+
+    fn lease(holder: &str, renewed: i64, duration: i32) -> Lease {
+        Lease {
+            spec: Some(LeaseSpec {
+                holder_identity: Some(holder.into()),
+                renew_time: Some(MicroTime(t(renewed))),
+                lease_duration_seconds: Some(duration),
+                ..LeaseSpec::default()
+            }),
+            ..Lease::default()
+        }
+    }
+
+    #[test]
+    fn the_holder_may_act_while_the_lease_outlasts_the_request() {
+        // Renewed at 0 for 15 s; at 5 s there are 10 s left; a 5 s request plus 2 s margin fits.
+        assert_eq!(may_mutate(Some(&lease("a", 0, 15)), "a", t(5), StdDuration::from_secs(5)), Ok(()));
+    }
+
+    #[test]
+    fn too_little_lease_left_means_no_request() {
+        // 8 s left, 5 s + 2 s margin = 7 s needed: fine; 7 s left is not.
+        assert_eq!(may_mutate(Some(&lease("a", 0, 15)), "a", t(7), StdDuration::from_secs(5)), Ok(()));
+        assert!(may_mutate(Some(&lease("a", 0, 15)), "a", t(8), StdDuration::from_secs(5)).is_err());
+        assert!(may_mutate(Some(&lease("a", 0, 15)), "a", t(30), StdDuration::from_secs(5)).is_err());
+    }
+
+    #[test]
+    fn another_holder_or_no_lease_means_no_request() {
+        assert!(
+            may_mutate(Some(&lease("b", 0, 15)), "a", t(1), StdDuration::from_secs(1)).unwrap_err().contains("\"b\"")
+        );
+        assert!(may_mutate(None, "a", t(1), StdDuration::from_secs(1)).is_err());
+    }
+}

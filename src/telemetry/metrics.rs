@@ -1,0 +1,293 @@
+//! Prometheus metrics (prefix `coroner_`), served as OpenMetrics text on the admin port.
+
+use std::sync::atomic::AtomicU64;
+
+use prometheus_client::{
+    encoding::EncodeLabelSet,
+    metrics::{counter::Counter, family::Family, gauge::Gauge, histogram::Histogram},
+    registry::Registry,
+};
+
+use crate::api::{CoronerRemediationStatus, Evidence};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    pub outcome: String,
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StageLabels {
+    pub stage: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BmcLabels {
+    pub binding: String,
+    pub operation: String,
+    pub result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StateLabels {
+    pub state: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct NodeLabels {
+    pub node: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PhaseLabels {
+    pub remediation: String,
+    pub phase: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CategoryLabels {
+    pub category: String,
+}
+
+type FloatGauge = Gauge<f64, AtomicU64>;
+
+/// Every metric coroner exports; cheap to clone (the metrics are shared handles).
+#[derive(Clone)]
+pub struct Metrics {
+    pub remediations_started: Counter,
+    pub remediations_finished: Family<OutcomeLabels, Counter>,
+    pub fence_stage_seconds: Family<StageLabels, Histogram>,
+    pub bmc_requests: Family<BmcLabels, Counter>,
+    pub remediations_in_flight: Gauge,
+    pub remediations_queued: Gauge,
+    pub bmc_bindings: Family<StateLabels, Gauge>,
+    pub nodes_left_off_seconds: Family<NodeLabels, FloatGauge>,
+    pub remediation_phase_seconds: Family<PhaseLabels, FloatGauge>,
+    pub reconcile_errors: Family<CategoryLabels, Counter>,
+    pub leader: Gauge,
+    pub leader_changes: Counter,
+}
+
+fn stage_histogram() -> Histogram {
+    // 0.1 s to about 7 min: a proof takes seconds, a release can take minutes.
+    Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(0.1, 2.0, 13))
+}
+
+impl Metrics {
+    pub fn new() -> (Self, Registry) {
+        let metrics = Self {
+            remediations_started: Counter::default(),
+            remediations_finished: Family::default(),
+            fence_stage_seconds: Family::new_with_constructor(stage_histogram),
+            bmc_requests: Family::default(),
+            remediations_in_flight: Gauge::default(),
+            remediations_queued: Gauge::default(),
+            bmc_bindings: Family::default(),
+            nodes_left_off_seconds: Family::default(),
+            remediation_phase_seconds: Family::default(),
+            reconcile_errors: Family::default(),
+            leader: Gauge::default(),
+            leader_changes: Counter::default(),
+        };
+        let mut registry = Registry::with_prefix("coroner");
+        let m = metrics.clone();
+        registry.register("remediations_started", "Remediations coroner began working on", m.remediations_started);
+        registry.register(
+            "remediations_finished",
+            "Remediations that ended, by outcome and reason",
+            m.remediations_finished,
+        );
+        registry.register(
+            "fence_stage_seconds",
+            "Time each fence stage took (identity, power_off, proof, release, power_on)",
+            m.fence_stage_seconds,
+        );
+        registry.register(
+            "bmc_requests",
+            "BMC operations by binding, operation (read, reset) and result",
+            m.bmc_requests,
+        );
+        registry.register(
+            "remediations_in_flight",
+            "Remediations holding a power-action slot",
+            m.remediations_in_flight,
+        );
+        registry.register("remediations_queued", "Remediations waiting for a storm-limit slot", m.remediations_queued);
+        registry.register(
+            "bmc_bindings",
+            "BmcBindings by verification state (verified, unverified, invalid)",
+            m.bmc_bindings,
+        );
+        registry.register(
+            "nodes_left_off_seconds",
+            "Seconds since a node fenced with action Off was released (it stays off)",
+            m.nodes_left_off_seconds,
+        );
+        registry.register(
+            "remediation_phase_seconds",
+            "Seconds a remediation has been in its current phase",
+            m.remediation_phase_seconds,
+        );
+        registry.register("reconcile_errors", "Reconcile errors by category", m.reconcile_errors);
+        registry.register("leader", "1 while this replica is the leader", m.leader);
+        registry.register("leader_changes", "Times this replica became the leader", m.leader_changes);
+        (metrics, registry)
+    }
+
+    pub fn bmc(&self, binding: &str, operation: &str, result: &str) {
+        self.bmc_requests
+            .get_or_create(&BmcLabels { binding: binding.into(), operation: operation.into(), result: result.into() })
+            .inc();
+    }
+}
+
+fn seconds(
+    from: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime>,
+    to: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime>,
+) -> Option<f64> {
+    let (from, to) = (from?.0, to?.0);
+    Some(to.duration_since(from).as_secs_f64()).filter(|s| *s >= 0.0)
+}
+
+/// The fence stages that `new` completed and `old` had not: (stage, seconds). Stages: identity
+/// (admission → identity proven), power_off (→ last ForceOff sent, or identity → first Off reading
+/// when already off), proof (→ power proven Off), release (→ workloads released), power_on (taint
+/// removed → power reads On).
+pub fn stage_durations(old: &CoronerRemediationStatus, new: &CoronerRemediationStatus) -> Vec<(&'static str, f64)> {
+    let empty = Evidence::default();
+    let before = old.evidence.as_ref().unwrap_or(&empty);
+    let after = new.evidence.as_ref().unwrap_or(&empty);
+    let mut stages = Vec::new();
+    let admitted = after.node.as_ref().map(|n| &n.admitted_at);
+    let verified = after.identity.as_ref().map(|i| &i.verified_at);
+    if before.identity.is_none()
+        && let Some(s) = seconds(admitted, verified)
+    {
+        stages.push(("identity", s));
+    }
+    let proof = after.power_off.as_ref();
+    if before.power_off.as_ref().and_then(|p| p.proven_at.as_ref()).is_none()
+        && let Some(proof) = proof
+        && let Some(proven) = proof.proven_at.as_ref()
+    {
+        let off_from = proof
+            .resets
+            .last()
+            .map(|r| &r.sent_at)
+            .or_else(|| proof.proof.as_ref().and_then(|p| p.first.first()).map(|r| &r.at));
+        if let Some(s) = seconds(verified, off_from) {
+            stages.push(("power_off", s));
+        }
+        if let Some(s) = seconds(off_from, Some(proven)) {
+            stages.push(("proof", s));
+        }
+    }
+    if before.release.is_none()
+        && let Some(release) = after.release.as_ref()
+    {
+        let proven = proof.and_then(|p| p.proven_at.as_ref());
+        if let Some(s) = seconds(proven, Some(&release.released_at)) {
+            stages.push(("release", s));
+        }
+    }
+    let was_on = before.power_on.as_ref().and_then(|p| p.confirmed_at.as_ref()).is_some();
+    if !was_on && let Some(confirmed) = after.power_on.as_ref().and_then(|p| p.confirmed_at.as_ref()) {
+        let removed = after.release.as_ref().and_then(|r| r.taint_removed_at.as_ref());
+        if let Some(s) = seconds(removed, Some(confirmed)) {
+            stages.push(("power_on", s));
+        }
+    }
+    stages
+}
+
+#[cfg(test)]
+mod tests {
+    use jiff::{SignedDuration, Timestamp};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+
+    use super::*;
+    use crate::api::{
+        IdentityEvidence, NodeEvidence, OffRun, PowerOffEvidence, ReleaseEvidence, RemediationStrategy, ResetRecord,
+        UuidMatch,
+    };
+
+    fn t(millis: i64) -> MicroTime {
+        MicroTime(Timestamp::UNIX_EPOCH + SignedDuration::from_millis(1_800_000_000_000 + millis))
+    }
+
+    fn evidence() -> Evidence {
+        Evidence {
+            node: Some(NodeEvidence {
+                name: "n".into(),
+                uid: "u".into(),
+                system_uuid: "x".into(),
+                boot_id: "b".into(),
+                ready: "Unknown".into(),
+                lease_present: true,
+                lease_renew_time: None,
+                admitted_at: t(0),
+            }),
+            identity: Some(IdentityEvidence {
+                binding: "b".into(),
+                endpoint: "e".into(),
+                system_id: "s".into(),
+                system_path: "/p".into(),
+                bmc_uuid: "x".into(),
+                node_uuid: "x".into(),
+                match_kind: UuidMatch::Exact,
+                verified_at: t(300),
+                tls_verified: true,
+            }),
+            ..Evidence::default()
+        }
+    }
+
+    #[test]
+    fn each_stage_is_measured_once_when_it_completes() {
+        let start = CoronerRemediationStatus::default();
+        let verified = CoronerRemediationStatus { evidence: Some(evidence()), ..CoronerRemediationStatus::default() };
+        assert_eq!(stage_durations(&start, &verified), [("identity", 0.3)]);
+        assert!(stage_durations(&verified, &verified).is_empty(), "not again on the next write");
+
+        let mut proven = verified.clone();
+        let run = OffRun { instance: "i".into(), count: 3, first: vec![], last: vec![] };
+        proven.evidence.as_mut().unwrap().power_off = Some(PowerOffEvidence {
+            attempts: 1,
+            resets: vec![ResetRecord { attempt: 1, sent_at: t(400), result: "HTTP 204".into() }],
+            already_off: false,
+            proof: Some(run),
+            proven_at: Some(t(2500)),
+        });
+        assert_eq!(stage_durations(&verified, &proven), [("power_off", 0.1), ("proof", 2.1)]);
+
+        let mut released = proven.clone();
+        released.evidence.as_mut().unwrap().release = Some(ReleaseEvidence {
+            strategy: RemediationStrategy::OutOfServiceTaint,
+            node_ready: "Unknown".into(),
+            lease_renew_time: None,
+            released_at: t(2600),
+            taint_owned: true,
+            pods_deleted: None,
+            taint_removed_at: None,
+            release_timed_out: false,
+        });
+        let stages = stage_durations(&proven, &released);
+        assert_eq!(stages.len(), 1);
+        assert!((stages[0].1 - 0.1).abs() < 1e-9 && stages[0].0 == "release");
+    }
+
+    #[test]
+    fn metric_names_carry_the_prefix() {
+        let (metrics, registry) = Metrics::new();
+        metrics.bmc("worker-1", "read", "ok");
+        metrics.fence_stage_seconds.get_or_create(&StageLabels { stage: "proof".into() }).observe(2.0);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        assert!(
+            text.contains("coroner_bmc_requests_total{binding=\"worker-1\",operation=\"read\",result=\"ok\"} 1"),
+            "{text}"
+        );
+        assert!(text.contains("coroner_fence_stage_seconds_bucket{le=\"3.2\",stage=\"proof\"} 1"), "{text}");
+        assert!(text.contains("# EOF"));
+    }
+}

@@ -1,0 +1,187 @@
+//! What a BmcBinding's status says after a verification, and when that is worth an Event. The
+//! continuous verification (and every fence's identity step) reads the BMC; these decisions are pure.
+
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use crate::{
+    api::{BmcBindingStatus, UuidMatch, conditions},
+    contract::Reason,
+    fence::Notice,
+};
+
+pub const REACHABLE: &str = "Reachable";
+pub const IDENTITY_VERIFIED: &str = "IdentityVerified";
+pub const TLS_VERIFIED: &str = "TLSVerified";
+
+/// The outcome of one look at a binding.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Check {
+    /// Another binding claims the same node or the same BMC system: nothing was asked of the BMC.
+    Conflict(String),
+    /// The binding's Secret, CA bundle or pin cannot be used.
+    Invalid(String),
+    /// The BMC did not answer usably (unreachable, TLS, credentials, protocol).
+    Failed { reason: Reason, message: String },
+    /// The BMC answered with a system; `identity` is the UUID rule's verdict for the node.
+    Read { system_id: String, uuid: String, power_state: String, identity: Result<UuidMatch, (Reason, String)> },
+}
+
+/// Applies a check to the status (conditions, observed system, time) and returns the Events it is
+/// worth: one when the binding turns bad or good, none when nothing changed.
+pub fn record(status: &mut BmcBindingStatus, check: &Check, insecure: bool, node: &str, now: Timestamp) -> Vec<Notice> {
+    let was_verified = conditions::status_of(&status.conditions, IDENTITY_VERIFIED).map(str::to_owned);
+    let was_reachable = conditions::status_of(&status.conditions, REACHABLE).map(str::to_owned);
+    let set = |status: &mut BmcBindingStatus, type_: &str, ok: bool, reason: &str, message: &str| {
+        let state = if ok { conditions::TRUE } else { conditions::FALSE };
+        conditions::set(&mut status.conditions, type_, state, reason, message, now);
+    };
+    match check {
+        Check::Conflict(message) => set(status, IDENTITY_VERIFIED, false, Reason::BindingConflict.as_str(), message),
+        Check::Invalid(message) => set(status, IDENTITY_VERIFIED, false, Reason::BindingInvalid.as_str(), message),
+        Check::Failed { reason, message } => {
+            set(status, REACHABLE, false, reason.as_str(), message);
+            set(status, IDENTITY_VERIFIED, false, reason.as_str(), "the BMC did not answer usably; identity unknown");
+        }
+        Check::Read { system_id, uuid, power_state, identity } => {
+            set(status, REACHABLE, true, "Answered", &format!("system {system_id} answered"));
+            status.power_state = Some(power_state.clone());
+            match identity {
+                Ok(matched) => {
+                    set(
+                        status,
+                        IDENTITY_VERIFIED,
+                        true,
+                        "UuidMatched",
+                        &format!("{matched:?} match of system {system_id} with node {node}"),
+                    );
+                    status.system_id = Some(system_id.clone());
+                    status.uuid = Some(uuid.clone());
+                    status.last_verification_time = Some(Time(now));
+                }
+                Err((reason, message)) => set(status, IDENTITY_VERIFIED, false, reason.as_str(), message),
+            }
+        }
+    }
+    if insecure {
+        set(
+            status,
+            TLS_VERIFIED,
+            false,
+            "InsecureSkipVerify",
+            "insecureSkipVerify is set: the BMC's certificate is not verified",
+        );
+    } else {
+        conditions::set(
+            &mut status.conditions,
+            TLS_VERIFIED,
+            conditions::TRUE,
+            "Verified",
+            "the BMC's certificate is verified against the CA bundle or pin",
+            now,
+        );
+    }
+    let mut notices = Vec::new();
+    let now_verified = conditions::find(&status.conditions, IDENTITY_VERIFIED).cloned();
+    if let Some(verified) = now_verified.filter(|c| was_verified.as_deref() != Some(c.status.as_str())) {
+        let good = verified.status == conditions::TRUE;
+        notices.push(Notice {
+            warning: !good,
+            reason: if good { "BindingVerified".into() } else { "BindingUnverified".into() },
+            message: format!("{}: {}", verified.reason, verified.message),
+        });
+    }
+    let now_reachable = conditions::find(&status.conditions, REACHABLE).cloned();
+    if let Some(reachable) = now_reachable.filter(|c| was_reachable.as_deref().is_some_and(|w| w != c.status)) {
+        let good = reachable.status == conditions::TRUE;
+        notices.push(Notice {
+            warning: !good,
+            reason: if good { "BmcReachable".into() } else { "BmcUnreachable".into() },
+            message: reachable.message,
+        });
+    }
+    notices
+}
+
+/// The binding's state for the metric: verified, unverified (not yet, or failing) or invalid
+/// (conflict, or unusable references).
+pub fn state(status: Option<&BmcBindingStatus>) -> &'static str {
+    let Some(verified) = status.and_then(|s| conditions::find(&s.conditions, IDENTITY_VERIFIED)) else {
+        return "unverified";
+    };
+    match verified.reason.as_str() {
+        _ if verified.status == conditions::TRUE => "verified",
+        r if r == Reason::BindingConflict.as_str() || r == Reason::BindingInvalid.as_str() => "invalid",
+        _ => "unverified",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(identity: Result<UuidMatch, (Reason, String)>) -> Check {
+        Check::Read { system_id: "1".into(), uuid: "u".into(), power_state: "On".into(), identity }
+    }
+
+    fn mismatch() -> Check {
+        read(Err((Reason::IdentityMismatch, "the BMC system's UUID is not the node's".into())))
+    }
+
+    #[test]
+    fn a_first_good_check_is_announced_once() {
+        let mut status = BmcBindingStatus::default();
+        let notices = record(&mut status, &read(Ok(UuidMatch::Exact)), false, "n", Timestamp::UNIX_EPOCH);
+        assert_eq!(notices.iter().map(|n| n.reason.as_str()).collect::<Vec<_>>(), ["BindingVerified"]);
+        assert_eq!(
+            (status.system_id.as_deref(), status.uuid.as_deref(), status.power_state.as_deref()),
+            (Some("1"), Some("u"), Some("On"))
+        );
+        assert!(record(&mut status, &read(Ok(UuidMatch::Exact)), false, "n", Timestamp::UNIX_EPOCH).is_empty());
+        assert_eq!(state(Some(&status)), "verified");
+    }
+
+    #[test]
+    fn turning_bad_is_a_warning_and_keeps_the_last_good_uuid() {
+        let mut status = BmcBindingStatus::default();
+        record(&mut status, &read(Ok(UuidMatch::Exact)), false, "n", Timestamp::UNIX_EPOCH);
+        let notices = record(&mut status, &mismatch(), false, "n", Timestamp::UNIX_EPOCH);
+        assert_eq!(notices.len(), 1);
+        assert!(
+            notices[0].warning
+                && notices[0].reason == "BindingUnverified"
+                && notices[0].message.starts_with("IdentityMismatch")
+        );
+        assert_eq!(status.uuid.as_deref(), Some("u"));
+        assert_eq!(state(Some(&status)), "unverified");
+    }
+
+    #[test]
+    fn an_unreachable_bmc_turns_both_conditions_false() {
+        let mut status = BmcBindingStatus::default();
+        record(&mut status, &read(Ok(UuidMatch::Exact)), false, "n", Timestamp::UNIX_EPOCH);
+        let down = Check::Failed { reason: Reason::BmcUnreachable, message: "connection refused".into() };
+        let notices = record(&mut status, &down, false, "n", Timestamp::UNIX_EPOCH);
+        let reasons: Vec<_> = notices.iter().map(|n| n.reason.as_str()).collect();
+        assert_eq!(reasons, ["BindingUnverified", "BmcUnreachable"]);
+        assert_eq!(conditions::status_of(&status.conditions, REACHABLE), Some("False"));
+    }
+
+    #[test]
+    fn conflicts_and_bad_references_are_invalid() {
+        let mut status = BmcBindingStatus::default();
+        record(&mut status, &Check::Conflict("conflicts with BmcBinding b".into()), false, "n", Timestamp::UNIX_EPOCH);
+        assert_eq!(state(Some(&status)), "invalid");
+        let mut status = BmcBindingStatus::default();
+        record(&mut status, &Check::Invalid("Secret missing".into()), false, "n", Timestamp::UNIX_EPOCH);
+        assert_eq!(state(Some(&status)), "invalid");
+        assert_eq!(state(None), "unverified");
+    }
+
+    #[test]
+    fn insecure_tls_is_a_false_condition() {
+        let mut status = BmcBindingStatus::default();
+        record(&mut status, &read(Ok(UuidMatch::Exact)), true, "n", Timestamp::UNIX_EPOCH);
+        assert_eq!(conditions::status_of(&status.conditions, TLS_VERIFIED), Some("False"));
+    }
+}
