@@ -111,9 +111,10 @@ pub fn origin(endpoint: &str) -> String {
     reqwest::Url::parse(endpoint).map(|u| u.origin().ascii_serialization()).unwrap_or_else(|_| endpoint.to_owned())
 }
 
-/// The system a binding uses: its pin, or what verification discovered.
+/// The system a binding uses: its pin, or what verification discovered for its current spec.
 fn system_of(binding: &BmcBinding) -> Option<&str> {
-    binding.spec.redfish.system_id.as_deref().or_else(|| binding.status.as_ref()?.system_id.as_deref())
+    let discovered = binding.status.as_ref().filter(|s| s.observed_generation == binding.metadata.generation);
+    binding.spec.redfish.system_id.as_deref().or_else(|| discovered?.system_id.as_deref())
 }
 
 /// For every binding in conflict: why. Two bindings conflict when they claim the same node, or reach

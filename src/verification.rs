@@ -5,7 +5,7 @@ use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::{
-    api::{BmcBindingStatus, UuidMatch, conditions},
+    api::{BmcBinding, BmcBindingStatus, UuidMatch, conditions},
     contract::Reason,
     fence::Notice,
 };
@@ -29,7 +29,9 @@ pub enum Check {
 
 /// Applies a check to the status (conditions, observed system, time) and returns the Events it is
 /// worth: one when the binding turns bad or good, none when nothing changed.
-pub fn record(status: &mut BmcBindingStatus, check: &Check, insecure: bool, node: &str, now: Timestamp) -> Vec<Notice> {
+pub fn record(status: &mut BmcBindingStatus, check: &Check, binding: &BmcBinding, now: Timestamp) -> Vec<Notice> {
+    let insecure = binding.spec.tls.insecure_skip_verify;
+    let node = binding.spec.node_name.as_str();
     let was_verified = conditions::status_of(&status.conditions, IDENTITY_VERIFIED).map(str::to_owned);
     let was_reachable = conditions::status_of(&status.conditions, REACHABLE).map(str::to_owned);
     let set = |status: &mut BmcBindingStatus, type_: &str, ok: bool, reason: &str, message: &str| {
@@ -58,6 +60,7 @@ pub fn record(status: &mut BmcBindingStatus, check: &Check, insecure: bool, node
                     status.system_id = Some(system_id.clone());
                     status.uuid = Some(uuid.clone());
                     status.last_verification_time = Some(Time(now));
+                    status.observed_generation = binding.metadata.generation;
                 }
                 Err((reason, message)) => set(status, IDENTITY_VERIFIED, false, reason.as_str(), message),
             }
@@ -120,6 +123,20 @@ pub fn state(status: Option<&BmcBindingStatus>) -> &'static str {
 mod tests {
     use super::*;
 
+    fn binding(insecure: bool) -> BmcBinding {
+        let mut binding = BmcBinding::new(
+            "b",
+            crate::api::BmcBindingSpec {
+                node_name: "n".into(),
+                redfish: crate::api::RedfishTarget { endpoint: "https://bmc".into(), system_id: None },
+                credentials_secret_ref: crate::api::SecretRef { name: "s".into() },
+                tls: crate::api::TlsPolicy { insecure_skip_verify: insecure, ..Default::default() },
+            },
+        );
+        binding.metadata.generation = Some(3);
+        binding
+    }
+
     fn read(identity: Result<UuidMatch, (Reason, String)>) -> Check {
         Check::Read { system_id: "1".into(), uuid: "u".into(), power_state: "On".into(), identity }
     }
@@ -131,21 +148,21 @@ mod tests {
     #[test]
     fn a_first_good_check_is_announced_once() {
         let mut status = BmcBindingStatus::default();
-        let notices = record(&mut status, &read(Ok(UuidMatch::Exact)), false, "n", Timestamp::UNIX_EPOCH);
+        let notices = record(&mut status, &read(Ok(UuidMatch::Exact)), &binding(false), Timestamp::UNIX_EPOCH);
         assert_eq!(notices.iter().map(|n| n.reason.as_str()).collect::<Vec<_>>(), ["BindingVerified"]);
         assert_eq!(
             (status.system_id.as_deref(), status.uuid.as_deref(), status.power_state.as_deref()),
             (Some("1"), Some("u"), Some("On"))
         );
-        assert!(record(&mut status, &read(Ok(UuidMatch::Exact)), false, "n", Timestamp::UNIX_EPOCH).is_empty());
+        assert!(record(&mut status, &read(Ok(UuidMatch::Exact)), &binding(false), Timestamp::UNIX_EPOCH).is_empty());
         assert_eq!(state(Some(&status)), "verified");
     }
 
     #[test]
     fn turning_bad_is_a_warning_and_keeps_the_last_good_uuid() {
         let mut status = BmcBindingStatus::default();
-        record(&mut status, &read(Ok(UuidMatch::Exact)), false, "n", Timestamp::UNIX_EPOCH);
-        let notices = record(&mut status, &mismatch(), false, "n", Timestamp::UNIX_EPOCH);
+        record(&mut status, &read(Ok(UuidMatch::Exact)), &binding(false), Timestamp::UNIX_EPOCH);
+        let notices = record(&mut status, &mismatch(), &binding(false), Timestamp::UNIX_EPOCH);
         assert_eq!(notices.len(), 1);
         assert!(
             notices[0].warning
@@ -159,9 +176,9 @@ mod tests {
     #[test]
     fn an_unreachable_bmc_turns_both_conditions_false() {
         let mut status = BmcBindingStatus::default();
-        record(&mut status, &read(Ok(UuidMatch::Exact)), false, "n", Timestamp::UNIX_EPOCH);
+        record(&mut status, &read(Ok(UuidMatch::Exact)), &binding(false), Timestamp::UNIX_EPOCH);
         let down = Check::Failed { reason: Reason::BmcUnreachable, message: "connection refused".into() };
-        let notices = record(&mut status, &down, false, "n", Timestamp::UNIX_EPOCH);
+        let notices = record(&mut status, &down, &binding(false), Timestamp::UNIX_EPOCH);
         let reasons: Vec<_> = notices.iter().map(|n| n.reason.as_str()).collect();
         assert_eq!(reasons, ["BindingUnverified", "BmcUnreachable"]);
         assert_eq!(conditions::status_of(&status.conditions, REACHABLE), Some("False"));
@@ -170,10 +187,15 @@ mod tests {
     #[test]
     fn conflicts_and_bad_references_are_invalid() {
         let mut status = BmcBindingStatus::default();
-        record(&mut status, &Check::Conflict("conflicts with BmcBinding b".into()), false, "n", Timestamp::UNIX_EPOCH);
+        record(
+            &mut status,
+            &Check::Conflict("conflicts with BmcBinding b".into()),
+            &binding(false),
+            Timestamp::UNIX_EPOCH,
+        );
         assert_eq!(state(Some(&status)), "invalid");
         let mut status = BmcBindingStatus::default();
-        record(&mut status, &Check::Invalid("Secret missing".into()), false, "n", Timestamp::UNIX_EPOCH);
+        record(&mut status, &Check::Invalid("Secret missing".into()), &binding(false), Timestamp::UNIX_EPOCH);
         assert_eq!(state(Some(&status)), "invalid");
         assert_eq!(state(None), "unverified");
     }
@@ -181,7 +203,7 @@ mod tests {
     #[test]
     fn insecure_tls_is_a_false_condition() {
         let mut status = BmcBindingStatus::default();
-        record(&mut status, &read(Ok(UuidMatch::Exact)), true, "n", Timestamp::UNIX_EPOCH);
+        record(&mut status, &read(Ok(UuidMatch::Exact)), &binding(true), Timestamp::UNIX_EPOCH);
         assert_eq!(conditions::status_of(&status.conditions, TLS_VERIFIED), Some("False"));
     }
 }

@@ -114,4 +114,8 @@ pub struct BmcBindingStatus {
     pub power_state: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_verification_time: Option<Time>,
+    /// The binding's generation at that verification: after a spec change, `systemId` and `uuid`
+    /// describe what the binding used to point at.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
 }

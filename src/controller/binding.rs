@@ -38,8 +38,7 @@ pub async fn reconcile(binding: Arc<BmcBinding>, ctx: Arc<Context>) -> Result<Ac
     };
     ctx.metrics.bmc(&name, "verify", result);
     let mut status = binding.status.clone().unwrap_or_default();
-    let insecure = binding.spec.tls.insecure_skip_verify;
-    let notices = verification::record(&mut status, &check, insecure, &binding.spec.node_name, Timestamp::now());
+    let notices = verification::record(&mut status, &check, &binding, Timestamp::now());
     if binding.status.as_ref() != Some(&status) {
         let patch = serde_json::json!({ "status": status });
         api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)).await?;

@@ -327,8 +327,10 @@ impl<'a> Fence<'a> {
             Ok(found) => {
                 let status = self.status();
                 let proven = status.evidence.as_ref().and_then(|e| e.identity.as_ref()).map(|i| i.match_kind);
-                let refused = conditions::find(&status.conditions, contract::SUCCEEDED)
-                    .map(|c| (Reason::IdentityMismatch, c.message.clone()));
+                let refused = conditions::find(&status.conditions, contract::SUCCEEDED).and_then(|c| {
+                    let reason = Reason::ALL.iter().copied().find(|r| r.as_str() == c.reason)?;
+                    Some((reason, c.message.clone()))
+                });
                 let identity = match (proven, refused) {
                     (Some(matched), _) => Ok(matched),
                     (None, Some((reason, message))) => Err((reason, message)),
@@ -354,13 +356,7 @@ impl<'a> Fence<'a> {
         };
         let [binding] = bindings.as_slice() else { return };
         let mut status = binding.status.clone().unwrap_or_default();
-        let notices = verification::record(
-            &mut status,
-            &check,
-            binding.spec.tls.insecure_skip_verify,
-            &self.node_name,
-            Timestamp::now(),
-        );
+        let notices = verification::record(&mut status, &check, binding, Timestamp::now());
         if binding.status.as_ref() != Some(&status) {
             let patch = serde_json::json!({ "status": status });
             if let Err(error) =

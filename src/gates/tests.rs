@@ -307,9 +307,17 @@ fn an_unknown_system_on_a_shared_bmc_conflicts_until_pinned_or_verified() {
     let mut unpinned = [binding("a", "n1", "https://10.0.0.1", None), binding("b", "n2", "https://10.0.0.1", None)];
     assert_eq!(binding_conflicts(&unpinned).len(), 2);
     for (b, system) in unpinned.iter_mut().zip(["1", "2"]) {
-        b.status = Some(BmcBindingStatus { system_id: Some(system.into()), ..BmcBindingStatus::default() });
+        b.metadata.generation = Some(1);
+        b.status = Some(BmcBindingStatus {
+            system_id: Some(system.into()),
+            observed_generation: Some(1),
+            ..BmcBindingStatus::default()
+        });
     }
     assert!(binding_conflicts(&unpinned).is_empty());
+    // A spec change (new generation) makes what verification found stale.
+    unpinned[1].metadata.generation = Some(2);
+    assert_eq!(binding_conflicts(&unpinned).len(), 2);
 }
 
 // Storm limits --------------------------------------------------------------------------------------------

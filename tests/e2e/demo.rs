@@ -33,7 +33,7 @@ pub async fn run() {
     .unwrap();
     templates.create(&PostParams::default(), &template).await.unwrap();
     world.start_nhc();
-    world.start_coroner();
+    world.start_coroner(&[]);
     for (i, name) in ["worker-1", "worker-2", "worker-3"].into_iter().enumerate() {
         world
             .add_node(

@@ -172,7 +172,7 @@ async fn setup(world: &mut World) {
         templates.create(&PostParams::default(), &template(name, quick.clone())).await.unwrap();
     }
     world.start_nhc();
-    world.start_coroner();
+    world.restart_coroners(2, &[]);
     let nodes = [
         ("spare-1", 1, "main", 0.0),
         ("spare-2", 2, "main", 0.0),
@@ -250,6 +250,7 @@ async fn suite() {
         ("g: a Ready=False node is not fenced", 5),
         ("h: control plane: one of three fenced, two of three not", 6),
         ("i: storm limits: concurrency and window budgets", 7),
+        ("j: a stale binding is caught by periodic verification", 8),
     ] {
         log(format!("=== scenario {name}"));
         let scenario_started = Instant::now();
@@ -261,7 +262,8 @@ async fn suite() {
             4 => scenario_e(&mut world).await,
             5 => scenario_g(&world).await,
             6 => scenario_h(&world).await,
-            _ => scenario_i(&mut world).await,
+            7 => scenario_i(&mut world).await,
+            _ => scenario_j(&mut world).await,
         }
         timings.push(format!("{name}: {:.1?}", scenario_started.elapsed()));
     }
@@ -466,19 +468,24 @@ async fn scenario_d(world: &World) {
     wait_remediations_gone(world, "d-1").await;
 }
 
+/// Two replicas: the leader is killed (SIGKILL) while the remediation is ConfirmingOff; the standby
+/// takes the Lease over and completes the fence from status; a new replica replaces the dead one.
 async fn scenario_e(world: &mut World) {
     world.node("e-1").partition();
     wait_remediation(world, "e-1", "ConfirmingOff", SHORT, |r| phase(r) == "ConfirmingOff").await;
-    world.kill_coroner();
-    let restarted = Timestamp::now();
-    world.start_coroner();
+    let leader = world.leader().await.expect("a leader").name.clone();
+    world.kill_coroner(&leader);
+    let killed = Timestamp::now();
+    world.start_coroner(&[]);
     heal_once_off(world, "e-1").await;
-    let fenced = wait_remediation(world, "e-1", "Succeeded=True after the restart", SHORT, |r| {
+    let fenced = wait_remediation(world, "e-1", "Succeeded=True after the takeover", SHORT, |r| {
         succeeded(r).is_some_and(|s| s.0 == "True")
     })
     .await;
+    let new_leader = world.leader().await.map(|r| r.name.clone()).unwrap_or_default();
+    assert_ne!(new_leader, leader);
     let proof = fenced.status.as_ref().unwrap().evidence.clone().unwrap().power_off.unwrap().proof.unwrap();
-    assert!(proof.first[0].at.0 >= restarted, "the proof used readings from before the restart: {proof:?}");
+    assert!(proof.first[0].at.0 >= killed, "the proof used readings from before the takeover: {proof:?}");
     // Every reset the BMC received came right after a read of the same system.
     let requests = world.node("e-1").machine.requests();
     for (i, _) in requests.iter().enumerate().filter(|(_, r)| r.starts_with("POST")) {
@@ -487,8 +494,74 @@ async fn scenario_e(world: &mut World) {
             "reset without a fresh read: {requests:?}"
         );
     }
-    log(format!("e-1: fenced after the restart; BMC requests: {requests:?}"));
+    log(format!("e-1: {leader} killed mid-fence, {new_leader} completed it; BMC requests: {requests:?}"));
     wait_remediations_gone(world, "e-1").await;
+}
+
+/// A machine replaced behind a BmcBinding (same address, another UUID) is caught by the periodic
+/// verification within one period, with an Event; putting the right machine back turns it good.
+async fn scenario_j(world: &mut World) {
+    let bindings: Api<coroner::api::BmcBinding> = Api::namespaced(world.client.clone(), CORONER_NS);
+    let verified = |expected: &'static str, reason: &'static str| {
+        let bindings = bindings.clone();
+        async move {
+            let binding = bindings.get_opt("spare-2").await.ok()??;
+            let condition = conditions::find(&binding.status?.conditions, "IdentityVerified")?.clone();
+            (condition.status == expected && (reason.is_empty() || condition.reason == reason)).then_some(condition)
+        }
+    };
+    wait_for("spare-2 verified", LONG, || verified("True", "")).await;
+    // Let the new leader's first round pass, so only the periodic check can catch the swap.
+    let since = Timestamp::now();
+    wait_for("spare-2 verified by the current leader", LONG, || {
+        let bindings = bindings.clone();
+        async move {
+            let binding = bindings.get_opt("spare-2").await.ok()??;
+            (binding.status?.last_verification_time?.0 > since).then_some(())
+        }
+    })
+    .await;
+    world.node_mut("spare-2").swap_bmc("5c0a1e00-0000-4000-8000-000000000999");
+    let swapped = Instant::now();
+    let condition =
+        wait_for("spare-2 unverified: IdentityMismatch", SHORT, || verified("False", "IdentityMismatch")).await;
+    log(format!(
+        "spare-2: wrong machine behind the binding detected after {:.1?} (period 10s): {}",
+        swapped.elapsed(),
+        condition.message
+    ));
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(world.client.clone(), CORONER_NS);
+    wait_for("a BindingUnverified Event", SHORT, || async {
+        let list = events.list(&ListParams::default()).await.ok()?.items;
+        list.into_iter().find(|e| {
+            e.reason.as_deref() == Some("BindingUnverified")
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("spare-2")
+        })
+    })
+    .await;
+    world.node_mut("spare-2").restart_bmc();
+    wait_for("spare-2 verified again", SHORT, || verified("True", "")).await;
+}
+
+/// The leader's /metrics after the fences: the stage histogram and the counters.
+async fn check_metrics(world: &World) {
+    let leader = world.leader().await.expect("a leader");
+    let metrics = leader.metrics().await;
+    for needle in [
+        "coroner_fence_stage_seconds_count{stage=\"proof\"}",
+        "coroner_fence_stage_seconds_count{stage=\"identity\"}",
+        "coroner_remediations_started_total",
+        "coroner_remediations_finished_total{outcome=\"succeeded\"",
+        "coroner_bmc_requests_total{binding=",
+        "coroner_leader 1",
+    ] {
+        assert!(metrics.contains(needle), "{} lacks {needle}:\n{metrics}", leader.name);
+    }
+    let proofs = metrics
+        .lines()
+        .find(|l| l.starts_with("coroner_fence_stage_seconds_count{stage=\"proof\"}"))
+        .unwrap_or_default();
+    log(format!("{}: /metrics has the fence histogram and counters ({proofs})", leader.name));
 }
 
 /// A kubelet that reports NotReady is alive: a remediation for it (created by hand here, as NHC is
@@ -512,8 +585,9 @@ async fn scenario_g(world: &World) {
     let refused =
         wait_remediation(world, node, "refused", SHORT, |r| succeeded(r).is_some_and(|s| s.0 == "False")).await;
     assert_eq!(succeeded(&refused).unwrap().1, "NodeNotUnreachable");
-    assert!(world.node(node).machine.requests().is_empty(), "the BMC of a Ready=False node was contacted");
-    log("f-1: Ready=False refused (NodeNotUnreachable), BMC untouched");
+    let posts: Vec<_> = world.node(node).machine.requests().into_iter().filter(|r| r.starts_with("POST")).collect();
+    assert!(posts.is_empty(), "a power action reached a Ready=False node: {posts:?}");
+    log("f-1: Ready=False refused (NodeNotUnreachable), no power action");
     api.delete(&refused.name_any(), &Default::default()).await.unwrap();
     world.node(node).heal();
     wait_remediations_gone(world, node).await;
@@ -572,7 +646,7 @@ const STORM: [&str; 5] = ["s-1", "s-2", "s-3", "s-4", "s-5"];
 /// Five partitioned workers: with --max-concurrent-fences 3 no more than three power actions overlap
 /// (from the phase timestamps in status); with a window budget of 2, three stay Queued.
 async fn scenario_i(world: &mut World) {
-    world.restart_coroner(&["--max-concurrent-fences", "3", "--max-fences-per-window", "100"]);
+    world.restart_coroners(2, &["--max-concurrent-fences", "3", "--max-fences-per-window", "100"]);
     for node in STORM {
         world.node(node).partition();
     }
@@ -614,8 +688,9 @@ async fn scenario_i(world: &mut World) {
         .unwrap_or(0);
     assert!(most <= 3, "{most} power actions overlapped: {intervals:?}");
     log(format!("storm: 5 fences, at most {most} power actions at once"));
+    check_metrics(world).await;
 
-    world.restart_coroner(&["--max-fences-per-window", "2"]);
+    world.restart_coroners(2, &["--max-fences-per-window", "2"]);
     for node in STORM {
         wait_for(&format!("{node} Ready"), LONG, || async {
             (ready(world, node).await.as_deref() == Some("True")).then_some(())
@@ -673,7 +748,7 @@ async fn scenario_i(world: &mut World) {
     for node in STORM {
         wait_remediations_gone(world, node).await;
     }
-    world.restart_coroner(&[]);
+    world.restart_coroners(2, &[]);
 }
 
 fn scenario_f(world: &World, timeline: &Timeline) {
@@ -687,15 +762,18 @@ fn scenario_f(world: &World, timeline: &Timeline) {
             &power,
         ));
     }
-    let log_text = std::fs::read_to_string(world.coroner_log()).unwrap();
-    if log_text.contains(PASSWORD) {
-        violations.push("the BMC password appears in coroner's log".into());
+    let mut log_lines = 0;
+    for path in world.coroner_logs() {
+        let text = std::fs::read_to_string(&path).unwrap();
+        log_lines += text.lines().count();
+        if text.contains(PASSWORD) {
+            violations.push(format!("the BMC password appears in {}", path.display()));
+        }
     }
     assert!(violations.is_empty(), "{violations:#?}");
     let added: usize =
         events.values().flatten().filter(|e| matches!(e, timeline::NodeEvent::TaintAdded { .. })).count();
     log(format!(
-        "f: {added} out-of-service taints, each added after a proven Off and removed before power-on; no Node deleted; no password in {} log lines",
-        log_text.lines().count()
+        "f: {added} out-of-service taints, each added after a proven Off and removed before power-on; no Node deleted; no password in {log_lines} log lines"
     ));
 }

@@ -10,7 +10,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Secret};
+use k8s_openapi::api::{
+    coordination::v1::Lease,
+    core::v1::{ConfigMap, Namespace, Node, Secret},
+};
 use kube::{
     Api, Client, Config,
     api::{DynamicObject, ObjectMeta, PostParams},
@@ -70,6 +73,24 @@ impl Drop for Process {
     }
 }
 
+/// One coroner process.
+pub struct Replica {
+    pub name: String,
+    pub admin_port: u16,
+    process: Process,
+}
+
+impl Replica {
+    /// The replica's /metrics page.
+    pub async fn metrics(&self) -> String {
+        let url = format!("http://127.0.0.1:{}/metrics", self.admin_port);
+        match reqwest::get(&url).await {
+            Ok(response) => response.text().await.unwrap_or_default(),
+            Err(_) => String::new(),
+        }
+    }
+}
+
 /// One simulated machine: its BMC, and the node agent that plays its kubelet.
 pub struct SimNode {
     pub name: String,
@@ -100,6 +121,14 @@ impl SimNode {
         self.machine.stop();
         self.machine = Machine::start_on(&self.spec, &self.dir, self.machine.port);
     }
+
+    /// Puts another machine behind the same BMC address (a replaced board: the binding is stale).
+    pub fn swap_bmc(&mut self, uuid: &str) {
+        self.machine.stop();
+        let mut spec = self.spec.clone();
+        spec.systems = vec![("swapped".into(), uuid.into())];
+        self.machine = Machine::start_on(&spec, &self.dir.join("swapped"), self.machine.port);
+    }
 }
 
 pub struct World {
@@ -108,7 +137,7 @@ pub struct World {
     pub kubeconfig: PathBuf,
     pub client: Client,
     pub nodes: BTreeMap<String, SimNode>,
-    pub coroner: Option<Process>,
+    pub coroners: Vec<Replica>,
     pub coroner_runs: u32,
     nhc: Option<Process>,
 }
@@ -146,8 +175,16 @@ impl World {
         let kubeconfig = PathBuf::from(out.lines().last().expect("kubeconfig path").trim());
         log(format!("control plane up in {:.1?} ({})", started.elapsed(), kubeconfig.display()));
         let client = client_for(&kubeconfig).await;
-        let world =
-            Self { dir, bin, kubeconfig, client, nodes: BTreeMap::new(), coroner: None, coroner_runs: 0, nhc: None };
+        let world = Self {
+            dir,
+            bin,
+            kubeconfig,
+            client,
+            nodes: BTreeMap::new(),
+            coroners: Vec::new(),
+            coroner_runs: 0,
+            nhc: None,
+        };
         world.install().await;
         world
     }
@@ -262,42 +299,58 @@ impl World {
         log("NodeHealthCheck v0.12.0 started (ServiceAccount token, aggregated RBAC)");
     }
 
-    pub fn coroner_log(&self) -> PathBuf {
-        self.dir.join("coroner.log")
+    /// Every coroner log written so far (one file per replica).
+    pub fn coroner_logs(&self) -> Vec<PathBuf> {
+        let mut logs: Vec<PathBuf> =
+            fs::read_dir(&self.dir).map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect()).unwrap_or_default();
+        logs.retain(|p| {
+            p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("coroner-") && n.ends_with(".log"))
+        });
+        logs
     }
 
-    /// Starts the coroner binary outside the cluster, as the ServiceAccount of config/rbac.
-    pub fn start_coroner(&mut self) {
-        self.start_coroner_with(&[]);
-    }
-
-    /// Stops coroner (SIGTERM) and starts it again with extra flags.
-    pub fn restart_coroner(&mut self, flags: &[&str]) {
-        self.coroner = None;
-        self.start_coroner_with(flags);
-    }
-
-    fn start_coroner_with(&mut self, flags: &[&str]) {
+    /// Starts a coroner replica (the binary, outside the cluster) as the ServiceAccount of
+    /// config/rbac, with its own pod name and admin port. Replicas elect a leader through a Lease.
+    pub fn start_coroner(&mut self, flags: &[&str]) -> String {
+        self.coroner_runs += 1;
+        let name = format!("coroner-{}", self.coroner_runs);
+        let port = crate::support::machine::free_port();
         let kubeconfig = self.service_account_kubeconfig(CORONER_NS, "coroner");
         let mut command = Command::new(repo().join("target/debug/coroner"));
         command
             .args(["controller", "--namespace", CORONER_NS, "--bmc-request-timeout", "2s"])
+            .args(["--pod-name", &name, "--admin-address", &format!("127.0.0.1:{port}")])
+            .args(["--lease-duration", "10s", "--verify-interval", "10s"])
             .args(flags)
             .env("KUBECONFIG", &kubeconfig)
             .env("RUST_LOG", "info,coroner=debug");
-        self.coroner_runs += 1;
-        self.coroner = Some(Process::spawn("coroner", command, &self.coroner_log()));
-        log(format!(
-            "coroner started (run {}{})",
-            self.coroner_runs,
-            if flags.is_empty() { String::new() } else { format!(", {}", flags.join(" ")) }
-        ));
+        let process = Process::spawn(&name, command, &self.dir.join(format!("{name}.log")));
+        let extra = if flags.is_empty() { String::new() } else { format!(" ({})", flags.join(" ")) };
+        log(format!("{name} started, admin port {port}{extra}"));
+        self.coroners.push(Replica { name: name.clone(), admin_port: port, process });
+        name
     }
 
-    pub fn kill_coroner(&mut self) {
-        if let Some(mut coroner) = self.coroner.take() {
-            coroner.kill("KILL");
-            log("coroner killed with SIGKILL");
+    /// Replaces every replica (SIGTERM) with `replicas` new ones started with `flags`.
+    pub fn restart_coroners(&mut self, replicas: usize, flags: &[&str]) {
+        self.coroners.clear();
+        for _ in 0..replicas {
+            self.start_coroner(flags);
+        }
+    }
+
+    /// The replica holding the leader Lease, once there is one.
+    pub async fn leader(&self) -> Option<&Replica> {
+        let leases: Api<Lease> = Api::namespaced(self.client.clone(), CORONER_NS);
+        let holder = leases.get_opt("coroner-leader").await.ok()??.spec?.holder_identity?;
+        self.coroners.iter().find(|r| r.name == holder)
+    }
+
+    pub fn kill_coroner(&mut self, name: &str) {
+        if let Some(index) = self.coroners.iter().position(|r| r.name == name) {
+            let mut replica = self.coroners.remove(index);
+            replica.process.kill("KILL");
+            log(format!("{name} killed with SIGKILL"));
         }
     }
 
@@ -368,7 +421,7 @@ impl World {
     }
 
     pub fn stop_all(&mut self) {
-        self.coroner = None;
+        self.coroners.clear();
         self.nhc = None;
         for node in self.nodes.values_mut() {
             node.agent.kill("TERM");
