@@ -425,12 +425,12 @@ async fn scenario_c(world: &mut World) {
     assert_eq!(succeeded(&failed).unwrap().1, "BmcUnreachable");
     let progress = failed.status.as_ref().unwrap().progress.clone().unwrap();
     assert_eq!(progress.attempt, 2, "retry.count attempts");
-    assert!(
-        !taint_keys(world, "c-1")
-            .await
-            .iter()
-            .any(|k| k == "node.kubernetes.io/out-of-service" || k.starts_with("coroner.dev/"))
-    );
+    // Refused before any power action: the fencing taint goes right after the refusal is written.
+    wait_for("c-1 without coroner's taints", SHORT, || async {
+        let keys = taint_keys(world, "c-1").await;
+        (!keys.iter().any(|k| k == "node.kubernetes.io/out-of-service" || k.starts_with("coroner.dev/"))).then_some(())
+    })
+    .await;
     log("c-1: refused after 2 attempts, nothing released");
     world.node_mut("c-1").restart_bmc();
     world.node("c-1").heal();

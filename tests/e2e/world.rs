@@ -202,8 +202,7 @@ impl World {
             };
             namespaces.create(&PostParams::default(), &namespace).await.expect("create namespace");
         }
-        self.kubectl(&["apply", "-f", &repo().join("crds/coroner.yaml").display().to_string()]);
-        self.kubectl(&["apply", "-k", &repo().join("config/rbac").display().to_string()]);
+        self.install_chart();
         // NHC's own CRD and ClusterRole, read from the Go module cache the harness build filled.
         let nhc = nhc_module_dir();
         self.kubectl(&[
@@ -247,6 +246,72 @@ impl World {
             "crd/nodehealthchecks.remediation.medik8s.io",
             "--timeout=60s",
         ]);
+    }
+
+    fn helm(&self, args: &[&str]) -> String {
+        run(Command::new(self.bin.join("helm")).arg("--kubeconfig").arg(&self.kubeconfig).args(args))
+    }
+
+    /// Installs coroner's Helm chart for real (CRDs, RBAC, the aggregated role for NHC, the default
+    /// template), so every coroner replica of the suite runs under the chart's ServiceAccount: the
+    /// suite passing proves the chart's RBAC sufficient. The chart's own Deployment is kept Pending
+    /// (no node matches its selector): the replicas run outside the cluster, as processes.
+    fn install_chart(&self) {
+        let chart = repo().join("charts/coroner").display().to_string();
+        let pending = [
+            "--set-string",
+            "nodeSelector.e2e\\.coroner\\.dev/never=true",
+            "--set",
+            "remediationTemplate.name=chart-default",
+        ];
+        self.helm(
+            &[&["install", "coroner", &chart, "--namespace", CORONER_NS, "--wait=false"][..], &pending[..]].concat(),
+        );
+        // Server-side validation of everything the chart renders, through real admission.
+        let rendered = self.helm(
+            &[
+                &["template", "coroner", &chart, "--namespace", CORONER_NS, "--kube-version", "1.36.3"][..],
+                &pending[..],
+            ]
+            .concat(),
+        );
+        let file = self.dir.join("chart-rendered.yaml");
+        fs::write(&file, rendered).expect("write rendered chart");
+        self.kubectl(&["apply", "--dry-run=server", "-f", &file.display().to_string()]);
+        // Least privilege, asked of the API server itself.
+        let sa = format!("system:serviceaccount:{CORONER_NS}:coroner");
+        for (verb, resource, namespace) in [
+            ("delete", "nodes", None),
+            ("create", "pods/exec", Some("default")),
+            ("get", "secrets", Some("default")),
+            ("list", "secrets", Some(CORONER_NS)),
+            ("update", "leases", Some("kube-node-lease")),
+            ("create", "leases", Some("kube-node-lease")),
+            ("update", "leases", Some("medik8s-leases")),
+            ("patch", "leases", Some("medik8s-leases")),
+        ] {
+            let mut args = vec!["auth", "can-i", verb, resource, "--as", &sa];
+            if let Some(ns) = namespace {
+                args.extend(["-n", ns]);
+            }
+            let output = Command::new(self.bin.join("kubectl"))
+                .arg("--kubeconfig")
+                .arg(&self.kubeconfig)
+                .args(&args)
+                .output()
+                .expect("kubectl auth can-i");
+            let answer = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+            assert_eq!(answer, "no", "the chart's ServiceAccount may {verb} {resource} in {namespace:?}");
+        }
+        for (verb, resource, namespace) in
+            [("get", "secrets", CORONER_NS), ("patch", "leases", CORONER_NS), ("update", "nodes", "default")]
+        {
+            let answer = self.kubectl(&["auth", "can-i", verb, resource, "--as", &sa, "-n", namespace]);
+            assert_eq!(answer.trim(), "yes", "the chart's ServiceAccount may not {verb} {resource} in {namespace}");
+        }
+        log(
+            "chart installed with helm; rendered chart accepted by server-side dry run; its ServiceAccount cannot delete nodes, exec, read foreign Secrets or write node/NHC Leases",
+        );
     }
 
     /// A kubeconfig that authenticates as a ServiceAccount (token from the TokenRequest API).

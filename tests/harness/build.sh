@@ -50,6 +50,13 @@ build node-agent "$(module_inputs "$here/controlplane"; cat "$here/controlplane/
 # NHC and helm pin other k8s.io versions, so each is built from its own small module (see their go.mod).
 build nhc "$(module_inputs "$here/nhc")" \
   bash -c "cd '$here/nhc' && go build -ldflags='$ldflags' -o '$bin/nhc' github.com/medik8s/node-healthcheck-operator/cmd"
-build helm "$(module_inputs "$here/helm")" \
-  bash -c "cd '$here/helm' && go build -ldflags='$ldflags' -o '$bin/helm' helm.sh/helm/v3/cmd/helm"
+# Like helm's release build: its default Kubernetes version (for helm template and lint) is the
+# client-go minor it is built with, not v1.20.
+helm_minor=$(awk '$1 == "k8s.io/client-go" {print $2; exit}' "$here/helm/go.mod" | cut -d. -f2)
+helm_ldflags="$ldflags"
+for pkg in helm.sh/helm/v3/pkg/chartutil helm.sh/helm/v3/pkg/lint/rules; do
+  helm_ldflags="$helm_ldflags -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=$helm_minor"
+done
+build helm "$(module_inputs "$here/helm"; echo "$helm_ldflags")" \
+  bash -c "cd '$here/helm' && go build -ldflags='$helm_ldflags' -o '$bin/helm' helm.sh/helm/v3/cmd/helm"
 log "harness binaries current in $bin"
