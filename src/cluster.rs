@@ -128,6 +128,23 @@ pub async fn remove_owned_taints(nodes: &Api<Node>, name: &str, owner_uid: &str)
     .map(drop)
 }
 
+/// The node as it is now, if `fence::release_check` holds on it and its current Lease;
+/// `Ok(Err(why))` when the node turned out alive (or gone).
+async fn silent_node(
+    client: &Client,
+    spec: &CoronerRemediationSpec,
+    status: &CoronerRemediationStatus,
+    node_name: &str,
+    owner_uid: &str,
+) -> Result<Result<(Node, NodeSnapshot), String>, ClusterError> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let Some(node) = nodes.get_opt(node_name).await? else {
+        return Ok(Err(format!("Node {node_name} disappeared")));
+    };
+    let snapshot = NodeSnapshot::new(&node, node_lease(client, node_name).await?, owner_uid);
+    Ok(fence::release_check(spec, status, &snapshot).map(|()| (node, snapshot)))
+}
+
 /// The release with the out-of-service taint: one Node update under the read resourceVersion that
 /// adds the taint and its owner annotation, and only if `fence::release_check` holds on exactly that
 /// Node and its current Lease. A conflict re-reads both and checks again.
@@ -140,14 +157,10 @@ pub async fn release_with_taint(
 ) -> Result<Result<Released, String>, ClusterError> {
     let nodes: Api<Node> = Api::all(client.clone());
     for _ in 0..MAX_CONFLICTS {
-        let Some(node) = nodes.get_opt(node_name).await? else {
-            return Ok(Err(format!("Node {node_name} disappeared")));
+        let (node, snapshot) = match silent_node(client, spec, status, node_name, owner_uid).await? {
+            Ok(silent) => silent,
+            Err(alive) => return Ok(Err(alive)),
         };
-        let lease = node_lease(client, node_name).await?;
-        let snapshot = NodeSnapshot::new(&node, lease, owner_uid);
-        if let Err(alive) = fence::release_check(spec, status, &snapshot) {
-            return Ok(Err(alive));
-        }
         let released = |taint_owned| Released {
             at: Timestamp::now(),
             node_ready: snapshot.ready.clone().unwrap_or_default(),
@@ -177,14 +190,10 @@ pub async fn release_by_deletion(
     node_name: &str,
     owner_uid: &str,
 ) -> Result<Result<Released, String>, ClusterError> {
-    let nodes: Api<Node> = Api::all(client.clone());
-    let Some(node) = nodes.get_opt(node_name).await? else {
-        return Ok(Err(format!("Node {node_name} disappeared")));
+    let snapshot = match silent_node(client, spec, status, node_name, owner_uid).await? {
+        Ok((_, snapshot)) => snapshot,
+        Err(alive) => return Ok(Err(alive)),
     };
-    let snapshot = NodeSnapshot::new(&node, node_lease(client, node_name).await?, owner_uid);
-    if let Err(alive) = fence::release_check(spec, status, &snapshot) {
-        return Ok(Err(alive));
-    }
     let mut deleted = 0;
     for pod in pods_on(client, node_name).await? {
         if fence::is_mirror_pod(&pod) {

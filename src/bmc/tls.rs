@@ -54,7 +54,7 @@ pub fn parse_pin(text: &str) -> Result<[u8; 32], TlsConfigError> {
 pub fn client_config(trust: &Trust) -> Result<ClientConfig, TlsConfigError> {
     let provider = crypto_provider();
     let verifier: Arc<dyn ServerCertVerifier> = if trust.insecure_skip_verify {
-        Arc::new(AcceptAnything { algorithms: provider.signature_verification_algorithms })
+        Arc::new(LeafVerifier { pin: None, algorithms: provider.signature_verification_algorithms })
     } else {
         let server_name = trust
             .server_name
@@ -67,7 +67,9 @@ pub fn client_config(trust: &Trust) -> Result<ClientConfig, TlsConfigError> {
             (Some(pem), pin) => {
                 Arc::new(ChainVerifier { chain: chain_verifier(pem, provider.clone())?, server_name, pin })
             }
-            (None, Some(pin)) => Arc::new(PinVerifier { pin, algorithms: provider.signature_verification_algorithms }),
+            (None, Some(pin)) => {
+                Arc::new(LeafVerifier { pin: Some(pin), algorithms: provider.signature_verification_algorithms })
+            }
             (None, None) => return Err(TlsConfigError::NoTrust),
         }
     };
@@ -151,15 +153,17 @@ impl ServerCertVerifier for ChainVerifier {
     }
 }
 
-/// Trusts exactly one certificate, by its SHA-256, whoever issued it and whatever name it carries:
-/// how to trust a factory self-signed BMC certificate without turning verification off.
+/// Trusts the leaf certificate by its SHA-256 alone, whoever issued it and whatever name it carries:
+/// how to trust a factory self-signed BMC certificate without turning verification off. Without a
+/// pin (`insecureSkipVerify: true`) it trusts any certificate. Either way the handshake signature is
+/// checked, which proves the peer holds the key of the certificate it showed.
 #[derive(Debug)]
-struct PinVerifier {
-    pin: [u8; 32],
+struct LeafVerifier {
+    pin: Option<[u8; 32]>,
     algorithms: WebPkiSupportedAlgorithms,
 }
 
-impl ServerCertVerifier for PinVerifier {
+impl ServerCertVerifier for LeafVerifier {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -168,49 +172,10 @@ impl ServerCertVerifier for PinVerifier {
         _ocsp_response: &[u8],
         _now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        if fingerprint(end_entity) == self.pin { Ok(ServerCertVerified::assertion()) } else { Err(pin_mismatch()) }
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.algorithms.supported_schemes()
-    }
-}
-
-/// `insecureSkipVerify: true`: any certificate. The handshake signature is still checked, which
-/// proves only that the peer holds the key of the certificate it showed.
-#[derive(Debug)]
-struct AcceptAnything {
-    algorithms: WebPkiSupportedAlgorithms,
-}
-
-impl ServerCertVerifier for AcceptAnything {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
+        match self.pin {
+            Some(pin) if fingerprint(end_entity) != pin => Err(pin_mismatch()),
+            _ => Ok(ServerCertVerified::assertion()),
+        }
     }
 
     fn verify_tls12_signature(

@@ -143,6 +143,22 @@ pub fn next(
     step.finish()
 }
 
+/// A decision made outside a fence step (start, timeout, missing node, leader on the node): stamps
+/// the phase change and the update time.
+fn standalone(
+    old: &CoronerRemediationStatus,
+    mut new: CoronerRemediationStatus,
+    now: Timestamp,
+    requeue: Option<StdDuration>,
+    notices: Vec<Notice>,
+) -> Decision {
+    stamp_phase(old, &mut new, now);
+    if new != *old {
+        new.last_update_time = Some(Time(now));
+    }
+    Decision { status: new, reset: None, requeue, notices }
+}
+
 /// Marks when the phase changed, so operators (and alerts) see how long a remediation has been in it.
 fn stamp_phase(old: &CoronerRemediationStatus, new: &mut CoronerRemediationStatus, now: Timestamp) {
     if new.phase != old.phase {
@@ -159,14 +175,8 @@ pub fn start(status: &CoronerRemediationStatus, node_name: &str, now: Timestamp)
     let message = format!("remediation of node {node_name} accepted; checking the safety gates");
     contract::record(&mut new.conditions, Reason::RemediationStarted, &message, now);
     new.phase = Some(Phase::Pending);
-    stamp_phase(status, &mut new, now);
-    new.last_update_time = Some(Time(now));
-    Some(Decision {
-        status: new,
-        reset: None,
-        requeue: Some(StdDuration::ZERO),
-        notices: vec![Notice { warning: false, reason: Reason::RemediationStarted.as_str().into(), message }],
-    })
+    let notice = Notice { warning: false, reason: Reason::RemediationStarted.as_str().into(), message };
+    Some(standalone(status, new, now, Some(StdDuration::ZERO), vec![notice]))
 }
 
 /// coroner's leader runs on the node to fence: it never fences itself. The remediation waits in its
@@ -176,19 +186,12 @@ pub fn leader_on_target(status: &CoronerRemediationStatus, node_name: &str, now:
     let message =
         format!("coroner's leader runs on node {node_name}, the node to fence: waiting for another replica to lead");
     let changed = contract::record(&mut new.conditions, Reason::LeaderOnTargetNode, &message, now);
-    if changed {
-        new.last_update_time = Some(Time(now));
-    }
-    Decision {
-        status: new,
-        reset: None,
-        requeue: Some(WAIT_RECHECK),
-        notices: if changed {
-            vec![Notice { warning: true, reason: Reason::LeaderOnTargetNode.as_str().into(), message }]
-        } else {
-            vec![]
-        },
-    }
+    let notices = if changed {
+        vec![Notice { warning: true, reason: Reason::LeaderOnTargetNode.as_str().into(), message }]
+    } else {
+        vec![]
+    };
+    standalone(status, new, now, Some(WAIT_RECHECK), notices)
 }
 
 /// NHC stamped `nhc-timed-out`: no further BMC mutation. Unless the fence already succeeded, it fails.
@@ -221,14 +224,8 @@ pub fn timed_out(status: &CoronerRemediationStatus, now: Timestamp) -> Option<De
         contract::record(&mut new.conditions, Reason::TimedOutByNHC, &message, now);
         new.phase = Some(Phase::Failed);
     }
-    stamp_phase(status, &mut new, now);
-    new.last_update_time = Some(Time(now));
-    Some(Decision {
-        status: new,
-        reset: None,
-        requeue: None,
-        notices: vec![Notice { warning: !succeeded, reason: Reason::TimedOutByNHC.as_str().into(), message }],
-    })
+    let notice = Notice { warning: !succeeded, reason: Reason::TimedOutByNHC.as_str().into(), message };
+    Some(standalone(status, new, now, None, vec![notice]))
 }
 
 /// The node is gone. Before success that ends the fence; after it, there is nothing left to wait for.
@@ -251,14 +248,8 @@ pub fn node_missing(status: &CoronerRemediationStatus, node_name: &str, now: Tim
         contract::record(&mut new.conditions, Reason::NodeNotFound, &message, now);
         new.phase = Some(Phase::Failed);
     }
-    stamp_phase(status, &mut new, now);
-    new.last_update_time = Some(Time(now));
-    Some(Decision {
-        status: new,
-        reset: None,
-        requeue: None,
-        notices: vec![Notice { warning: true, reason: Reason::NodeNotFound.as_str().into(), message }],
-    })
+    let notice = Notice { warning: true, reason: Reason::NodeNotFound.as_str().into(), message };
+    Some(standalone(status, new, now, None, vec![notice]))
 }
 
 /// Whether coroner's `coroner.dev/fencing:NoSchedule` taint belongs on the node in this state: from
