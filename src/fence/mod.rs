@@ -537,15 +537,8 @@ impl<'a> Step<'a> {
             Ok(reading) => {
                 // The Lease as it stood before the reset: a renewal after it means a live kubelet.
                 self.progress.lease_renew_time_at_power_off = Some(lease_time(self.ctx.node));
-                self.progress.intent = Some(Intent {
-                    action: PowerAction::ForceOff,
-                    attempt: self.progress.attempt,
-                    decided_at: self.now(),
-                    instance: self.ctx.instance.to_owned(),
-                    result: None,
-                });
+                self.decide(PowerAction::ForceOff);
                 self.progress.off_run = None;
-                self.reset = Some(ResetType::ForceOff);
                 let message =
                     format!("power reads {}; sending ForceOff ({})", reading.power_state, self.attempt_label());
                 self.enter(Phase::ConfirmingOff, Reason::ConfirmingOff, message);
@@ -559,6 +552,27 @@ impl<'a> Step<'a> {
                 self.check_attempt_deadline();
             }
         }
+    }
+
+    /// Persists the intent of a BMC mutation (with this attempt and process) and asks for it to be sent
+    /// once the status carrying the intent is written.
+    fn decide(&mut self, action: PowerAction) {
+        self.progress.intent = Some(Intent {
+            action,
+            attempt: self.progress.attempt,
+            decided_at: self.now(),
+            instance: self.ctx.instance.to_owned(),
+            result: None,
+        });
+        self.reset = Some(match action {
+            PowerAction::ForceOff => ResetType::ForceOff,
+            PowerAction::On => ResetType::On,
+        });
+    }
+
+    /// An intent of `action` is persisted but was never answered: it may never have been sent.
+    fn unsent(&self, action: PowerAction) -> bool {
+        self.progress.intent.as_ref().is_some_and(|i| i.action == action && i.result.is_none())
     }
 
     fn new_run(&self, reading: &PowerReading) -> OffRun {
@@ -604,6 +618,18 @@ impl<'a> Step<'a> {
             Ok(reading) => {
                 self.progress.off_run = None;
                 self.progress.last_error = Some(format!("power reads {}", reading.power_state));
+                if self.unsent(PowerAction::ForceOff) && self.ctx.hold_power_action.is_none() {
+                    // The ForceOff persisted earlier was never answered: coroner stopped, or lost
+                    // leadership, between persisting it and sending it. Send it now, right after
+                    // this fresh reading, instead of waiting out the attempt.
+                    self.decide(PowerAction::ForceOff);
+                    let message = format!(
+                        "power reads {}; sending the ForceOff decided earlier ({})",
+                        reading.power_state,
+                        self.attempt_label()
+                    );
+                    self.enter(Phase::ConfirmingOff, Reason::ConfirmingOff, message);
+                }
             }
             Err(failure) if !failure.transient => {
                 return self.fail(failure.reason, format!("{}; nothing released", failure.message));
@@ -797,16 +823,11 @@ impl<'a> Step<'a> {
                     format!("{message}; waiting for the node to return with a new bootID"),
                 );
             }
-            Ok(_) if !sent => {
-                self.progress.attempt_started_at = Some(self.now());
-                self.progress.intent = Some(Intent {
-                    action: PowerAction::On,
-                    attempt: 1,
-                    decided_at: self.now(),
-                    instance: self.ctx.instance.to_owned(),
-                    result: None,
-                });
-                self.reset = Some(ResetType::On);
+            Ok(_) if !sent || self.unsent(PowerAction::On) => {
+                if !sent {
+                    self.progress.attempt_started_at = Some(self.now());
+                }
+                self.decide(PowerAction::On);
                 self.requeue = Some(self.spec.poll_interval.get());
             }
             outcome => {

@@ -120,12 +120,13 @@ fn feed_at(
     let node = node();
     let mut last = None;
     for (now, observation) in steps {
-        let decision = next(
-            spec,
-            &persisted(&status),
-            observation,
-            Context { now, instance: ME, node: &node, hold_power_action: None },
-        );
+        let ctx = Context { now, instance: ME, node: &node, hold_power_action: None };
+        let mut decision = next(spec, &persisted(&status), observation, ctx);
+        // As the controller does: a reset is sent and its answer recorded right away.
+        if let Some(action) = decision.reset {
+            let answer = Observation::ResetAnswered { action, result: Ok(204) };
+            decision.status = next(spec, &persisted(&decision.status), answer, ctx).status;
+        }
         status = decision.status.clone();
         last = Some(decision);
     }
@@ -135,6 +136,14 @@ fn feed_at(
 /// A status in ConfirmingOff after ForceOff was sent at t=1.
 fn confirming(spec: &CoronerRemediationSpec) -> CoronerRemediationStatus {
     let decision = feed(spec, verified(spec), 1, vec![power(PowerState::On)]);
+    assert_eq!(decision.reset, Some(ResetType::ForceOff));
+    decision.status
+}
+
+/// The status as persisted right before the ForceOff is sent (its intent not yet answered).
+fn decided(spec: &CoronerRemediationSpec) -> CoronerRemediationStatus {
+    let node = node();
+    let decision = next(spec, &persisted(&verified(spec)), power(PowerState::On), ctx(1, &node));
     assert_eq!(decision.reset, Some(ResetType::ForceOff));
     decision.status
 }
@@ -331,7 +340,7 @@ fn insecure_tls_is_a_warning_condition_and_event() {
 
 #[test]
 fn a_machine_that_is_on_gets_one_force_off_after_the_fresh_read() {
-    let status = confirming(&spec());
+    let status = decided(&spec());
     assert_eq!(status.phase, Some(Phase::ConfirmingOff));
     let progress = status.progress.unwrap();
     let intent = progress.intent.unwrap();
@@ -458,6 +467,28 @@ fn readings_from_before_a_restart_never_count() {
 }
 
 #[test]
+fn a_force_off_persisted_but_never_answered_is_sent_after_a_fresh_read() {
+    // The intent was persisted; no answer was recorded (the process stopped before sending).
+    let node = node();
+    let status = decided(&spec());
+    assert_eq!(status.progress.as_ref().unwrap().intent.as_ref().unwrap().result, None);
+    let restarted = Context { now: t(3), instance: "instance-c", node: &node, hold_power_action: None };
+    let decision = next(&spec(), &persisted(&status), power(PowerState::On), restarted);
+    assert_eq!(decision.reset, Some(ResetType::ForceOff));
+    let intent = decision.status.progress.unwrap().intent.unwrap();
+    assert_eq!((intent.instance.as_str(), intent.attempt), ("instance-c", 1));
+    // Once answered, On readings just keep the attempt polling.
+    let answered = next(
+        &spec(),
+        &persisted(&status),
+        Observation::ResetAnswered { action: ResetType::ForceOff, result: Ok(204) },
+        ctx(1, &node),
+    );
+    let polled = next(&spec(), &persisted(&answered.status), power(PowerState::On), ctx(3, &node));
+    assert_eq!(polled.reset, None);
+}
+
+#[test]
 fn a_changed_uuid_stops_the_fence() {
     let changed = Observation::Power(Ok(PowerReading { uuid: OTHER_UUID.into(), power_state: PowerState::Off }));
     for status in [verified(&spec()), confirming(&spec())] {
@@ -487,6 +518,12 @@ fn no_proof_within_the_timeout_starts_the_next_attempt_then_fails() {
     // Second attempt: fresh read first, then a new ForceOff.
     let second = next(&spec, status, power(PowerState::On), ctx(66, &node));
     assert_eq!(second.reset, Some(ResetType::ForceOff));
+    let second = next(
+        &spec,
+        &second.status,
+        Observation::ResetAnswered { action: ResetType::ForceOff, result: Ok(204) },
+        ctx(66, &node),
+    );
     let failed = next(&spec, &second.status, power(PowerState::On), ctx(126, &node));
     assert_eq!(succeeded(&failed.status), ("False".into(), "PowerOffNotConfirmed".into()));
     assert_eq!(failed.reset, None);
@@ -518,7 +555,7 @@ fn polling_is_paced_by_the_poll_interval() {
 #[test]
 fn the_reset_answer_is_recorded_but_proves_nothing() {
     let node = node();
-    let status = confirming(&spec());
+    let status = decided(&spec());
     let rejected = Err(BmcFailure { transient: false, reason: Reason::BmcProtocolError, message: "HTTP 400".into() });
     let decision = next(
         &spec(),
