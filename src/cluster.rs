@@ -182,7 +182,8 @@ pub async fn release_with_taint(
 }
 
 /// The release with `ResourceDeletion` (as FAR does): after the same check, force-delete every pod
-/// bound to the node (grace period 0, UID precondition), mirror pods excepted. Never VolumeAttachments.
+/// bound to the node (grace period 0, UID precondition), mirror pods excepted, checking again before
+/// each further pod. Never VolumeAttachments. Unlike the taint, this is not one atomic update.
 pub async fn release_by_deletion(
     client: &Client,
     spec: &CoronerRemediationSpec,
@@ -198,6 +199,12 @@ pub async fn release_by_deletion(
     for pod in pods_on(client, node_name).await? {
         if fence::is_mirror_pod(&pod) {
             continue;
+        }
+        // Deleting takes a while: the node must still be silent before each pod goes.
+        if deleted > 0
+            && let Err(alive) = silent_node(client, spec, status, node_name, owner_uid).await?
+        {
+            return Ok(Err(alive));
         }
         let api: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace().unwrap_or_default());
         let params = DeleteParams {

@@ -78,6 +78,8 @@ pub enum Budget {
     PowerOffTimeout,
     /// `spec.releaseTimeout`, then the step goes ahead with a Warning.
     ReleaseTimeout,
+    /// One `On`, read back within `spec.powerOffTimeout`; then a Warning, the fence stands.
+    PowerOn,
     /// Waits until the condition clears or NHC times the remediation out.
     NhcTimeout,
 }
@@ -121,7 +123,7 @@ reasons! {
     Releasing => Progress, None, "power proven Off; re-checking the node and releasing its workloads";
     NodeFenced => Fenced, None, "power proven Off and workloads released (out-of-service taint or pod deletion)";
     WaitingForRelease => Fenced, ReleaseTimeout, "Reboot: waiting until no pod is terminating and no VolumeAttachment names the node";
-    PoweringOn => Fenced, PowerOffTimeout, "Reboot: out-of-service taint removed; sending On and reading On back";
+    PoweringOn => Fenced, PowerOn, "Reboot: out-of-service taint removed; sending On and reading On back";
     WaitingForNode => Fenced, NhcTimeout, "Reboot: waiting for the node to come back Ready with a new bootID";
     RemediationComplete => Complete, None, "nothing left to do; NHC deletes the remediation once the node is healthy";
     TimedOutByNHC => Final, None, "NHC stamped nhc-timed-out before success; no further BMC mutation is sent";
@@ -167,6 +169,7 @@ impl Budget {
             Self::RetryCount => "`retry.count` attempts, `retry.interval` apart",
             Self::PowerOffTimeout => "`powerOffTimeout` per attempt, within `retry.count`",
             Self::ReleaseTimeout => "`releaseTimeout`, then goes ahead with a Warning",
+            Self::PowerOn => "one On, read back within `powerOffTimeout`; then a Warning",
             Self::NhcTimeout => "until it clears or NHC times out",
         }
     }
@@ -188,7 +191,8 @@ pub fn reason_table() -> String {
 }
 
 /// Sets `Processing` and `Succeeded` for `reason`. `Succeeded` never leaves `False` (NHC may already
-/// have escalated) and never goes from `True` back to `Unknown`.
+/// have escalated) and never leaves `True` (the workloads were released); then only `Processing`
+/// changes.
 /// Returns whether anything changed.
 pub fn record(conditions: &mut Vec<Condition>, reason: Reason, message: &str, now: Timestamp) -> bool {
     let current = conditions::status_of(conditions, SUCCEEDED).map(str::to_owned);
@@ -198,13 +202,13 @@ pub fn record(conditions: &mut Vec<Condition>, reason: Reason, message: &str, no
         Disposition::Complete => (FALSE, TRUE),
         Disposition::Final => (FALSE, FALSE),
     };
-    let succeeded = match (current.as_deref(), wanted) {
-        (Some(FALSE), _) => FALSE,
-        (Some(TRUE), UNKNOWN) => TRUE,
-        _ => wanted,
-    };
     let mut changed = conditions::set(conditions, PROCESSING, processing, reason.as_str(), message, now);
-    changed |= conditions::set(conditions, SUCCEEDED, succeeded, reason.as_str(), message, now);
+    match (current.as_deref(), wanted) {
+        // Once False, NHC may already have escalated; once True, the workloads were released.
+        // Either way Succeeded keeps its status and its reason; Processing says what happens now.
+        (Some(FALSE), _) | (Some(TRUE), UNKNOWN | FALSE) => {}
+        _ => changed |= conditions::set(conditions, SUCCEEDED, wanted, reason.as_str(), message, now),
+    }
     changed
 }
 
@@ -286,14 +290,18 @@ mod tests {
         assert_eq!(status(&c, SUCCEEDED), "False");
         record(&mut c, Reason::RemediationComplete, "m", Timestamp::UNIX_EPOCH);
         assert_eq!(status(&c, SUCCEEDED), "False");
+        assert_eq!(conditions::find(&c, SUCCEEDED).unwrap().reason, "PowerOffNotConfirmed");
     }
 
     #[test]
-    fn succeeded_never_goes_from_true_back_to_unknown() {
+    fn succeeded_never_leaves_true() {
         let mut c = Vec::new();
         record(&mut c, Reason::NodeFenced, "m", Timestamp::UNIX_EPOCH);
         record(&mut c, Reason::AttemptFailed, "power-on attempt failed", Timestamp::UNIX_EPOCH);
         assert_eq!(status(&c, SUCCEEDED), "True");
+        record(&mut c, Reason::IdentityChanged, "uuid changed", Timestamp::UNIX_EPOCH);
+        assert_eq!((status(&c, SUCCEEDED), status(&c, PROCESSING)), ("True".into(), "False".into()));
+        assert_eq!(conditions::find(&c, SUCCEEDED).unwrap().reason, "NodeFenced");
     }
 
     #[test]

@@ -239,11 +239,17 @@ fn being_fenced(remediation: &CoronerRemediation) -> bool {
     !matches!(phase(remediation), Phase::Pending | Phase::Done | Phase::Failed)
 }
 
-/// Holding a power-action slot: from admission until the release, and while powering on.
-fn in_power_action(remediation: &CoronerRemediation) -> bool {
+/// Holding a power-action slot: from admission until the release (`Off`) or until the power-on is
+/// done (`Reboot`), so the power-on of an earlier fence also counts against the limits.
+pub fn in_power_action(remediation: &CoronerRemediation) -> bool {
     matches!(
         phase(remediation),
-        Phase::VerifyingIdentity | Phase::PoweringOff | Phase::ConfirmingOff | Phase::Releasing | Phase::PoweringOn
+        Phase::VerifyingIdentity
+            | Phase::PoweringOff
+            | Phase::ConfirmingOff
+            | Phase::Releasing
+            | Phase::WaitingForRelease
+            | Phase::PoweringOn
     )
 }
 

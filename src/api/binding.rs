@@ -41,8 +41,8 @@ pub struct BmcBindingSpec {
 #[serde(rename_all = "camelCase")]
 pub struct RedfishTarget {
     /// https URL of the Redfish service root, e.g. `https://10.0.0.12/redfish/v1` (a bare
-    /// `https://host[:port]` means `/redfish/v1`).
-    #[schemars(regex(pattern = r"^https://[^/?#\s]+(/[^?#\s]*)?$"), length(max = 2048))]
+    /// `https://host[:port]` means `/redfish/v1`). No credentials in it: they go in the Secret.
+    #[schemars(regex(pattern = r"^https://[^/?#\s@]+(/[^?#\s]*)?$"), length(max = 2048))]
     pub endpoint: String,
     /// Pins `Systems/{id}`. Without it coroner discovers the system: the only one, or the one whose
     /// UUID matches the node.

@@ -115,7 +115,8 @@ impl BmcError {
     pub fn is_transient(&self) -> bool {
         match self {
             Self::Unreachable(_) => true,
-            Self::Status { status, .. } => *status >= 500,
+            // 408 and 429 (a BMC polled every second may rate-limit) clear by themselves too.
+            Self::Status { status, .. } => *status >= 500 || *status == 408 || *status == 429,
             _ => false,
         }
     }

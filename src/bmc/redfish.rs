@@ -42,6 +42,10 @@ impl RedfishClient {
         if endpoint.scheme() != "https" || endpoint.host_str().is_none() {
             return Err(BmcError::Setup(format!("endpoint {:?} must be an https URL", config.endpoint)));
         }
+        if !endpoint.username().is_empty() || endpoint.password().is_some() {
+            // Credentials belong in the Secret; an endpoint is copied into status and Events.
+            return Err(BmcError::Setup("the endpoint must not carry credentials (user@host)".into()));
+        }
         let service_root = match endpoint.path().trim_end_matches('/') {
             "" => "/redfish/v1".to_owned(),
             path => path.to_owned(),
@@ -52,6 +56,7 @@ impl RedfishClient {
             .timeout(config.request_timeout)
             .connect_timeout(config.request_timeout)
             .redirect(same_origin_redirects())
+            .https_only(true)
             // A BMC sits on a management network: never send its credentials through a proxy.
             .no_proxy()
             .build()
@@ -71,8 +76,14 @@ impl RedfishClient {
         self.origin.origin().ascii_serialization()
     }
 
+    /// A path on this BMC. Paths come from the BMC itself (members, reset targets): one that resolves
+    /// to another origin would take the credentials, and a reset, elsewhere.
     fn url(&self, path: &str) -> Result<Url, BmcError> {
-        self.origin.join(path).map_err(|e| BmcError::Setup(format!("path {path:?}: {e}")))
+        let url = self.origin.join(path).map_err(|e| BmcError::Setup(format!("path {path:?}: {e}")))?;
+        if url.origin() != self.origin.origin() {
+            return Err(BmcError::Protocol { path: path.to_owned(), problem: "it points to another host".into() });
+        }
+        Ok(url)
     }
 
     fn system_path(&self, path_or_id: &str) -> String {
@@ -166,6 +177,13 @@ impl Bmc for RedfishClient {
     async fn reset(&self, system: &SystemReading, reset: ResetType) -> Result<u16, BmcError> {
         let target =
             system.reset_target.clone().unwrap_or_else(|| format!("{}/Actions/ComputerSystem.Reset", system.path));
+        // The reset must act on the system whose identity was proven, not a sibling.
+        if !target.starts_with(&format!("{}/", system.path.trim_end_matches('/'))) {
+            return Err(BmcError::Protocol {
+                path: system.path.clone(),
+                problem: format!("its reset target {target:?} is not below the system"),
+            });
+        }
         let response =
             self.send(Method::POST, &target, Some(serde_json::json!({ "ResetType": reset.as_str() }))).await?;
         Ok(response.status().as_u16())
@@ -311,6 +329,56 @@ mod tests {
         ] {
             assert!(matches!(parse_system("/p", &broken), Err(BmcError::Protocol { .. })), "{broken}");
         }
+    }
+
+    fn client_config() -> RedfishConfig {
+        RedfishConfig {
+            endpoint: "https://10.0.0.1".into(),
+            trust: tls::Trust { insecure_skip_verify: true, ..tls::Trust::default() },
+            credentials: Credentials { username: "u".into(), password: crate::bmc::Password::new("p".into()) },
+            request_timeout: Duration::from_secs(1),
+            read_retries: 0,
+            retry_backoff: Duration::from_millis(1),
+        }
+    }
+
+    fn client() -> RedfishClient {
+        RedfishClient::new(RedfishConfig { endpoint: "https://10.0.0.1:8443/redfish/v1".into(), ..client_config() })
+            .unwrap()
+    }
+
+    #[test]
+    fn paths_from_the_bmc_stay_on_its_origin() {
+        let bmc = client();
+        assert!(bmc.url("/redfish/v1/Systems/1").is_ok());
+        for elsewhere in [
+            "https://other:8443/redfish/v1/Systems/1",
+            "//other/redfish/v1",
+            "http://10.0.0.1:8443/redfish/v1",
+            "https://10.0.0.1:9443/x",
+        ] {
+            assert!(matches!(bmc.url(elsewhere), Err(BmcError::Protocol { .. })), "{elsewhere}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_reset_target_outside_the_system_is_refused_before_sending() {
+        let system = SystemReading {
+            id: "1".into(),
+            path: "/redfish/v1/Systems/1".into(),
+            uuid: "7f3b0c1e-0000-4000-8000-000000000001".into(),
+            power_state: PowerState::On,
+            reset_target: Some("/redfish/v1/Systems/2/Actions/ComputerSystem.Reset".into()),
+        };
+        let error = client().reset(&system, ResetType::ForceOff).await.unwrap_err();
+        assert!(matches!(error, BmcError::Protocol { .. }), "{error:?}");
+    }
+
+    #[test]
+    fn an_endpoint_with_credentials_is_refused() {
+        let config = RedfishConfig { endpoint: "https://admin:secret@10.0.0.1/redfish/v1".into(), ..client_config() };
+        let error = RedfishClient::new(config).unwrap_err();
+        assert!(!error.to_string().contains("secret"));
     }
 
     #[test]

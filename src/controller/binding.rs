@@ -62,7 +62,7 @@ async fn verify(ctx: &Context, binding: &BmcBinding) -> Result<Check, Error> {
     let system = match bmc::find_system(&client, pinned, &node_uuid).await {
         Ok(Ok(system)) => system,
         Ok(Err(uuids)) => {
-            // Several systems, none the node's: read the first for reachability and power.
+            // Several systems answered, none of them the node's machine.
             let message = format!(
                 "none of the systems at {} ({}) is node {node_name}'s machine",
                 client.origin(),

@@ -66,7 +66,12 @@ impl LeaseTracker {
         let leases: Api<Lease> = Api::namespaced(client, NODE_LEASE_NAMESPACE);
         let mut events = watcher(leases, watcher::Config::default()).default_backoff().boxed();
         while let Some(event) = events.next().await {
-            let Ok(event) = event else { continue };
+            // While the watch is broken nothing is known: every Lease counts as just renewed
+            // again until the next full list (failing safe: the gate waits).
+            let Ok(event) = event else {
+                self.with(|s| s.synced = false);
+                continue;
+            };
             let now = Timestamp::now();
             match event {
                 watcher::Event::Apply(lease) | watcher::Event::InitApply(lease) => {

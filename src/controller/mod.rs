@@ -34,7 +34,7 @@ use crate::{
     cluster::{self, BindingError, ClusterError},
     contract::{self, Reason},
     fence::Notice,
-    gates::StormLimits,
+    gates::{self, StormLimits},
     identity::Claim,
     leader::Election,
     telemetry::{Health, Metrics},
@@ -88,14 +88,16 @@ pub struct Context {
     pub admissions: tokio::sync::Mutex<Admissions>,
     /// Asks the leadership loop to hand leadership over to another replica.
     pub step_down: tokio::sync::Notify,
+    /// Leadership terms of this process: power readings from an earlier term never count.
+    term: std::sync::atomic::AtomicU64,
 }
 
-/// When fences were admitted. Seeded from the remediations that still exist when coroner starts; a
-/// remediation NHC deleted before a restart is forgotten (documented in docs/safety.md).
+/// When fences were admitted, by remediation UID. Every admission merges in what the existing
+/// remediations record (so admissions by another replica count); a remediation NHC deleted before
+/// this process saw it is forgotten (documented in docs/safety.md).
 #[derive(Debug, Default)]
 pub struct Admissions {
-    pub seeded: bool,
-    pub times: Vec<Timestamp>,
+    pub times: std::collections::BTreeMap<String, Timestamp>,
 }
 
 impl Context {
@@ -110,7 +112,14 @@ impl Context {
             leases: LeaseTracker::default(),
             admissions: tokio::sync::Mutex::new(Admissions::default()),
             step_down: tokio::sync::Notify::new(),
+            term: std::sync::atomic::AtomicU64::new(0),
         }
+    }
+
+    /// Who takes power readings now: this process in its current leadership term. A replica that
+    /// loses leadership and regains it starts its proofs afresh.
+    pub fn instance(&self) -> String {
+        format!("{}/{}", self.settings.instance, self.term.load(std::sync::atomic::Ordering::Acquire))
     }
 
     pub fn namespace(&self) -> &str {
@@ -187,6 +196,8 @@ pub enum Error {
     Finalizer(#[source] Box<kube::runtime::finalizer::Error<Error>>),
     #[error("not sending to the BMC: {0}")]
     NotLeader(String),
+    #[error("the remediation's status kept changing under {0} writes")]
+    StatusConflicts(u32),
     #[error("leader election: {0}")]
     Election(#[from] kube_lease_manager::LeaseManagerError),
 }
@@ -206,6 +217,7 @@ impl Error {
                 _ => "finalizer",
             },
             Self::NotLeader(_) => "not-leader",
+            Self::StatusConflicts(_) => "conflict",
             Self::Election(_) => "election",
         }
     }
@@ -260,6 +272,7 @@ pub async fn run(ctx: Arc<Context>, health: Health, shutdown: CancellationToken)
                 }
             },
         }
+        ctx.term.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         info!(identity = %election.identity, "became the leader");
         ctx.metrics.leader.set(1);
         ctx.metrics.leader_changes.inc();
@@ -343,7 +356,7 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
             .graceful_shutdown_on(stop.cancelled_owned())
             .run(binding::reconcile, error_policy, ctx.clone())
             .for_each(|_| async {});
-    info!(namespace, instance = %ctx.settings.instance, "controllers started");
+    info!(namespace, instance = %ctx.instance(), "controllers started");
     futures::join!(remediation_controller, template_controller, binding_controller);
     info!("controllers stopped");
 }
@@ -369,16 +382,7 @@ async fn refresh_gauges(ctx: Arc<Context>, shutdown: CancellationToken) {
                     .map(|c| c.reason.clone())
                     .unwrap_or_default()
             };
-            let in_flight = list.items.iter().filter(|r| {
-                matches!(
-                    phase(r),
-                    Phase::VerifyingIdentity
-                        | Phase::PoweringOff
-                        | Phase::ConfirmingOff
-                        | Phase::Releasing
-                        | Phase::PoweringOn
-                )
-            });
+            let in_flight = list.items.iter().filter(|r| gates::in_power_action(r));
             metrics.remediations_in_flight.set(gauge_count(in_flight.count()));
             let queued =
                 list.items.iter().filter(|r| phase(r) == Phase::Pending && reason(r) == Reason::Queued.as_str());

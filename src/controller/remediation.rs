@@ -115,6 +115,7 @@ impl<'a> Fence<'a> {
             let lease = cluster::node_lease(&self.ctx.client, &self.node_name).await?;
             let snapshot = NodeSnapshot::new(&node, lease, &self.uid);
             let now = Timestamp::now();
+            let instance = self.ctx.instance();
             let spec = self.remediation.spec.clone();
             let hold = match gates::lease_stale(
                 self.ctx.leases.sighting(&self.node_name, now),
@@ -124,12 +125,8 @@ impl<'a> Fence<'a> {
                 Gate::Wait(reason, message) | Gate::Refuse(reason, message) => Some((reason, message)),
                 Gate::Admit => None,
             };
-            let context = fence::Context {
-                now,
-                instance: &self.ctx.settings.instance,
-                node: &snapshot,
-                hold_power_action: hold.as_ref(),
-            };
+            let context =
+                fence::Context { now, instance: &instance, node: &snapshot, hold_power_action: hold.as_ref() };
             let plan = fence::plan(&spec, &status, context);
             debug!(phase = fence::phase_of(&status).as_str(), ?plan, "step");
             let gathered = match (&plan, admissions.as_deref_mut()) {
@@ -147,7 +144,7 @@ impl<'a> Fence<'a> {
             if let Some(history) = admissions.as_deref_mut()
                 && fence::phase_of(&self.status()) == Phase::VerifyingIdentity
             {
-                history.times.push(now);
+                history.times.insert(self.uid.clone(), now);
             }
             drop(admissions);
             if let Some(Observation::Identity(found)) = identity_observed {
@@ -227,13 +224,14 @@ impl<'a> Fence<'a> {
             .list(&ListParams::default().labels("component=etcd"))
             .await?
             .items;
-        if !history.seeded {
-            let admitted = remediations
-                .iter()
-                .filter_map(|r| r.status.as_ref()?.evidence.as_ref()?.node.as_ref().map(|n| n.admitted_at.0));
-            history.times.extend(admitted);
-            history.seeded = true;
+        for r in &remediations {
+            if let (Some(uid), Some(node)) =
+                (r.uid(), r.status.as_ref().and_then(|s| s.evidence.as_ref()?.node.as_ref()))
+            {
+                history.times.insert(uid, node.admitted_at.0);
+            }
         }
+        let admitted: Vec<Timestamp> = history.times.values().copied().collect();
         let inputs = GateInputs {
             remediation: &self.remediation,
             node,
@@ -244,7 +242,7 @@ impl<'a> Fence<'a> {
             nodes: &nodes,
             etcd_pods: &etcd_pods,
             remediations: &remediations,
-            recent_admissions: &history.times,
+            recent_admissions: &admitted,
             limits: self.ctx.settings.limits,
         };
         Ok(match gates::evaluate(&inputs) {
@@ -297,7 +295,13 @@ impl<'a> Fence<'a> {
             Err(message) => return Ok(Err(IdentityProblem::Binding { reason: Reason::BindingInvalid, message })),
         };
         let pinned = binding.spec.redfish.system_id.as_deref();
-        let system = match bmc::find_system(&client, pinned, &snapshot.system_uuid).await {
+        let found = bmc::find_system(&client, pinned, &snapshot.system_uuid).await;
+        let result = match &found {
+            Ok(_) => "ok",
+            Err(error) => BmcFailure::from(error).reason.as_str(),
+        };
+        self.ctx.metrics.bmc(&binding.name_any(), "read", result);
+        let system = match found {
             Ok(Ok(system)) => system,
             Ok(Err(uuids)) => {
                 let message = format!(
@@ -426,7 +430,9 @@ impl<'a> Fence<'a> {
     }
 
     /// Sends the reset the persisted decision asked for (its intent is already in status), and
-    /// records the answer.
+    /// records the answer. Everything that takes time comes first; right before the POST the
+    /// remediation is read again (unchanged since the intent was written, not timed out by NHC, not
+    /// being deleted) and the leader Lease must outlast the request.
     async fn send_reset(
         &mut self,
         reset: crate::bmc::ResetType,
@@ -434,15 +440,22 @@ impl<'a> Fence<'a> {
         snapshot: &NodeSnapshot,
         node: &Node,
     ) -> Result<(), Error> {
-        // A Lease is not a fence: send only while the Lease outlasts the request.
+        let binding = self.status().evidence.and_then(|e| e.identity).map(|i| i.binding).unwrap_or_default();
+        let client = self.client_for_fence().await?;
+        let current = self.api.get(&self.remediation.name_any()).await?;
+        let unchanged = current.resource_version() == self.remediation.resource_version();
+        if !unchanged || contract::timed_out_by_nhc(&current.metadata) || current.metadata.deletion_timestamp.is_some()
+        {
+            info!(reset = reset.as_str(), "the remediation changed since the intent was written; not sending");
+            return Ok(());
+        }
         if let Some(election) = &self.ctx.settings.election {
             election
                 .ensure_leader(&self.ctx.client, self.ctx.settings.bmc.request_timeout)
                 .await
                 .map_err(Error::NotLeader)?;
         }
-        let binding = self.status().evidence.and_then(|e| e.identity).map(|i| i.binding).unwrap_or_default();
-        let result = match (self.client_for_fence().await?, system) {
+        let result = match (client, system) {
             (Ok(client), Some(system)) => {
                 info!(reset = reset.as_str(), system = %system.path, "sending reset");
                 let result = client.reset(&system, reset).await.map_err(|e| BmcFailure::from(&e));
@@ -456,19 +469,21 @@ impl<'a> Fence<'a> {
                 message: "no fresh reading to reset from".into(),
             }),
         };
-        let context = fence::Context {
-            now: Timestamp::now(),
-            instance: &self.ctx.settings.instance,
-            node: snapshot,
-            hold_power_action: None,
-        };
-        let decision = fence::next(
-            &self.remediation.spec,
-            &self.status(),
-            Observation::ResetAnswered { action: reset, result },
-            context,
-        );
-        self.commit(decision, Some(node)).await
+        // The answer must land: a reset left unanswered in status would be sent again.
+        let instance = self.ctx.instance();
+        for _ in 0..3 {
+            let context =
+                fence::Context { now: Timestamp::now(), instance: &instance, node: snapshot, hold_power_action: None };
+            let answer = Observation::ResetAnswered { action: reset, result: result.clone() };
+            let decision = fence::next(&self.remediation.spec, &self.status(), answer, context);
+            match self.commit(decision, Some(node)).await {
+                Err(Error::Kube(kube::Error::Api(status))) if status.code == 409 => {
+                    self.remediation = self.api.get(&self.remediation.name_any()).await?;
+                }
+                other => return other,
+            }
+        }
+        Err(Error::StatusConflicts(3))
     }
 
     /// Makes coroner's taints on the node match what the remediation's state wants.

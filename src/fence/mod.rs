@@ -105,6 +105,10 @@ pub fn plan(spec: &CoronerRemediationSpec, status: &CoronerRemediationStatus, ct
             Some(wait) => Plan::Wait(wait),
             None => system_path().map_or(Plan::VerifyIdentity, |system_path| Plan::ReadPower { system_path }),
         },
+        // Only a proof taken by this process (this leadership term) may release the node.
+        Phase::Releasing if !proof_is_ours(status, ctx.instance) => {
+            system_path().map_or(Plan::VerifyIdentity, |system_path| Plan::ReadPower { system_path })
+        }
         Phase::Releasing => Plan::Release,
         Phase::WaitingForRelease => Plan::CheckWorkloads,
         // The out-of-service taint must be gone before the machine may come back.
@@ -133,6 +137,7 @@ pub fn next(
         }
         (Phase::PoweringOff, Observation::Power(reading)) => step.powering_off(reading),
         (Phase::ConfirmingOff, Observation::Power(reading)) => step.confirming_off(reading),
+        (Phase::Releasing, Observation::Power(reading)) => step.prove_again(reading),
         (Phase::Releasing, Observation::Release(outcome)) => step.released(outcome),
         (Phase::WaitingForRelease, Observation::Workloads(workloads)) => step.waiting_for_release(workloads),
         (Phase::PoweringOn, Observation::Power(reading)) => step.powering_on(reading),
@@ -333,13 +338,20 @@ impl<'a> Step<'a> {
     }
 
     fn finish(mut self) -> Decision {
+        // A reset goes out only as the persisted intent of a live fence: if a later rule of this
+        // step ended the attempt or the fence, nothing is sent.
+        let phase = self.status.phase.unwrap_or_default();
+        let intended = |reset: ResetType| {
+            self.progress.intent.as_ref().is_some_and(|i| i.result.is_none() && i.action.as_str() == reset.as_str())
+        };
+        let reset = self.reset.filter(|r| !phase.is_terminal() && intended(*r));
         self.status.progress = Some(self.progress);
         self.status.evidence = Some(self.evidence);
         stamp_phase(self.old, &mut self.status, self.ctx.now);
         if self.status != *self.old {
             self.status.last_update_time = Some(Time(self.ctx.now));
         }
-        Decision { status: self.status, reset: self.reset, requeue: self.requeue, notices: self.notices }
+        Decision { status: self.status, reset, requeue: self.requeue, notices: self.notices }
     }
 
     /// Moves to `phase` with `reason`; a change of phase or reason is announced once as an Event.
@@ -486,11 +498,22 @@ impl<'a> Step<'a> {
         };
         let same = identity::parse(&reading.uuid).zip(identity::parse(&verified.bmc_uuid)).is_some_and(|(a, b)| a == b);
         if !same {
-            let message = format!(
-                "system {} now reports UUID {:?}, not the verified {}; the fence stops and nothing is released",
-                verified.system_path, reading.uuid, verified.bmc_uuid
-            );
-            self.fail(Reason::IdentityChanged, message);
+            let (path, uuid, verified) =
+                (verified.system_path.clone(), reading.uuid.clone(), verified.bmc_uuid.clone());
+            if conditions::is_true(&self.status.conditions, contract::SUCCEEDED) {
+                // Already released: the fence stands; only the power-on stops.
+                let message = format!(
+                    "system {path} now reports UUID {uuid:?}, not the verified {verified}; no power-on is sent"
+                );
+                self.set_condition(contract::POWERED_ON, false, Reason::IdentityChanged.as_str(), &message);
+                self.notify(true, Reason::IdentityChanged.as_str(), message.clone());
+                self.enter(Phase::WaitingForNode, Reason::WaitingForNode, message);
+            } else {
+                let message = format!(
+                    "system {path} now reports UUID {uuid:?}, not the verified {verified}; the fence stops and nothing is released"
+                );
+                self.fail(Reason::IdentityChanged, message);
+            }
         }
         same
     }
@@ -690,6 +713,20 @@ impl<'a> Step<'a> {
         self.requeue = Some(StdDuration::ZERO);
     }
 
+    /// A proof taken by an earlier process cannot release: confirm again, in a fresh attempt clock
+    /// (same attempt number, so no budget is spent on the restart).
+    fn prove_again(&mut self, reading: Result<PowerReading, BmcFailure>) {
+        if let Some(power_off) = self.evidence.power_off.as_mut() {
+            power_off.proof = None;
+            power_off.proven_at = None;
+        }
+        self.progress.off_run = None;
+        self.progress.attempt_started_at = None;
+        let message = "the power-off proof was taken by an earlier coroner process; proving it again".to_owned();
+        self.enter(Phase::ConfirmingOff, Reason::ConfirmingOff, message);
+        self.confirming_off(reading);
+    }
+
     fn reset_answered(&mut self, action: ResetType, result: Result<u16, BmcFailure>) {
         let text = match &result {
             Ok(status) => format!("HTTP {status}"),
@@ -867,6 +904,17 @@ impl<'a> Step<'a> {
         self.notify(false, "NodeRecovered", message.clone());
         self.enter(Phase::Done, Reason::RemediationComplete, message);
     }
+}
+
+/// Whether the power-off proof in `status` was taken by `instance` (the running process and
+/// leadership term). Readings of an earlier process never count, also not as a finished proof.
+fn proof_is_ours(status: &CoronerRemediationStatus, instance: &str) -> bool {
+    status
+        .evidence
+        .as_ref()
+        .and_then(|e| e.power_off.as_ref())
+        .and_then(|p| p.proof.as_ref())
+        .is_some_and(|proof| proof.instance == instance)
 }
 
 /// The proof: an unbroken run of Off readings whose first and last are at least `settle` apart.

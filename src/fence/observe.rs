@@ -85,7 +85,7 @@ impl From<&BmcError> for BmcFailure {
             BmcError::Unreachable(_) => Reason::BmcUnreachable,
             BmcError::Tls(_) => Reason::BmcTlsVerificationFailed,
             BmcError::Unauthorized(_) => Reason::BmcAuthenticationFailed,
-            BmcError::Status { status, .. } if *status >= 500 => Reason::BmcUnreachable,
+            BmcError::Status { .. } if error.is_transient() => Reason::BmcUnreachable,
             BmcError::Status { .. } | BmcError::Protocol { .. } | BmcError::CrossHostRedirect(_) => {
                 Reason::BmcProtocolError
             }
@@ -194,10 +194,11 @@ pub fn release_check(
         ));
     }
     let at_power_off = status.progress.as_ref().and_then(|p| p.lease_renew_time_at_power_off.as_ref()).map(|t| t.0);
+    // Any change counts, earlier values too: a kubelet's clock may be behind or step back.
     if let (Some(renewed), Some(before)) = (node.lease_renew_time, at_power_off)
-        && renewed > before
+        && renewed != before
     {
-        return Err(format!("Node {}'s Lease was renewed at {renewed}, after the power-off began", node.name));
+        return Err(format!("Node {}'s Lease was renewed (renewTime {renewed}) after the power-off began", node.name));
     }
     Ok(())
 }

@@ -489,6 +489,34 @@ fn a_force_off_persisted_but_never_answered_is_sent_after_a_fresh_read() {
 }
 
 #[test]
+fn a_reset_decided_in_a_step_that_ends_the_attempt_is_not_sent() {
+    // An unanswered ForceOff intent, then a reading after powerOffTimeout: the attempt ends, and the
+    // step must not also ask to send the ForceOff whose intent it just cleared.
+    let node = node();
+    let status = decided(&spec());
+    let late = next(&spec(), &persisted(&status), power(PowerState::On), ctx(62, &node));
+    assert_eq!(late.status.phase, Some(Phase::PoweringOff));
+    assert_eq!(late.reset, None);
+    let spec = CoronerRemediationSpec { retry: crate::api::Retry { count: 1, ..spec().retry }, ..spec() };
+    let last = next(&spec, &persisted(&decided(&spec)), power(PowerState::On), ctx(62, &node));
+    assert_eq!((last.status.phase, last.reset), (Some(Phase::Failed), None));
+}
+
+#[test]
+fn a_proof_from_an_earlier_process_does_not_release() {
+    let spec = spec();
+    let status = releasing(&spec);
+    let node = node();
+    let restarted = Context { now: t(6), instance: "instance-c", node: &node, hold_power_action: None };
+    assert!(matches!(plan(&spec, &status, restarted), Plan::ReadPower { .. }), "re-prove, not release");
+    let decision = next(&spec, &persisted(&status), power(PowerState::Off), restarted);
+    assert_eq!(decision.status.phase, Some(Phase::ConfirmingOff));
+    assert_eq!(decision.status.evidence.as_ref().unwrap().power_off.as_ref().unwrap().proof, None);
+    assert_eq!(decision.status.progress.as_ref().unwrap().off_run.as_ref().unwrap().instance, "instance-c");
+    assert_eq!(plan(&spec, &status, ctx(6, &node)), Plan::Release, "the process that proved it releases");
+}
+
+#[test]
 fn a_changed_uuid_stops_the_fence() {
     let changed = Observation::Power(Ok(PowerReading { uuid: OTHER_UUID.into(), power_state: PowerState::Off }));
     for status in [verified(&spec()), confirming(&spec())] {
@@ -675,6 +703,16 @@ fn power_on_is_sent_after_a_fresh_read_and_read_back() {
     assert_eq!(never.status.phase, Some(Phase::WaitingForNode));
     assert_eq!(conditions::status_of(&never.status.conditions, contract::POWERED_ON), Some("False"));
     assert_eq!(succeeded(&never.status).0, "True", "a failed power-on does not undo the fence");
+}
+
+#[test]
+fn a_changed_uuid_after_the_release_stops_only_the_power_on() {
+    let spec = spec();
+    let changed = Observation::Power(Ok(PowerReading { uuid: OTHER_UUID.into(), power_state: PowerState::Off }));
+    let decision = feed(&spec, powering_on(&spec), 8, vec![changed]);
+    assert_eq!((decision.status.phase, decision.reset), (Some(Phase::WaitingForNode), None));
+    assert_eq!(succeeded(&decision.status).0, "True");
+    assert_eq!(conditions::status_of(&decision.status.conditions, contract::POWERED_ON), Some("False"));
 }
 
 #[test]

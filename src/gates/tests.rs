@@ -337,12 +337,16 @@ fn the_concurrency_budget_queues_the_next_fence() {
 }
 
 #[test]
-fn finished_or_releasing_fences_free_their_slot() {
+fn finished_fences_free_their_slot_and_a_pending_power_on_keeps_it() {
     let mut world = World::new(node("w-9", Some("Unknown"), &[]));
-    world.other("w-1", 10, Phase::WaitingForRelease, None);
+    world.other("w-1", 10, Phase::WaitingForNode, None);
     world.other("w-2", 20, Phase::Done, None);
     world.other("w-3", 30, Phase::Failed, None);
     assert_eq!(world.gate(storm), Gate::Admit);
+    world.other("w-4", 40, Phase::WaitingForRelease, None);
+    world.other("w-5", 50, Phase::PoweringOn, None);
+    world.other("w-6", 60, Phase::ConfirmingOff, None);
+    assert!(waits(&world.gate(storm), Reason::Queued), "the power-ons to come hold their slots");
 }
 
 #[test]
