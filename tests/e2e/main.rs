@@ -251,6 +251,7 @@ async fn suite() {
         ("h: control plane: one of three fenced, two of three not", 6),
         ("i: storm limits: concurrency and window budgets", 7),
         ("j: a stale binding is caught by periodic verification", 8),
+        ("l: the leader never fences the node it runs on", 9),
     ] {
         log(format!("=== scenario {name}"));
         let scenario_started = Instant::now();
@@ -263,7 +264,8 @@ async fn suite() {
             5 => scenario_g(&world).await,
             6 => scenario_h(&world).await,
             7 => scenario_i(&mut world).await,
-            _ => scenario_j(&mut world).await,
+            8 => scenario_j(&mut world).await,
+            _ => scenario_l(&mut world).await,
         }
         timings.push(format!("{name}: {:.1?}", scenario_started.elapsed()));
     }
@@ -541,6 +543,29 @@ async fn scenario_j(world: &mut World) {
     .await;
     world.node_mut("spare-2").restart_bmc();
     wait_for("spare-2 verified again", SHORT, || verified("True", "")).await;
+}
+
+/// A single replica that runs on the node to fence (--node-name) and has no sibling to hand over to
+/// waits with LeaderOnTargetNode and sends nothing; a replica elsewhere then fences the node.
+async fn scenario_l(world: &mut World) {
+    let node = "c-1";
+    world.restart_coroners(1, &["--node-name", node]);
+    world.node(node).partition();
+    let waiting = wait_remediation(world, node, "LeaderOnTargetNode", LONG, |r| {
+        succeeded(r).is_some_and(|s| s == ("Unknown".into(), "LeaderOnTargetNode".into()))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let posts: Vec<_> = world.node(node).machine.requests().into_iter().filter(|r| r.starts_with("POST")).collect();
+    assert!(posts.is_empty(), "the leader powered off its own node: {posts:?}");
+    log(format!("{node}: {} waits with LeaderOnTargetNode; no power action", waiting.name_any()));
+    world.restart_coroners(2, &[]);
+    heal_once_off(world, node).await;
+    wait_remediation(world, node, "Succeeded=True from a leader elsewhere", LONG, |r| {
+        succeeded(r).is_some_and(|s| s.0 == "True")
+    })
+    .await;
+    wait_remediations_gone(world, node).await;
 }
 
 /// The leader's /metrics after the fences: the stage histogram and the counters.
