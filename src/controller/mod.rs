@@ -90,6 +90,33 @@ pub struct Context {
     pub step_down: tokio::sync::Notify,
     /// Leadership terms of this process: power readings from an earlier term never count.
     term: std::sync::atomic::AtomicU64,
+    clients: ClientCache,
+}
+
+/// How long a Redfish client (with the credentials and CA bundle it was built from) is reused: a fence
+/// polling every second does not re-read its Secret every second, and a rotated Secret is picked up
+/// within this time.
+const CLIENT_TTL: StdDuration = StdDuration::from_secs(60);
+
+/// Redfish clients by binding UID, with the binding resourceVersion they were built for.
+#[derive(Default)]
+struct ClientCache {
+    entries: std::sync::Mutex<std::collections::HashMap<String, (String, std::time::Instant, RedfishClient)>>,
+}
+
+impl ClientCache {
+    fn get(&self, binding: &BmcBinding) -> Option<RedfishClient> {
+        let entries = self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (version, built, client) = entries.get(&binding.uid()?)?;
+        (Some(version) == binding.resource_version().as_ref() && built.elapsed() < CLIENT_TTL).then(|| client.clone())
+    }
+
+    fn put(&self, binding: &BmcBinding, client: &RedfishClient) {
+        if let (Some(uid), Some(version)) = (binding.uid(), binding.resource_version()) {
+            let mut entries = self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            entries.insert(uid, (version, std::time::Instant::now(), client.clone()));
+        }
+    }
 }
 
 /// When fences were admitted, by remediation UID. Every admission merges in what the existing
@@ -113,6 +140,7 @@ impl Context {
             admissions: tokio::sync::Mutex::new(Admissions::default()),
             step_down: tokio::sync::Notify::new(),
             term: std::sync::atomic::AtomicU64::new(0),
+            clients: ClientCache::default(),
         }
     }
 
@@ -129,6 +157,9 @@ impl Context {
     /// The Redfish client a binding describes. `Ok(Err(message))`: what the binding refers to (its
     /// Secret, CA bundle, pin, endpoint) cannot be used.
     async fn redfish_client(&self, binding: &BmcBinding) -> Result<Result<RedfishClient, String>, Error> {
+        if let Some(client) = self.clients.get(binding) {
+            return Ok(Ok(client));
+        }
         let name = binding.name_any();
         let (credentials, trust) =
             match (cluster::credentials(&self.client, binding).await, cluster::trust(&self.client, binding).await) {
@@ -147,7 +178,11 @@ impl Context {
             read_retries: bmc.read_retries,
             retry_backoff: bmc.retry_backoff,
         };
-        Ok(RedfishClient::new(config).map_err(|e| format!("BmcBinding {name}: {e}")))
+        let client = RedfishClient::new(config).map_err(|e| format!("BmcBinding {name}: {e}"));
+        if let Ok(client) = &client {
+            self.clients.put(binding, client);
+        }
+        Ok(client)
     }
 
     /// Every other Node's systemUUID and every other binding's last verified UUID: what must not
@@ -427,4 +462,46 @@ async fn refresh_gauges(ctx: Arc<Context>, shutdown: CancellationToken) {
 
 fn gauge_count(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        api::{BmcBindingSpec, RedfishTarget, SecretRef, TlsPolicy},
+        bmc::{Credentials, Password, tls},
+    };
+
+    fn binding(version: &str) -> BmcBinding {
+        let mut binding = BmcBinding::new(
+            "b",
+            BmcBindingSpec {
+                node_name: "n".into(),
+                redfish: RedfishTarget { endpoint: "https://10.0.0.1".into(), system_id: None },
+                credentials_secret_ref: SecretRef { name: "s".into() },
+                tls: TlsPolicy::default(),
+            },
+        );
+        binding.metadata.uid = Some("uid-b".into());
+        binding.metadata.resource_version = Some(version.into());
+        binding
+    }
+
+    #[test]
+    fn a_client_is_reused_only_for_the_binding_version_it_was_built_for() {
+        let client = RedfishClient::new(RedfishConfig {
+            endpoint: "https://10.0.0.1".into(),
+            trust: tls::Trust { insecure_skip_verify: true, ..tls::Trust::default() },
+            credentials: Credentials { username: "u".into(), password: Password::new("p".into()) },
+            request_timeout: StdDuration::from_secs(1),
+            read_retries: 0,
+            retry_backoff: StdDuration::from_millis(1),
+        })
+        .unwrap();
+        let cache = ClientCache::default();
+        assert!(cache.get(&binding("1")).is_none());
+        cache.put(&binding("1"), &client);
+        assert!(cache.get(&binding("1")).is_some());
+        assert!(cache.get(&binding("2")).is_none(), "a changed binding builds a new client");
+    }
 }
