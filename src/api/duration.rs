@@ -28,10 +28,6 @@ impl Duration {
     pub const fn get(self) -> StdDuration {
         self.0
     }
-
-    pub fn is_zero(self) -> bool {
-        self.0.is_zero()
-    }
 }
 
 impl From<StdDuration> for Duration {

@@ -16,7 +16,7 @@ use tracing::info;
 use super::{Context, Error};
 use crate::{
     api::BmcBinding,
-    bmc,
+    bmc::{self, BmcError},
     fence::BmcFailure,
     gates,
     identity::{self, IdentityRefusal},
@@ -31,12 +31,6 @@ pub async fn reconcile(binding: Arc<BmcBinding>, ctx: Arc<Context>) -> Result<Ac
         Some(why) => Check::Conflict(why),
         None => verify(&ctx, &binding).await?,
     };
-    let result = match &check {
-        Check::Read { .. } => "ok",
-        Check::Failed { reason, .. } => reason.as_str(),
-        Check::Conflict(_) | Check::Invalid(_) => "not-asked",
-    };
-    ctx.metrics.bmc(&name, "verify", result);
     let mut status = binding.status.clone().unwrap_or_default();
     let notices = verification::record(&mut status, &check, &binding, Timestamp::now());
     if binding.status.as_ref() != Some(&status) {
@@ -59,7 +53,9 @@ async fn verify(ctx: &Context, binding: &BmcBinding) -> Result<Check, Error> {
     let node = Api::<Node>::all(ctx.client.clone()).get_opt(node_name).await?;
     let node_uuid = node.and_then(|n| n.status?.node_info).map(|i| i.system_uuid).unwrap_or_default();
     let pinned = binding.spec.redfish.system_id.as_deref();
-    let system = match bmc::find_system(&client, pinned, &node_uuid).await {
+    let found = bmc::find_system(&client, pinned, &node_uuid).await;
+    ctx.metrics.bmc(&binding.name_any(), "verify", found.as_ref().map_or_else(BmcError::category, |_| "ok"));
+    let system = match found {
         Ok(Ok(system)) => system,
         Ok(Err(uuids)) => {
             // Several systems answered, none of them the node's machine.

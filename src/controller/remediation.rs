@@ -15,7 +15,7 @@ use tracing::{Instrument, debug, info, info_span};
 use super::{Admissions, Context, Error};
 use crate::{
     api::{BmcBinding, CoronerRemediation, CoronerRemediationStatus, Phase, RemediationStrategy, conditions},
-    bmc::{self, Bmc, RedfishClient, SystemReading},
+    bmc::{self, Bmc, BmcError, RedfishClient, SystemReading},
     cluster,
     contract::{self, Reason},
     fence::{
@@ -173,12 +173,15 @@ impl<'a> Fence<'a> {
             Plan::Idle => Gathered::Plain(Observation::Nothing),
             Plan::VerifyIdentity => Gathered::Plain(Observation::Identity(self.identity(snapshot).await?)),
             Plan::ReadPower { system_path } => {
+                let binding = self.status().evidence.and_then(|e| e.identity).map(|i| i.binding).unwrap_or_default();
                 let reading = match self.client_for_fence().await? {
-                    Ok(client) => client.system(system_path).await.map_err(|e| BmcFailure::from(&e)),
+                    Ok(client) => {
+                        let read = client.system(system_path).await;
+                        self.ctx.metrics.bmc(&binding, "read", read.as_ref().map_or_else(BmcError::category, |_| "ok"));
+                        read.map_err(|e| BmcFailure::from(&e))
+                    }
                     Err(failure) => Err(failure),
                 };
-                let binding = self.status().evidence.and_then(|e| e.identity).map(|i| i.binding).unwrap_or_default();
-                self.ctx.metrics.bmc(&binding, "read", reading.as_ref().map_or_else(|f| f.reason.as_str(), |_| "ok"));
                 Gathered::Reading(reading)
             }
             Plan::Release => {
@@ -296,11 +299,7 @@ impl<'a> Fence<'a> {
         };
         let pinned = binding.spec.redfish.system_id.as_deref();
         let found = bmc::find_system(&client, pinned, &snapshot.system_uuid).await;
-        let result = match &found {
-            Ok(_) => "ok",
-            Err(error) => BmcFailure::from(error).reason.as_str(),
-        };
-        self.ctx.metrics.bmc(&binding.name_any(), "read", result);
+        self.ctx.metrics.bmc(&binding.name_any(), "read", found.as_ref().map_or_else(BmcError::category, |_| "ok"));
         let system = match found {
             Ok(Ok(system)) => system,
             Ok(Err(uuids)) => {
@@ -458,9 +457,9 @@ impl<'a> Fence<'a> {
         let result = match (client, system) {
             (Ok(client), Some(system)) => {
                 info!(reset = reset.as_str(), system = %system.path, "sending reset");
-                let result = client.reset(&system, reset).await.map_err(|e| BmcFailure::from(&e));
-                self.ctx.metrics.bmc(&binding, "reset", result.as_ref().map_or_else(|f| f.reason.as_str(), |_| "ok"));
-                result
+                let result = client.reset(&system, reset).await;
+                self.ctx.metrics.bmc(&binding, "reset", result.as_ref().map_or_else(BmcError::category, |_| "ok"));
+                result.map_err(|e| BmcFailure::from(&e))
             }
             (Err(failure), _) => Err(failure),
             (Ok(_), None) => Err(BmcFailure {
