@@ -7,7 +7,7 @@
 
 use uuid::Uuid;
 
-use crate::api::UuidMatch;
+use crate::{api::UuidMatch, contract::Reason};
 
 /// UUIDs that firmware ships on many machines at once; they identify nothing.
 const KNOWN_PLACEHOLDERS: &[&str] = &[
@@ -27,6 +27,18 @@ pub enum IdentityRefusal {
     Mismatch { node: String, bmc: String },
     #[error("UUID {uuid} also belongs to {other}; coroner cannot tell which machine this BMC powers")]
     Ambiguous { uuid: String, other: String },
+}
+
+impl IdentityRefusal {
+    /// The condition reason for this refusal (all final: no power action is taken).
+    pub fn reason(&self) -> Reason {
+        match self {
+            Self::NodeUuidUnusable(..) => Reason::NodeUuidUnusable,
+            Self::BmcUuidMalformed { .. } => Reason::BmcProtocolError,
+            Self::Mismatch { .. } => Reason::IdentityMismatch,
+            Self::Ambiguous { .. } => Reason::IdentityAmbiguous,
+        }
+    }
 }
 
 /// Something else that claims a machine: another Node's `systemUUID`, or the system another

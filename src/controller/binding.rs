@@ -18,8 +18,7 @@ use crate::{
     api::BmcBinding,
     bmc::{self, BmcError},
     fence::BmcFailure,
-    gates,
-    identity::{self, IdentityRefusal},
+    gates, identity,
     verification::{self, Check},
 };
 
@@ -72,15 +71,8 @@ async fn verify(ctx: &Context, binding: &BmcBinding) -> Result<Check, Error> {
         }
     };
     let claims = ctx.claims(node_name, binding).await?;
-    let verdict = identity::prove(&node_uuid, &system.uuid, &claims).map_err(|refusal| {
-        let reason = match refusal {
-            IdentityRefusal::NodeUuidUnusable(..) => crate::contract::Reason::NodeUuidUnusable,
-            IdentityRefusal::BmcUuidMalformed { .. } => crate::contract::Reason::BmcProtocolError,
-            IdentityRefusal::Mismatch { .. } => crate::contract::Reason::IdentityMismatch,
-            IdentityRefusal::Ambiguous { .. } => crate::contract::Reason::IdentityAmbiguous,
-        };
-        (reason, refusal.to_string())
-    });
+    let verdict =
+        identity::prove(&node_uuid, &system.uuid, &claims).map_err(|refusal| (refusal.reason(), refusal.to_string()));
     Ok(Check::Read {
         system_id: system.id,
         uuid: system.uuid,

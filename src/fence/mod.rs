@@ -422,13 +422,7 @@ impl<'a> Step<'a> {
         let matched = match identity::prove(&node_uuid, &found.system.uuid, &found.claims) {
             Ok(matched) => matched,
             Err(refusal) => {
-                let reason = match refusal {
-                    identity::IdentityRefusal::NodeUuidUnusable(..) => Reason::NodeUuidUnusable,
-                    identity::IdentityRefusal::BmcUuidMalformed { .. } => Reason::BmcProtocolError,
-                    identity::IdentityRefusal::Mismatch { .. } => Reason::IdentityMismatch,
-                    identity::IdentityRefusal::Ambiguous { .. } => Reason::IdentityAmbiguous,
-                };
-                return self.fail(reason, format!("{refusal}; no power action taken"));
+                return self.fail(refusal.reason(), format!("{refusal}; no power action taken"));
             }
         };
         if found.tls_verified {
