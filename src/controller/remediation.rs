@@ -23,7 +23,7 @@ use crate::{
         Verdict,
     },
     gates::{self, Gate, GateInputs},
-    telemetry::{self, OutcomeLabels, StageLabels},
+    telemetry::{self, StageLabels},
     verification::{self, Check},
 };
 
@@ -391,19 +391,15 @@ impl<'a> Fence<'a> {
         Ok(())
     }
 
-    /// Metrics of what the last write changed: a start, an end, and the stages completed.
+    /// Metrics of what the last write changed: a start, the outcome, and the stages completed.
     fn count_transition(&self, old: &CoronerRemediationStatus) {
         let new = self.status();
         let metrics = &self.ctx.metrics;
         if old.phase.is_none() && new.phase.is_some() {
             metrics.remediations_started.inc();
         }
-        let (was, is) = (fence::phase_of(old), fence::phase_of(&new));
-        if old.phase.is_some() && !was.is_terminal() && is.is_terminal() {
-            let succeeded = conditions::find(&new.conditions, contract::SUCCEEDED);
-            let outcome = if succeeded.is_some_and(|c| c.status == conditions::TRUE) { "succeeded" } else { "failed" };
-            let reason = succeeded.map(|c| c.reason.clone()).unwrap_or_default();
-            metrics.remediations_finished.get_or_create(&OutcomeLabels { outcome: outcome.into(), reason }).inc();
+        if let Some(outcome) = telemetry::decided_outcome(old, &new) {
+            metrics.remediations_finished.get_or_create(&outcome).inc();
         }
         for (stage, seconds) in telemetry::stage_durations(old, &new) {
             metrics.fence_stage_seconds.get_or_create(&StageLabels { stage: stage.into() }).observe(seconds);

@@ -8,7 +8,10 @@ use prometheus_client::{
     registry::Registry,
 };
 
-use crate::api::{CoronerRemediationStatus, Evidence};
+use crate::{
+    api::{CoronerRemediationStatus, Evidence, conditions},
+    contract,
+};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabels {
@@ -94,7 +97,7 @@ impl Metrics {
         registry.register("remediations_started", "Remediations coroner began working on", m.remediations_started);
         registry.register(
             "remediations_finished",
-            "Remediations that ended, by outcome and reason",
+            "Remediations whose outcome was decided (Succeeded True or False), by outcome and reason",
             m.remediations_finished,
         );
         registry.register(
@@ -200,6 +203,23 @@ pub fn stage_durations(old: &CoronerRemediationStatus, new: &CoronerRemediationS
     stages
 }
 
+/// The outcome NodeHealthCheck sees, counted once: when `Succeeded` first leaves `Unknown`. Not
+/// the terminal phase: NHC deletes a remediation as soon as its node is healthy again, which can
+/// come before coroner sees the node back and writes `Done`.
+pub fn decided_outcome(old: &CoronerRemediationStatus, new: &CoronerRemediationStatus) -> Option<OutcomeLabels> {
+    let decided = |status: &CoronerRemediationStatus| {
+        conditions::find(&status.conditions, contract::SUCCEEDED)
+            .filter(|c| c.status == conditions::TRUE || c.status == conditions::FALSE)
+            .cloned()
+    };
+    if decided(old).is_some() {
+        return None;
+    }
+    let succeeded = decided(new)?;
+    let outcome = if succeeded.status == conditions::TRUE { "succeeded" } else { "failed" };
+    Some(OutcomeLabels { outcome: outcome.into(), reason: succeeded.reason })
+}
+
 #[cfg(test)]
 mod tests {
     use jiff::{SignedDuration, Timestamp};
@@ -274,6 +294,30 @@ mod tests {
         let stages = stage_durations(&proven, &released);
         assert_eq!(stages.len(), 1);
         assert!((stages[0].1 - 0.1).abs() < 1e-9 && stages[0].0 == "release");
+    }
+
+    #[test]
+    fn the_outcome_is_counted_once_when_succeeded_is_decided() {
+        let now = Timestamp::UNIX_EPOCH;
+        let with = |reason: contract::Reason, before: &CoronerRemediationStatus| {
+            let mut status = before.clone();
+            contract::record(&mut status.conditions, reason, "m", now);
+            status
+        };
+        let started = with(contract::Reason::RemediationStarted, &CoronerRemediationStatus::default());
+        assert_eq!(decided_outcome(&CoronerRemediationStatus::default(), &started), None, "Unknown decides nothing");
+        let fenced = with(contract::Reason::NodeFenced, &started);
+        assert_eq!(
+            decided_outcome(&started, &fenced),
+            Some(OutcomeLabels { outcome: "succeeded".into(), reason: "NodeFenced".into() })
+        );
+        let complete = with(contract::Reason::RemediationComplete, &fenced);
+        assert_eq!(decided_outcome(&fenced, &complete), None, "not again when the remediation completes");
+        let refused = with(contract::Reason::IdentityMismatch, &started);
+        assert_eq!(
+            decided_outcome(&started, &refused),
+            Some(OutcomeLabels { outcome: "failed".into(), reason: "IdentityMismatch".into() })
+        );
     }
 
     #[test]

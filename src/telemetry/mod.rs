@@ -27,5 +27,6 @@ mod metrics;
 
 pub use admin::{Health, serve};
 pub use metrics::{
-    CategoryLabels, Metrics, NodeLabels, OutcomeLabels, PhaseLabels, StageLabels, StateLabels, stage_durations,
+    CategoryLabels, Metrics, NodeLabels, OutcomeLabels, PhaseLabels, StageLabels, StateLabels, decided_outcome,
+    stage_durations,
 };
