@@ -21,6 +21,7 @@ use crate::{
     },
     bmc::{Credentials, Password, tls},
     fence::{self, NodeSnapshot, Released, Workloads},
+    leader,
     taints::{self, CoronerTaint},
 };
 
@@ -353,8 +354,14 @@ pub async fn record_binding_status(
 pub const ERROR_REQUEUE: StdDuration = StdDuration::from_secs(2);
 
 /// How many other replicas of this coroner (pods with the same `app.kubernetes.io/name` and
-/// `app.kubernetes.io/instance` labels as `pod`) are Ready: whether leadership can be handed over.
-pub async fn ready_siblings(client: &Client, namespace: &str, pod: &str) -> Result<usize, kube::Error> {
+/// `app.kubernetes.io/instance` labels as `pod`) could take leadership over from a leader running on
+/// `node_to_fence` ([`leader::can_take_over`]).
+pub async fn ready_siblings(
+    client: &Client,
+    namespace: &str,
+    pod: &str,
+    node_to_fence: &str,
+) -> Result<usize, kube::Error> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let Some(me) = pods.get_opt(pod).await? else { return Ok(0) };
     let selector: Vec<String> = ["app.kubernetes.io/name", "app.kubernetes.io/instance"]
@@ -364,13 +371,6 @@ pub async fn ready_siblings(client: &Client, namespace: &str, pod: &str) -> Resu
     if selector.is_empty() {
         return Ok(0);
     }
-    let ready = |p: &Pod| {
-        p.metadata.deletion_timestamp.is_none()
-            && p.status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-    };
     let others = pods.list(&ListParams::default().labels(&selector.join(","))).await?.items;
-    Ok(others.iter().filter(|p| p.name_any() != pod && ready(p)).count())
+    Ok(others.iter().filter(|p| leader::can_take_over(p, pod, node_to_fence)).count())
 }

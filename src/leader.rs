@@ -6,8 +6,8 @@
 use std::time::Duration as StdDuration;
 
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::coordination::v1::Lease;
-use kube::{Api, Client};
+use k8s_openapi::api::{coordination::v1::Lease, core::v1::Pod};
+use kube::{Api, Client, ResourceExt};
 
 /// Tolerated clock difference between coroner and the API server that stamps nothing here but
 /// whose clients (other replicas) renew the Lease on their own clocks.
@@ -44,6 +44,22 @@ pub fn may_mutate(lease: Option<&Lease>, identity: &str, now: Timestamp, need: S
     Ok(())
 }
 
+/// Whether the replica `candidate` can take leadership over from the leader `me`, which runs on
+/// `node_to_fence`: another pod, Ready, not being deleted, and on another node (a replica on the
+/// same node would only hand leadership back, and nobody would say why the fence waits).
+pub fn can_take_over(candidate: &Pod, me: &str, node_to_fence: &str) -> bool {
+    let node = candidate.spec.as_ref().and_then(|s| s.node_name.as_deref());
+    let ready = candidate
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+    candidate.name_any() != me
+        && candidate.metadata.deletion_timestamp.is_none()
+        && ready
+        && node.is_some_and(|n| n != node_to_fence)
+}
+
 impl Election {
     /// Reads the Lease and applies [`may_mutate`].
     pub async fn ensure_leader(&self, client: &Client, need: StdDuration) -> Result<(), String> {
@@ -73,6 +89,32 @@ mod tests {
             }),
             ..Lease::default()
         }
+    }
+
+    fn replica(name: &str, node: &str, ready: &str) -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name},
+            "spec": {"nodeName": node, "containers": []},
+            "status": {"conditions": [{"type": "Ready", "status": ready}]},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn only_a_ready_replica_on_another_node_takes_over() {
+        assert!(can_take_over(&replica("coroner-b", "worker-2", "True"), "coroner-a", "worker-1"));
+        assert!(!can_take_over(&replica("coroner-a", "worker-2", "True"), "coroner-a", "worker-1"), "itself");
+        assert!(!can_take_over(&replica("coroner-b", "worker-2", "False"), "coroner-a", "worker-1"), "not Ready");
+        assert!(
+            !can_take_over(&replica("coroner-b", "worker-1", "True"), "coroner-a", "worker-1"),
+            "on the node to fence: it would hand leadership back"
+        );
+        let mut unscheduled = replica("coroner-b", "", "True");
+        unscheduled.spec.as_mut().unwrap().node_name = None;
+        assert!(!can_take_over(&unscheduled, "coroner-a", "worker-1"), "not scheduled");
+        let mut leaving = replica("coroner-b", "worker-2", "True");
+        leaving.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(t(0)));
+        assert!(!can_take_over(&leaving, "coroner-a", "worker-1"), "being deleted");
     }
 
     #[test]

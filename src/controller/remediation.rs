@@ -410,7 +410,7 @@ impl<'a> Fence<'a> {
     /// otherwise the remediation waits (`LeaderOnTargetNode`).
     async fn leader_on_target(mut self, node: &Node, now: Timestamp) -> Result<Action, Error> {
         let siblings = match &self.ctx.settings.pod_name {
-            Some(pod) => cluster::ready_siblings(&self.ctx.client, self.ctx.namespace(), pod).await?,
+            Some(pod) => cluster::ready_siblings(&self.ctx.client, self.ctx.namespace(), pod, &self.node_name).await?,
             None => 0,
         };
         if siblings > 0 && self.ctx.settings.election.is_some() {
