@@ -8,7 +8,9 @@
 //!   c. an unreachable BMC ends in Succeeded=False after retry.count attempts, nothing released;
 //!   d. nhc-timed-out mid-fence stops all further BMC mutations;
 //!   e. coroner killed while ConfirmingOff and restarted completes the fence, every reset after a read;
-//!   f. over the whole run: taints follow proven power states, no Node deleted, no password in logs.
+//!   f. over the whole run: taints follow proven power states, no Node deleted, no password in logs;
+//!   g–m. Ready=False refused, control-plane quorum, storm limits, stale bindings, and a leader on the
+//!      node to fence (waits alone, hands over to a replica elsewhere).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -252,6 +254,7 @@ async fn suite() {
         ("i: storm limits: concurrency and window budgets", 7),
         ("j: a stale binding is caught by periodic verification", 8),
         ("l: the leader never fences the node it runs on", 9),
+        ("m: a leader on the node to fence hands over to a replica elsewhere", 10),
     ] {
         log(format!("=== scenario {name}"));
         let scenario_started = Instant::now();
@@ -265,7 +268,8 @@ async fn suite() {
             6 => scenario_h(&world).await,
             7 => scenario_i(&mut world).await,
             8 => scenario_j(&mut world).await,
-            _ => scenario_l(&mut world).await,
+            9 => scenario_l(&mut world).await,
+            _ => scenario_m(&mut world).await,
         }
         timings.push(format!("{name}: {:.1?}", scenario_started.elapsed()));
     }
@@ -576,6 +580,54 @@ async fn scenario_l(world: &mut World) {
     })
     .await;
     wait_remediations_gone(world, node).await;
+}
+
+/// The leader runs on the node to fence and a Ready replica runs on another node: the leader steps
+/// down instead of waiting, the other replica fences the node, and the first never sends a reset.
+async fn scenario_m(world: &mut World) {
+    let (node, elsewhere) = ("c-1", "a-1");
+    world.restart_coroners(0, &[]);
+    let on_target = world.start_coroner(&["--node-name", node]);
+    wait_for(&format!("{on_target} leads"), SHORT, || async {
+        world.leader().await.filter(|r| r.name == on_target).map(drop)
+    })
+    .await;
+    let standby = world.start_coroner(&["--node-name", elsewhere]);
+    world.replica_pod(&on_target, node).await;
+    world.replica_pod(&standby, elsewhere).await;
+    let pods: Api<Pod> = Api::namespaced(world.client.clone(), CORONER_NS);
+    wait_for("both replica pods Ready", SHORT, || async {
+        let list = pods.list(&ListParams::default().labels("app.kubernetes.io/instance=e2e")).await.ok()?.items;
+        let ready = list.iter().filter(|p| {
+            p.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        });
+        (ready.count() == 2).then_some(())
+    })
+    .await;
+    world.node(node).partition();
+    heal_once_off(world, node).await;
+    let fenced =
+        wait_remediation(world, node, "Succeeded=True", LONG, |r| succeeded(r).is_some_and(|s| s.0 == "True")).await;
+    let leader = world.leader().await.map(|r| r.name.clone());
+    assert_eq!(leader.as_deref(), Some(standby.as_str()), "leadership passed to the replica elsewhere");
+    let reset = format!("coroner_bmc_requests_total{{binding=\"{node}\",operation=\"reset\"");
+    let replica = |name: &str| world.coroners.iter().find(|r| r.name == name).expect("replica");
+    assert!(!replica(&on_target).metrics().await.contains(&reset), "{on_target} sent a reset to its own node");
+    assert!(replica(&standby).metrics().await.contains(&reset), "{standby} fenced {node}");
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(world.client.clone(), CORONER_NS);
+    let waited = events.list(&ListParams::default()).await.unwrap().items.into_iter().any(|e| {
+        e.reason.as_deref() == Some("LeaderOnTargetNode")
+            && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(fenced.name_any().as_str())
+    });
+    assert!(!waited, "the remediation waited with LeaderOnTargetNode although a replica elsewhere was Ready");
+    log(format!("{node}: {on_target} (on {node}) handed over; {standby} (on {elsewhere}) fenced it"));
+    wait_remediations_gone(world, node).await;
+    for name in [&on_target, &standby] {
+        let _ = pods.delete(name, &Default::default()).await;
+    }
 }
 
 /// The leader's /metrics after the fences: the stage histogram and the counters.

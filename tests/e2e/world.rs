@@ -12,7 +12,7 @@ use std::{
 
 use k8s_openapi::api::{
     coordination::v1::Lease,
-    core::v1::{ConfigMap, Namespace, Node, Secret},
+    core::v1::{ConfigMap, Namespace, Node, Pod, Secret},
 };
 use kube::{
     Api, Client, Config,
@@ -394,6 +394,19 @@ impl World {
         log(format!("{name} started, admin port {port}{extra}"));
         self.coroners.push(Replica { name: name.clone(), admin_port: port, process });
         name
+    }
+
+    /// The Pod object standing for a replica process on `node` (labelled like the chart's pods); the
+    /// node's agent reports it Running and Ready while the node is up, like a kubelet would.
+    pub async fn replica_pod(&self, replica: &str, node: &str) {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), CORONER_NS);
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": replica, "labels": {"app.kubernetes.io/name": "coroner", "app.kubernetes.io/instance": "e2e"}},
+            "spec": {"nodeName": node, "automountServiceAccountToken": false,
+                     "containers": [{"name": "coroner", "image": "registry.invalid/coroner:e2e"}]},
+        }))
+        .expect("pod");
+        pods.create(&PostParams::default(), &pod).await.expect("create replica pod");
     }
 
     /// Replaces every replica (SIGTERM) with `replicas` new ones started with `flags`.
