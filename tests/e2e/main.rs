@@ -38,7 +38,6 @@ use kube::{
 };
 use serde_json::json;
 use support::machine::{PASSWORD, USER, peers};
-use timeline::Timeline;
 use world::{CORONER_NS, World, log, wait_for};
 
 const SHORT: Duration = Duration::from_secs(60);
@@ -251,7 +250,6 @@ async fn setup(world: &mut World) {
 async fn suite() {
     let started = Instant::now();
     let mut world = World::up().await;
-    let timeline = Timeline::start(world.client.clone());
     setup(&mut world).await;
     let mut timings = Vec::new();
     for (name, scenario) in [
@@ -285,7 +283,7 @@ async fn suite() {
         timings.push(format!("{name}: {:.1?}", scenario_started.elapsed()));
     }
     log("=== scenario f: checks over the whole run");
-    scenario_f(&world, &timeline);
+    scenario_f(&world);
     for line in &timings {
         log(line);
     }
@@ -851,8 +849,8 @@ async fn scenario_i(world: &mut World) {
     world.restart_coroners(2, &[]);
 }
 
-fn scenario_f(world: &World, timeline: &Timeline) {
-    let events = timeline.events();
+fn scenario_f(world: &World) {
+    let events = timeline::node_events(&world.audit_log());
     let mut violations = Vec::new();
     for (name, node) in &world.nodes {
         let power = timeline::power_changes(&node.machine.log());

@@ -1,87 +1,90 @@
 //! What happened to every node over the whole run, for the checks that span scenarios: when
-//! out-of-service taints came and went (from a Node watch) and when power really changed (from each
-//! emulator's power log).
+//! out-of-service taints came and went and whether a Node was deleted (from the API server's audit
+//! log: the server's own timestamps, in the order of the stored resourceVersions, never when a watch
+//! happened to deliver it) and when power really changed (from each emulator's power log).
 
-use std::{
-    collections::BTreeMap,
-    sync::{Arc, Mutex},
-};
+use std::collections::BTreeMap;
 
-use futures::StreamExt;
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::Node;
-use kube::{
-    Api, Client, ResourceExt,
-    runtime::{WatchStreamExt, watcher},
-};
 use serde_json::Value;
 
+const OUT_OF_SERVICE: &str = "node.kubernetes.io/out-of-service";
+
+/// One write to a Node that changed something these checks follow. A write takes effect somewhere
+/// between the server receiving it and completing it; each check takes the bound that cannot
+/// excuse a wrong order.
 #[derive(Clone, Debug)]
 pub enum NodeEvent {
-    /// The out-of-service taint appeared; `time_added` is the taint's own `timeAdded`.
-    TaintAdded {
-        seen: Timestamp,
-        time_added: Option<Timestamp>,
-    },
-    TaintRemoved {
-        seen: Timestamp,
-    },
-    Deleted {
-        seen: Timestamp,
-    },
+    TaintAdded { received: Timestamp },
+    TaintRemoved { completed: Timestamp },
+    Deleted { completed: Timestamp },
 }
 
-#[derive(Clone, Default)]
-pub struct Timeline {
-    events: Arc<Mutex<BTreeMap<String, Vec<NodeEvent>>>>,
+fn has_out_of_service(node: &Value) -> bool {
+    node["spec"]["taints"]
+        .as_array()
+        .is_some_and(|taints| taints.iter().any(|t| t["key"] == OUT_OF_SERVICE && t["effect"] == "NoExecute"))
 }
 
-fn out_of_service(node: &Node) -> Option<Option<Timestamp>> {
-    node.spec
-        .as_ref()?
-        .taints
-        .as_ref()?
-        .iter()
-        .find(|t| t.key == "node.kubernetes.io/out-of-service" && t.effect == "NoExecute")
-        .map(|t| t.time_added.as_ref().map(|t| t.0))
-}
-
-impl Timeline {
-    /// Watches every Node until the process ends.
-    pub fn start(client: Client) -> Self {
-        let timeline = Self::default();
-        let events = timeline.events.clone();
-        tokio::spawn(async move {
-            let mut present: BTreeMap<String, bool> = BTreeMap::new();
-            let mut stream = watcher(Api::<Node>::all(client), watcher::Config::default()).default_backoff().boxed();
-            while let Some(event) = stream.next().await {
-                let Ok(event) = event else { continue };
-                let seen = Timestamp::now();
-                let record =
-                    |name: String, event: NodeEvent| events.lock().unwrap().entry(name).or_default().push(event);
-                match event {
-                    watcher::Event::Apply(node) | watcher::Event::InitApply(node) => {
-                        let now = out_of_service(&node);
-                        let before = present.insert(node.name_any(), now.is_some()).unwrap_or(false);
-                        match (before, now) {
-                            (false, Some(time_added)) => {
-                                record(node.name_any(), NodeEvent::TaintAdded { seen, time_added })
-                            }
-                            (true, None) => record(node.name_any(), NodeEvent::TaintRemoved { seen }),
-                            _ => {}
-                        }
-                    }
-                    watcher::Event::Delete(node) => record(node.name_any(), NodeEvent::Deleted { seen }),
-                    watcher::Event::Init | watcher::Event::InitDone => {}
+/// Every node's taint and deletion events from kube-apiserver's JSON audit log (policy in
+/// tests/harness/cluster.sh: writes to Node objects at RequestResponse).
+pub fn node_events(audit_log: &str) -> BTreeMap<String, Vec<NodeEvent>> {
+    struct Write {
+        version: u64,
+        received: Timestamp,
+        completed: Timestamp,
+        deleted: bool,
+        tainted: bool,
+    }
+    let mut writes: BTreeMap<String, Vec<Write>> = BTreeMap::new();
+    for entry in audit_log.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()) {
+        let object = &entry["objectRef"];
+        let response = &entry["responseObject"];
+        let deleted = entry["verb"] == "delete";
+        // A failed write answers with a Status, not the Node: it changed nothing.
+        let succeeded = entry["responseStatus"]["code"].as_u64().is_none_or(|code| code < 300)
+            && (deleted || response["kind"] == "Node");
+        if object["resource"] != "nodes" || !object["subresource"].is_null() || !succeeded {
+            continue;
+        }
+        let (Some(name), Some(received), Some(completed)) = (
+            object["name"].as_str().or_else(|| entry["responseObject"]["metadata"]["name"].as_str()),
+            entry["requestReceivedTimestamp"].as_str().and_then(|t| t.parse().ok()),
+            entry["stageTimestamp"].as_str().and_then(|t| t.parse().ok()),
+        ) else {
+            continue;
+        };
+        let version = response["metadata"]["resourceVersion"].as_str().and_then(|v| v.parse().ok());
+        writes.entry(name.to_owned()).or_default().push(Write {
+            version: version.unwrap_or(u64::MAX),
+            received,
+            completed,
+            deleted,
+            tainted: !deleted && has_out_of_service(response),
+        });
+    }
+    writes
+        .into_iter()
+        .map(|(name, mut writes)| {
+            writes.sort_by_key(|w| w.version);
+            let mut events = Vec::new();
+            let mut tainted = false;
+            for w in writes {
+                if w.deleted {
+                    events.push(NodeEvent::Deleted { completed: w.completed });
+                    tainted = false;
+                } else if w.tainted != tainted {
+                    events.push(if w.tainted {
+                        NodeEvent::TaintAdded { received: w.received }
+                    } else {
+                        NodeEvent::TaintRemoved { completed: w.completed }
+                    });
+                    tainted = w.tainted;
                 }
             }
-        });
-        timeline
-    }
-
-    pub fn events(&self) -> BTreeMap<String, Vec<NodeEvent>> {
-        self.events.lock().unwrap().clone()
-    }
+            (name, events)
+        })
+        .collect()
 }
 
 #[derive(Clone, Debug)]
@@ -97,41 +100,43 @@ pub fn power_changes(log: &[Value]) -> Vec<PowerChange> {
         .collect()
 }
 
-/// Every out-of-service taint was added while the machine was off (after its last power change to
-/// Off), and removed before the machine was powered on again. Returns the violations.
+/// Every out-of-service taint was added while the machine was off (coroner sends the write only
+/// after the proof, so the machine reads Off when the server receives it), and the machine was not
+/// powered on again before the write removing it had completed (coroner sends On only after that
+/// write's answer). Returns the violations.
 pub fn taints_follow_power(node: &str, events: &[NodeEvent], power: &[PowerChange]) -> Vec<String> {
     let mut violations = Vec::new();
-    let state_at = |at: Timestamp| power.iter().rfind(|p| p.at <= at).map(|p| p.to_off);
+    let off_at = |at: Timestamp| power.iter().rfind(|p| p.at <= at).is_some_and(|p| p.to_off);
+    let on_between = |from: Timestamp, to: Option<Timestamp>| {
+        power.iter().find(|p| !p.to_off && p.at > from && to.is_none_or(|to| p.at < to)).map(|p| p.at)
+    };
     let mut added: Option<Timestamp> = None;
     for event in events {
         match event {
-            NodeEvent::TaintAdded { seen, time_added } => {
-                // timeAdded has second precision (floored): the proof's settle time keeps it after the Off.
-                let at = time_added.unwrap_or(*seen);
-                if state_at(at) != Some(true) && state_at(*seen) != Some(true) {
+            NodeEvent::TaintAdded { received } => {
+                if !off_at(*received) {
                     violations.push(format!(
-                        "{node}: out-of-service taint added at {at} while the machine was not proven off"
+                        "{node}: out-of-service taint added (received {received}) while the machine was not off"
                     ));
                 }
-                added = Some(*seen);
+                added = Some(*received);
             }
-            NodeEvent::TaintRemoved { seen } => {
+            NodeEvent::TaintRemoved { completed } => {
                 if let Some(from) = added.take()
-                    && let Some(on) = power.iter().find(|p| !p.to_off && p.at > from && p.at < *seen)
+                    && let Some(on) = on_between(from, Some(*completed))
                 {
                     violations.push(format!(
-                        "{node}: powered on at {} while the out-of-service taint (removed {seen}) was still on",
-                        on.at
+                        "{node}: powered on at {on} while the out-of-service taint (removal completed {completed}) was still on"
                     ));
                 }
             }
-            NodeEvent::Deleted { seen } => violations.push(format!("{node}: Node object deleted at {seen}")),
+            NodeEvent::Deleted { completed } => violations.push(format!("{node}: Node object deleted at {completed}")),
         }
     }
     if let Some(from) = added
-        && let Some(on) = power.iter().find(|p| !p.to_off && p.at > from)
+        && let Some(on) = on_between(from, None)
     {
-        violations.push(format!("{node}: powered on at {} with the out-of-service taint still on", on.at));
+        violations.push(format!("{node}: powered on at {on} with the out-of-service taint still on"));
     }
     violations
 }

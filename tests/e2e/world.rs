@@ -364,6 +364,11 @@ impl World {
         log("NodeHealthCheck v0.12.0 started (ServiceAccount token, aggregated RBAC)");
     }
 
+    /// kube-apiserver's audit log so far (writes to Node objects; see tests/harness/cluster.sh).
+    pub fn audit_log(&self) -> String {
+        fs::read_to_string(self.dir.join("cluster/audit.log")).expect("read the audit log")
+    }
+
     /// Every coroner log written so far (one file per replica).
     pub fn coroner_logs(&self) -> Vec<PathBuf> {
         let mut logs: Vec<PathBuf> =

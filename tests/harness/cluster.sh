@@ -182,6 +182,21 @@ healthy() {
   api /readyz >/dev/null 2>&1 && healthz "$KCM_PORT" && healthz "$SCHEDULER_PORT"
 }
 
+# Every write to a Node object (not its status), with the object the server stored, in
+# $dir/audit.log: who set or removed which taint, stamped by the API server itself.
+audit_policy() {
+  cat >"$dir/audit-policy.yaml" <<'YAML'
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: RequestResponse
+    resources: [{group: "", resources: ["nodes"]}]
+    verbs: [create, update, patch, delete]
+  - level: None
+YAML
+}
+
 up() {
   if [[ -d $dir && ! -f $dir/$marker && -n $(ls -A "$dir") ]]; then
     die "$dir exists and was not made by cluster.sh; refusing to use it"
@@ -200,6 +215,7 @@ up() {
   chmod 700 "$dir/etcd"
   pki
   local pki=$dir/pki
+  audit_policy
 
   # --unsafe-no-fsync: a throw-away test store; fsync per write is the main cost of node heartbeats.
   start etcd \
@@ -223,7 +239,8 @@ up() {
     --requestheader-extra-headers-prefix=X-Remote-Extra- \
     --proxy-client-cert-file="$pki/front-proxy-client.crt" --proxy-client-key-file="$pki/front-proxy-client.key" \
     --endpoint-reconciler-type=none \
-    --allow-privileged=true
+    --allow-privileged=true \
+    --audit-policy-file="$dir/audit-policy.yaml" --audit-log-path="$dir/audit.log" --audit-log-format=json
   wait_for "kube-apiserver /readyz" api /readyz
 
   start kube-controller-manager \
