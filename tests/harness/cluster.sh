@@ -39,7 +39,7 @@ pid_of() {
   pid=$(<"$f")
   [[ $pid =~ ^[0-9]+$ ]] || return 0
   [[ $(cat "/proc/$pid/comm" 2>/dev/null) == "${1:0:15}" ]] || return 0
-  if tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$dir/"; then
+  if tr '\0' '\n' 2>/dev/null <"/proc/$pid/cmdline" | grep -qF -- "$dir/"; then
     echo "$pid"
   fi
 }
@@ -153,6 +153,13 @@ start() {
   setsid "$bin/$name" "$@" </dev/null >>"$dir/logs/$name.log" 2>&1 &
   pid=$!
   echo "$pid" >"$dir/pids/$name.pid"
+  # Until the background shell has exec'd the binary, pid_of does not recognise the pid and would
+  # report the component as exited: wait for the exec (or for the process to end).
+  local i
+  for ((i = 0; i < 200; i++)); do
+    [[ -n $(pid_of "$name") ]] || ! kill -0 "$pid" 2>/dev/null && break
+    sleep 0.05
+  done
   log "started $name (pid $pid)"
 }
 
@@ -197,6 +204,15 @@ rules:
 YAML
 }
 
+on_failed_up() {
+  local status=$? c
+  trap - EXIT
+  ((status == 0)) && return
+  log "up failed; stopping what it started (logs kept in $dir/logs)"
+  for c in "${components[@]}"; do stop "$c" || true; done
+  exit "$status"
+}
+
 up() {
   if [[ -d $dir && ! -f $dir/$marker && -n $(ls -A "$dir") ]]; then
     die "$dir exists and was not made by cluster.sh; refusing to use it"
@@ -208,6 +224,8 @@ up() {
   fi
   local start_time=$SECONDS
   check_ports
+  # A start that fails half-way stops what it started (logs stay in $dir for the post-mortem).
+  trap 'on_failed_up' EXIT
   mkdir -p "$dir/logs" "$dir/pids" "$dir/etcd"
   touch "$dir/$marker"
   local c
@@ -262,6 +280,7 @@ up() {
   wait_for "kube-scheduler /healthz" healthz "$SCHEDULER_PORT"
   # Pods can only be admitted once KCM's serviceaccount controller made the default ServiceAccount.
   wait_for "default ServiceAccount" api /api/v1/namespaces/default/serviceaccounts/default
+  trap - EXIT
   log "up in $((SECONDS - start_time))s: apiserver https://127.0.0.1:$APISERVER_PORT, logs in $dir/logs"
   echo "$dir/admin.kubeconfig"
 }
