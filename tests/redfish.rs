@@ -253,6 +253,21 @@ async fn a_rejected_force_off_is_never_taken_for_success() {
 }
 
 #[tokio::test]
+async fn a_redirect_to_another_origin_is_refused_and_the_credentials_stay_home() {
+    // Another BMC with a certificate the client trusts: following the redirect would send it the
+    // Basic credentials.
+    let elsewhere = Machine::start(&MachineSpec::new(UUID));
+    let origin = format!("https://127.0.0.1:{}", elsewhere.port);
+    let spec = MachineSpec { redirect_systems_to: Some(origin.clone()), ..MachineSpec::new(UUID) };
+    let machine = Machine::start(&spec);
+    let error = client(&machine).system(UUID).await.unwrap_err();
+    assert!(matches!(&error, BmcError::CrossHostRedirect(target) if *target == origin), "{error:?}");
+    assert_eq!(error.category(), "redirect");
+    assert!(machine.requests().iter().any(|r| r.starts_with("GET /redfish/v1/Systems")), "{:?}", machine.requests());
+    assert_eq!(elsewhere.requests(), Vec::<String>::new(), "the other origin was contacted");
+}
+
+#[tokio::test]
 async fn a_wrong_password_is_final_and_never_printed() {
     let machine = Machine::start(&MachineSpec::new(UUID));
     let wrong = "not-the-password-42";

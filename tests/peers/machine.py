@@ -11,7 +11,8 @@ What this adds to sushy-tools' own main (which it runs in-process):
     seconds, and applied only when a client happens to read the system); a background thread applies
     it when due, so the power really changes even if nobody reads it;
   - power.log: one JSON line per power change and per HTTP request;
-  - a state file with the current power state, for a simulated kubelet to read.
+  - a state file with the current power state, for a simulated kubelet to read;
+  - faults on request: --disable-power-off, --redirect-systems-to (a BMC sending clients elsewhere).
 """
 import argparse
 import datetime
@@ -47,6 +48,9 @@ def parse_args():
                    help='Basic-auth user (repeatable; default admin:password)')
     p.add_argument('--disable-power-off', action='store_true',
                    help='fault: ForceOff/GracefulShutdown answer HTTP 400')
+    p.add_argument('--redirect-systems-to', metavar='ORIGIN',
+                   help='answer every /redfish/v1/Systems request with a 307 to the same path on ORIGIN '
+                        '(a BMC sending its client elsewhere)')
     p.add_argument('--power-log', help='JSON-lines log (default DIR/power.log; appended to)')
     p.add_argument('--state-file', help='current power state (default DIR/power-state)')
     args = p.parse_args()
@@ -197,6 +201,20 @@ def make_driver(base, error, args, plog):
     return MachineDriver
 
 
+class RedirectSystems:
+    """A BMC that sends every Systems request to the same path on another origin (307)."""
+
+    def __init__(self, app, origin):
+        self.app, self.origin = app, origin.rstrip('/')
+
+    def __call__(self, environ, start_response):
+        path = environ.get('PATH_INFO', '')
+        if not SYSTEM_PATH.match(path) and path.rstrip('/') != '/redfish/v1/Systems':
+            return self.app(environ, start_response)
+        start_response('307 Temporary Redirect', [('Location', self.origin + path), ('Content-Length', '0')])
+        return [b'']
+
+
 class RequestLog:
     """Outermost WSGI layer, so it also sees the auth middleware's 401s. Logs no headers or bodies."""
 
@@ -286,6 +304,8 @@ def main():
         app = sushy.app
         driver = app.systems  # creates the driver: fresh state, state file written
         aliases = {key: uuid for name, uuid in args.systems for key in (name, uuid)}
+        if args.redirect_systems_to:
+            app.wsgi_app = RedirectSystems(app.wsgi_app, args.redirect_systems_to)
         app.wsgi_app = RequestLog(app.wsgi_app, plog, aliases)
         threading.Thread(target=applier, args=(driver,), daemon=True, name='applier').start()
         threading.Thread(target=announce_ready, args=(args.port, ready_out), daemon=True, name='ready').start()

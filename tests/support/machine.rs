@@ -67,6 +67,8 @@ pub struct MachineSpec {
     /// Which certificate of the test PKI the BMC serves: `leaf`, `named-leaf` or `self-signed`.
     pub cert: &'static str,
     pub disable_power_off: bool,
+    /// Answer every Systems request with a 307 to the same path on this origin.
+    pub redirect_systems_to: Option<String>,
 }
 
 impl MachineSpec {
@@ -77,6 +79,7 @@ impl MachineSpec {
             delay: 0.0,
             cert: "leaf",
             disable_power_off: false,
+            redirect_systems_to: None,
         }
     }
 }
@@ -127,6 +130,9 @@ impl Machine {
         }
         if spec.disable_power_off {
             command.arg("--disable-power-off");
+        }
+        if let Some(origin) = &spec.redirect_systems_to {
+            command.arg("--redirect-systems-to").arg(origin);
         }
         let mut child = command.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("start machine.py");
         let stdout = child.stdout.take().expect("machine stdout");
