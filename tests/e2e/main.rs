@@ -495,8 +495,8 @@ async fn scenario_e(world: &mut World) {
     let killed = Timestamp::now();
     world.start_coroner(&[]);
     let fenced = heal_once_fenced(world, "e-1").await;
-    let new_leader = world.leader().await.map(|r| r.name.clone()).unwrap_or_default();
-    assert_ne!(new_leader, leader);
+    let new_leader = world.lease_holder().await.unwrap_or_default();
+    assert!(!new_leader.is_empty() && new_leader != leader, "the Lease still names the killed {leader}");
     let proof = fenced.status.as_ref().unwrap().evidence.clone().unwrap().power_off.unwrap().proof.unwrap();
     assert!(proof.first[0].at.0 >= killed, "the proof used readings from before the takeover: {proof:?}");
     // Every reset the BMC received came after a read of the same system, with no other reset between

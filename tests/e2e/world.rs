@@ -422,10 +422,15 @@ impl World {
         }
     }
 
-    /// The replica holding the leader Lease, once there is one.
-    pub async fn leader(&self) -> Option<&Replica> {
+    /// Who the leader Lease names, whether or not that replica still runs.
+    pub async fn lease_holder(&self) -> Option<String> {
         let leases: Api<Lease> = Api::namespaced(self.client.clone(), CORONER_NS);
-        let holder = leases.get_opt("coroner-leader").await.ok()??.spec?.holder_identity?;
+        leases.get_opt("coroner-leader").await.ok()??.spec?.holder_identity
+    }
+
+    /// The running replica holding the leader Lease, once there is one.
+    pub async fn leader(&self) -> Option<&Replica> {
+        let holder = self.lease_holder().await?;
         self.coroners.iter().find(|r| r.name == holder)
     }
 
