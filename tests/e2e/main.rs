@@ -58,10 +58,15 @@ fn uuid(n: u32) -> String {
     format!("5c0a1e00-0000-4000-8000-{n:012}")
 }
 
+/// A remediation's condition `type_` as (status, reason).
+fn condition(remediation: &CoronerRemediation, type_: &str) -> Option<(String, String)> {
+    let status = remediation.status.as_ref()?;
+    conditions::find(&status.conditions, type_).map(|c| (c.status.clone(), c.reason.clone()))
+}
+
 /// A remediation's `Succeeded` condition as (status, reason).
 fn succeeded(remediation: &CoronerRemediation) -> Option<(String, String)> {
-    let status = remediation.status.as_ref()?;
-    conditions::find(&status.conditions, contract::SUCCEEDED).map(|c| (c.status.clone(), c.reason.clone()))
+    condition(remediation, contract::SUCCEEDED)
 }
 
 fn phase(remediation: &CoronerRemediation) -> String {
@@ -454,13 +459,28 @@ async fn scenario_d(world: &World) {
     let api: Api<CoronerRemediation> = Api::namespaced(world.client.clone(), CORONER_NS);
     let stamped = Timestamp::now();
     let patch = json!({"metadata": {"annotations": {contract::TIMED_OUT_ANNOTATION: stamped.to_string()}}});
-    api.patch(&confirming.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
-    log("d-1: nhc-timed-out stamped while ConfirmingOff");
-    let stopped = wait_remediation(world, "d-1", "TimedOutByNHC", SHORT, |r| {
-        succeeded(r).is_some_and(|s| s == ("False".into(), "TimedOutByNHC".into()))
-    })
-    .await;
-    assert_eq!(phase(&stopped), "Failed");
+    let stamped_object =
+        api.patch(&confirming.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    // The stamp and coroner's status writes are ordered by resourceVersion: the patched object says
+    // whether the fence had already succeeded when the stamp landed (a slow test may be that late).
+    let stopped = if succeeded(&stamped_object).is_some_and(|s| s.0 == "True") {
+        log(format!("d-1: nhc-timed-out stamped after the fence succeeded (phase {})", phase(&stamped_object)));
+        let done = wait_remediation(world, "d-1", "Processing=False TimedOutByNHC", SHORT, |r| {
+            condition(r, contract::PROCESSING) == Some(("False".into(), "TimedOutByNHC".into()))
+        })
+        .await;
+        assert_eq!(succeeded(&done).unwrap().0, "True", "Succeeded never leaves True");
+        assert_eq!(phase(&done), "Done");
+        done
+    } else {
+        log("d-1: nhc-timed-out stamped while ConfirmingOff");
+        let failed = wait_remediation(world, "d-1", "TimedOutByNHC", SHORT, |r| {
+            succeeded(r).is_some_and(|s| s == ("False".into(), "TimedOutByNHC".into()))
+        })
+        .await;
+        assert_eq!(phase(&failed), "Failed");
+        failed
+    };
     // Once coroner has seen the stamp (it wrote the remediation Failed), nothing more reaches the
     // BMC. A POST already past its last check when the stamp landed may still arrive before that.
     let seen = stopped.status.as_ref().and_then(|s| s.phase_since.as_ref()).map(|t| t.0).unwrap_or(stamped);
@@ -670,10 +690,16 @@ async fn scenario_g(world: &World) {
     let node = "f-1";
     world.node(node).partition();
     let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(world.client.clone());
-    let now = Timestamp::now().to_string();
-    let patch = json!({"status": {"conditions": [{"type": "Ready", "status": "False", "reason": "KubeletNotReady", "message": "container runtime is down",
-        "lastHeartbeatTime": now, "lastTransitionTime": now}]}});
-    nodes.patch_status(node, &PatchParams::default(), &Patch::Strategic(&patch)).await.unwrap();
+    let since = Timestamp::now().to_string();
+    // A kubelet that keeps reporting NotReady: fresh heartbeats, so kube-controller-manager never
+    // turns the node Unknown however long the test takes.
+    let report_not_ready = || async {
+        let now = Timestamp::now().to_string();
+        let patch = json!({"status": {"conditions": [{"type": "Ready", "status": "False", "reason": "KubeletNotReady", "message": "container runtime is down",
+            "lastHeartbeatTime": now, "lastTransitionTime": since}]}});
+        nodes.patch_status(node, &PatchParams::default(), &Patch::Strategic(&patch)).await.unwrap();
+    };
+    report_not_ready().await;
     let api: Api<CoronerRemediation> = Api::namespaced(world.client.clone(), CORONER_NS);
     let remediation: CoronerRemediation = serde_json::from_value(json!({
         "apiVersion": "coroner.dev/v1alpha1", "kind": "CoronerRemediation",
@@ -682,8 +708,11 @@ async fn scenario_g(world: &World) {
     }))
     .unwrap();
     api.create(&PostParams::default(), &remediation).await.unwrap();
-    let refused =
-        wait_remediation(world, node, "refused", SHORT, |r| succeeded(r).is_some_and(|s| s.0 == "False")).await;
+    let refused = wait_for("f-1: refused", SHORT, || async {
+        report_not_ready().await;
+        remediations(world, node).await.into_iter().find(|r| succeeded(r).is_some_and(|s| s.0 == "False"))
+    })
+    .await;
     assert_eq!(succeeded(&refused).unwrap().1, "NodeNotUnreachable");
     let posts: Vec<_> = world.node(node).machine.requests().into_iter().filter(|r| r.starts_with("POST")).collect();
     assert!(posts.is_empty(), "a power action reached a Ready=False node: {posts:?}");
