@@ -178,7 +178,7 @@ impl Bmc for RedfishClient {
         let target =
             system.reset_target.clone().unwrap_or_else(|| format!("{}/Actions/ComputerSystem.Reset", system.path));
         // The reset must act on the system whose identity was proven, not a sibling.
-        if !target.starts_with(&format!("{}/", system.path.trim_end_matches('/'))) {
+        if !below(&self.url(&system.path)?, &self.url(&target)?) {
             return Err(BmcError::Protocol {
                 path: system.path.clone(),
                 problem: format!("its reset target {target:?} is not below the system"),
@@ -213,6 +213,12 @@ fn parse_system(path: &str, system: &Value) -> Result<SystemReading, BmcError> {
         power_state: PowerState::parse(power),
         reset_target,
     })
+}
+
+/// Whether `target` lies below `system`, compared as the server will see them: after `..` and
+/// `%2e%2e` segments are resolved, so `Systems/1/../2/...` is not below `Systems/1`.
+fn below(system: &Url, target: &Url) -> bool {
+    target.path().starts_with(&format!("{}/", system.path().trim_end_matches('/')))
 }
 
 fn same_origin_redirects() -> redirect::Policy {
@@ -372,6 +378,24 @@ mod tests {
         };
         let error = client().reset(&system, ResetType::ForceOff).await.unwrap_err();
         assert!(matches!(error, BmcError::Protocol { .. }), "{error:?}");
+    }
+
+    #[test]
+    fn a_reset_target_is_below_its_system_only_after_dot_segments_are_resolved() {
+        let bmc = client();
+        let system = bmc.url("/redfish/v1/Systems/1").unwrap();
+        let below_system = |target: &str| below(&system, &bmc.url(target).unwrap());
+        assert!(below_system("/redfish/v1/Systems/1/Actions/ComputerSystem.Reset"));
+        assert!(below_system("https://10.0.0.1:8443/redfish/v1/Systems/1/Actions/ComputerSystem.Reset"));
+        for sibling in [
+            "/redfish/v1/Systems/2/Actions/ComputerSystem.Reset",
+            "/redfish/v1/Systems/1/../2/Actions/ComputerSystem.Reset",
+            "/redfish/v1/Systems/1/%2e%2e/2/Actions/ComputerSystem.Reset",
+            "/redfish/v1/Systems/10/Actions/ComputerSystem.Reset",
+            "/redfish/v1/Systems/1",
+        ] {
+            assert!(!below_system(sibling), "{sibling}");
+        }
     }
 
     #[test]
