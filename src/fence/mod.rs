@@ -543,14 +543,7 @@ impl<'a> Step<'a> {
                 self.enter(Phase::ConfirmingOff, Reason::ConfirmingOff, message);
                 self.requeue = Some(self.spec.poll_interval.get());
             }
-            Ok(_) if self.ctx.hold_power_action.is_some() => {
-                if let Some((reason, message)) = self.ctx.hold_power_action {
-                    // Waiting is not part of an attempt: its powerOffTimeout starts when it may act.
-                    self.progress.attempt_started_at = None;
-                    self.enter(Phase::PoweringOff, *reason, format!("{message}; no power action yet"));
-                    self.requeue = Some(WAIT_RECHECK);
-                }
-            }
+            Ok(_) if self.held() => {}
             Ok(reading) => {
                 // The Lease as it stood before the reset: a renewal after it means a live kubelet.
                 self.progress.lease_renew_time_at_power_off = Some(lease_time(self.ctx.node));
@@ -585,6 +578,16 @@ impl<'a> Step<'a> {
             PowerAction::ForceOff => ResetType::ForceOff,
             PowerAction::On => ResetType::On,
         });
+    }
+
+    /// A gate holds power actions (e.g. the node's Lease was renewed lately): wait in PoweringOff,
+    /// saying why. Waiting is not part of an attempt: its powerOffTimeout starts when it may act.
+    fn held(&mut self) -> bool {
+        let Some((reason, message)) = self.ctx.hold_power_action else { return false };
+        self.progress.attempt_started_at = None;
+        self.enter(Phase::PoweringOff, *reason, format!("{message}; no power action yet"));
+        self.requeue = Some(WAIT_RECHECK);
+        true
     }
 
     /// An intent of `action` is persisted but was never answered: it may never have been sent.
@@ -635,10 +638,14 @@ impl<'a> Step<'a> {
             Ok(reading) => {
                 self.progress.off_run = None;
                 self.progress.last_error = Some(format!("power reads {}", reading.power_state));
-                if self.unsent(PowerAction::ForceOff) && self.ctx.hold_power_action.is_none() {
+                if self.unsent(PowerAction::ForceOff) {
                     // The ForceOff persisted earlier was never answered: coroner stopped, or lost
                     // leadership, between persisting it and sending it. Send it now, right after
-                    // this fresh reading, instead of waiting out the attempt.
+                    // this fresh reading, instead of waiting out the attempt; unless a gate holds
+                    // power actions, which then waits like a first ForceOff would.
+                    if self.held() {
+                        return;
+                    }
                     self.decide(PowerAction::ForceOff);
                     let message = format!(
                         "power reads {}; sending the ForceOff decided earlier ({})",

@@ -477,6 +477,17 @@ fn a_force_off_persisted_but_never_answered_is_sent_after_a_fresh_read() {
     assert_eq!(decision.reset, Some(ResetType::ForceOff));
     let intent = decision.status.progress.unwrap().intent.unwrap();
     assert_eq!((intent.instance.as_str(), intent.attempt), ("instance-c", 1));
+    // The same after a restart whose Lease tracker holds power actions: it waits in PoweringOff with
+    // the hold's reason, and the attempt's clock stops until it may act.
+    let hold = (Reason::NodeLeaseFresh, "coroner saw the node's Lease renewed 0s ago".to_owned());
+    let held = Context { now: t(3), instance: "instance-c", node: &node, hold_power_action: Some(&hold) };
+    let waiting = next(&spec(), &persisted(&status), power(PowerState::On), held);
+    assert_eq!(waiting.reset, None);
+    assert_eq!(
+        (waiting.status.phase, succeeded(&waiting.status)),
+        (Some(Phase::PoweringOff), ("Unknown".into(), "NodeLeaseFresh".into()))
+    );
+    assert_eq!(waiting.status.progress.as_ref().unwrap().attempt_started_at, None);
     // Once answered, On readings just keep the attempt polling.
     let answered = next(
         &spec(),
