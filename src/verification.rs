@@ -23,6 +23,8 @@ pub enum Check {
     Invalid(String),
     /// The BMC did not answer usably (unreachable, TLS, credentials, protocol).
     Failed { reason: Reason, message: String },
+    /// The BMC answered, but none of its several systems is the node's machine.
+    NoNodeSystem(String),
     /// The BMC answered with a system; `identity` is the UUID rule's verdict for the node.
     Read { system_id: String, uuid: String, power_state: String, identity: Result<UuidMatch, (Reason, String)> },
 }
@@ -44,6 +46,10 @@ pub fn record(status: &mut BmcBindingStatus, check: &Check, binding: &BmcBinding
         Check::Failed { reason, message } => {
             set(status, REACHABLE, false, reason.as_str(), message);
             set(status, IDENTITY_VERIFIED, false, reason.as_str(), "the BMC did not answer usably; identity unknown");
+        }
+        Check::NoNodeSystem(message) => {
+            set(status, REACHABLE, true, "Answered", "the BMC answered");
+            set(status, IDENTITY_VERIFIED, false, Reason::IdentityMismatch.as_str(), message);
         }
         Check::Read { system_id, uuid, power_state, identity } => {
             set(status, REACHABLE, true, "Answered", &format!("system {system_id} answered"));
@@ -182,6 +188,18 @@ mod tests {
         let reasons: Vec<_> = notices.iter().map(|n| n.reason.as_str()).collect();
         assert_eq!(reasons, ["BindingUnverified", "BmcUnreachable"]);
         assert_eq!(conditions::status_of(&status.conditions, REACHABLE), Some("False"));
+    }
+
+    #[test]
+    fn a_bmc_without_the_node_s_system_is_reachable_but_unverified() {
+        let mut status = BmcBindingStatus::default();
+        let none = Check::NoNodeSystem("none of the 2 systems at https://bmc is the node's".into());
+        let notices = record(&mut status, &none, &binding(false), Timestamp::UNIX_EPOCH);
+        assert_eq!(conditions::status_of(&status.conditions, REACHABLE), Some("True"));
+        let verified = conditions::find(&status.conditions, IDENTITY_VERIFIED).unwrap();
+        assert_eq!((verified.status.as_str(), verified.reason.as_str()), ("False", "IdentityMismatch"));
+        assert_eq!(notices.iter().map(|n| n.reason.as_str()).collect::<Vec<_>>(), ["BindingUnverified"]);
+        assert_eq!(state(Some(&status)), "unverified");
     }
 
     #[test]

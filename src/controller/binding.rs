@@ -16,8 +16,7 @@ use tracing::info;
 use super::{Context, Error};
 use crate::{
     api::BmcBinding,
-    bmc::{self, BmcError},
-    fence::BmcFailure,
+    fence::IdentityProblem,
     gates, identity,
     verification::{self, Check},
 };
@@ -51,22 +50,10 @@ async fn verify(ctx: &Context, binding: &BmcBinding) -> Result<Check, Error> {
     let node_name = &binding.spec.node_name;
     let node = Api::<Node>::all(ctx.client.clone()).get_opt(node_name).await?;
     let node_uuid = node.and_then(|n| n.status?.node_info).map(|i| i.system_uuid).unwrap_or_default();
-    let pinned = binding.spec.redfish.system_id.as_deref();
-    let found = bmc::find_system(&client, pinned, &node_uuid).await;
-    ctx.metrics.bmc(&binding.name_any(), "verify", found.as_ref().map_or_else(BmcError::category, |_| "ok"));
-    let system = match found {
-        Ok(Ok(system)) => system,
-        Ok(Err(uuids)) => {
-            // Several systems answered, none of them the node's machine.
-            let message = format!(
-                "none of the systems at {} ({}) is node {node_name}'s machine",
-                client.origin(),
-                uuids.join(", ")
-            );
-            return Ok(Check::Failed { reason: crate::contract::Reason::IdentityMismatch, message });
-        }
-        Err(error) => {
-            let failure = BmcFailure::from(&error);
+    let system = match ctx.node_system(binding, &client, &node_uuid, "verify").await {
+        Ok(system) => system,
+        Err(IdentityProblem::Binding { message, .. }) => return Ok(Check::NoNodeSystem(message)),
+        Err(IdentityProblem::Bmc(failure)) => {
             return Ok(Check::Failed { reason: failure.reason, message: failure.message });
         }
     };

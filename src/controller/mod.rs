@@ -30,10 +30,10 @@ use tracing::{info, warn};
 
 use crate::{
     api::{BmcBinding, CoronerRemediation, CoronerRemediationTemplate, FenceAction, Phase, conditions},
-    bmc::{RedfishClient, RedfishConfig},
+    bmc::{self, BmcError, RedfishClient, RedfishConfig, SystemReading},
     cluster::{self, BindingError, ClusterError},
     contract::{self, Reason},
-    fence::Notice,
+    fence::{BmcFailure, IdentityProblem, Notice},
     gates::{self, StormLimits},
     identity::Claim,
     leader::Election,
@@ -183,6 +183,34 @@ impl Context {
             self.clients.put(binding, client);
         }
         Ok(client)
+    }
+
+    /// The system on the binding's BMC that is the node's machine ([`bmc::find_system`]: the pinned
+    /// one, the only one, or the one with the node's UUID), counted in the BMC metric under
+    /// `operation`. `IdentityProblem::Binding` (IdentityMismatch): several systems, none the node's.
+    async fn node_system(
+        &self,
+        binding: &BmcBinding,
+        client: &RedfishClient,
+        node_uuid: &str,
+        operation: &str,
+    ) -> Result<SystemReading, IdentityProblem> {
+        let pinned = binding.spec.redfish.system_id.as_deref();
+        let found = bmc::find_system(client, pinned, node_uuid).await;
+        self.metrics.bmc(&binding.name_any(), operation, found.as_ref().map_or_else(BmcError::category, |_| "ok"));
+        match found {
+            Ok(Ok(system)) => Ok(system),
+            Ok(Err(uuids)) => Err(IdentityProblem::Binding {
+                reason: Reason::IdentityMismatch,
+                message: format!(
+                    "none of the {} systems at {} ({}) has the node's systemUUID {node_uuid} in either byte order",
+                    uuids.len(),
+                    client.origin(),
+                    uuids.join(", ")
+                ),
+            }),
+            Err(error) => Err(IdentityProblem::Bmc(BmcFailure::from(&error))),
+        }
     }
 
     /// Every other Node's systemUUID and every other binding's last verified UUID: what must not

@@ -15,7 +15,7 @@ use tracing::{Instrument, debug, info, info_span};
 use super::{Admissions, Context, Error};
 use crate::{
     api::{BmcBinding, CoronerRemediation, CoronerRemediationStatus, Phase, RemediationStrategy, conditions},
-    bmc::{self, Bmc, BmcError, RedfishClient, SystemReading},
+    bmc::{Bmc, BmcError, RedfishClient, SystemReading},
     cluster,
     contract::{self, Reason},
     fence::{
@@ -297,22 +297,9 @@ impl<'a> Fence<'a> {
             Ok(client) => client,
             Err(message) => return Ok(Err(IdentityProblem::Binding { reason: Reason::BindingInvalid, message })),
         };
-        let pinned = binding.spec.redfish.system_id.as_deref();
-        let found = bmc::find_system(&client, pinned, &snapshot.system_uuid).await;
-        self.ctx.metrics.bmc(&binding.name_any(), "read", found.as_ref().map_or_else(BmcError::category, |_| "ok"));
-        let system = match found {
-            Ok(Ok(system)) => system,
-            Ok(Err(uuids)) => {
-                let message = format!(
-                    "none of the {} systems at {} ({}) has the node's systemUUID {} in either byte order; no power action taken",
-                    uuids.len(),
-                    binding.spec.redfish.endpoint,
-                    uuids.join(", "),
-                    snapshot.system_uuid
-                );
-                return Ok(Err(IdentityProblem::Binding { reason: Reason::IdentityMismatch, message }));
-            }
-            Err(error) => return Ok(Err(IdentityProblem::Bmc(BmcFailure::from(&error)))),
+        let system = match self.ctx.node_system(binding, &client, &snapshot.system_uuid, "read").await {
+            Ok(system) => system,
+            Err(problem) => return Ok(Err(problem)),
         };
         Ok(Ok(IdentityFound {
             binding: binding.name_any(),
