@@ -1,6 +1,8 @@
 //! What a BmcBinding's status says after a verification, and when that is worth an Event. The
 //! continuous verification (and every fence's identity step) reads the BMC; these decisions are pure.
 
+use std::time::Duration as StdDuration;
+
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -112,6 +114,20 @@ pub fn record(status: &mut BmcBindingStatus, check: &Check, binding: &BmcBinding
     notices
 }
 
+/// A good check of the binding's current generation less than half a period ago: a wake-up by a
+/// status write (coroner's own, or a fence's identity check), not a reason to ask the BMC again.
+/// Returns how long ago that check was.
+pub fn fresh_check(
+    status: Option<&BmcBindingStatus>,
+    generation: Option<i64>,
+    now: Timestamp,
+    interval: StdDuration,
+) -> Option<StdDuration> {
+    let status = status.filter(|s| s.observed_generation.is_some() && s.observed_generation == generation)?;
+    let ago = StdDuration::try_from(now.duration_since(status.last_verification_time.as_ref()?.0)).ok()?;
+    (ago < interval / 2).then_some(ago)
+}
+
 /// The binding's state for the metric: verified, unverified (not yet, or failing) or invalid
 /// (conflict, or unusable references).
 pub fn state(status: Option<&BmcBindingStatus>) -> &'static str {
@@ -200,6 +216,21 @@ mod tests {
         assert_eq!((verified.status.as_str(), verified.reason.as_str()), ("False", "IdentityMismatch"));
         assert_eq!(notices.iter().map(|n| n.reason.as_str()).collect::<Vec<_>>(), ["BindingUnverified"]);
         assert_eq!(state(Some(&status)), "unverified");
+    }
+
+    #[test]
+    fn only_a_recent_good_check_of_the_same_generation_spares_the_bmc() {
+        let period = StdDuration::from_secs(600);
+        let at = |secs: i64| Timestamp::UNIX_EPOCH + jiff::SignedDuration::from_secs(secs);
+        let mut status = BmcBindingStatus::default();
+        record(&mut status, &read(Ok(UuidMatch::Exact)), &binding(false), at(0));
+        assert_eq!(fresh_check(Some(&status), Some(3), at(2), period), Some(StdDuration::from_secs(2)));
+        assert_eq!(fresh_check(Some(&status), Some(3), at(300), period), None, "half a period on: due");
+        assert_eq!(fresh_check(Some(&status), Some(4), at(2), period), None, "the spec changed");
+        assert_eq!(fresh_check(None, Some(3), at(2), period), None, "never checked");
+        let mut failing = BmcBindingStatus::default();
+        record(&mut failing, &mismatch(), &binding(false), at(0));
+        assert_eq!(fresh_check(Some(&failing), Some(3), at(2), period), None, "no good check yet");
     }
 
     #[test]

@@ -22,6 +22,12 @@ use crate::{
 };
 
 pub async fn reconcile(binding: Arc<BmcBinding>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let interval = ctx.settings.verify.interval;
+    if let Some(ago) =
+        verification::fresh_check(binding.status.as_ref(), binding.metadata.generation, Timestamp::now(), interval)
+    {
+        return Ok(Action::requeue(jittered(interval).saturating_sub(ago)));
+    }
     let name = binding.name_any();
     let api: Api<BmcBinding> = Api::namespaced(ctx.client.clone(), ctx.namespace());
     let all = api.list(&ListParams::default()).await?.items;
@@ -39,7 +45,7 @@ pub async fn reconcile(binding: Arc<BmcBinding>, ctx: Arc<Context>) -> Result<Ac
         info!(binding = %name, reason = %notice.reason, "{}", notice.message);
         ctx.publish(&binding.object_ref(&()), notice, "Verify").await;
     }
-    Ok(Action::requeue(jittered(ctx.settings.verify.interval)))
+    Ok(Action::requeue(jittered(interval)))
 }
 
 async fn verify(ctx: &Context, binding: &BmcBinding) -> Result<Check, Error> {
