@@ -6,7 +6,6 @@ use std::{
     time::{Duration, Instant},
 };
 
-use coroner::{api::CoronerRemediation, contract};
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod, events::v1::Event};
 use kube::{
     Api, ResourceExt,
@@ -26,11 +25,7 @@ pub async fn run() {
     println!("coroner demo: a real control plane, NodeHealthCheck v0.12.0, three emulated machines\n");
     let mut world = World::up().await;
     let templates: Api<coroner::api::CoronerRemediationTemplate> = Api::namespaced(world.client.clone(), CORONER_NS);
-    let template = serde_json::from_value(json!({
-        "metadata": {"name": "coroner-reboot", "namespace": CORONER_NS, "annotations": {contract::MULTIPLE_TEMPLATES_ANNOTATION: "true"}},
-        "spec": {"template": {"spec": {"action": "Reboot"}}},
-    }))
-    .unwrap();
+    let template = crate::template("coroner-reboot", json!({"action": "Reboot"}));
     templates.create(&PostParams::default(), &template).await.unwrap();
     world.start_nhc();
     world.start_coroner(&[]);
@@ -51,7 +46,7 @@ pub async fn run() {
             "spec": {"selector": {"matchLabels": {POOL: "workers"}},
                      "unhealthyConditions": [{"type": "Ready", "status": "Unknown", "duration": "2s"}],
                      "maxUnhealthy": 1,
-                     "remediationTemplate": {"apiVersion": "coroner.dev/v1alpha1", "kind": "CoronerRemediationTemplate", "name": "coroner-reboot", "namespace": CORONER_NS}},
+                     "remediationTemplate": crate::template_ref("coroner-reboot")},
         }))
         .await;
     let deployments: Api<Deployment> = Api::namespaced(world.client.clone(), "default");
@@ -114,7 +109,6 @@ async fn tell(world: &World) {
     let pods: Api<Pod> = Api::namespaced(world.client.clone(), "default");
     let _ = pods.delete("virt-launcher-vm1", &Default::default()).await;
     say(start, "the VM's virt-launcher pod is deleted: it stays Terminating, because no kubelet will ever confirm it");
-    let remediations: Api<CoronerRemediation> = Api::namespaced(world.client.clone(), CORONER_NS);
     let events: Api<Event> = Api::namespaced(world.client.clone(), CORONER_NS);
     let mut seen = BTreeSet::new();
     let mut ready = "True".to_owned();
@@ -146,14 +140,8 @@ async fn tell(world: &World) {
                 }
             }
         }
-        let mine: Vec<_> = remediations
-            .list(&ListParams::default())
-            .await
-            .map(|l| l.items)
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|r| contract::node_name(&r.metadata) == Some(node))
-            .collect();
+        // Retried on API errors: an empty answer here ends the story.
+        let mine = crate::remediations(world, node).await;
         for remediation in &mine {
             created = true;
             tell_once(
