@@ -4,7 +4,8 @@
 //! machine behind it is that node and that its power reads back Off.
 //!
 //! Pure decisions: [`contract`], [`fence`], [`gates`], [`identity`], [`taints`].
-//! Thin I/O: [`bmc`] (Redfish), [`cluster`] (Kubernetes), wired by [`controller`] and [`cli`].
+//! The one fence loop, over small I/O traits: [`driver`]. Thin I/O: [`bmc`] (Redfish), [`cluster`]
+//! (Kubernetes), wired by [`controller`] and [`cli`].
 
 pub mod api;
 pub mod bmc;
@@ -12,6 +13,7 @@ pub mod cli;
 pub mod cluster;
 pub mod contract;
 pub mod controller;
+pub mod driver;
 pub mod fence;
 pub mod gates;
 pub mod identity;

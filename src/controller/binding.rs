@@ -16,6 +16,7 @@ use tracing::info;
 use super::{Context, Error};
 use crate::{
     api::BmcBinding,
+    driver::{self, ports::Events},
     fence::IdentityProblem,
     gates, identity,
     verification::{self, Check},
@@ -56,14 +57,14 @@ async fn verify(ctx: &Context, binding: &BmcBinding) -> Result<Check, Error> {
     let node_name = &binding.spec.node_name;
     let node = Api::<Node>::all(ctx.client.clone()).get_opt(node_name).await?;
     let node_uuid = node.and_then(|n| n.status?.node_info).map(|i| i.system_uuid).unwrap_or_default();
-    let system = match ctx.node_system(binding, &client, &node_uuid, "verify").await {
+    let system = match driver::node_system(ctx, binding, &client, &node_uuid, "verify").await {
         Ok(system) => system,
         Err(IdentityProblem::Binding { message, .. }) => return Ok(Check::NoNodeSystem(message)),
         Err(IdentityProblem::Bmc(failure)) => {
             return Ok(Check::Failed { reason: failure.reason, message: failure.message });
         }
     };
-    let claims = ctx.claims(node_name, binding).await?;
+    let claims = driver::claims(ctx, node_name, binding).await?;
     let verdict =
         identity::prove(&node_uuid, &system.uuid, &claims).map_err(|refusal| (refusal.reason(), refusal.to_string()));
     Ok(Check::Read {

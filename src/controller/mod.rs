@@ -5,6 +5,7 @@ mod binding;
 mod leases;
 mod remediation;
 mod template;
+mod world;
 
 pub use leases::LeaseTracker;
 
@@ -12,14 +13,14 @@ use std::{sync::Arc, time::Duration as StdDuration};
 
 use futures::StreamExt;
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::{
     Api, Client, ResourceExt,
     api::ListParams,
     runtime::{
         Controller,
         controller::{Action, Config as ControllerConfig},
-        events::{Event, EventType, Recorder, Reporter},
+        events::{Recorder, Reporter},
         reflector::ObjectRef,
         watcher,
     },
@@ -30,12 +31,11 @@ use tracing::{info, warn};
 
 use crate::{
     api::{BmcBinding, CoronerRemediation, CoronerRemediationTemplate, FenceAction, Phase, conditions},
-    bmc::{self, BmcError, RedfishClient, RedfishConfig, SystemReading},
-    cluster::{self, BindingError, ClusterError},
+    bmc::{RedfishClient, RedfishConfig},
+    cluster::{self, BindingError},
     contract::{self, Reason},
-    fence::{BmcFailure, IdentityProblem, Notice},
+    driver::{self, Admissions, ApiError, ApiResult, LoopSettings},
     gates::{self, StormLimits},
-    identity::Claim,
     leader::Election,
     telemetry::{Health, Metrics},
     verification,
@@ -80,6 +80,8 @@ pub struct Settings {
 pub struct Context {
     pub client: Client,
     pub settings: Settings,
+    /// What the fence loop needs of `settings`.
+    fence: LoopSettings,
     pub recorder: Recorder,
     pub metrics: Metrics,
     pub leases: LeaseTracker,
@@ -119,21 +121,19 @@ impl ClientCache {
     }
 }
 
-/// When fences were admitted, by remediation UID. Every admission merges in what the existing
-/// remediations record (so admissions by another replica count); a remediation NHC deleted before
-/// this process saw it is forgotten (documented in docs/safety.md).
-#[derive(Debug, Default)]
-pub struct Admissions {
-    pub times: std::collections::BTreeMap<String, Timestamp>,
-}
-
 impl Context {
     pub fn new(client: Client, settings: Settings, metrics: Metrics) -> Self {
         let reporter = Reporter { controller: MANAGER.into(), instance: Some(settings.instance.clone()) };
         let recorder = Recorder::new(client.clone(), reporter);
+        let fence = LoopSettings {
+            namespace: settings.namespace.clone(),
+            limits: settings.limits,
+            request_timeout: settings.bmc.request_timeout,
+        };
         Self {
             client,
             settings,
+            fence,
             recorder,
             metrics,
             leases: LeaseTracker::default(),
@@ -154,9 +154,17 @@ impl Context {
         &self.settings.namespace
     }
 
+    fn remediations_api(&self) -> Api<CoronerRemediation> {
+        Api::namespaced(self.client.clone(), self.namespace())
+    }
+
+    fn bindings_api(&self) -> Api<BmcBinding> {
+        Api::namespaced(self.client.clone(), self.namespace())
+    }
+
     /// The Redfish client a binding describes. `Ok(Err(message))`: what the binding refers to (its
     /// Secret, CA bundle, pin, endpoint) cannot be used.
-    async fn redfish_client(&self, binding: &BmcBinding) -> Result<Result<RedfishClient, String>, Error> {
+    async fn redfish_client(&self, binding: &BmcBinding) -> ApiResult<Result<RedfishClient, String>> {
         if let Some(client) = self.clients.get(binding) {
             return Ok(Ok(client));
         }
@@ -164,7 +172,7 @@ impl Context {
         let (credentials, trust) =
             match (cluster::credentials(&self.client, binding).await, cluster::trust(&self.client, binding).await) {
                 (Ok(credentials), Ok(trust)) => (credentials, trust),
-                (Err(BindingError::Kube(e)), _) | (_, Err(BindingError::Kube(e))) => return Err(e.into()),
+                (Err(BindingError::Kube(e)), _) | (_, Err(BindingError::Kube(e))) => return Err(ApiError::from(e)),
                 (Err(BindingError::Invalid(message)), _) | (_, Err(BindingError::Invalid(message))) => {
                     return Ok(Err(format!("BmcBinding {name}: {message}")));
                 }
@@ -185,82 +193,18 @@ impl Context {
         Ok(client)
     }
 
-    /// The system on the binding's BMC that is the node's machine ([`bmc::find_system`]: the pinned
-    /// one, the only one, or the one with the node's UUID), counted in the BMC metric under
-    /// `operation`. `IdentityProblem::Binding` (IdentityMismatch): several systems, none the node's.
-    async fn node_system(
-        &self,
-        binding: &BmcBinding,
-        client: &RedfishClient,
-        node_uuid: &str,
-        operation: &str,
-    ) -> Result<SystemReading, IdentityProblem> {
-        let pinned = binding.spec.redfish.system_id.as_deref();
-        let found = bmc::find_system(client, pinned, node_uuid).await;
-        self.metrics.bmc(&binding.name_any(), operation, found.as_ref().map_or_else(BmcError::category, |_| "ok"));
-        match found {
-            Ok(Ok(system)) => Ok(system),
-            Ok(Err(uuids)) => Err(IdentityProblem::Binding {
-                reason: Reason::IdentityMismatch,
-                message: format!(
-                    "none of the {} systems at {} ({}) has the node's systemUUID {node_uuid} in either byte order",
-                    uuids.len(),
-                    client.origin(),
-                    uuids.join(", ")
-                ),
-            }),
-            Err(error) => Err(IdentityProblem::Bmc(BmcFailure::from(&error))),
-        }
-    }
-
-    /// Every other Node's systemUUID and every other binding's last verified UUID: what must not
-    /// match the node's machine. Never asks another BMC.
-    async fn claims(&self, node_name: &str, binding: &BmcBinding) -> Result<Vec<Claim>, Error> {
-        let nodes = Api::<Node>::all(self.client.clone()).list(&ListParams::default()).await?.items;
-        let node_claims = nodes.into_iter().filter(|n| n.name_any() != node_name).filter_map(|n| {
-            let uuid = n.status.and_then(|s| s.node_info).map(|i| i.system_uuid).filter(|u| !u.is_empty())?;
-            Some(Claim { owner: format!("Node {}", n.metadata.name.unwrap_or_default()), uuid })
-        });
-        let bindings = Api::<BmcBinding>::namespaced(self.client.clone(), self.namespace())
-            .list(&ListParams::default())
-            .await?
-            .items;
-        let binding_claims = bindings.into_iter().filter(|b| b.uid() != binding.uid()).filter_map(|b| {
-            let uuid = b.status.as_ref().and_then(|s| s.uuid.clone())?;
-            Some(Claim { owner: format!("BmcBinding {}/{}", self.namespace(), b.name_any()), uuid })
-        });
-        Ok(node_claims.chain(binding_claims).collect())
-    }
-
-    /// Publishes an Event; failing to record one never fails a fence.
-    async fn publish(&self, regarding: &ObjectReference, notice: &Notice, action: &str) {
-        let event = Event {
-            type_: if notice.warning { EventType::Warning } else { EventType::Normal },
-            reason: notice.reason.clone(),
-            note: Some(notice.message.chars().take(1000).collect()),
-            action: action.to_owned(),
-            secondary: None,
-        };
-        if let Err(error) = self.recorder.publish(&event, regarding).await {
-            warn!(%error, reason = %notice.reason, "could not publish an Event");
-        }
-    }
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error(transparent)]
-    Cluster(#[from] ClusterError),
+    Fence(#[from] driver::Error),
     #[error("Kubernetes API: {0}")]
     Kube(#[from] kube::Error),
-    #[error("the remediation has no {0}")]
-    Incomplete(&'static str),
+    #[error(transparent)]
+    Api(#[from] ApiError),
     #[error("finalizer: {0}")]
     Finalizer(#[source] Box<kube::runtime::finalizer::Error<Error>>),
-    #[error("not sending to the BMC: {0}")]
-    NotLeader(String),
-    #[error("the remediation's status kept changing under {0} writes")]
-    StatusConflicts(u32),
     #[error("leader election: {0}")]
     Election(#[from] kube_lease_manager::LeaseManagerError),
 }
@@ -269,18 +213,16 @@ impl Error {
     /// Event reason suffix and metric label.
     pub fn category(&self) -> &'static str {
         match self {
-            Self::Cluster(e) => e.category(),
+            Self::Fence(e) => e.category(),
             Self::Kube(kube::Error::Api(status)) if status.code == 409 => "conflict",
             Self::Kube(_) => "kube-api",
-            Self::Incomplete(_) => "invalid-object",
+            Self::Api(e) => e.category(),
             Self::Finalizer(inner) => match inner.as_ref() {
                 kube::runtime::finalizer::Error::ApplyFailed(e) | kube::runtime::finalizer::Error::CleanupFailed(e) => {
                     e.category()
                 }
                 _ => "finalizer",
             },
-            Self::NotLeader(_) => "not-leader",
-            Self::StatusConflicts(_) => "conflict",
             Self::Election(_) => "election",
         }
     }

@@ -13,6 +13,7 @@ use kube::{
 use super::{Context, Error};
 use crate::{
     api::{CoronerRemediationTemplate, conditions},
+    driver::ports::Events,
     contract,
     fence::Notice,
 };

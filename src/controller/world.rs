@@ -1,0 +1,200 @@
+//! The fence loop's traits on the real cluster (kube) and the real BMCs (reqwest).
+
+use std::time::Duration as StdDuration;
+
+use jiff::Timestamp;
+use k8s_openapi::api::{
+    core::v1::{Node, ObjectReference, Pod},
+    storage::v1::VolumeAttachment,
+};
+use kube::{
+    Api, ResourceExt,
+    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions},
+    runtime::events::{Event, EventType},
+};
+use tracing::warn;
+
+use super::Context;
+use crate::{
+    api::{BmcBinding, BmcBindingStatus, CoronerRemediation, CoronerRemediationStatus},
+    bmc::{self, Bmc, BmcError, RedfishClient, ResetType, SystemReading},
+    cluster,
+    driver::{
+        Admissions, ApiResult, LoopSettings, World,
+        ports::{Clock, Cluster, Device, Devices, Events, Leadership, NodeLeases, Nodes, Remediations},
+    },
+    fence::Notice,
+    gates::LeaseSighting,
+    telemetry::Metrics,
+};
+
+impl Clock for Context {
+    fn now(&self) -> Timestamp {
+        Timestamp::now()
+    }
+}
+
+impl Remediations for Context {
+    async fn remediation(&self, name: &str) -> ApiResult<Option<CoronerRemediation>> {
+        Ok(self.remediations_api().get_opt(name).await?)
+    }
+
+    async fn remediations(&self) -> ApiResult<Vec<CoronerRemediation>> {
+        Ok(self.remediations_api().list(&ListParams::default()).await?.items)
+    }
+
+    async fn write_status(
+        &self,
+        current: &CoronerRemediation,
+        status: CoronerRemediationStatus,
+    ) -> ApiResult<CoronerRemediation> {
+        Ok(cluster::persist_status(&self.remediations_api(), current, status).await?)
+    }
+}
+
+impl Nodes for Context {
+    async fn node(&self, name: &str) -> ApiResult<Option<Node>> {
+        Ok(Api::<Node>::all(self.client.clone()).get_opt(name).await?)
+    }
+
+    async fn nodes(&self) -> ApiResult<Vec<Node>> {
+        Ok(Api::<Node>::all(self.client.clone()).list(&ListParams::default()).await?.items)
+    }
+
+    async fn replace_node(&self, node: &Node) -> ApiResult<Node> {
+        Ok(Api::<Node>::all(self.client.clone()).replace(&node.name_any(), &PostParams::default(), node).await?)
+    }
+}
+
+impl NodeLeases for Context {
+    async fn node_lease(&self, node: &str) -> ApiResult<Option<Option<Timestamp>>> {
+        Ok(cluster::node_lease(&self.client, node).await?)
+    }
+
+    fn lease_sighting(&self, node: &str, now: Timestamp) -> LeaseSighting {
+        self.leases.sighting(node, now)
+    }
+}
+
+impl Leadership for Context {
+    fn instance(&self) -> String {
+        self.instance()
+    }
+
+    fn own_node(&self) -> Option<&str> {
+        self.settings.node_name.as_deref()
+    }
+
+    async fn ensure_leader(&self, need: StdDuration) -> Result<(), String> {
+        match &self.settings.election {
+            Some(election) => election.ensure_leader(&self.client, need).await,
+            None => Ok(()),
+        }
+    }
+
+    async fn hand_over(&self, node_to_fence: &str) -> ApiResult<bool> {
+        let (Some(pod), Some(_)) = (&self.settings.pod_name, &self.settings.election) else { return Ok(false) };
+        let siblings = cluster::ready_siblings(&self.client, self.namespace(), pod, node_to_fence).await?;
+        if siblings > 0 {
+            self.step_down.notify_one();
+        }
+        Ok(siblings > 0)
+    }
+}
+
+impl Cluster for Context {
+    async fn bindings(&self) -> ApiResult<Vec<BmcBinding>> {
+        Ok(self.bindings_api().list(&ListParams::default()).await?.items)
+    }
+
+    async fn binding(&self, name: &str) -> ApiResult<Option<BmcBinding>> {
+        Ok(self.bindings_api().get_opt(name).await?)
+    }
+
+    async fn write_binding_status(&self, name: &str, status: &BmcBindingStatus) -> ApiResult<()> {
+        let patch = serde_json::json!({ "status": status });
+        self.bindings_api().patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+        Ok(())
+    }
+
+    async fn etcd_pods(&self) -> ApiResult<Vec<Pod>> {
+        let pods = Api::<Pod>::namespaced(self.client.clone(), "kube-system");
+        Ok(pods.list(&ListParams::default().labels("component=etcd")).await?.items)
+    }
+
+    async fn pods_on(&self, node: &str) -> ApiResult<Vec<Pod>> {
+        Ok(cluster::pods_on(&self.client, node).await?)
+    }
+
+    async fn delete_pod(&self, pod: &Pod) -> ApiResult<()> {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace().unwrap_or_default());
+        let params = DeleteParams {
+            grace_period_seconds: Some(0),
+            preconditions: Some(Preconditions { uid: pod.metadata.uid.clone(), resource_version: None }),
+            ..DeleteParams::default()
+        };
+        api.delete(&pod.name_any(), &params).await?;
+        Ok(())
+    }
+
+    async fn volume_attachments_on(&self, node: &str) -> ApiResult<usize> {
+        let attachments: Api<VolumeAttachment> = Api::all(self.client.clone());
+        let all = attachments.list(&ListParams::default()).await?.items;
+        Ok(all.iter().filter(|va| va.spec.node_name == node).count())
+    }
+}
+
+impl Events for Context {
+    async fn publish(&self, regarding: &ObjectReference, notice: &Notice, action: &str) {
+        let event = Event {
+            type_: if notice.warning { EventType::Warning } else { EventType::Normal },
+            reason: notice.reason.clone(),
+            note: Some(notice.message.chars().take(1000).collect()),
+            action: action.to_owned(),
+            secondary: None,
+        };
+        if let Err(error) = self.recorder.publish(&event, regarding).await {
+            warn!(%error, reason = %notice.reason, "could not publish an Event");
+        }
+    }
+}
+
+impl Device for RedfishClient {
+    fn origin(&self) -> String {
+        RedfishClient::origin(self)
+    }
+
+    async fn find(&self, pinned: Option<&str>, node_uuid: &str) -> Result<Result<SystemReading, Vec<String>>, BmcError> {
+        bmc::find_system(self, pinned, node_uuid).await
+    }
+
+    async fn read(&self, path: &str) -> Result<SystemReading, BmcError> {
+        self.system(path).await
+    }
+
+    async fn act(&self, system: &SystemReading, reset: ResetType) -> Result<u16, BmcError> {
+        self.reset(system, reset).await
+    }
+}
+
+impl Devices for Context {
+    type Device = RedfishClient;
+
+    async fn device(&self, binding: &BmcBinding) -> ApiResult<Result<RedfishClient, String>> {
+        self.redfish_client(binding).await
+    }
+}
+
+impl World for Context {
+    fn settings(&self) -> &LoopSettings {
+        &self.fence
+    }
+
+    fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    fn admissions(&self) -> &tokio::sync::Mutex<Admissions> {
+        &self.admissions
+    }
+}
