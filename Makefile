@@ -5,7 +5,7 @@ SHELL := /bin/bash
 CARGO ?= cargo
 HARNESS_BIN := .cache/harness/bin
 
-.PHONY: test lint unit install-check integration e2e peers harness cluster-up cluster-down demo crds build
+.PHONY: test lint unit install-check integration e2e peers harness cluster-up cluster-down demo crds build soak
 
 ## test: formatting, lints, unit tests, install paths, integration tests against emulated BMCs, end-to-end suite
 test: lint unit install-check integration e2e
@@ -14,9 +14,14 @@ lint:
 	$(CARGO) fmt --check
 	$(CARGO) clippy --all-targets -- -D warnings
 
-## unit: pure decisions and generated-file checks (no peers needed)
+## unit: pure decisions, the simulator's fixed budget of seeds, and generated-file checks (no peers needed)
 unit:
 	$(CARGO) test --lib --test generated --test manifests
+
+## soak: SEEDS more simulator seeds beyond the budget (default 10000)
+SEEDS ?= 10000
+soak:
+	SIM_SEEDS=$(SEEDS) $(CARGO) test --lib sim_soak -- --ignored
 
 ## install-check: chart, bundle and config/ agree (RBAC, CRDs, Deployment); helm lint; values schema; OLM validators
 install-check: harness

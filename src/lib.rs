@@ -18,6 +18,8 @@ pub mod fence;
 pub mod gates;
 pub mod identity;
 pub mod leader;
+#[cfg(feature = "sim")]
+pub mod sim;
 pub mod taints;
 pub mod telemetry;
 pub mod verification;

@@ -61,6 +61,21 @@ impl LeaseTracker {
         self.with(|s| s.sighting(node, now))
     }
 
+    /// A watch event: the node's Lease as it is now, seen at `now` on this process's clock.
+    pub fn observe(&self, node: &str, renew_time: Option<Timestamp>, now: Timestamp) {
+        self.with(|s| s.note(node.to_owned(), renew_time, now));
+    }
+
+    pub fn forget(&self, node: &str) {
+        self.with(|s| s.leases.remove(node).map(drop).unwrap_or_default());
+    }
+
+    /// The first full list arrived (`true`), or the watch broke (`false`: every Lease counts as
+    /// just renewed until the next list).
+    pub fn set_synced(&self, synced: bool) {
+        self.with(|s| s.synced = synced);
+    }
+
     /// Watches kube-node-lease until the process ends.
     pub async fn run(self, client: Client) {
         let leases: Api<Lease> = Api::namespaced(client, NODE_LEASE_NAMESPACE);
@@ -69,19 +84,16 @@ impl LeaseTracker {
             // While the watch is broken nothing is known: every Lease counts as just renewed
             // again until the next full list (failing safe: the gate waits).
             let Ok(event) = event else {
-                self.with(|s| s.synced = false);
+                self.set_synced(false);
                 continue;
             };
-            let now = Timestamp::now();
             match event {
                 watcher::Event::Apply(lease) | watcher::Event::InitApply(lease) => {
                     let renew = lease.spec.as_ref().and_then(|s| s.renew_time.as_ref()).map(|t| t.0);
-                    self.with(|s| s.note(lease.name_any(), renew, now));
+                    self.observe(&lease.name_any(), renew, Timestamp::now());
                 }
-                watcher::Event::Delete(lease) => {
-                    self.with(|s| s.leases.remove(&lease.name_any()).map(drop).unwrap_or_default())
-                }
-                watcher::Event::InitDone => self.with(|s| s.synced = true),
+                watcher::Event::Delete(lease) => self.forget(&lease.name_any()),
+                watcher::Event::InitDone => self.set_synced(true),
                 watcher::Event::Init => {}
             }
         }

@@ -192,7 +192,6 @@ impl Context {
         }
         Ok(client)
     }
-
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -13,8 +13,8 @@ use kube::{
 use super::{Context, Error};
 use crate::{
     api::{CoronerRemediationTemplate, conditions},
-    driver::ports::Events,
     contract,
+    driver::ports::Events,
     fence::Notice,
 };
 

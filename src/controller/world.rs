@@ -164,7 +164,11 @@ impl Device for RedfishClient {
         RedfishClient::origin(self)
     }
 
-    async fn find(&self, pinned: Option<&str>, node_uuid: &str) -> Result<Result<SystemReading, Vec<String>>, BmcError> {
+    async fn find(
+        &self,
+        pinned: Option<&str>,
+        node_uuid: &str,
+    ) -> Result<Result<SystemReading, Vec<String>>, BmcError> {
         bmc::find_system(self, pinned, node_uuid).await
     }
 

@@ -17,11 +17,13 @@ use k8s_openapi::api::core::v1::Node;
 use kube::{Resource, ResourceExt};
 use tracing::{debug, info};
 
-pub use ports::{ApiError, ApiResult, LoopSettings, World};
 use ports::Device;
+pub use ports::{ApiError, ApiResult, LoopSettings, World};
 
 use crate::{
-    api::{BmcBinding, CoronerRemediation, CoronerRemediationSpec, CoronerRemediationStatus, Phase, RemediationStrategy},
+    api::{
+        BmcBinding, CoronerRemediation, CoronerRemediationSpec, CoronerRemediationStatus, Phase, RemediationStrategy,
+    },
     bmc::{BmcError, ResetType, SystemReading},
     contract::{self, Reason},
     fence::{
@@ -238,7 +240,9 @@ impl<'a, W: World> Fence<'a, W> {
                     }
                 }))
             }
-            Plan::CheckWorkloads => Gathered::Plain(Observation::Workloads(workloads(self.world, &self.node_name).await?)),
+            Plan::CheckWorkloads => {
+                Gathered::Plain(Observation::Workloads(workloads(self.world, &self.node_name).await?))
+            }
         })
     }
 
@@ -464,11 +468,7 @@ impl<'a, W: World> Fence<'a, W> {
             (Ok(device), Some(system)) => {
                 info!(reset = reset.as_str(), system = %system.path, "sending reset");
                 let result = device.act(&system, reset).await;
-                self.world.metrics().bmc(
-                    &binding,
-                    "reset",
-                    result.as_ref().map_or_else(BmcError::category, |_| "ok"),
-                );
+                self.world.metrics().bmc(&binding, "reset", result.as_ref().map_or_else(BmcError::category, |_| "ok"));
                 result.map_err(|e| BmcFailure::from(&e))
             }
             (Err(failure), _) => Err(failure),

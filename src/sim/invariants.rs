@@ -1,0 +1,294 @@
+//! The invariants, checked after every step against the simulated world's truth: what the machines
+//! really did, who really added a taint, what the kubelets really reported. coroner's own status is
+//! read only to know what it claimed.
+
+use std::collections::BTreeMap;
+
+use kube::ResourceExt;
+
+use super::{
+    exec::{Micros, SECOND, micros},
+    scenario::{Expect, Scenario},
+    world::{Adder, Life, Record, Truth, taint_key},
+};
+use crate::{
+    api::{FenceAction, Phase, conditions},
+    contract, fence, gates,
+    taints::CoronerTaint,
+};
+
+/// A Lease renewal closer than this to a power action may not have reached coroner yet (its watch).
+const UNSEEN_LEASE: Micros = 2 * SECOND;
+/// Nor a Node's `Ready=True` this close (the Node read before acting).
+const UNSEEN_READY: Micros = 300 * super::exec::MS;
+
+#[derive(Debug, Default)]
+pub struct Checker {
+    checked: usize,
+    /// Mutations per (process, remediation, persisted intent).
+    mutations: BTreeMap<(u32, String, String), u32>,
+}
+
+fn oos(key: &str) -> bool {
+    key == CoronerTaint::OutOfService.key()
+}
+
+impl Checker {
+    /// Judges the records written since the last call.
+    pub fn check(&mut self, truth: &Truth, scenario: &Scenario) -> Result<(), String> {
+        while self.checked < truth.log.len() {
+            let record = &truth.log[self.checked];
+            self.checked += 1;
+            self.judge(truth, scenario, record)?;
+        }
+        Ok(())
+    }
+
+    fn judge(&mut self, truth: &Truth, scenario: &Scenario, record: &Record) -> Result<(), String> {
+        match record {
+            Record::NodeWrite { at, pid, node, before, after, before_annotations, after_annotations } => {
+                if after.iter().any(|t| oos(&t.key) && !before.iter().any(|b| taint_key(b) == taint_key(t))) {
+                    let owner = after_annotations.get(CoronerTaint::OutOfService.owner_annotation());
+                    let remediation = truth
+                        .remediations
+                        .values()
+                        .find(|r| r.uid().as_ref() == owner)
+                        .map(|r| r.name_any())
+                        .unwrap_or_default();
+                    released_on_proof(truth, &remediation, node, *at).map_err(|e| {
+                        format!("p{pid} added the out-of-service taint to {node} at {}: {e}", show(*at))
+                    })?;
+                }
+                for removed in before.iter().filter(|b| !after.iter().any(|a| taint_key(a) == taint_key(b))) {
+                    match truth.provenance.get(&taint_key(removed)) {
+                        Some(Adder::Coroner { .. }) => {}
+                        other => {
+                            return Err(format!(
+                                "p{pid} removed taint {} from {node} at {}, which coroner did not add (added by {other:?})",
+                                taint_key(removed),
+                                show(*at)
+                            ));
+                        }
+                    }
+                    let owner = before_annotations.get(CoronerTaint::OutOfService.owner_annotation());
+                    if oos(&removed.key) && !release_may_end(truth, owner.map(String::as_str)) {
+                        return Err(format!(
+                            "p{pid} removed its own out-of-service taint from {node} at {} while the fence still needs it (the release was undone)",
+                            show(*at)
+                        ));
+                    }
+                }
+            }
+            Record::PodDeleted { at, pid, remediation, node } => {
+                released_on_proof(truth, remediation, node, *at)
+                    .map_err(|e| format!("p{pid} force-deleted a pod of {node} at {}: {e}", show(*at)))?;
+            }
+            Record::Reset { at, pid, remediation, node, machine, on, intent, proven_path, path } => {
+                let what = if *on { "On" } else { "ForceOff" };
+                let Some((instance, attempt, decided)) = intent else {
+                    return Err(format!("p{pid} sent {what} to {path} at {} with no persisted intent", show(*at)));
+                };
+                let key = (*pid, remediation.clone(), format!("{instance}/{attempt}/{decided}/{what}"));
+                let sent = self.mutations.entry(key).or_insert(0);
+                *sent += 1;
+                if *sent > 1 {
+                    return Err(format!(
+                        "p{pid} sent {what} twice for one persisted intent ({instance}, attempt {attempt}) of {remediation}"
+                    ));
+                }
+                let owner = truth.machine_of_node(node);
+                if owner != Some(*machine) {
+                    return Err(format!(
+                        "p{pid} sent {what} at {} to {}, which is not node {node}'s machine",
+                        show(*at),
+                        truth.machines[*machine].name
+                    ));
+                }
+                if proven_path.as_deref() != Some(path.as_str()) {
+                    return Err(format!(
+                        "p{pid} sent {what} to {path}, whose identity this fence did not prove ({proven_path:?})"
+                    ));
+                }
+                if !*on && let Some(life) = shows_life(truth, node, remediation, *at, scenario) {
+                    return Err(format!("p{pid} sent ForceOff to {node} at {}, which showed life: {life}", show(*at)));
+                }
+                if *on
+                    && let Some(n) = truth.nodes.get(node)
+                    && let Some(t) = super::world::taints_of(n).iter().find(|t| oos(&t.key))
+                {
+                    return Err(format!("p{pid} sent On to {node} at {} while {} is on it", show(*at), taint_key(t)));
+                }
+                let others: Vec<String> = truth
+                    .remediations
+                    .values()
+                    .filter(|r| r.name_any() != *remediation && contract::node_name(&r.metadata) == Some(node.as_str()))
+                    .filter(|r| !fence::phase_of(r.status.as_ref().unwrap_or(&Default::default())).is_terminal())
+                    .filter(|r| {
+                        r.metadata.creation_timestamp
+                            < truth.remediations.get(remediation).and_then(|m| m.metadata.creation_timestamp.clone())
+                    })
+                    .map(|r| r.name_any())
+                    .collect();
+                if !others.is_empty() {
+                    return Err(format!(
+                        "p{pid} sent {what} for {remediation} at {} while {others:?} already fences node {node}",
+                        show(*at)
+                    ));
+                }
+            }
+            Record::Status { at, remediation, before, after, .. } => match (before.as_deref(), after.as_deref()) {
+                (Some(conditions::TRUE), a) | (Some(conditions::FALSE), a) if a != before.as_deref() => {
+                    return Err(format!("{remediation}: Succeeded went from {before:?} to {after:?} at {}", show(*at)));
+                }
+                _ => {}
+            },
+            Record::Read { .. } | Record::Proof { .. } => {}
+        }
+        Ok(())
+    }
+
+    /// At the end: the liveness oracle, and no slot held for ever.
+    pub fn finish(&self, truth: &Truth, scenario: &Scenario) -> Result<(), String> {
+        let spec = &scenario.spec;
+        let retries = i64::from(spec.retry.count);
+        let bound = micros(spec.lease_freshness.get())
+            + retries * (micros(spec.power_off_timeout.get()) + 2 * micros(spec.retry.interval.get()))
+            + 40 * SECOND;
+        // The clock restarts with every new leader: its Lease sightings start afresh.
+        let start = truth.processes.values().filter(|p| p.term > 0).map(|p| p.started).max().unwrap_or(0);
+        let decided = |want: &str| {
+            truth.log.iter().find_map(|r| match r {
+                Record::Status { at, after, .. } if after.as_deref() == Some(want) => Some(*at),
+                _ => None,
+            })
+        };
+        let released = truth.log.iter().any(|r| match r {
+            Record::NodeWrite { before, after, .. } => {
+                after.iter().any(|t| oos(&t.key) && !before.iter().any(|b| taint_key(b) == taint_key(t)))
+            }
+            Record::PodDeleted { .. } => true,
+            _ => false,
+        });
+        match scenario.expect {
+            Expect::Release => match decided(conditions::TRUE) {
+                Some(at) if at <= start + bound => {}
+                Some(at) => return Err(format!("released at {}, after the bound {}", show(at), show(start + bound))),
+                None => return Err(format!("never released (bound {})", show(start + bound))),
+            },
+            Expect::Refuse => {
+                if released {
+                    return Err("released although the answers allow no proof".into());
+                }
+                match decided(conditions::FALSE) {
+                    Some(at) if at <= start + bound => {}
+                    Some(at) => {
+                        return Err(format!("refused at {}, after the bound {}", show(at), show(start + bound)));
+                    }
+                    None => return Err(format!("never ended Succeeded=False (bound {})", show(start + bound))),
+                }
+            }
+            Expect::Any => {}
+        }
+        for r in truth.remediations.values() {
+            let since = r.status.as_ref().and_then(|s| s.phase_since.as_ref()).map(|t| t.0);
+            if gates::in_power_action(r)
+                && let Some(since) = since
+                && truth.wall(truth.now).duration_since(since).as_micros() as i64 > bound
+            {
+                return Err(format!(
+                    "{} holds a power-action slot in {} since {since}, past the bound",
+                    r.name_any(),
+                    fence::phase_of(r.status.as_ref().unwrap_or(&Default::default())).as_str()
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn show(at: Micros) -> String {
+    format!("t={:.3}s", at as f64 / SECOND as f64)
+}
+
+/// A release of `node` by `remediation` at `at` rests on the proof coroner persisted: its readings
+/// must really have found the node's machine off, and the machine must have stayed off from the
+/// start of the first of them until `at`.
+fn released_on_proof(truth: &Truth, remediation: &str, node: &str, at: Micros) -> Result<(), String> {
+    let machine = truth.machine_of_node(node).ok_or("the node has no machine")?;
+    let m = &truth.machines[machine];
+    let proof = truth.log.iter().rev().find_map(|r| match r {
+        Record::Proof { at: proven, remediation: of, pid, count } if of == remediation && *proven <= at => {
+            Some((*proven, *pid, *count))
+        }
+        _ => None,
+    });
+    let (proven, pid, count) = proof.ok_or_else(|| format!("{remediation} has no power-off proof"))?;
+    let reads: Vec<(Micros, usize, bool)> = truth
+        .log
+        .iter()
+        .filter_map(|r| match r {
+            Record::Read { pid: by, remediation: of, machine, start, answer, off }
+                if *by == pid && of == remediation && *answer <= proven =>
+            {
+                Some((*start, *machine, *off))
+            }
+            _ => None,
+        })
+        .collect();
+    let run = &reads[reads.len().saturating_sub(count as usize)..];
+    let Some(&(from, _, _)) = run.first() else {
+        return Err(format!("no reading by p{pid} behind the proof of {remediation}"));
+    };
+    if let Some((start, read, _)) = run.iter().find(|(_, read, off)| *read != machine || !off) {
+        return Err(format!(
+            "the proof's reading at {} was of {} and did not find {} off",
+            show(*start),
+            truth.machines[*read].name,
+            m.name
+        ));
+    }
+    if m.off_throughout(from, at) {
+        Ok(())
+    } else {
+        Err(format!("{} was on at some time between the proof's first reading ({}) and then", m.name, show(from)))
+    }
+}
+
+/// Whether the node's kubelet reported (Ready=True or a Lease renewal) in the freshness window
+/// before `at`, early enough for coroner to have seen it; or whether the node is now excluded or
+/// another Node than the one admitted.
+fn shows_life(truth: &Truth, node: &str, remediation: &str, at: Micros, scenario: &Scenario) -> Option<String> {
+    let window = micros(scenario.spec.lease_freshness.get());
+    let current = truth.nodes.get(node)?;
+    if current.labels().contains_key(contract::EXCLUDE_LABEL) {
+        return Some(format!("it is labelled {}", contract::EXCLUDE_LABEL));
+    }
+    let admitted = truth
+        .remediations
+        .get(remediation)
+        .and_then(|r| r.status.as_ref()?.evidence.as_ref()?.node.as_ref().map(|n| n.uid.clone()));
+    if admitted.is_some_and(|uid| current.uid().as_ref() != Some(&uid)) {
+        return Some("it is another Node than the one admitted (a new UID)".into());
+    }
+    truth
+        .life
+        .get(node)?
+        .iter()
+        .rev()
+        .find(|(t, kind)| {
+            let unseen = if *kind == Life::Lease { UNSEEN_LEASE } else { UNSEEN_READY };
+            *t <= at - unseen && *t >= at - window
+        })
+        .map(|(t, kind)| format!("its kubelet reported ({kind:?}) at {}", show(*t)))
+}
+
+/// Whether coroner may take the out-of-service taint owned by remediation `owner` off its node now:
+/// that fence is past its release (powering on again, with `Reboot`), or the remediation is being
+/// deleted or gone.
+fn release_may_end(truth: &Truth, owner: Option<&str>) -> bool {
+    let Some(r) = truth.remediations.values().find(|r| r.uid().as_deref() == owner) else { return true };
+    let phase = fence::phase_of(r.status.as_ref().unwrap_or(&Default::default()));
+    r.metadata.deletion_timestamp.is_some()
+        || matches!(phase, Phase::PoweringOn | Phase::WaitingForNode)
+        || (phase == Phase::Done && r.spec.action == FenceAction::Reboot)
+}

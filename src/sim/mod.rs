@@ -1,0 +1,744 @@
+//! A deterministic simulation of the fence loop: from one seed, a world (API objects with
+//! resourceVersions, machines, BMCs, kubelets, NodeHealthCheck, leader election, clocks) and a
+//! schedule of faults; the real loop ([`crate::driver`]) runs against it through its traits, in
+//! processes that crash at every call and restart from what is persisted; the invariants are
+//! checked after every step against the world's truth. A seed reproduces a run exactly.
+//!
+//! Design note: docs/simulation.md (why an own executor rather than turmoil, what is modelled, what
+//! is not).
+
+pub mod exec;
+pub mod invariants;
+#[cfg(test)]
+mod known;
+pub mod process;
+pub mod scenario;
+pub mod world;
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    fmt::Write as _,
+    sync::{Arc, Mutex, PoisonError},
+};
+
+use kube::ResourceExt;
+
+use exec::{Executor, MS, Micros, SECOND, micros};
+use invariants::Checker;
+use process::{Process, Shared, Stats};
+use scenario::{BmcKind, Death, Event, Scenario};
+use world::{BmcModel, NhcPolicy, ProcState, Reach, SimSystem, Truth};
+
+use crate::{
+    api::{CoronerRemediation, Phase},
+    contract,
+    driver::{self, LoopSettings, Next, ports::Remediations},
+    fence,
+    gates::StormLimits,
+    taints::CoronerTaint,
+};
+
+const NAMESPACE: &str = "coroner";
+const TARGET: &str = "worker-1";
+const OTHER: &str = "worker-2";
+const TARGET_UUID: &str = "4c4c4544-0031-3510-8052-b4c04f4e3132";
+const TARGET_UUID_SWAPPED: &str = "44454c4c-3100-1035-8052-b4c04f4e3132";
+const OTHER_UUID: &str = "4c4c4544-0032-3510-8052-b4c04f4e3132";
+const SPARE_UUID: &str = "4c4c4544-0039-3510-8052-b4c04f4e3132";
+
+/// What one schedule explored, and how it ended.
+#[derive(Debug)]
+pub struct Outcome {
+    pub seed: u64,
+    pub stats: Stats,
+    /// The first invariant broken, with the schedule that broke it.
+    pub failure: Option<String>,
+}
+
+/// A world event at a time.
+#[derive(Clone, Debug)]
+enum Happening {
+    /// One second of the cluster's life (kubelets, kube-controller-manager, NHC).
+    Tick,
+    /// The leader renews its Lease, or a standby takes an expired one.
+    LeaderRenew,
+    Scenario(Event),
+    GlitchEnd,
+    StartProcess,
+    StopLeading(u32),
+    TrackerSynced(u32),
+    DeliverLease {
+        pid: u32,
+        node: String,
+    },
+}
+
+/// kube-runtime's scheduling of one process's remediation controller.
+#[derive(Debug, Default)]
+struct Controller {
+    due: BTreeMap<String, Micros>,
+    running: BTreeSet<String>,
+    rerun: BTreeSet<String>,
+}
+
+impl Controller {
+    fn trigger(&mut self, name: &str, at: Micros) {
+        if self.running.contains(name) {
+            self.rerun.insert(name.to_owned());
+        } else {
+            let due = self.due.entry(name.to_owned()).or_insert(at);
+            *due = (*due).min(at);
+        }
+    }
+}
+
+type Completions = Arc<Mutex<Vec<(u32, String, Result<Next, String>)>>>;
+
+struct Run {
+    scenario: Scenario,
+    shared: Arc<Shared>,
+    exec: Executor,
+    rng: fastrand::Rng,
+    events: BTreeMap<(Micros, u64), Happening>,
+    seq: u64,
+    processes: BTreeMap<u32, Arc<Process>>,
+    controllers: BTreeMap<u32, Controller>,
+    next_pid: u32,
+    checker: Checker,
+    completions: Completions,
+    settings: LoopSettings,
+    nhc: NhcPolicy,
+    /// A short story of the run, printed with a failure.
+    story: Vec<String>,
+    /// Records of the truth's log already told.
+    told: usize,
+    /// Events waiting for the fence to enter a phase.
+    armed: Vec<(Phase, Micros, Event)>,
+}
+
+/// Runs one schedule from its seed.
+pub fn run(seed: u64) -> Outcome {
+    let scenario = Scenario::generate(seed);
+    let mut run = Run::new(scenario);
+    let failure = run.go().err().map(|why| run.report(&why));
+    let stats = *run.shared.stats.lock().unwrap_or_else(PoisonError::into_inner);
+    Outcome { seed, stats, failure }
+}
+
+/// The full report of a seed, failing or not (for reading a schedule).
+pub fn story(seed: u64) -> String {
+    let mut run = Run::new(Scenario::generate(seed));
+    let end = run.go().err().unwrap_or_else(|| "no invariant broken".into());
+    run.report(&end)
+}
+
+impl Run {
+    fn new(scenario: Scenario) -> Self {
+        let exec = Executor::new();
+        let mut truth = Truth::new(NAMESPACE);
+        build_world(&mut truth, &scenario);
+        let request_timeout = 2 * SECOND;
+        let shared = Arc::new(Shared {
+            sched: exec.sched.clone(),
+            truth: Mutex::new(truth),
+            rng: Mutex::new(fastrand::Rng::with_seed(scenario.seed ^ 0x5eed)),
+            faults: scenario.faults.clone(),
+            stats: Mutex::default(),
+            bmc_request_timeout: request_timeout,
+            bmc_read_retries: 1,
+        });
+        let settings = LoopSettings {
+            namespace: NAMESPACE.into(),
+            limits: StormLimits { max_concurrent: 3, max_per_window: 5, window: std::time::Duration::from_secs(600) },
+            request_timeout: exec::duration(request_timeout),
+        };
+        let nhc = NhcPolicy { timeout: scenario.nhc_timeout };
+        let mut run = Self {
+            rng: fastrand::Rng::with_seed(scenario.seed),
+            scenario,
+            shared,
+            exec,
+            events: BTreeMap::new(),
+            seq: 0,
+            processes: BTreeMap::new(),
+            controllers: BTreeMap::new(),
+            next_pid: 1,
+            checker: Checker::default(),
+            completions: Completions::default(),
+            settings,
+            nhc,
+            story: Vec::new(),
+            told: 0,
+            armed: Vec::new(),
+        };
+        run.at(0, Happening::StartProcess);
+        run.at(0, Happening::StartProcess);
+        run.at(0, Happening::Tick);
+        run.at(0, Happening::LeaderRenew);
+        for (when, event) in run.scenario.events.clone() {
+            match when {
+                scenario::When::At(at) => run.at(at, Happening::Scenario(event)),
+                scenario::When::After(phase, delay) => run.armed.push((phase, delay, event)),
+            }
+        }
+        run
+    }
+
+    fn now(&self) -> Micros {
+        self.exec.sched.now()
+    }
+
+    fn at(&mut self, at: Micros, happening: Happening) {
+        self.seq += 1;
+        self.events.insert((at, self.seq), happening);
+    }
+
+    fn tell(&mut self, line: String) {
+        let now = self.now();
+        self.story.push(format!("t={:.3}s {line}", now as f64 / SECOND as f64));
+    }
+
+    fn go(&mut self) -> Result<(), String> {
+        loop {
+            let now = self.now();
+            if now > self.scenario.horizon || self.quiet() {
+                break;
+            }
+            while let Some((&(at, seq), _)) = self.events.first_key_value() {
+                if at > now {
+                    break;
+                }
+                let happening = self.events.remove(&(at, seq)).ok_or("lost an event")?;
+                self.happen(happening);
+            }
+            self.bury_the_dead();
+            self.finish_reconciles();
+            self.deliver_changes();
+            self.spawn_due();
+            self.check()?;
+            if self.exec.step(&mut self.rng) {
+                self.check()?;
+                continue;
+            }
+            let next = [
+                self.events.first_key_value().map(|(k, _)| k.0),
+                self.exec.next_wake(),
+                self.controllers.values().flat_map(|c| c.due.values().copied()).min(),
+            ]
+            .into_iter()
+            .flatten()
+            .min();
+            match next {
+                Some(at) if at > now => self.exec.advance_to(at),
+                Some(_) => {}
+                None => break,
+            }
+        }
+        self.bury_the_dead();
+        let shared = self.shared.clone();
+        shared.with(|truth| self.checker.finish(truth, &self.scenario))
+    }
+
+    /// Nothing left to happen: every remediation ended (or is gone) and the scenario has played out.
+    fn quiet(&self) -> bool {
+        let scenario_done = !self.events.values().any(|h| matches!(h, Happening::Scenario(_) | Happening::GlitchEnd));
+        // Events armed for a phase the fence never reached never come.
+        scenario_done
+            && self.exec.is_idle()
+            && self.shared.with(|t| {
+                t.nhc_nodes.values().all(|created| *created > 0)
+                    && t.remediations.values().all(|r| {
+                        let status = r.status.clone().unwrap_or_default();
+                        fence::phase_of(&status).is_terminal()
+                            && !r
+                                .metadata
+                                .finalizers
+                                .as_ref()
+                                .is_some_and(|f| !f.is_empty() && r.metadata.deletion_timestamp.is_some())
+                    })
+            })
+    }
+
+    fn check(&mut self) -> Result<(), String> {
+        let shared = self.shared.clone();
+        let mut entered = Vec::new();
+        let lines = shared.with(|truth| {
+            let mut lines = Vec::new();
+            let mut phases: BTreeMap<&str, &str> = BTreeMap::new();
+            for record in &truth.log[..self.told] {
+                if let world::Record::Status { remediation, phase, .. } = record {
+                    phases.insert(remediation, phase);
+                }
+            }
+            for record in &truth.log[self.told..] {
+                match record {
+                    world::Record::Status { remediation, phase, after, .. }
+                        if phases.get(remediation.as_str()) != Some(&phase.as_str()) =>
+                    {
+                        phases.insert(remediation, phase);
+                        lines.push(format!("{remediation} → {phase} (Succeeded={after:?})"));
+                        entered.push(phase.clone());
+                    }
+                    world::Record::Reset { pid, remediation, on, path, .. } => {
+                        lines.push(format!(
+                            "p{pid} sent {} to {path} for {remediation}",
+                            if *on { "On" } else { "ForceOff" }
+                        ));
+                    }
+                    world::Record::NodeWrite { pid, node, before, after, .. } if before.len() != after.len() => {
+                        let keys = |t: &[k8s_openapi::api::core::v1::Taint]| {
+                            t.iter().map(|t| t.key.clone()).collect::<Vec<_>>()
+                        };
+                        lines.push(format!("p{pid} wrote {node}'s taints {:?} → {:?}", keys(before), keys(after)));
+                    }
+                    _ => {}
+                }
+            }
+            self.told = truth.log.len();
+            lines
+        });
+        for line in lines {
+            self.tell(line);
+        }
+        let now = self.now();
+        for phase in entered {
+            let (strike, wait): (Vec<_>, Vec<_>) =
+                std::mem::take(&mut self.armed).into_iter().partition(|(p, _, _)| p.as_str() == phase);
+            self.armed = wait;
+            for (_, delay, event) in strike {
+                self.at(now + delay, Happening::Scenario(event));
+            }
+        }
+        shared.with(|truth| self.checker.check(truth, &self.scenario))
+    }
+
+    fn leader(&self) -> Option<u32> {
+        self.shared.with(|t| t.leader.holder)
+    }
+
+    fn happen(&mut self, happening: Happening) {
+        let now = self.now();
+        match happening {
+            Happening::Tick => {
+                let nhc = self.nhc;
+                self.shared.with(|t| t.tick(&nhc));
+                self.at(now + SECOND, Happening::Tick);
+            }
+            Happening::LeaderRenew => {
+                self.renew_leadership();
+                self.at(now + 5 * SECOND, Happening::LeaderRenew);
+            }
+            Happening::StartProcess => self.start_process(),
+            Happening::StopLeading(pid) => {
+                self.controllers.remove(&pid);
+                self.shared.with(|t| {
+                    if let Some(p) = t.processes.get_mut(&pid) {
+                        p.leading = false;
+                    }
+                });
+                self.tell(format!("p{pid} noticed it lost leadership"));
+            }
+            Happening::TrackerSynced(pid) => {
+                let Some(process) = self.processes.get(&pid).cloned() else { return };
+                let (leases, wall) = self.shared.with(|t| {
+                    let offset = t.processes.get(&pid).map_or(0, |p| p.clock_offset);
+                    (t.leases.clone(), t.wall(t.now + offset))
+                });
+                for (node, renew) in leases {
+                    process.tracker.observe(&node, renew, wall);
+                }
+                process.tracker.set_synced(true);
+            }
+            Happening::DeliverLease { pid, node } => {
+                let Some(process) = self.processes.get(&pid).cloned() else { return };
+                let (renew, wall) = self.shared.with(|t| {
+                    let offset = t.processes.get(&pid).map_or(0, |p| p.clock_offset);
+                    (t.leases.get(&node).copied().flatten(), t.wall(t.now + offset))
+                });
+                process.tracker.observe(&node, renew, wall);
+            }
+            Happening::GlitchEnd => {
+                self.shared.with(|t| {
+                    if let Some(m) = t.machine_of_node(TARGET) {
+                        let at = t.now;
+                        t.schedule_power(m, false, at);
+                    }
+                });
+            }
+            Happening::Scenario(event) => {
+                self.tell(format!("{event:?}"));
+                self.scenario_event(event);
+            }
+        }
+    }
+
+    fn scenario_event(&mut self, event: Event) {
+        let now = self.now();
+        let leader = self.leader();
+        match event {
+            Event::Heal => self.shared.with(|t| {
+                if let Some(m) = t.machine_of_node(TARGET) {
+                    t.machines[m].reach = Reach::Connected;
+                }
+            }),
+            Event::PowerGlitch { on_for } => {
+                self.shared.with(|t| {
+                    if let Some(m) = t.machine_of_node(TARGET) {
+                        t.schedule_power(m, true, now);
+                    }
+                });
+                self.at(now + on_for, Happening::GlitchEnd);
+            }
+            Event::PowerOn => self.shared.with(|t| {
+                if let Some(m) = t.machine_of_node(TARGET) {
+                    t.schedule_power(m, true, now);
+                }
+            }),
+            Event::DenyNodeWrites { for_ } => self.shared.with(|t| t.node_writes_denied_until = now + for_),
+            Event::ForeignOutOfService => self.shared.with(|t| {
+                t.add_foreign_taint(TARGET, CoronerTaint::OutOfService.key(), Some("manual"), "NoExecute", "an admin")
+            }),
+            Event::RemoveOutOfServiceByHand => {
+                self.shared.with(|t| t.remove_taints_by_hand(TARGET, CoronerTaint::OutOfService.key()))
+            }
+            Event::DeleteRemediation => self.shared.with(|t| {
+                let first = t
+                    .remediations
+                    .values()
+                    .find(|r| contract::node_name(&r.metadata) == Some(TARGET))
+                    .map(ResourceExt::name_any);
+                if let Some(name) = first {
+                    t.delete_remediation(&name);
+                }
+            }),
+            Event::SecondRemediation => self.shared.with(|t| {
+                let spec = t.nhc_spec.clone();
+                t.create_remediation(&format!("{TARGET}-second"), TARGET, &spec);
+            }),
+            Event::BmcDown => self.shared.with(|t| t.bmcs[0].alive = false),
+            Event::RotateCredentials => self.shared.with(|t| {
+                let secret = format!("{TARGET}-credentials");
+                let version = t.secrets.get(&secret).copied().unwrap_or(1) + 1;
+                t.secrets.insert(secret, version);
+                t.bmcs[0].credentials = version;
+            }),
+            Event::LeaderMove => {
+                let standby = self.shared.with(|t| {
+                    t.processes
+                        .iter()
+                        .find(|(pid, p)| p.alive && !p.leading && Some(**pid) != leader)
+                        .map(|(pid, _)| *pid)
+                });
+                if let (Some(old), Some(new)) = (leader, standby) {
+                    self.become_leader(new);
+                    let noticed = now + self.rng.i64(0..5 * SECOND);
+                    self.at(noticed, Happening::StopLeading(old));
+                }
+            }
+            Event::CrashLeader => {
+                if let Some(pid) = leader {
+                    self.shared.with(|t| {
+                        if let Some(p) = t.processes.get_mut(&pid) {
+                            p.alive = false;
+                        }
+                    });
+                }
+            }
+            Event::ExcludeNode => self.shared.with(|t| t.exclude_node(TARGET)),
+            Event::ReplaceNode => self.shared.with(|t| t.replace_node(TARGET)),
+            Event::SlowApi { for_ } => self.shared.with(|t| t.api_slow_until = now + for_),
+            Event::CrashAfterNextNodeWrite => self.shared.with(|t| t.crash_after_node_write = leader),
+            Event::ClockStep { by } => {
+                if let Some(pid) = leader {
+                    self.shared.with(|t| {
+                        if let Some(p) = t.processes.get_mut(&pid) {
+                            p.clock_offset += by;
+                        }
+                    });
+                }
+            }
+        }
+    }
+
+    fn start_process(&mut self) {
+        let pid = self.next_pid;
+        self.next_pid += 1;
+        let now = self.now();
+        self.shared.with(|t| {
+            t.processes.insert(pid, ProcState { alive: true, leading: false, started: now, clock_offset: 0, term: 0 })
+        });
+        self.processes.insert(pid, Arc::new(Process::new(pid, self.shared.clone(), self.settings.clone())));
+        let synced = now + self.rng.i64(100 * MS..1500 * MS);
+        self.at(synced, Happening::TrackerSynced(pid));
+        self.tell(format!("p{pid} started"));
+        if self.leader().is_none() {
+            self.become_leader(pid);
+        }
+    }
+
+    fn become_leader(&mut self, pid: u32) {
+        let now = self.now();
+        let names = self.shared.with(|t| {
+            t.leader.holder = Some(pid);
+            t.leader.renewed = now;
+            if let Some(p) = t.processes.get_mut(&pid) {
+                p.leading = true;
+                p.term += 1;
+            }
+            t.remediations.keys().cloned().collect::<Vec<_>>()
+        });
+        let mut controller = Controller::default();
+        for name in names {
+            controller.trigger(&name, now);
+        }
+        self.controllers.insert(pid, controller);
+        self.tell(format!("p{pid} leads"));
+    }
+
+    fn renew_leadership(&mut self) {
+        let now = self.now();
+        let (holder, expired) = self.shared.with(|t| {
+            let holder = t.leader.holder.filter(|h| t.processes.get(h).is_some_and(|p| p.alive));
+            if let Some(h) = holder
+                && t.processes.get(&h).is_some_and(|p| p.leading)
+            {
+                t.leader.renewed = now;
+            }
+            (holder, now > t.leader.renewed + t.leader.duration)
+        });
+        if holder.is_none() && expired {
+            let standby = self.shared.with(|t| t.processes.iter().find(|(_, p)| p.alive).map(|(pid, _)| *pid));
+            if let Some(pid) = standby {
+                self.become_leader(pid);
+            } else {
+                self.shared.with(|t| t.leader.holder = None);
+            }
+        }
+    }
+
+    /// A dead process's tasks go; a replacement starts a little later.
+    fn bury_the_dead(&mut self) {
+        let dead: Vec<u32> = self.shared.with(|t| {
+            t.processes
+                .iter()
+                .filter(|(pid, p)| !p.alive && self.processes.contains_key(pid))
+                .map(|(pid, _)| *pid)
+                .collect()
+        });
+        for pid in dead {
+            self.exec.kill(pid);
+            self.processes.remove(&pid);
+            self.controllers.remove(&pid);
+            let restart = self.now() + self.rng.i64(SECOND..5 * SECOND);
+            self.at(restart, Happening::StartProcess);
+            self.tell(format!("p{pid} died"));
+        }
+    }
+
+    fn finish_reconciles(&mut self) {
+        let done: Vec<_> = std::mem::take(&mut *self.completions.lock().unwrap_or_else(PoisonError::into_inner));
+        let now = self.now();
+        for (pid, name, result) in done {
+            let Some(controller) = self.controllers.get_mut(&pid) else { continue };
+            controller.running.remove(&name);
+            let due = match result {
+                Ok(Next::Requeue(after)) => Some(now + micros(after)),
+                Ok(Next::AwaitChange) => None,
+                Err(_) => Some(now + 2 * SECOND),
+            };
+            if let Some(due) = due {
+                controller.trigger(&name, due);
+            }
+            if controller.rerun.remove(&name) {
+                controller.trigger(&name, now);
+            }
+        }
+    }
+
+    /// Watch events reach the leaders' controllers (and Lease events every process's tracker), each
+    /// after its own delay.
+    fn deliver_changes(&mut self) {
+        let (changes, leases, remediations) = self.shared.with(|t| {
+            let remediations: Vec<(String, String, bool)> = t
+                .remediations
+                .iter()
+                .map(|(name, r)| {
+                    let node = contract::node_name(&r.metadata).unwrap_or_default().to_owned();
+                    let pending = fence::phase_of(r.status.as_ref().unwrap_or(&Default::default())) == Phase::Pending;
+                    (name.clone(), node, pending)
+                })
+                .collect();
+            (std::mem::take(&mut t.changes), std::mem::take(&mut t.lease_changes), remediations)
+        });
+        let now = self.now();
+        for change in changes {
+            let names: Vec<String> = match change {
+                world::Change::Remediation(name) => vec![name],
+                world::Change::Node(node) => remediations
+                    .iter()
+                    .filter(|(_, n, pending)| *n == node || *pending)
+                    .map(|(name, _, _)| name.clone())
+                    .collect(),
+            };
+            for (_, controller) in self.controllers.iter_mut() {
+                for name in &names {
+                    let delay = self.rng.i64(MS..300 * MS);
+                    controller.trigger(name, now + delay);
+                }
+            }
+        }
+        let pids: Vec<u32> = self.processes.keys().copied().collect();
+        for node in leases {
+            for &pid in &pids {
+                let delay = self.rng.i64(MS..800 * MS);
+                self.at(now + delay, Happening::DeliverLease { pid, node: node.clone() });
+            }
+        }
+    }
+
+    fn spawn_due(&mut self) {
+        let now = self.now();
+        for (&pid, controller) in self.controllers.iter_mut() {
+            let Some(process) = self.processes.get(&pid) else { continue };
+            let due: Vec<String> = controller
+                .due
+                .iter()
+                .filter(|(name, at)| **at <= now && !controller.running.contains(*name))
+                .map(|(n, _)| n.clone())
+                .collect();
+            for name in due {
+                controller.due.remove(&name);
+                controller.running.insert(name.clone());
+                let process = process.clone();
+                let completions = self.completions.clone();
+                self.exec.spawn(
+                    pid,
+                    name.clone(),
+                    Box::pin(async move {
+                        let result = reconcile(&process, &name).await.map_err(|e| e.to_string());
+                        completions.lock().unwrap_or_else(PoisonError::into_inner).push((process.pid, name, result));
+                    }),
+                );
+            }
+        }
+    }
+
+    fn report(&self, why: &str) -> String {
+        let mut out = String::new();
+        let s = &self.scenario;
+        let _ = writeln!(out, "seed {} broke an invariant: {why}", s.seed);
+        let _ = writeln!(
+            out,
+            "schedule: death {:?}, BMC {:?}, action {:?}, strategy {:?}, expect {:?}, NHC timeout {:?}",
+            s.death, s.bmc, s.spec.action, s.spec.remediation_strategy, s.expect, s.nhc_timeout
+        );
+        let _ = writeln!(
+            out,
+            "spec: powerOffTimeout {}, retry {}×{}, leaseFreshness {}, releaseTimeout {}",
+            s.spec.power_off_timeout,
+            s.spec.retry.count,
+            s.spec.retry.interval,
+            s.spec.lease_freshness,
+            s.spec.release_timeout
+        );
+        let _ = writeln!(out, "faults: {:?}", s.faults);
+        let _ = writeln!(out, "events: {:?}", s.events);
+        let _ = writeln!(out, "story (last 60):");
+        for line in self.story.iter().rev().take(60).rev() {
+            let _ = writeln!(out, "  {line}");
+        }
+        let statuses = self.shared.with(|t| {
+            t.remediations
+                .values()
+                .map(|r| {
+                    let status = r.status.clone().unwrap_or_default();
+                    let reason = crate::api::conditions::find(&status.conditions, contract::PROCESSING)
+                        .map(|c| format!("{}: {}", c.reason, c.message))
+                        .unwrap_or_default();
+                    format!("  {} {:?}: {reason}", r.name_any(), fence::phase_of(&status))
+                })
+                .collect::<Vec<_>>()
+        });
+        let _ = writeln!(out, "remediations at the end:");
+        for line in statuses {
+            let _ = writeln!(out, "{line}");
+        }
+        out
+    }
+}
+
+/// The remediation controller of one simulated process: kube-runtime's finalizer helper around the
+/// one fence loop, as `controller::remediation` wires it in production.
+async fn reconcile(process: &Process, name: &str) -> Result<Next, driver::Error> {
+    let Some(remediation): Option<CoronerRemediation> = process.remediation(name).await? else {
+        return Ok(Next::AwaitChange);
+    };
+    let has_finalizer = remediation.finalizers().iter().any(|f| f == contract::FINALIZER);
+    match (remediation.metadata.deletion_timestamp.is_some(), has_finalizer) {
+        (false, false) => {
+            process.set_finalizer(&remediation, true).await?;
+            Ok(Next::AwaitChange)
+        }
+        (false, true) => driver::apply(process, &remediation).await,
+        (true, true) => {
+            driver::cleanup(process, &remediation).await?;
+            process.set_finalizer(&remediation, false).await?;
+            Ok(Next::AwaitChange)
+        }
+        (true, false) => Ok(Next::AwaitChange),
+    }
+}
+
+/// The target node, its machine and BMC as the scenario says; a healthy second node with its own.
+fn build_world(truth: &mut Truth, scenario: &Scenario) {
+    let (on, reach) = match scenario.death {
+        Death::PowerLoss | Death::PowerLossWithBmc => (false, Reach::Connected),
+        Death::KernelHang => (true, Reach::Connected),
+        Death::Partition => (true, Reach::Partitioned),
+        Death::LeaseOnly => (true, Reach::LeaseOnly),
+    };
+    let target = truth.add_machine(TARGET, TARGET_UUID, on, reach);
+    if scenario.death == Death::KernelHang {
+        truth.machines[target].booted_at = None;
+    }
+    let other = truth.add_machine(OTHER, OTHER_UUID, true, Reach::Connected);
+    let spare = truth.add_machine("spare", SPARE_UUID, true, Reach::Connected);
+    truth.add_node(TARGET, target, crate::api::conditions::UNKNOWN, &[]);
+    truth.add_node(OTHER, other, crate::api::conditions::TRUE, &[]);
+    truth.leases.insert(OTHER.into(), Some(truth.wall(0)));
+    let system = |id: &str, machine, uuid: &str| SimSystem { id: id.into(), machine, uuid: uuid.into() };
+    let target_systems = match scenario.bmc {
+        BmcKind::ByteSwapped => vec![system("1", target, TARGET_UUID_SWAPPED)],
+        BmcKind::MultiSystem => vec![system("1", spare, SPARE_UUID), system("2", target, TARGET_UUID)],
+        BmcKind::Clone => vec![system("1", spare, TARGET_UUID), system("2", target, TARGET_UUID)],
+        _ => vec![system("1", target, TARGET_UUID)],
+    };
+    let mut bmc = BmcModel::honest("https://bmc-1.example:443", target_systems);
+    match scenario.bmc {
+        BmcKind::Slow => bmc.latency = (500 * MS, 3 * SECOND),
+        BmcKind::Flaky => {
+            bmc.error_rate = 0.15;
+            bmc.timeout_rate = 0.05;
+        }
+        BmcKind::Transitional => bmc.answers = world::PowerAnswers::Transitional,
+        BmcKind::Unknowns => bmc.answers = world::PowerAnswers::SometimesUnknown,
+        _ => {}
+    }
+    bmc.alive = scenario.death != Death::PowerLossWithBmc;
+    truth.bmcs.push(bmc);
+    truth.bmcs.push(BmcModel::honest("https://bmc-2.example:443", vec![system("1", other, OTHER_UUID)]));
+    let target_origin =
+        if scenario.bmc == BmcKind::Mismatch { "https://bmc-2.example:443" } else { "https://bmc-1.example:443" };
+    truth.add_binding(TARGET, TARGET, target_origin, None);
+    if scenario.bmc != BmcKind::Mismatch {
+        truth.add_binding(OTHER, OTHER, "https://bmc-2.example:443", None);
+    }
+    truth.add_pod(TARGET, "vm-a", false);
+    truth.add_pod(TARGET, "agent", true);
+    truth.attachments.insert(TARGET.into(), 1);
+    truth.nhc_spec = scenario.spec.clone();
+    truth.nhc_nodes.insert(TARGET.into(), 0);
+}
+
+#[cfg(test)]
+mod tests;

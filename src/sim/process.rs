@@ -1,0 +1,727 @@
+//! One coroner process in the simulated world: the fence loop's traits over the truth, with the
+//! apiserver's and the BMCs' faults, and a crash point at every call, before its effect and after
+//! it (its answer then never seen). What a process keeps in memory (its Lease sightings, admissions,
+//! clients, leadership term) dies with it.
+
+use std::{
+    collections::BTreeMap,
+    sync::{Arc, Mutex, PoisonError},
+    time::Duration as StdDuration,
+};
+
+use jiff::Timestamp;
+use k8s_openapi::{
+    api::{
+        coordination::v1::{Lease, LeaseSpec},
+        core::v1::{Node, ObjectReference, Pod},
+    },
+    apimachinery::pkg::apis::meta::v1::MicroTime,
+};
+use kube::ResourceExt;
+
+use super::{
+    exec::{Micros, SECOND, Sched},
+    world::{Adder, PowerAnswers, Record, Truth, roundtrip, taint_key, taints_of},
+};
+use crate::{
+    api::{BmcBinding, BmcBindingStatus, CoronerRemediation, CoronerRemediationStatus, conditions},
+    bmc::{self, Bmc, BmcError, PowerState, ResetType, SystemReading},
+    contract,
+    controller::LeaseTracker,
+    driver::{
+        Admissions, ApiError, ApiResult, LoopSettings, World,
+        ports::{Clock, Cluster, Device, Devices, Events, Leadership, NodeLeases, Nodes, Remediations},
+    },
+    fence::Notice,
+    gates::LeaseSighting,
+    leader,
+    telemetry::Metrics,
+};
+
+/// Fault rates of one schedule (swarm testing: each seed turns a random subset on).
+#[derive(Clone, Debug, Default)]
+pub struct Faults {
+    /// Per call: the process dies before the call takes effect.
+    pub crash_before: f64,
+    /// Per call: the process dies after the call took effect, before it sees the answer.
+    pub crash_after: f64,
+    /// Per API call: a 5xx or a transport error, nothing done.
+    pub api_error: f64,
+    /// Per write: someone else wrote the object first (a conflict).
+    pub conflict: f64,
+    /// Per write: it took effect but the answer was lost (a timeout).
+    pub lost_answer: f64,
+    /// Per API call: a slow answer, seconds instead of milliseconds.
+    pub slow: f64,
+    /// How long a slow answer takes.
+    pub slow_latency: Micros,
+}
+
+/// Counts for the report: how much one run explored.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Stats {
+    /// Calls into the world: each is a crash point (before and after its effect).
+    pub calls: u64,
+    pub crashes: u64,
+    pub faults: u64,
+}
+
+/// What all processes and the runner share.
+pub struct Shared {
+    pub sched: Arc<Sched>,
+    pub truth: Mutex<Truth>,
+    pub rng: Mutex<fastrand::Rng>,
+    pub faults: Faults,
+    pub stats: Mutex<Stats>,
+    pub bmc_request_timeout: Micros,
+    pub bmc_read_retries: u32,
+}
+
+impl Shared {
+    pub fn with<T>(&self, f: impl FnOnce(&mut Truth) -> T) -> T {
+        let mut truth = self.truth.lock().unwrap_or_else(PoisonError::into_inner);
+        truth.now = self.sched.now();
+        f(&mut truth)
+    }
+
+    fn chance(&self, p: f64) -> bool {
+        p > 0.0 && self.rng.lock().unwrap_or_else(PoisonError::into_inner).f64() < p
+    }
+
+    fn between(&self, (low, high): (Micros, Micros)) -> Micros {
+        if high <= low {
+            return low;
+        }
+        self.rng.lock().unwrap_or_else(PoisonError::into_inner).i64(low..high)
+    }
+
+    fn count(&self, f: impl FnOnce(&mut Stats)) {
+        f(&mut self.stats.lock().unwrap_or_else(PoisonError::into_inner));
+    }
+}
+
+fn dead() -> ApiError {
+    ApiError::Unavailable("this process has died".into())
+}
+
+pub struct Process {
+    pub pid: u32,
+    shared: Arc<Shared>,
+    settings: LoopSettings,
+    metrics: Metrics,
+    admissions: tokio::sync::Mutex<Admissions>,
+    pub tracker: LeaseTracker,
+    /// Devices by binding UID, with the binding resourceVersion and when they were built (the
+    /// production client cache: reused for 60 s while the binding is unchanged).
+    clients: Mutex<BTreeMap<String, (String, Micros, SimDevice)>>,
+}
+
+impl Process {
+    pub fn new(pid: u32, shared: Arc<Shared>, settings: LoopSettings) -> Self {
+        Self {
+            pid,
+            shared,
+            settings,
+            metrics: Metrics::new().0,
+            admissions: tokio::sync::Mutex::default(),
+            tracker: LeaseTracker::default(),
+            clients: Mutex::default(),
+        }
+    }
+
+    fn alive(&self) -> bool {
+        self.shared.with(|t| t.processes.get(&self.pid).is_some_and(|p| p.alive))
+    }
+
+    fn die(&self) {
+        self.shared.count(|s| s.crashes += 1);
+        self.shared.with(|t| {
+            if let Some(p) = t.processes.get_mut(&self.pid) {
+                p.alive = false;
+            }
+        });
+    }
+
+    /// One API call: a scheduling point, then maybe a crash, a fault or a slow answer, then the
+    /// effect, then maybe a crash or a lost answer.
+    async fn api<T>(&self, write: bool, effect: impl FnOnce(&mut Truth) -> ApiResult<T>) -> ApiResult<T> {
+        let shared = &self.shared;
+        shared.sched.point().await;
+        if !self.alive() {
+            return Err(dead());
+        }
+        shared.count(|s| s.calls += 1);
+        let faults = &shared.faults;
+        if shared.chance(faults.crash_before) {
+            self.die();
+            return Err(dead());
+        }
+        let slowed = shared.with(|t| t.now < t.api_slow_until);
+        let latency = if slowed || shared.chance(faults.slow) {
+            shared.count(|s| s.faults += 1);
+            faults.slow_latency
+        } else {
+            shared.between((500, 20_000))
+        };
+        shared.sched.sleep(latency / 2).await;
+        if shared.chance(faults.api_error) {
+            shared.count(|s| s.faults += 1);
+            return Err(ApiError::Unavailable("the apiserver answered 503".into()));
+        }
+        if write && shared.chance(faults.conflict) {
+            shared.count(|s| s.faults += 1);
+            return Err(ApiError::Conflict("the object was modified".into()));
+        }
+        let result = shared.with(effect);
+        shared.sched.sleep(latency / 2).await;
+        if shared.chance(faults.crash_after) {
+            self.die();
+            return Err(dead());
+        }
+        if write && result.is_ok() && shared.chance(faults.lost_answer) {
+            shared.count(|s| s.faults += 1);
+            return Err(ApiError::Unavailable("no answer before the timeout".into()));
+        }
+        result
+    }
+
+    fn wall(&self, truth: &Truth) -> Timestamp {
+        let offset = truth.processes.get(&self.pid).map_or(0, |p| p.clock_offset);
+        truth.wall(truth.now + offset)
+    }
+
+    fn term(&self) -> u64 {
+        self.shared.with(|t| t.processes.get(&self.pid).map_or(0, |p| p.term))
+    }
+
+    /// kube-runtime's finalizer helper, as the simulated controller uses it.
+    pub async fn set_finalizer(&self, remediation: &CoronerRemediation, present: bool) -> ApiResult<()> {
+        let name = remediation.name_any();
+        let expected = remediation.resource_version();
+        self.api(true, |t| {
+            let rv = t.next_rv();
+            let Some(stored) = t.remediations.get_mut(&name) else { return Err(ApiError::NotFound(name.clone())) };
+            if stored.resource_version() != expected {
+                return Err(ApiError::Conflict(name.clone()));
+            }
+            let finalizers = stored.metadata.finalizers.get_or_insert_with(Vec::new);
+            finalizers.retain(|f| f != contract::FINALIZER);
+            if present {
+                finalizers.push(contract::FINALIZER.into());
+            }
+            stored.metadata.resource_version = Some(rv);
+            if !present && stored.metadata.deletion_timestamp.is_some() && finalizers.is_empty() {
+                t.remediations.remove(&name);
+            }
+            t.changes.push(super::world::Change::Remediation(name.clone()));
+            Ok(())
+        })
+        .await
+    }
+}
+
+impl Clock for Process {
+    fn now(&self) -> Timestamp {
+        self.shared.with(|t| self.wall(t))
+    }
+}
+
+impl Remediations for Process {
+    async fn remediation(&self, name: &str) -> ApiResult<Option<CoronerRemediation>> {
+        self.api(false, |t| Ok(t.remediations.get(name).cloned())).await
+    }
+
+    async fn remediations(&self) -> ApiResult<Vec<CoronerRemediation>> {
+        self.api(false, |t| Ok(t.remediations.values().cloned().collect())).await
+    }
+
+    async fn write_status(
+        &self,
+        current: &CoronerRemediation,
+        status: CoronerRemediationStatus,
+    ) -> ApiResult<CoronerRemediation> {
+        let name = current.name_any();
+        let expected = current.resource_version();
+        self.api(true, |t| {
+            let rv = t.next_rv();
+            let now = t.now;
+            let Some(stored) = t.remediations.get_mut(&name) else { return Err(ApiError::NotFound(name.clone())) };
+            if stored.resource_version() != expected {
+                return Err(ApiError::Conflict(name.clone()));
+            }
+            let succeeded = |s: Option<&CoronerRemediationStatus>| {
+                s.and_then(|s| conditions::status_of(&s.conditions, contract::SUCCEEDED).map(str::to_owned))
+            };
+            let before = succeeded(stored.status.as_ref());
+            let proof = |s: Option<&CoronerRemediationStatus>| {
+                s.and_then(|s| s.evidence.as_ref()?.power_off.as_ref()?.proof.clone())
+            };
+            let old_proof = proof(stored.status.as_ref());
+            stored.status = Some(roundtrip(&status));
+            if let Some(new) = proof(stored.status.as_ref())
+                && old_proof.as_ref() != Some(&new)
+            {
+                let pid =
+                    new.instance.trim_start_matches('p').split('/').next().and_then(|p| p.parse().ok()).unwrap_or(0);
+                t.log.push(Record::Proof { at: now, remediation: name.clone(), pid, count: new.count });
+            }
+            stored.metadata.resource_version = Some(rv);
+            let after = succeeded(stored.status.as_ref());
+            let phase = crate::fence::phase_of(stored.status.as_ref().unwrap_or(&status)).as_str().to_owned();
+            let written = stored.clone();
+            t.log.push(Record::Status { at: now, remediation: name.clone(), before, after, phase });
+            t.changes.push(super::world::Change::Remediation(name.clone()));
+            Ok(written)
+        })
+        .await
+    }
+}
+
+impl Nodes for Process {
+    async fn node(&self, name: &str) -> ApiResult<Option<Node>> {
+        self.api(false, |t| Ok(t.nodes.get(name).cloned())).await
+    }
+
+    async fn nodes(&self) -> ApiResult<Vec<Node>> {
+        self.api(false, |t| Ok(t.nodes.values().cloned().collect())).await
+    }
+
+    async fn replace_node(&self, node: &Node) -> ApiResult<Node> {
+        let name = node.name_any();
+        let pid = self.pid;
+        let written = self
+            .api(true, |t| {
+                if t.now < t.node_writes_denied_until {
+                    return Err(ApiError::Denied(format!("admission webhook denied the update of Node {name}")));
+                }
+                let rv = t.next_rv();
+                let now = t.now;
+                let Some(stored) = t.nodes.get(&name) else { return Err(ApiError::NotFound(name.clone())) };
+                if stored.resource_version() != node.resource_version() {
+                    return Err(ApiError::Conflict(name.clone()));
+                }
+                let before = taints_of(stored);
+                let mut written: Node = roundtrip(node);
+                written.metadata.resource_version = Some(rv);
+                let after = taints_of(&written);
+                for taint in &after {
+                    if !before.iter().any(|b| taint_key(b) == taint_key(taint)) {
+                        t.provenance.entry(taint_key(taint)).or_insert(Adder::Coroner { pid });
+                    }
+                }
+                let before_annotations = stored.metadata.annotations.clone().unwrap_or_default();
+                let after_annotations = written.metadata.annotations.clone().unwrap_or_default();
+                t.log.push(Record::NodeWrite {
+                    at: now,
+                    pid,
+                    node: name.clone(),
+                    before,
+                    after,
+                    before_annotations,
+                    after_annotations,
+                });
+                t.nodes.insert(name.clone(), written.clone());
+                t.changes.push(super::world::Change::Node(name.clone()));
+                Ok(written)
+            })
+            .await;
+        if self.shared.with(|t| t.crash_after_node_write.take_if(|p| *p == pid).is_some()) {
+            self.die();
+            return Err(dead());
+        }
+        written
+    }
+}
+
+impl NodeLeases for Process {
+    async fn node_lease(&self, node: &str) -> ApiResult<Option<Option<Timestamp>>> {
+        self.api(false, |t| Ok(t.leases.get(node).copied())).await
+    }
+
+    fn lease_sighting(&self, node: &str, now: Timestamp) -> LeaseSighting {
+        self.tracker.sighting(node, now)
+    }
+}
+
+impl Leadership for Process {
+    fn instance(&self) -> String {
+        format!("p{}/{}", self.pid, self.term())
+    }
+
+    fn own_node(&self) -> Option<&str> {
+        None
+    }
+
+    async fn ensure_leader(&self, need: StdDuration) -> Result<(), String> {
+        let pid = self.pid;
+        let lease = self
+            .api(false, |t| {
+                let holder_offset = t.leader.holder.and_then(|h| t.processes.get(&h)).map_or(0, |p| p.clock_offset);
+                Ok(Lease {
+                    spec: Some(LeaseSpec {
+                        holder_identity: t.leader.holder.map(|h| format!("p{h}")),
+                        renew_time: Some(MicroTime(t.wall(t.leader.renewed + holder_offset))),
+                        lease_duration_seconds: Some(i32::try_from(t.leader.duration / SECOND).unwrap_or(15)),
+                        ..LeaseSpec::default()
+                    }),
+                    ..Lease::default()
+                })
+            })
+            .await
+            .map_err(|e| format!("cannot read the leader Lease: {e}"))?;
+        leader::may_mutate(Some(&lease), &format!("p{pid}"), self.now(), need)
+    }
+
+    async fn hand_over(&self, _node_to_fence: &str) -> ApiResult<bool> {
+        Ok(false)
+    }
+}
+
+impl Cluster for Process {
+    async fn bindings(&self) -> ApiResult<Vec<BmcBinding>> {
+        self.api(false, |t| Ok(t.bindings.values().cloned().collect())).await
+    }
+
+    async fn binding(&self, name: &str) -> ApiResult<Option<BmcBinding>> {
+        self.api(false, |t| Ok(t.bindings.get(name).cloned())).await
+    }
+
+    async fn write_binding_status(&self, name: &str, status: &BmcBindingStatus) -> ApiResult<()> {
+        self.api(true, |t| {
+            let rv = t.next_rv();
+            let binding = t.bindings.get_mut(name).ok_or_else(|| ApiError::NotFound(name.into()))?;
+            binding.status = Some(roundtrip(status));
+            binding.metadata.resource_version = Some(rv);
+            Ok(())
+        })
+        .await
+    }
+
+    async fn etcd_pods(&self) -> ApiResult<Vec<Pod>> {
+        self.api(false, |_| Ok(Vec::new())).await
+    }
+
+    async fn pods_on(&self, node: &str) -> ApiResult<Vec<Pod>> {
+        self.api(false, |t| {
+            Ok(t.pods
+                .iter()
+                .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
+                .cloned()
+                .collect())
+        })
+        .await
+    }
+
+    async fn delete_pod(&self, pod: &Pod) -> ApiResult<()> {
+        let pid = self.pid;
+        let remediation = self.shared.sched.current();
+        self.api(true, |t| {
+            let now = t.now;
+            let before = t.pods.len();
+            t.pods.retain(|p| p.metadata.uid != pod.metadata.uid);
+            if t.pods.len() == before {
+                return Err(ApiError::NotFound(pod.name_any()));
+            }
+            let node = pod.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
+            t.log.push(Record::PodDeleted { at: now, pid, remediation: remediation.clone(), node });
+            Ok(())
+        })
+        .await
+    }
+
+    async fn volume_attachments_on(&self, node: &str) -> ApiResult<usize> {
+        self.api(false, |t| Ok(t.attachments.get(node).copied().unwrap_or(0))).await
+    }
+}
+
+impl Events for Process {
+    async fn publish(&self, _regarding: &ObjectReference, _notice: &Notice, _action: &str) {
+        // Recording an Event is a call like any other: the process may die in it.
+        let _ = self.api(true, |_| Ok(())).await;
+    }
+}
+
+impl Devices for Process {
+    type Device = SimDevice;
+
+    async fn device(&self, binding: &BmcBinding) -> ApiResult<Result<SimDevice, String>> {
+        let uid = binding.uid().unwrap_or_default();
+        let version = binding.resource_version().unwrap_or_default();
+        let now = self.shared.sched.now();
+        if let Some((built_for, built_at, device)) =
+            self.clients.lock().unwrap_or_else(PoisonError::into_inner).get(&uid)
+            && *built_for == version
+            && now - built_at < 60 * SECOND
+        {
+            return Ok(Ok(device.clone()));
+        }
+        let secret = binding.spec.credentials_secret_ref.name.clone();
+        let endpoint = binding.spec.redfish.endpoint.clone();
+        let credentials = self.api(false, |t| Ok(t.secrets.get(&secret).copied())).await?;
+        let Some(credentials) = credentials else {
+            return Ok(Err(format!("BmcBinding {}: credentials Secret {secret} does not exist", binding.name_any())));
+        };
+        let bmc = self.shared.with(|t| t.bmcs.iter().position(|b| endpoint.starts_with(&b.origin)));
+        let Some(bmc) = bmc else {
+            return Ok(Err(format!("BmcBinding {}: endpoint {endpoint} leads nowhere", binding.name_any())));
+        };
+        let device = SimDevice { shared: self.shared.clone(), pid: self.pid, bmc, credentials };
+        self.clients.lock().unwrap_or_else(PoisonError::into_inner).insert(uid, (version, now, device.clone()));
+        Ok(Ok(device))
+    }
+}
+
+impl World for Process {
+    fn settings(&self) -> &LoopSettings {
+        &self.settings
+    }
+
+    fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    fn admissions(&self) -> &tokio::sync::Mutex<Admissions> {
+        &self.admissions
+    }
+}
+
+/// A Redfish service as coroner's client sees it: what comes back, not the HTTP underneath (the
+/// client's own rules are tested against real peers).
+#[derive(Clone)]
+pub struct SimDevice {
+    shared: Arc<Shared>,
+    pid: u32,
+    bmc: usize,
+    /// The credentials version this client was built with.
+    credentials: u32,
+}
+
+impl SimDevice {
+    fn process_alive(&self) -> bool {
+        self.shared.with(|t| t.processes.get(&self.pid).is_some_and(|p| p.alive))
+    }
+
+    fn die(&self) {
+        self.shared.count(|s| s.crashes += 1);
+        self.shared.with(|t| {
+            if let Some(p) = t.processes.get_mut(&self.pid) {
+                p.alive = false;
+            }
+        });
+    }
+
+    /// One request: a scheduling point, then the BMC's latency, faults and answer; `sample` runs
+    /// half-way through, when the BMC looks at the machine.
+    async fn request<T>(
+        &self,
+        mutation: bool,
+        sample: impl FnOnce(&mut Truth, Micros) -> Result<T, BmcError>,
+    ) -> Result<T, BmcError> {
+        let shared = &self.shared;
+        shared.sched.point().await;
+        if !self.process_alive() {
+            return Err(BmcError::Unreachable("this process has died".into()));
+        }
+        shared.count(|s| s.calls += 1);
+        if shared.chance(shared.faults.crash_before) {
+            self.die();
+            return Err(BmcError::Unreachable("this process has died".into()));
+        }
+        let bmc = shared.with(|t| t.bmcs[self.bmc].clone());
+        let start = shared.sched.now();
+        let timeout = shared.bmc_request_timeout;
+        if !bmc.alive {
+            shared.sched.sleep(shared.between((1_000, 5_000))).await;
+            return Err(BmcError::Unreachable("connection refused".into()));
+        }
+        let latency = shared.between(bmc.latency);
+        let times_out = latency >= timeout || shared.chance(bmc.timeout_rate);
+        if times_out {
+            shared.count(|s| s.faults += 1);
+        }
+        if shared.chance(bmc.error_rate) {
+            shared.count(|s| s.faults += 1);
+            shared.sched.sleep(latency.min(timeout)).await;
+            return Err(BmcError::Status {
+                method: "GET",
+                path: "/redfish/v1".into(),
+                status: 503,
+                detail: String::new(),
+            });
+        }
+        if self.credentials != bmc.credentials {
+            shared.sched.sleep(latency.min(timeout)).await;
+            return Err(BmcError::Unauthorized(401));
+        }
+        shared.sched.sleep(latency.min(timeout) / 2).await;
+        // A request that times out may still have reached the BMC (a reset then takes effect).
+        let reached = !times_out || (mutation && shared.chance(0.5));
+        let result = if reached { Some(shared.with(|t| sample(t, start))) } else { None };
+        shared.sched.sleep(latency.min(timeout) - latency.min(timeout) / 2).await;
+        if shared.chance(shared.faults.crash_after) {
+            self.die();
+            return Err(BmcError::Unreachable("this process has died".into()));
+        }
+        match result {
+            Some(result) if !times_out => result,
+            _ => Err(BmcError::Unreachable("no answer before the request timeout".into())),
+        }
+    }
+
+    fn reading(
+        truth: &mut Truth,
+        (bmc, index): (usize, usize),
+        (pid, remediation): (u32, String),
+        start: Micros,
+        answer_in: Micros,
+    ) -> SystemReading {
+        let model = &truth.bmcs[bmc];
+        let system = &model.systems[index];
+        let machine = &truth.machines[system.machine];
+        let power = match (machine.on, machine.pending, model.answers) {
+            (true, Some((_, false)), PowerAnswers::Transitional) => PowerState::PoweringOff,
+            (true, _, _) => PowerState::On,
+            (false, _, _) => PowerState::Off,
+        };
+        let reading = SystemReading {
+            id: system.id.clone(),
+            path: format!("/redfish/v1/Systems/{}", system.id),
+            uuid: system.uuid.clone(),
+            power_state: power,
+            reset_target: None,
+        };
+        let off = reading.power_state == PowerState::Off;
+        let answer = truth.now + answer_in;
+        truth.log.push(Record::Read { pid, remediation, machine: system.machine, start, answer, off });
+        reading
+    }
+
+    fn find_system(truth: &Truth, bmc: usize, path_or_id: &str) -> Option<usize> {
+        let id = path_or_id.trim_end_matches('/').rsplit('/').next().unwrap_or_default();
+        truth.bmcs[bmc].systems.iter().position(|s| s.id == id)
+    }
+
+    async fn system_once(&self, path_or_id: &str) -> Result<SystemReading, BmcError> {
+        let (bmc, pid) = (self.bmc, self.pid);
+        let path = path_or_id.to_owned();
+        let unknown = self.shared.with(|t| t.bmcs[bmc].answers == PowerAnswers::SometimesUnknown);
+        let garbled = unknown && self.shared.chance(0.2);
+        let half = self.shared.between((1, 2));
+        let remediation = self.shared.sched.current();
+        self.request(false, move |t, start| {
+            let index = Self::find_system(t, bmc, &path).ok_or_else(|| BmcError::Status {
+                method: "GET",
+                path: path.clone(),
+                status: 404,
+                detail: String::new(),
+            })?;
+            let mut reading = Self::reading(t, (bmc, index), (pid, remediation), start, half);
+            if garbled {
+                reading.power_state = PowerState::Other("Unknown".into());
+            }
+            Ok(reading)
+        })
+        .await
+    }
+}
+
+impl Bmc for SimDevice {
+    async fn systems(&self) -> Result<Vec<String>, BmcError> {
+        let bmc = self.bmc;
+        self.request(false, move |t, _| {
+            Ok(t.bmcs[bmc].systems.iter().map(|s| format!("/redfish/v1/Systems/{}", s.id)).collect())
+        })
+        .await
+    }
+
+    /// Reads are retried on transient errors, as the Redfish client does.
+    async fn system(&self, path_or_id: &str) -> Result<SystemReading, BmcError> {
+        let mut attempt = 0;
+        loop {
+            match self.system_once(path_or_id).await {
+                Err(e) if e.is_transient() && attempt < self.shared.bmc_read_retries => {
+                    self.shared.sched.sleep(250_000 * 2i64.pow(attempt)).await;
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn reset(&self, system: &SystemReading, reset: ResetType) -> Result<u16, BmcError> {
+        let (bmc, pid) = (self.bmc, self.pid);
+        let path = system.path.clone();
+        let delay = self.shared.with(|t| t.bmcs[bmc].reset_delay);
+        let delay = self.shared.between(delay);
+        let remediation = self.shared.sched.current();
+        self.request(true, move |t, _| {
+            let index = Self::find_system(t, bmc, &path).ok_or_else(|| BmcError::Status {
+                method: "POST",
+                path: path.clone(),
+                status: 404,
+                detail: String::new(),
+            })?;
+            let machine = t.bmcs[bmc].systems[index].machine;
+            let on = reset == ResetType::On;
+            let at = t.now;
+            let node = t.bindings_node(bmc);
+            let stored = t.remediations.get(&remediation).and_then(|r| r.status.clone()).unwrap_or_default();
+            let intent = stored
+                .progress
+                .as_ref()
+                .and_then(|p| p.intent.as_ref())
+                .filter(|i| i.result.is_none())
+                .map(|i| (i.instance.clone(), i.attempt, i.decided_at.0.to_string()));
+            let proven_path = stored.evidence.as_ref().and_then(|e| e.identity.as_ref()).map(|i| i.system_path.clone());
+            let remediation = remediation.clone();
+            t.log.push(Record::Reset {
+                at,
+                pid,
+                remediation,
+                node,
+                machine,
+                on,
+                intent,
+                proven_path,
+                path: path.clone(),
+            });
+            t.schedule_power(machine, on, at + delay);
+            Ok(if on { 202 } else { 204 })
+        })
+        .await
+    }
+}
+
+impl Device for SimDevice {
+    fn origin(&self) -> String {
+        self.shared.with(|t| t.bmcs[self.bmc].origin.clone())
+    }
+
+    async fn find(
+        &self,
+        pinned: Option<&str>,
+        node_uuid: &str,
+    ) -> Result<Result<SystemReading, Vec<String>>, BmcError> {
+        bmc::find_system(self, pinned, node_uuid).await
+    }
+
+    async fn read(&self, path: &str) -> Result<SystemReading, BmcError> {
+        self.system(path).await
+    }
+
+    async fn act(&self, system: &SystemReading, reset: ResetType) -> Result<u16, BmcError> {
+        self.reset(system, reset).await
+    }
+}
+
+impl Truth {
+    /// The node whose binding leads to BMC `bmc`.
+    fn bindings_node(&self, bmc: usize) -> String {
+        let origin = &self.bmcs[bmc].origin;
+        self.bindings
+            .values()
+            .find(|b| b.spec.redfish.endpoint.starts_with(origin.as_str()))
+            .map(|b| b.spec.node_name.clone())
+            .unwrap_or_default()
+    }
+}

@@ -1,0 +1,77 @@
+//! The simulator's fixed budget in `make test` (`cargo test sim`): every seed below, every time,
+//! on every core. `make soak SEEDS=N` runs more.
+
+use std::io::Write as _;
+
+use super::{known::KNOWN_FAILURES, run};
+
+/// Seeds explored by `cargo test sim`.
+const SEEDS: std::ops::Range<u64> = 0..1000;
+
+/// Seeds that once failed and must pass for ever.
+const REGRESSIONS: &[u64] = &[];
+
+/// Runs `seeds` on every core; returns the failures that are not known ones (and the known ones
+/// that pass now), and prints what was explored.
+fn explore(seeds: Vec<u64>) -> Vec<String> {
+    let known: Vec<u64> = KNOWN_FAILURES.iter().map(|(seed, _)| *seed).collect();
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let started = std::time::Instant::now();
+    let results: Vec<_> = std::thread::scope(|scope| {
+        let chunks: Vec<Vec<u64>> =
+            (0..workers).map(|w| seeds.iter().copied().skip(w).step_by(workers).collect()).collect();
+        let handles: Vec<_> = chunks
+            .into_iter()
+            .map(|chunk| scope.spawn(move || chunk.into_iter().map(run).collect::<Vec<_>>()))
+            .collect();
+        handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
+    });
+    let (mut calls, mut faults) = (0u64, 0u64);
+    let mut failures = Vec::new();
+    for outcome in &results {
+        calls += outcome.stats.calls;
+        faults += outcome.stats.faults + outcome.stats.crashes;
+        match (&outcome.failure, known.contains(&outcome.seed)) {
+            (Some(failure), false) => failures.push(failure.clone()),
+            (None, true) => failures.push(format!(
+                "seed {} is listed as a known failure but passes now: move it to REGRESSIONS",
+                outcome.seed
+            )),
+            _ => {}
+        }
+    }
+    // Printed past the test harness's capture: the budget's numbers are part of every run's output.
+    let _ = writeln!(
+        std::io::stderr(),
+        "sim: explored {} schedules, {} crash points, {faults} faults in {:.1}s",
+        results.len(),
+        calls * 2,
+        started.elapsed().as_secs_f64()
+    );
+    failures
+}
+
+#[test]
+fn sim_every_seed_keeps_the_invariants() {
+    let mut seeds: Vec<u64> = SEEDS.chain(REGRESSIONS.iter().copied()).collect();
+    seeds.extend(KNOWN_FAILURES.iter().map(|(seed, _)| *seed).filter(|seed| !SEEDS.contains(seed)));
+    let failures = explore(seeds);
+    assert!(failures.is_empty(), "{} seeds broke an invariant:\n{}", failures.len(), failures.join("\n"));
+}
+
+/// `make soak SEEDS=N`: N more seeds, after the budget's.
+#[test]
+#[ignore = "a soak: make soak SEEDS=N"]
+fn sim_soak() {
+    let count: u64 = std::env::var("SIM_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(10_000);
+    let failures = explore((SEEDS.end..SEEDS.end + count).collect());
+    assert!(failures.is_empty(), "{} seeds broke an invariant:\n{}", failures.len(), failures.join("\n"));
+}
+
+/// `SIM_SEED=N cargo test --lib sim_one -- --ignored --nocapture`: one schedule and its story.
+#[test]
+#[ignore = "a tool: runs the seed in SIM_SEED"]
+fn sim_one() {
+    let seed = std::env::var("SIM_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0);
+    println!("{}", super::story(seed));
+}

@@ -1,0 +1,675 @@
+//! The simulated world's truth: the API objects the loop's traits touch (with resourceVersions),
+//! the machines (real power, bootID), their BMCs, the kubelets, kube-controller-manager's node and
+//! pod handling, NodeHealthCheck, the leader Lease, and a log of everything coroner did, which the
+//! invariants judge against the truth, never against coroner's own beliefs.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::{
+    api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, NodeSystemInfo, Pod, PodSpec, PodStatus, Taint},
+    apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time},
+};
+use serde::{Serialize, de::DeserializeOwned};
+
+use super::exec::{Micros, SECOND};
+use crate::{
+    api::{
+        BmcBinding, BmcBindingSpec, CoronerRemediation, CoronerRemediationSpec, RedfishTarget, SecretRef, TlsPolicy,
+        conditions,
+    },
+    contract,
+    taints::CoronerTaint,
+};
+
+/// The apiserver hands back what it stored: JSON, with its time precision.
+pub fn roundtrip<T: Serialize + DeserializeOwned>(value: &T) -> T {
+    match serde_json::to_value(value).and_then(serde_json::from_value) {
+        Ok(back) => back,
+        Err(error) => panic!("the simulated apiserver cannot store an object: {error}"),
+    }
+}
+
+/// How the node's kubelet reaches the apiserver.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reach {
+    /// Status and Lease get through.
+    Connected,
+    /// Nothing gets through.
+    Partitioned,
+    /// Only the Lease renewals get through (the scary half-alive node).
+    LeaseOnly,
+}
+
+#[derive(Clone, Debug)]
+pub struct Machine {
+    pub name: String,
+    /// The SMBIOS UUID the kubelet reports as systemUUID.
+    pub uuid: String,
+    pub on: bool,
+    pub boot_id: String,
+    boots: u32,
+    /// Power over time: (since, on).
+    pub history: Vec<(Micros, bool)>,
+    /// A scheduled power change (a reset takes a moment to take effect).
+    pub pending: Option<(Micros, bool)>,
+    /// Whether the OS is up and its kubelet running (some time after power-on).
+    pub booted_at: Option<Micros>,
+    pub node: String,
+    pub reach: Reach,
+}
+
+impl Machine {
+    /// Whether the machine was off for all of `[from, to]`.
+    pub fn off_throughout(&self, from: Micros, to: Micros) -> bool {
+        let mut state_at_from = true;
+        for &(since, on) in &self.history {
+            if since <= from {
+                state_at_from = on;
+            } else if since <= to && on {
+                return false;
+            }
+        }
+        !state_at_from
+    }
+
+    pub fn on_at(&self, at: Micros) -> bool {
+        self.history.iter().rev().find(|(since, _)| *since <= at).is_some_and(|(_, on)| *on)
+    }
+}
+
+/// What a BMC's power answers say, beyond the truth.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PowerAnswers {
+    Honest,
+    /// `PoweringOff` for a while after a ForceOff before `Off`.
+    Transitional,
+    /// An unknown value some of the time.
+    SometimesUnknown,
+}
+
+#[derive(Clone, Debug)]
+pub struct SimSystem {
+    pub id: String,
+    /// The machine this system powers.
+    pub machine: usize,
+    /// The UUID it reports (may differ from the machine's: a clone, or the other byte order).
+    pub uuid: String,
+}
+
+#[derive(Clone, Debug)]
+pub struct BmcModel {
+    pub origin: String,
+    pub systems: Vec<SimSystem>,
+    /// Powered and answering.
+    pub alive: bool,
+    pub answers: PowerAnswers,
+    /// The credentials version it accepts.
+    pub credentials: u32,
+    /// Latency of one request: between these.
+    pub latency: (Micros, Micros),
+    /// Chance a request fails with a 5xx, or gets no answer before the timeout.
+    pub error_rate: f64,
+    pub timeout_rate: f64,
+    /// How long a reset takes to take effect.
+    pub reset_delay: (Micros, Micros),
+}
+
+impl BmcModel {
+    pub fn honest(origin: &str, systems: Vec<SimSystem>) -> Self {
+        Self {
+            origin: origin.into(),
+            systems,
+            alive: true,
+            answers: PowerAnswers::Honest,
+            credentials: 1,
+            latency: (5_000, 80_000),
+            error_rate: 0.0,
+            timeout_rate: 0.0,
+            reset_delay: (100_000, 1_500_000),
+        }
+    }
+}
+
+/// Who added a taint: the invariants must know whether coroner may remove it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Adder {
+    Coroner { pid: u32 },
+    Someone(String),
+}
+
+/// What coroner did, for the invariants.
+#[derive(Clone, Debug)]
+pub enum Record {
+    /// A power action reached a BMC and was executed on `machine` (or rejected).
+    Reset {
+        at: Micros,
+        pid: u32,
+        remediation: String,
+        node: String,
+        machine: usize,
+        on: bool,
+        /// The persisted intent it was sent for: (instance, attempt, decidedAt).
+        intent: Option<(String, u32, String)>,
+        /// The system's path in the identity evidence at that moment.
+        proven_path: Option<String>,
+        path: String,
+    },
+    /// A power reading of `machine` by coroner, for `remediation`: sampled somewhere in
+    /// `[start, answer]`.
+    Read { pid: u32, remediation: String, machine: usize, start: Micros, answer: Micros, off: bool },
+    /// A Node write by coroner: the taints before and after.
+    NodeWrite {
+        at: Micros,
+        pid: u32,
+        node: String,
+        before: Vec<Taint>,
+        after: Vec<Taint>,
+        /// The Node's annotations before and after the write (which remediation owns what).
+        before_annotations: BTreeMap<String, String>,
+        after_annotations: BTreeMap<String, String>,
+    },
+    /// A pod force-deleted by coroner, for `remediation`.
+    PodDeleted { at: Micros, pid: u32, remediation: String, node: String },
+    /// A power-off proof persisted in a remediation's status: `count` Off readings by `pid`, the
+    /// last of them answered before `at`.
+    Proof { at: Micros, remediation: String, pid: u32, count: u32 },
+    /// A status write: the Succeeded condition before and after, and the phase after.
+    Status { at: Micros, remediation: String, before: Option<String>, after: Option<String>, phase: String },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeaderLease {
+    pub holder: Option<u32>,
+    pub renewed: Micros,
+    pub duration: Micros,
+}
+
+#[derive(Clone, Debug)]
+pub struct ProcState {
+    pub alive: bool,
+    pub leading: bool,
+    pub started: Micros,
+    /// Its wall clock minus the true time.
+    pub clock_offset: Micros,
+    /// Its leadership term: readings of an earlier term never count.
+    pub term: u64,
+}
+
+pub struct Truth {
+    pub epoch: Timestamp,
+    rv: u64,
+    uid: u64,
+    pub namespace: String,
+    pub remediations: BTreeMap<String, CoronerRemediation>,
+    pub nodes: BTreeMap<String, Node>,
+    /// Node Leases: renewTime (`None` inside: a Lease without one).
+    pub leases: BTreeMap<String, Option<Timestamp>>,
+    pub bindings: BTreeMap<String, BmcBinding>,
+    /// Credentials Secrets: their version.
+    pub secrets: BTreeMap<String, u32>,
+    pub pods: Vec<Pod>,
+    pub attachments: BTreeMap<String, usize>,
+    pub machines: Vec<Machine>,
+    pub bmcs: Vec<BmcModel>,
+    pub leader: LeaderLease,
+    pub processes: BTreeMap<u32, ProcState>,
+    pub provenance: BTreeMap<String, Adder>,
+    pub log: Vec<Record>,
+    /// Admission-time denial of Node writes (a webhook, a policy) until then.
+    pub node_writes_denied_until: Micros,
+    /// Every API call is slow until then.
+    pub api_slow_until: Micros,
+    /// The process that dies right after its next Node write.
+    pub crash_after_node_write: Option<u32>,
+    /// When coroner first admitted a fence of each remediation (true time), for the liveness bound.
+    pub admitted: BTreeMap<String, Micros>,
+    /// Objects changed since the controllers last looked: (kind, name).
+    pub changes: Vec<Change>,
+    pub now: Micros,
+    /// When each node's kubelet reported: signs of life.
+    pub life: BTreeMap<String, Vec<(Micros, Life)>>,
+    /// Node Leases written since the processes' watches last heard of them.
+    pub lease_changes: Vec<String>,
+    /// NHC's deletions of remediations whose node turned healthy: when it became healthy.
+    healthy_since: BTreeMap<String, Micros>,
+    /// The nodes NHC watches, and how many remediations it created for each.
+    pub nhc_nodes: BTreeMap<String, u32>,
+    pub nhc_spec: CoronerRemediationSpec,
+}
+
+/// A sign of life from a node's kubelet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Life {
+    /// It renewed its Lease (coroner hears of it through a watch, a moment later).
+    Lease,
+    /// It reported `Ready=True` on the Node (coroner reads the Node right before acting).
+    Ready,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Change {
+    Remediation(String),
+    Node(String),
+}
+
+/// A taint's identity for provenance: key, value, effect and timeAdded.
+pub fn taint_key(taint: &Taint) -> String {
+    format!(
+        "{}={}:{}@{}",
+        taint.key,
+        taint.value.as_deref().unwrap_or_default(),
+        taint.effect,
+        taint.time_added.as_ref().map(|t| t.0.to_string()).unwrap_or_default()
+    )
+}
+
+pub fn taints_of(node: &Node) -> Vec<Taint> {
+    node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default()
+}
+
+impl Truth {
+    pub fn new(namespace: &str) -> Self {
+        Self {
+            epoch: Timestamp::UNIX_EPOCH + SignedDuration::from_secs(1_900_000_000),
+            rv: 1,
+            uid: 0,
+            namespace: namespace.into(),
+            remediations: BTreeMap::new(),
+            nodes: BTreeMap::new(),
+            leases: BTreeMap::new(),
+            bindings: BTreeMap::new(),
+            secrets: BTreeMap::new(),
+            pods: Vec::new(),
+            attachments: BTreeMap::new(),
+            machines: Vec::new(),
+            bmcs: Vec::new(),
+            leader: LeaderLease { holder: None, renewed: 0, duration: 15 * SECOND },
+            processes: BTreeMap::new(),
+            provenance: BTreeMap::new(),
+            log: Vec::new(),
+            node_writes_denied_until: 0,
+            api_slow_until: 0,
+            crash_after_node_write: None,
+            admitted: BTreeMap::new(),
+            changes: Vec::new(),
+            now: 0,
+            life: BTreeMap::new(),
+            lease_changes: Vec::new(),
+            healthy_since: BTreeMap::new(),
+            nhc_nodes: BTreeMap::new(),
+            nhc_spec: CoronerRemediationSpec::default(),
+        }
+    }
+
+    /// True wall time (the apiserver's and NHC's clock).
+    pub fn wall(&self, at: Micros) -> Timestamp {
+        self.epoch + SignedDuration::from_micros(at)
+    }
+
+    pub fn next_rv(&mut self) -> String {
+        self.rv += 1;
+        self.rv.to_string()
+    }
+
+    pub fn next_uid(&mut self, what: &str) -> String {
+        self.uid += 1;
+        format!("{what}-uid-{}", self.uid)
+    }
+
+    pub fn machine_of_node(&self, node: &str) -> Option<usize> {
+        self.machines.iter().position(|m| m.node == node)
+    }
+
+    // Objects -----------------------------------------------------------------------------------------
+
+    pub fn add_machine(&mut self, node: &str, uuid: &str, on: bool, reach: Reach) -> usize {
+        let machine = Machine {
+            name: format!("machine-{node}"),
+            uuid: uuid.into(),
+            on,
+            boot_id: format!("{node}-boot-1"),
+            boots: 1,
+            history: vec![(0, on)],
+            pending: None,
+            booted_at: on.then_some(0),
+            node: node.into(),
+            reach,
+        };
+        self.machines.push(machine);
+        self.machines.len() - 1
+    }
+
+    /// A node that has been silent for a while: `Ready=Unknown`, its Lease last renewed long ago.
+    pub fn add_node(&mut self, name: &str, machine: usize, ready: &str, labels: &[(&str, &str)]) {
+        let uid = self.next_uid("node");
+        let rv = self.next_rv();
+        let m = &self.machines[machine];
+        let stale = self.wall(-600 * SECOND);
+        let node = Node {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                uid: Some(uid),
+                resource_version: Some(rv),
+                labels: Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(NodeSpec { taints: Some(Vec::new()), ..NodeSpec::default() }),
+            status: Some(NodeStatus {
+                conditions: Some(vec![NodeCondition {
+                    type_: "Ready".into(),
+                    status: ready.into(),
+                    last_heartbeat_time: Some(Time(stale)),
+                    ..NodeCondition::default()
+                }]),
+                node_info: Some(NodeSystemInfo {
+                    boot_id: m.boot_id.clone(),
+                    system_uuid: m.uuid.clone(),
+                    ..NodeSystemInfo::default()
+                }),
+                ..NodeStatus::default()
+            }),
+        };
+        self.nodes.insert(name.into(), roundtrip(&node));
+        self.leases.insert(name.into(), Some(stale));
+    }
+
+    pub fn add_binding(&mut self, name: &str, node: &str, origin: &str, system_id: Option<&str>) {
+        let mut binding = BmcBinding::new(
+            name,
+            BmcBindingSpec {
+                node_name: node.into(),
+                redfish: RedfishTarget {
+                    endpoint: format!("{origin}/redfish/v1"),
+                    system_id: system_id.map(str::to_owned),
+                },
+                credentials_secret_ref: SecretRef { name: format!("{name}-credentials") },
+                tls: TlsPolicy { certificate_sha256: Some("ab".repeat(32)), ..TlsPolicy::default() },
+            },
+        );
+        binding.metadata.namespace = Some(self.namespace.clone());
+        binding.metadata.uid = Some(self.next_uid("binding"));
+        binding.metadata.resource_version = Some(self.next_rv());
+        binding.metadata.generation = Some(1);
+        self.secrets.insert(format!("{name}-credentials"), 1);
+        self.bindings.insert(name.into(), roundtrip(&binding));
+    }
+
+    pub fn add_pod(&mut self, node: &str, name: &str, tolerates: bool) {
+        let mut pod = Pod {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("default".into()),
+                uid: Some(self.next_uid("pod")),
+                resource_version: Some(self.next_rv()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(PodSpec { node_name: Some(node.into()), ..PodSpec::default() }),
+            status: Some(PodStatus { phase: Some("Running".into()), ..PodStatus::default() }),
+        };
+        if tolerates && let Some(spec) = pod.spec.as_mut() {
+            spec.tolerations = Some(vec![k8s_openapi::api::core::v1::Toleration {
+                operator: Some("Exists".into()),
+                ..Default::default()
+            }]);
+        }
+        self.pods.push(pod);
+    }
+
+    /// NHC creates a remediation for `node` from the template.
+    pub fn create_remediation(&mut self, name: &str, node: &str, spec: &CoronerRemediationSpec) {
+        let mut remediation = CoronerRemediation::new(name, spec.clone());
+        remediation.metadata.namespace = Some(self.namespace.clone());
+        remediation.metadata.uid = Some(self.next_uid("remediation"));
+        remediation.metadata.resource_version = Some(self.next_rv());
+        remediation.metadata.generation = Some(1);
+        remediation.metadata.creation_timestamp = Some(Time(self.wall(self.now)));
+        remediation.metadata.annotations =
+            Some([(contract::NODE_NAME_ANNOTATION.to_owned(), node.to_owned())].into_iter().collect());
+        self.remediations.insert(name.into(), roundtrip(&remediation));
+        self.changes.push(Change::Remediation(name.into()));
+    }
+
+    /// NHC's or a person's delete: the object goes once no finalizer holds it.
+    pub fn delete_remediation(&mut self, name: &str) {
+        let now = self.wall(self.now);
+        let Some(r) = self.remediations.get_mut(name) else { return };
+        if r.metadata.finalizers.as_ref().is_none_or(Vec::is_empty) {
+            self.remediations.remove(name);
+        } else if r.metadata.deletion_timestamp.is_none() {
+            r.metadata.deletion_timestamp = Some(Time(now));
+            self.rv += 1;
+            r.metadata.resource_version = Some(self.rv.to_string());
+        }
+        self.changes.push(Change::Remediation(name.into()));
+    }
+
+    pub fn annotate_remediation(&mut self, name: &str, key: &str, value: &str) {
+        let rv = self.next_rv();
+        let Some(r) = self.remediations.get_mut(name) else { return };
+        r.metadata.annotations.get_or_insert_with(Default::default).insert(key.into(), value.into());
+        r.metadata.resource_version = Some(rv);
+        self.changes.push(Change::Remediation(name.into()));
+    }
+
+    /// Someone else (a person, another remediator) adds a taint by hand.
+    pub fn add_foreign_taint(&mut self, node: &str, key: &str, value: Option<&str>, effect: &str, who: &str) {
+        let at = Time(self.wall(self.now));
+        let rv = self.next_rv();
+        let Some(n) = self.nodes.get_mut(node) else { return };
+        let taint =
+            Taint { key: key.into(), value: value.map(str::to_owned), effect: effect.into(), time_added: Some(at) };
+        let stored: Taint = roundtrip(&taint);
+        self.provenance.insert(taint_key(&stored), Adder::Someone(who.into()));
+        n.spec.get_or_insert_with(Default::default).taints.get_or_insert_with(Vec::new).push(stored);
+        n.metadata.resource_version = Some(rv);
+        self.changes.push(Change::Node(node.into()));
+    }
+
+    /// A person labels the node to keep remediators off it.
+    pub fn exclude_node(&mut self, node: &str) {
+        let rv = self.next_rv();
+        let Some(n) = self.nodes.get_mut(node) else { return };
+        n.metadata.labels.get_or_insert_with(Default::default).insert(contract::EXCLUDE_LABEL.into(), "true".into());
+        n.metadata.resource_version = Some(rv);
+        self.changes.push(Change::Node(node.into()));
+    }
+
+    /// The Node object is deleted and the kubelet registers it again: a new UID.
+    pub fn replace_node(&mut self, node: &str) {
+        let uid = self.next_uid("node");
+        let rv = self.next_rv();
+        let Some(n) = self.nodes.get_mut(node) else { return };
+        n.metadata.uid = Some(uid);
+        n.metadata.resource_version = Some(rv);
+        n.spec = Some(NodeSpec { taints: Some(Vec::new()), ..NodeSpec::default() });
+        n.metadata.annotations = None;
+        self.changes.push(Change::Node(node.into()));
+    }
+
+    /// Someone removes taints by key, leaving the annotations as they are.
+    pub fn remove_taints_by_hand(&mut self, node: &str, key: &str) {
+        let rv = self.next_rv();
+        let Some(n) = self.nodes.get_mut(node) else { return };
+        if let Some(taints) = n.spec.as_mut().and_then(|s| s.taints.as_mut()) {
+            taints.retain(|t| t.key != key);
+        }
+        n.metadata.resource_version = Some(rv);
+        self.changes.push(Change::Node(node.into()));
+    }
+
+    fn set_ready(&mut self, node: &str, status: &str, boot_id: Option<&str>) {
+        let now = Time(self.wall(self.now));
+        let rv = self.next_rv();
+        let Some(n) = self.nodes.get_mut(node) else { return };
+        let Some(s) = n.status.as_mut() else { return };
+        if let Some(condition) = s.conditions.as_mut().and_then(|c| c.iter_mut().find(|c| c.type_ == "Ready")) {
+            let unchanged = condition.status == status;
+            let boot_unchanged = boot_id.is_none_or(|b| s.node_info.as_ref().is_some_and(|i| i.boot_id == b));
+            if unchanged && boot_unchanged {
+                return;
+            }
+            condition.status = status.into();
+            condition.last_heartbeat_time = Some(now);
+        }
+        if let (Some(boot), Some(info)) = (boot_id, s.node_info.as_mut()) {
+            info.boot_id = boot.into();
+        }
+        if status == conditions::TRUE {
+            self.life.entry(node.into()).or_default().push((self.now, Life::Ready));
+        }
+        n.metadata.resource_version = Some(rv);
+        self.changes.push(Change::Node(node.into()));
+    }
+
+    fn renew_lease(&mut self, node: &str, wall: Timestamp) {
+        self.leases.insert(node.into(), Some(wall));
+        self.lease_changes.push(node.into());
+        self.life.entry(node.into()).or_default().push((self.now, Life::Lease));
+    }
+
+    pub fn ready_of(&self, node: &str) -> Option<String> {
+        self.nodes.get(node).and_then(|n| crate::fence::ready_status(n)).map(str::to_owned)
+    }
+
+    // Machines ----------------------------------------------------------------------------------------
+
+    /// A power change requested now, taking effect at `at`.
+    pub fn schedule_power(&mut self, machine: usize, on: bool, at: Micros) {
+        let m = &mut self.machines[machine];
+        if m.pending.is_some_and(|(when, state)| state == on && when <= at) {
+            return;
+        }
+        m.pending = Some((at, on));
+    }
+
+    /// Applies due power changes; a machine switched off loses its kubelet, one switched on boots
+    /// with a new bootID.
+    pub fn apply_power(&mut self) {
+        let now = self.now;
+        for m in &mut self.machines {
+            if let Some((at, on)) = m.pending
+                && at <= now
+            {
+                m.pending = None;
+                if m.on != on {
+                    m.on = on;
+                    m.history.push((at, on));
+                    if on {
+                        m.boots += 1;
+                        m.boot_id = format!("{}-boot-{}", m.node, m.boots);
+                        m.booted_at = Some(at + 20 * SECOND);
+                    } else {
+                        m.booted_at = None;
+                    }
+                }
+            }
+        }
+    }
+
+    // The node's life: kubelet, kube-controller-manager, NodeHealthCheck ------------------------------
+
+    /// One second of the cluster's own life.
+    pub fn tick(&mut self, nhc: &NhcPolicy) {
+        self.apply_power();
+        let now = self.now;
+        let wall = self.wall(now);
+        for i in 0..self.machines.len() {
+            let m = &self.machines[i];
+            let node = m.node.clone();
+            let kubelet_up = m.on && m.booted_at.is_some_and(|at| at <= now);
+            let boot = m.boot_id.clone();
+            // Heartbeats every 10 s, staggered by machine.
+            let beat = (now / SECOND + i as i64) % 10 == 0;
+            match (kubelet_up, m.reach) {
+                (true, Reach::Connected) if beat || self.ready_of(&node).as_deref() != Some(conditions::TRUE) => {
+                    self.renew_lease(&node, wall);
+                    self.set_ready(&node, conditions::TRUE, Some(&boot));
+                }
+                (true, Reach::LeaseOnly) if beat => self.renew_lease(&node, wall),
+                _ => {}
+            }
+            // kube-controller-manager: no heartbeat for 40 s → Unknown.
+            let silent = self
+                .leases
+                .get(&node)
+                .and_then(|l| *l)
+                .is_none_or(|renewed| wall.duration_since(renewed) > SignedDuration::from_secs(40));
+            if silent && self.ready_of(&node).as_deref() == Some(conditions::TRUE) {
+                self.set_ready(&node, conditions::UNKNOWN, None);
+            }
+        }
+        self.evict_out_of_service();
+        self.nhc(nhc);
+    }
+
+    /// kube-controller-manager with `node.kubernetes.io/out-of-service`: pods that do not tolerate it
+    /// go, and volumes are detached.
+    fn evict_out_of_service(&mut self) {
+        let tainted: BTreeSet<String> = self
+            .nodes
+            .iter()
+            .filter(|(_, n)| taints_of(n).iter().any(|t| t.key == CoronerTaint::OutOfService.key()))
+            .map(|(name, _)| name.clone())
+            .collect();
+        self.pods.retain(|p| {
+            let node = p.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
+            !(tainted.contains(&node) && crate::fence::pod_blocks_release(p))
+        });
+        for node in &tainted {
+            self.attachments.remove(node);
+        }
+    }
+
+    fn nhc(&mut self, policy: &NhcPolicy) {
+        let now = self.now;
+        // An unhealthy node without a remediation gets one (again, after a deletion).
+        let watched: Vec<(String, u32)> = self.nhc_nodes.iter().map(|(n, c)| (n.clone(), *c)).collect();
+        for (node, created) in watched {
+            let has = self.remediations.values().any(|r| contract::node_name(&r.metadata) == Some(node.as_str()));
+            if !has && self.ready_of(&node).as_deref() != Some(conditions::TRUE) {
+                let name = if created == 0 { node.clone() } else { format!("{node}-{}", created + 1) };
+                let spec = self.nhc_spec.clone();
+                self.create_remediation(&name, &node, &spec);
+                self.nhc_nodes.insert(node, created + 1);
+            }
+        }
+        let names: Vec<String> = self.remediations.keys().cloned().collect();
+        for name in names {
+            let Some(r) = self.remediations.get(&name).cloned() else { continue };
+            let node = contract::node_name(&r.metadata).unwrap_or_default().to_owned();
+            let created = r.metadata.creation_timestamp.as_ref().map(|t| t.0).unwrap_or(self.epoch);
+            let age = self.wall(now).duration_since(created);
+            let succeeded = r
+                .status
+                .as_ref()
+                .and_then(|s| conditions::status_of(&s.conditions, contract::SUCCEEDED).map(str::to_owned));
+            let deleting = r.metadata.deletion_timestamp.is_some();
+            if self.ready_of(&node).as_deref() == Some(conditions::TRUE) {
+                let since = *self.healthy_since.entry(name.clone()).or_insert(now);
+                // NHC deletes the remediation about two seconds after the node is healthy.
+                if now - since >= 2 * SECOND && !deleting {
+                    self.delete_remediation(&name);
+                }
+            } else {
+                self.healthy_since.remove(&name);
+            }
+            if let Some(timeout) = policy.timeout
+                && age >= SignedDuration::from_micros(timeout)
+                && succeeded.as_deref() != Some(conditions::TRUE)
+                && !contract::timed_out_by_nhc(&r.metadata)
+                && !deleting
+            {
+                let stamp = self.wall(now).to_string();
+                self.annotate_remediation(&name, contract::TIMED_OUT_ANNOTATION, &stamp);
+            }
+        }
+    }
+}
+
+/// How NodeHealthCheck behaves in this world.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NhcPolicy {
+    /// Stamps `nhc-timed-out` this long after creating a remediation that has not succeeded.
+    pub timeout: Option<Micros>,
+}
