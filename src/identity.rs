@@ -45,6 +45,12 @@ pub enum IdentityRefusal {
         if *transient { "" } else { " (pin spec.redfish.systemId to fence while the binding's verification covers it)" }
     )]
     MemberUnreadable { member: String, problem: String, transient: bool },
+    /// No system that was read is the node's, and one that could not be read may be: its failure is
+    /// the cause, and its reason the refusal's.
+    #[error(
+        "no system of this BMC that could be read reports the node's systemUUID, and member {member} could not be read: {problem}"
+    )]
+    Unread { member: String, problem: String, transient: bool, reason: Reason },
     #[error("none of the {} systems of this BMC reports the node's systemUUID {node} in either byte order (they report {})", reported.len(), listed(reported))]
     NoSystem { node: String, reported: Vec<String> },
     #[error("the BMC answered {path} as UUID {first} and as UUID {then} within one discovery")]
@@ -71,13 +77,14 @@ impl IdentityRefusal {
             }
             Self::NoSystem { .. } => Reason::IdentityMismatch,
             Self::Unstable { .. } => Reason::IdentityChanged,
+            Self::Unread { reason, .. } => *reason,
         }
     }
 
     /// A member that timed out or answered 5xx may answer the next attempt: the fence retries the
     /// identity within its budget instead of failing at once. Every other refusal is final.
     pub fn is_transient(&self) -> bool {
-        matches!(self, Self::MemberUnreadable { transient: true, .. })
+        matches!(self, Self::MemberUnreadable { transient: true, .. } | Self::Unread { transient: true, .. })
     }
 }
 
@@ -227,26 +234,28 @@ pub fn select(discovery: &Discovery, node_uuid: &str, verified: Option<&Scan>) -
 
     let pinned = discovery.pinned.is_some();
     let verifier_read = |member: &str| verified.is_some_and(|scan| scan.read.contains(member));
-    for unreadable in &discovery.unreadable {
-        if !(pinned && verifier_read(&unreadable.member)) {
-            return Err(IdentityRefusal::MemberUnreadable {
-                member: unreadable.member.clone(),
-                problem: unreadable.error.to_string(),
-                transient: unreadable.error.is_transient(),
-            });
-        }
-    }
+    let unexcused = discovery.unreadable.iter().find(|u| !(pinned && verifier_read(&u.member)));
     let tried = |member: &str| discovery.unreadable.iter().any(|u| paths::same_resource(&u.member, member));
-    if let Some(member) = discovery.members.iter().find(|m| !discovery.answered(m) && !tried(m) && !verifier_read(m)) {
-        return Err(IdentityRefusal::MemberUnreadable {
-            member: member.to_owned(),
+    let unattempted = discovery.members.iter().find(|m| !discovery.answered(m) && !tried(m) && !verifier_read(m));
+
+    match (matching.as_slice(), unexcused, unattempted) {
+        ([], Some(unread), _) => Err(IdentityRefusal::Unread {
+            member: bounded(&unread.member, 160),
+            problem: unread.error.to_string(),
+            transient: unread.error.is_transient(),
+            reason: unread.error.reason(),
+        }),
+        (_, Some(unread), _) => Err(IdentityRefusal::MemberUnreadable {
+            member: bounded(&unread.member, 160),
+            problem: unread.error.to_string(),
+            transient: unread.error.is_transient(),
+        }),
+        (_, None, Some(member)) => Err(IdentityRefusal::MemberUnreadable {
+            member: bounded(member, 160),
             problem: "neither this discovery nor the binding's last verification read it".into(),
             transient: false,
-        });
-    }
-
-    match matching.as_slice() {
-        [(system, matched)] => Ok(Selected { system: (*system).clone(), matched: *matched }),
+        }),
+        ([(system, matched)], None, None) => Ok(Selected { system: (*system).clone(), matched: *matched }),
         _ => Err(IdentityRefusal::NoSystem {
             node: bounded(node_uuid, 64),
             reported: distinct.iter().map(|s| s.uuid.clone()).collect(),
@@ -443,6 +452,17 @@ mod tests {
         assert!(select(&pinned(), NODE, None).is_err());
         assert!(select(&pinned(), NODE, Some(&scan(&["b"]))).is_err(), "the verifier never read c");
         assert_eq!(select(&pinned(), NODE, Some(&verified)).unwrap().system.id, "b");
+    }
+
+    #[test]
+    fn with_no_matching_system_an_unreadable_members_failure_is_the_reason() {
+        let refusal = select(&discovery(None, &[("a", OTHER)], &["c"]), NODE, None).unwrap_err();
+        assert!(
+            matches!(&refusal, IdentityRefusal::Unread { member, .. } if member == "/redfish/v1/Systems/c"),
+            "{refusal:?}"
+        );
+        assert_eq!(refusal.reason(), Reason::BmcProtocolError, "HTTP 404 to a listed member");
+        assert!(!refusal.is_transient());
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::{fmt, future::Future};
 pub use discovery::{Answer, Discovery, MemberSet, Unreadable, discover};
 pub use redfish::{RedfishClient, RedfishConfig};
 
-use crate::api::PowerAction;
+use crate::{api::PowerAction, contract::Reason};
 
 /// The longest BMC-supplied value (an unknown power state, a bad UUID) shown as it was sent.
 pub const MAX_VALUE_CHARS: usize = 64;
@@ -162,6 +162,18 @@ impl BmcError {
         }
     }
 
+    /// The condition reason a fence that ends on this error gives.
+    pub fn reason(&self) -> Reason {
+        match self {
+            Self::Unreachable(_) => Reason::BmcUnreachable,
+            Self::Tls(_) => Reason::BmcTlsVerificationFailed,
+            Self::Unauthorized(_) => Reason::BmcAuthenticationFailed,
+            Self::Status { .. } if self.is_transient() => Reason::BmcUnreachable,
+            Self::Status { .. } | Self::Protocol { .. } | Self::CrossHostRedirect(_) => Reason::BmcProtocolError,
+            Self::Setup(_) => Reason::BindingInvalid,
+        }
+    }
+
     /// Transport trouble and 5xx answers may clear by themselves; everything else needs a human.
     pub fn is_transient(&self) -> bool {
         match self {
@@ -212,6 +224,12 @@ pub async fn find_system<B: Bmc>(
         _ => None,
     };
     match refusal {
+        // No candidate, so no pin: every unread member is unexcused, and its failure is the cause.
+        IdentityRefusal::Unread { .. } => Err(discovery
+            .unreadable
+            .into_iter()
+            .next()
+            .map_or_else(|| BmcError::Protocol { path: "Systems".into(), problem: refusal.to_string() }, |u| u.error)),
         IdentityRefusal::SharedOnBmc { .. }
         | IdentityRefusal::MemberUnreadable { .. }
         | IdentityRefusal::Unstable { .. } => {
