@@ -230,12 +230,14 @@ pub async fn find_system<B: Bmc>(
             .into_iter()
             .next()
             .map_or_else(|| BmcError::Protocol { path: "Systems".into(), problem: refusal.to_string() }, |u| u.error)),
+        IdentityRefusal::MemberUnreadable { transient: true, .. } => Err(discovery
+            .unreadable
+            .into_iter()
+            .find(|u| u.error.is_transient())
+            .map_or_else(|| BmcError::Protocol { path: "Systems".into(), problem: refusal.to_string() }, |u| u.error)),
         IdentityRefusal::SharedOnBmc { .. }
         | IdentityRefusal::MemberUnreadable { .. }
         | IdentityRefusal::Unstable { .. } => {
-            if let Some(transient) = discovery.unreadable.iter().find(|u| u.error.is_transient()) {
-                return Err(transient.error.clone());
-            }
             Err(BmcError::Protocol { path: "Systems".into(), problem: refusal.to_string() })
         }
         // `prove` refuses these again, with their own reasons, on the system that is returned.

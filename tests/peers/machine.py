@@ -265,7 +265,7 @@ class PagedSystems:
         if skip + self.page_size < len(self.members):
             document['Members@odata.nextLink'] = f'/redfish/v1/Systems?$skip={skip + self.page_size}'
         elif self.cycle:
-            document['Members@odata.nextLink'] = '/redfish/v1/Systems?$skip=0'
+            document['Members@odata.nextLink'] = '/redfish/v1/Systems'
         return json_response(start_response, '200 OK', document)
 
 
