@@ -143,9 +143,9 @@ reasons! {
     BmcUnreachable => Final, RetryCount, "the BMC did not answer in any of the retry.count identity attempts";
     BmcProtocolError => Final, None, "the BMC answered, but not with a usable Redfish ComputerSystem (e.g. no UUID or PowerState)";
     NodeUuidUnusable => Final, None, "the node's systemUUID is empty, all-zero, all-F or a known placeholder: identity cannot be proven";
-    IdentityMismatch => Final, None, "the BMC's system UUID is not the node's systemUUID (in either byte order)";
-    IdentityAmbiguous => Final, None, "the UUID also belongs to another Node or to another BmcBinding's verified system";
-    IdentityChanged => Final, None, "a later response of the pinned system carried a different UUID";
+    IdentityMismatch => Final, None, "the BMC's system UUID is not the node's systemUUID (in either byte order): the pinned system's, or none of the BMC's systems'";
+    IdentityAmbiguous => Final, None, "the UUID also belongs to another Node, another BmcBinding's verified system or another system of the same BMC, or a member of the BMC's Systems collection could not be read";
+    IdentityChanged => Final, None, "a later response of the pinned system carried a different UUID, or one path answered as two UUIDs within one discovery";
     PowerOffNotConfirmed => Final, PowerOffTimeout, "no attempt proved the power Off within powerOffTimeout; nothing released";
     NodeAliveAfterPowerOff => Final, None, "after the proven power-off the node changed UID, left Unknown or renewed its Lease: the machine switched off is not this node";
 }

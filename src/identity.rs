@@ -5,9 +5,17 @@
 //! little-endian and firmware disagrees on which form to print, so the same machine may show its UUID
 //! with those fields byte-swapped. Both forms are accepted (and recorded), nothing looser is.
 
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::{api::UuidMatch, contract::Reason};
+use crate::{
+    api::UuidMatch,
+    bmc::{Discovery, MemberSet, SystemReading, bounded, paths},
+    contract::Reason,
+};
+
+/// How many UUIDs or paths a refusal lists before it says "and N more".
+const LISTED: usize = 8;
 
 /// UUIDs that firmware ships on many machines at once; they identify nothing.
 const KNOWN_PLACEHOLDERS: &[&str] = &[
@@ -27,6 +35,34 @@ pub enum IdentityRefusal {
     Mismatch { node: String, bmc: String },
     #[error("UUID {uuid} also belongs to {other}; coroner cannot tell which machine this BMC powers")]
     Ambiguous { uuid: String, other: String },
+    #[error(
+        "{} systems of this BMC report the node's systemUUID {uuid} (in either byte order): {}; coroner cannot tell which one is the node",
+        systems.len(), listed(systems)
+    )]
+    SharedOnBmc { uuid: String, systems: Vec<String> },
+    #[error(
+        "member {member} of the BMC's Systems collection could not be read ({problem}); without it coroner cannot rule out a second system with the node's UUID{}",
+        if *transient { "" } else { " (pin spec.redfish.systemId to fence while the binding's verification covers it)" }
+    )]
+    MemberUnreadable { member: String, problem: String, transient: bool },
+    /// No system that was read is the node's, and one that could not be read may be: its failure is
+    /// the cause, and its reason the refusal's.
+    #[error(
+        "no system of this BMC that could be read reports the node's systemUUID, and member {member} could not be read: {problem}"
+    )]
+    Unread { member: String, problem: String, transient: bool, reason: Reason },
+    #[error("none of the {} systems of this BMC reports the node's systemUUID {node} in either byte order (they report {})", reported.len(), listed(reported))]
+    NoSystem { node: String, reported: Vec<String> },
+    #[error("the BMC answered {path} as UUID {first} and as UUID {then} within one discovery")]
+    Unstable { path: String, first: String, then: String },
+}
+
+fn listed(items: &[String]) -> String {
+    let mut text = items.iter().take(LISTED).cloned().collect::<Vec<_>>().join(", ");
+    if items.len() > LISTED {
+        text.push_str(&format!(" and {} more", items.len() - LISTED));
+    }
+    if text.is_empty() { "nothing".into() } else { text }
 }
 
 impl IdentityRefusal {
@@ -36,8 +72,19 @@ impl IdentityRefusal {
             Self::NodeUuidUnusable(..) => Reason::NodeUuidUnusable,
             Self::BmcUuidMalformed { .. } => Reason::BmcProtocolError,
             Self::Mismatch { .. } => Reason::IdentityMismatch,
-            Self::Ambiguous { .. } => Reason::IdentityAmbiguous,
+            Self::Ambiguous { .. } | Self::SharedOnBmc { .. } | Self::MemberUnreadable { .. } => {
+                Reason::IdentityAmbiguous
+            }
+            Self::NoSystem { .. } => Reason::IdentityMismatch,
+            Self::Unstable { .. } => Reason::IdentityChanged,
+            Self::Unread { reason, .. } => *reason,
         }
+    }
+
+    /// A member that timed out or answered 5xx may answer the next attempt: the fence retries the
+    /// identity within its budget instead of failing at once. Every other refusal is final.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Self::MemberUnreadable { transient: true, .. } | Self::Unread { transient: true, .. })
     }
 }
 
@@ -91,12 +138,8 @@ pub fn unusable(text: &str) -> Option<&'static str> {
 /// The identity proof: the BMC system's UUID must be the node's (exact or byte-swapped), the node's
 /// UUID must be able to identify a machine, and nothing else may claim the same machine.
 pub fn prove(node_uuid: &str, bmc_uuid: &str, others: &[Claim]) -> Result<UuidMatch, IdentityRefusal> {
-    if let Some(why) = unusable(node_uuid) {
-        return Err(IdentityRefusal::NodeUuidUnusable(node_uuid.to_owned(), why));
-    }
-    let node =
-        parse(node_uuid).ok_or_else(|| IdentityRefusal::NodeUuidUnusable(node_uuid.to_owned(), "it is not a UUID"))?;
-    let bmc = parse(bmc_uuid).ok_or_else(|| IdentityRefusal::BmcUuidMalformed { bmc: bmc_uuid.to_owned() })?;
+    let node = usable_node_uuid(node_uuid)?;
+    let bmc = parse(bmc_uuid).ok_or_else(|| IdentityRefusal::BmcUuidMalformed { bmc: bounded(bmc_uuid, 64) })?;
     let matched = same_machine(node, bmc)
         .ok_or_else(|| IdentityRefusal::Mismatch { node: node_uuid.to_owned(), bmc: bmc_uuid.to_owned() })?;
     if let Some(other) = others.iter().find(|c| parse(&c.uuid).is_some_and(|u| same_machine(node, u).is_some())) {
@@ -105,15 +148,125 @@ pub fn prove(node_uuid: &str, bmc_uuid: &str, others: &[Claim]) -> Result<UuidMa
     Ok(matched)
 }
 
-/// Discovery on a service with several systems: the one whose UUID names the node's machine.
-pub fn select_system<'a, T>(systems: &'a [T], uuid_of: impl Fn(&T) -> &str, node_uuid: &str) -> Option<&'a T> {
-    let node = parse(node_uuid)?;
-    systems.iter().find(|s| parse(uuid_of(s)).is_some_and(|u| same_machine(node, u).is_some()))
+fn usable_node_uuid(node_uuid: &str) -> Result<Uuid, IdentityRefusal> {
+    let refuse = |why| IdentityRefusal::NodeUuidUnusable(bounded(node_uuid, 64), why);
+    if let Some(why) = unusable(node_uuid) {
+        return Err(refuse(why));
+    }
+    parse(node_uuid).ok_or_else(|| refuse("it is not a UUID"))
+}
+
+/// The system a fence goes through, and how its UUID matched the node's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Selected {
+    pub system: SystemReading,
+    pub matched: UuidMatch,
+}
+
+/// What a binding verifier's full scan established, for the fences that follow it on the same binding
+/// generation (a spec change makes it void): a fence whose BMC lists exactly these members reads only
+/// `system` ([`must_rescan`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Scan {
+    /// The member list the scan saw.
+    pub members: MemberSet,
+    /// The members it read: at this scan, or (a member it could not read under a pin) at the one before.
+    pub read: MemberSet,
+    /// The system it selected (its path, as it answered).
+    pub system: String,
+}
+
+impl Scan {
+    /// The record of a scan whose [`select`] succeeded.
+    pub fn record(discovery: &Discovery, selected: &Selected, previous: Option<&Scan>) -> Self {
+        let read = discovery
+            .members
+            .iter()
+            .filter(|m| discovery.answered(m) || previous.is_some_and(|p| p.read.contains(m)))
+            .collect();
+        Self { members: discovery.members.clone(), read, system: selected.system.path.clone() }
+    }
+}
+
+/// Whether a fence must read every member again: the BMC lists other members than the verifier's last
+/// scan read (or there is no such scan).
+pub fn must_rescan(listed: &MemberSet, verified: Option<&Scan>) -> bool {
+    verified.is_none_or(|scan| scan.members != *listed)
+}
+
+/// The identity rule on one BMC. The candidate is the pinned system, else the one system whose UUID
+/// names the node's machine (either byte order). Refused when the node's UUID cannot identify a
+/// machine; when the pinned system is another machine; when any other system of the BMC reports the
+/// node's UUID, pinned or not (a pin is an operator's statement; a cloned UUID defeats it too); when
+/// one path answered as two UUIDs; and when a member was not read — unless the binding pins its
+/// system and `verified` (the binding verifier's last scan) read that member. Claims from outside the
+/// BMC (other Nodes, other bindings) are [`prove`]'s.
+pub fn select(discovery: &Discovery, node_uuid: &str, verified: Option<&Scan>) -> Result<Selected, IdentityRefusal> {
+    let node = usable_node_uuid(node_uuid)?;
+    let matches = |s: &SystemReading| parse(&s.uuid).and_then(|u| same_machine(node, u));
+    let same_uuid = |a: &SystemReading, b: &SystemReading| parse(&a.uuid) == parse(&b.uuid);
+
+    let mut distinct: Vec<&SystemReading> = Vec::new();
+    for reading in discovery.readings() {
+        match distinct.iter().find(|d| paths::same_resource(&d.path, &reading.path)) {
+            Some(seen) if same_uuid(seen, reading) => {}
+            Some(seen) => {
+                return Err(IdentityRefusal::Unstable {
+                    path: seen.path.clone(),
+                    first: seen.uuid.clone(),
+                    then: reading.uuid.clone(),
+                });
+            }
+            None => distinct.push(reading),
+        }
+    }
+    if let Some(pinned) = &discovery.pinned
+        && matches(pinned).is_none()
+    {
+        return Err(IdentityRefusal::Mismatch { node: bounded(node_uuid, 64), bmc: pinned.uuid.clone() });
+    }
+    let matching: Vec<(&SystemReading, UuidMatch)> =
+        distinct.iter().filter_map(|s| matches(s).map(|matched| (*s, matched))).collect();
+    if matching.len() > 1 {
+        let systems = matching.iter().map(|(s, _)| format!("{} ({})", s.path, s.uuid)).collect();
+        return Err(IdentityRefusal::SharedOnBmc { uuid: bounded(node_uuid, 64), systems });
+    }
+
+    let pinned = discovery.pinned.is_some();
+    let verifier_read = |member: &str| verified.is_some_and(|scan| scan.read.contains(member));
+    let unexcused = discovery.unreadable.iter().find(|u| !(pinned && verifier_read(&u.member)));
+    let tried = |member: &str| discovery.unreadable.iter().any(|u| paths::same_resource(&u.member, member));
+    let unattempted = discovery.members.iter().find(|m| !discovery.answered(m) && !tried(m) && !verifier_read(m));
+
+    match (matching.as_slice(), unexcused, unattempted) {
+        ([], Some(unread), _) => Err(IdentityRefusal::Unread {
+            member: bounded(&unread.member, 160),
+            problem: unread.error.to_string(),
+            transient: unread.error.is_transient(),
+            reason: unread.error.reason(),
+        }),
+        (_, Some(unread), _) => Err(IdentityRefusal::MemberUnreadable {
+            member: bounded(&unread.member, 160),
+            problem: unread.error.to_string(),
+            transient: unread.error.is_transient(),
+        }),
+        (_, None, Some(member)) => Err(IdentityRefusal::MemberUnreadable {
+            member: bounded(member, 160),
+            problem: "neither this discovery nor the binding's last verification read it".into(),
+            transient: false,
+        }),
+        ([(system, matched)], None, None) => Ok(Selected { system: (*system).clone(), matched: *matched }),
+        _ => Err(IdentityRefusal::NoSystem {
+            node: bounded(node_uuid, 64),
+            reported: distinct.iter().map(|s| s.uuid.clone()).collect(),
+        }),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bmc::{Answer, BmcError, Unreadable};
 
     const NODE: &str = "7f3b0c1e-0000-4000-8000-000000000001";
     // The same machine printed with its first three fields little-endian.
@@ -182,10 +335,257 @@ mod tests {
         assert_eq!(prove(NODE, NODE, &unrelated), Ok(UuidMatch::Exact));
     }
 
+    // The rule on one BMC -----------------------------------------------------------------------------
+
+    const OTHER: &str = "7f3b0c1e-0000-4000-8000-000000000002";
+
+    fn reading(id: &str, uuid: &str) -> SystemReading {
+        SystemReading {
+            id: id.into(),
+            path: format!("/redfish/v1/Systems/{id}"),
+            uuid: uuid.into(),
+            power_state: crate::bmc::PowerState::On,
+            reset_target: None,
+        }
+    }
+
+    fn discovery(pinned: Option<SystemReading>, members: &[(&str, &str)], unreadable: &[&str]) -> Discovery {
+        let path = |id: &str| format!("/redfish/v1/Systems/{id}");
+        let listed = members.iter().map(|(id, _)| path(id)).chain(unreadable.iter().map(|id| path(id)));
+        let listed = listed.chain(pinned.iter().map(|p| p.path.clone()));
+        Discovery {
+            members: listed.collect(),
+            systems: members.iter().map(|(id, uuid)| Answer { member: path(id), system: reading(id, uuid) }).collect(),
+            unreadable: unreadable
+                .iter()
+                .map(|id| Unreadable {
+                    member: path(id),
+                    error: BmcError::Status { method: "GET", path: path(id), status: 404, detail: String::new() },
+                })
+                .collect(),
+            pinned,
+        }
+    }
+
+    fn scan(read: &[&str]) -> Scan {
+        let paths: MemberSet = read.iter().map(|id| format!("/redfish/v1/Systems/{id}")).collect();
+        Scan { members: paths.clone(), read: paths, system: "/redfish/v1/Systems/b".into() }
+    }
+
     #[test]
-    fn discovery_picks_the_matching_system_in_either_order() {
-        let systems = [("a", "7f3b0c1e-0000-4000-8000-000000000002"), ("b", NODE_SWAPPED)];
-        assert_eq!(select_system(&systems, |s| s.1, NODE).map(|s| s.0), Some("b"));
-        assert_eq!(select_system(&systems, |s| s.1, "7f3b0c1e-0000-4000-8000-000000000009"), None);
+    fn discovery_picks_the_one_matching_system_in_either_order() {
+        let found = select(&discovery(None, &[("a", OTHER), ("b", NODE_SWAPPED)], &[]), NODE, None).unwrap();
+        assert_eq!((found.system.id.as_str(), found.matched), ("b", UuidMatch::ByteSwapped));
+        let only = select(&discovery(None, &[("a", NODE)], &[]), NODE, None).unwrap();
+        assert_eq!((only.system.id.as_str(), only.matched), ("a", UuidMatch::Exact));
+    }
+
+    #[test]
+    fn no_matching_system_is_a_mismatch_that_lists_what_the_bmc_reports() {
+        let refusal = select(&discovery(None, &[("a", OTHER)], &[]), NODE, None).unwrap_err();
+        assert_eq!(refusal, IdentityRefusal::NoSystem { node: NODE.into(), reported: vec![OTHER.into()] });
+        assert_eq!(refusal.reason(), Reason::IdentityMismatch);
+        let many: Vec<(String, String)> =
+            (0..20).map(|i| (format!("s{i}"), format!("7f3b0c1e-0000-4000-8000-0000000001{i:02}"))).collect();
+        let many: Vec<(&str, &str)> = many.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+        let text = select(&discovery(None, &many, &[]), NODE, None).unwrap_err().to_string();
+        assert!(text.contains("none of the 20 systems") && text.contains("and 12 more"), "{text}");
+    }
+
+    #[test]
+    fn a_second_system_with_the_node_uuid_in_either_order_is_ambiguous_pinned_or_not() {
+        for other in [NODE, NODE_SWAPPED] {
+            let unpinned = discovery(None, &[("a", NODE), ("b", other)], &[]);
+            let pinned = discovery(Some(reading("a", NODE)), &[("b", other)], &[]);
+            for found in [unpinned, pinned] {
+                let refusal = select(&found, NODE, None).unwrap_err();
+                assert!(
+                    matches!(&refusal, IdentityRefusal::SharedOnBmc { systems, .. } if systems.len() == 2),
+                    "{refusal:?}"
+                );
+                assert_eq!(refusal.reason(), Reason::IdentityAmbiguous);
+                assert!(!refusal.is_transient());
+            }
+        }
+    }
+
+    #[test]
+    fn two_members_answering_as_one_system_are_one_system() {
+        // `Systems/self` redirecting to `Systems/a`: the same resource, read twice.
+        let mut found = discovery(None, &[("a", NODE)], &[]);
+        found
+            .systems
+            .push(Answer { member: "/redfish/v1/Systems/self".into(), system: reading("a", &NODE.to_uppercase()) });
+        found.members = ["/redfish/v1/Systems/a", "/redfish/v1/Systems/self"].into_iter().collect();
+        assert_eq!(select(&found, NODE, None).unwrap().system.id, "a");
+    }
+
+    #[test]
+    fn one_path_answering_as_two_uuids_is_refused() {
+        let mut found = discovery(Some(reading("a", NODE)), &[], &[]);
+        found.systems.push(Answer { member: "/redfish/v1/Systems/alias".into(), system: reading("a", OTHER) });
+        found.members = ["/redfish/v1/Systems/alias"].into_iter().collect();
+        let refusal = select(&found, NODE, None).unwrap_err();
+        assert!(matches!(refusal, IdentityRefusal::Unstable { .. }), "{refusal:?}");
+        assert_eq!(refusal.reason(), Reason::IdentityChanged);
+    }
+
+    #[test]
+    fn a_pinned_system_that_is_another_machine_is_a_mismatch() {
+        let refusal = select(&discovery(Some(reading("a", OTHER)), &[("b", NODE)], &[]), NODE, None).unwrap_err();
+        assert_eq!(refusal, IdentityRefusal::Mismatch { node: NODE.into(), bmc: OTHER.into() });
+    }
+
+    #[test]
+    fn an_unreadable_member_is_ambiguous_unless_pinned_and_read_by_the_verifier() {
+        let unpinned = discovery(None, &[("b", NODE)], &["c"]);
+        let pinned = || discovery(Some(reading("b", NODE)), &[], &["c"]);
+        let verified = scan(&["b", "c"]);
+        let refusal = select(&unpinned, NODE, None).unwrap_err();
+        assert!(
+            matches!(&refusal, IdentityRefusal::MemberUnreadable { member, transient: false, .. } if member == "/redfish/v1/Systems/c")
+        );
+        assert_eq!(refusal.reason(), Reason::IdentityAmbiguous);
+        assert!(refusal.to_string().contains("HTTP 404"), "{refusal}");
+        // The verifier's scan excuses it only under a pin: without one, it is the UUID scan that selects.
+        assert!(select(&unpinned, NODE, Some(&verified)).is_err());
+        assert!(select(&pinned(), NODE, None).is_err());
+        assert!(select(&pinned(), NODE, Some(&scan(&["b"]))).is_err(), "the verifier never read c");
+        assert_eq!(select(&pinned(), NODE, Some(&verified)).unwrap().system.id, "b");
+    }
+
+    #[test]
+    fn with_no_matching_system_an_unreadable_members_failure_is_the_reason() {
+        let refusal = select(&discovery(None, &[("a", OTHER)], &["c"]), NODE, None).unwrap_err();
+        assert!(
+            matches!(&refusal, IdentityRefusal::Unread { member, .. } if member == "/redfish/v1/Systems/c"),
+            "{refusal:?}"
+        );
+        assert_eq!(refusal.reason(), Reason::BmcProtocolError, "HTTP 404 to a listed member");
+        assert!(!refusal.is_transient());
+    }
+
+    #[test]
+    fn a_member_that_timed_out_is_a_refusal_the_fence_may_retry() {
+        let mut found = discovery(None, &[("b", NODE)], &[]);
+        found.unreadable.push(Unreadable {
+            member: "/redfish/v1/Systems/c".into(),
+            error: BmcError::Unreachable("timeout".into()),
+        });
+        found.members = ["/redfish/v1/Systems/b", "/redfish/v1/Systems/c"].into_iter().collect();
+        assert!(select(&found, NODE, None).unwrap_err().is_transient());
+    }
+
+    #[test]
+    fn a_member_not_read_counts_only_if_the_verifiers_scan_read_it() {
+        // The member list is the verifier's: the fence read only the system it found.
+        let mut found = discovery(None, &[("b", NODE)], &[]);
+        found.members = ["/redfish/v1/Systems/a", "/redfish/v1/Systems/b"].into_iter().collect();
+        assert!(matches!(select(&found, NODE, None), Err(IdentityRefusal::MemberUnreadable { .. })));
+        assert_eq!(select(&found, NODE, Some(&scan(&["a", "b"]))).unwrap().system.id, "b");
+    }
+
+    #[test]
+    fn an_unusable_node_uuid_is_refused_before_any_system_is_looked_at() {
+        let found = discovery(None, &[("a", "00000000-0000-0000-0000-000000000000")], &[]);
+        assert!(matches!(
+            select(&found, "00000000-0000-0000-0000-000000000000", None),
+            Err(IdentityRefusal::NodeUuidUnusable(..))
+        ));
+    }
+
+    #[test]
+    fn a_fence_rescans_only_when_the_member_list_changed() {
+        let verified = scan(&["a", "b"]);
+        let same: MemberSet = ["/redfish/v1/Systems/b/", "/redfish/v1/Systems/a"].into_iter().collect();
+        let grown: MemberSet =
+            ["/redfish/v1/Systems/a", "/redfish/v1/Systems/b", "/redfish/v1/Systems/c"].into_iter().collect();
+        let shrunk: MemberSet = ["/redfish/v1/Systems/b"].into_iter().collect();
+        assert!(!must_rescan(&same, Some(&verified)));
+        assert!(must_rescan(&grown, Some(&verified)));
+        assert!(must_rescan(&shrunk, Some(&verified)));
+        assert!(must_rescan(&same, None));
+    }
+
+    #[test]
+    fn a_scan_records_what_it_read_and_carries_an_excused_member_forward() {
+        let found = discovery(Some(reading("b", NODE)), &[("a", OTHER)], &["c"]);
+        let previous = scan(&["a", "b", "c"]);
+        let selected = select(&found, NODE, Some(&previous)).unwrap();
+        let record = Scan::record(&found, &selected, Some(&previous));
+        assert_eq!(record.members, found.members);
+        assert_eq!(record.read, previous.read, "c is still covered by the scan that read it");
+        assert_eq!(record.system, "/redfish/v1/Systems/b");
+        let fresh = Scan::record(&found, &selected, None);
+        assert!(!fresh.read.contains("/redfish/v1/Systems/c"));
+    }
+
+    // Properties -----------------------------------------------------------------------------------------
+
+    use proptest::prelude::*;
+
+    fn any_uuid() -> impl Strategy<Value = Uuid> {
+        any::<[u8; 16]>().prop_map(Uuid::from_bytes)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        #[test]
+        fn byte_swapping_is_an_involution(uuid in any_uuid()) {
+            prop_assert_eq!(byte_swapped(byte_swapped(uuid)), uuid);
+        }
+
+        #[test]
+        fn same_machine_is_symmetric_and_sees_both_orders(a in any_uuid(), b in any_uuid()) {
+            prop_assert_eq!(same_machine(a, b), same_machine(b, a));
+            prop_assert_eq!(same_machine(a, a), Some(UuidMatch::Exact));
+            let swapped = if byte_swapped(a) == a { UuidMatch::Exact } else { UuidMatch::ByteSwapped };
+            prop_assert_eq!(same_machine(a, byte_swapped(a)), Some(swapped));
+            prop_assert_eq!(same_machine(a, b).is_some(), a == b || byte_swapped(a) == b);
+        }
+
+        #[test]
+        fn every_spelling_of_a_uuid_parses_to_it(uuid in any_uuid(), upper in any::<bool>(), pad in "[ \t]{0,3}") {
+            for text in [uuid.hyphenated().to_string(), uuid.simple().to_string(), uuid.braced().to_string(), uuid.urn().to_string()] {
+                let text = if upper { text.to_uppercase().replace("URN:UUID:", "urn:uuid:") } else { text };
+                prop_assert_eq!(parse(&format!("{pad}{text}{pad}")), Some(uuid));
+            }
+        }
+
+        #[test]
+        fn parsing_arbitrary_text_never_panics_and_proves_only_real_uuids(text in ".{0,64}", node in any_uuid()) {
+            let node = node.hyphenated().to_string();
+            match prove(&node, &text, &[]) {
+                Ok(_) => prop_assert!(parse(&text).is_some_and(|u| same_machine(parse(&node).unwrap(), u).is_some())),
+                Err(refusal) => prop_assert!(refusal.to_string().chars().count() < 300),
+            }
+        }
+
+        #[test]
+        fn select_never_picks_a_system_another_system_shares_the_uuid_with(
+            uuids in prop::collection::vec(prop_oneof![Just(0u8), Just(1), Just(2), Just(3)], 1..6),
+            pin in proptest::option::of(0usize..6),
+        ) {
+            // UUID 0 is the node's, 1 its byte-swapped spelling, 2 and 3 other machines.
+            let spell = |k: u8| [NODE, NODE_SWAPPED, OTHER, "7f3b0c1e-0000-4000-8000-000000000003"][k as usize];
+            let members: Vec<(String, &str)> = uuids.iter().enumerate().map(|(i, k)| (format!("s{i}"), spell(*k))).collect();
+            let pin = pin.filter(|p| *p < members.len());
+            let pinned = pin.map(|p| reading(&members[p].0, members[p].1));
+            let rest: Vec<(&str, &str)> = members.iter().enumerate().filter(|(i, _)| Some(*i) != pin).map(|(_, (id, u))| (id.as_str(), *u)).collect();
+            let found = discovery(pinned, &rest, &[]);
+            let node_systems = uuids.iter().filter(|k| **k < 2).count();
+            match select(&found, NODE, None) {
+                Ok(selected) => {
+                    prop_assert_eq!(node_systems, 1);
+                    prop_assert!(same_machine(parse(NODE).unwrap(), parse(&selected.system.uuid).unwrap()).is_some());
+                    if let Some(p) = pin { prop_assert_eq!(&selected.system.id, &members[p].0); }
+                }
+                Err(IdentityRefusal::SharedOnBmc { .. }) => prop_assert!(node_systems > 1),
+                Err(IdentityRefusal::Mismatch { .. }) => prop_assert!(pin.is_some_and(|p| uuids[p] >= 2)),
+                Err(IdentityRefusal::NoSystem { .. }) => prop_assert_eq!(node_systems, 0),
+                Err(other) => prop_assert!(false, "unexpected {:?}", other),
+            }
+        }
     }
 }

@@ -1,13 +1,20 @@
 //! The two taints coroner puts on a node, and who owns them.
 //!
-//! coroner owns a taint only if it recorded that, as an owner annotation naming the remediation's
-//! UID, in the same Node update that added the taint. A taint someone else added — the same key
-//! included — is never removed. Every change here is a whole-Node update under the resourceVersion
-//! it was read at, touching no other taint (never a merge patch of the taint list).
+//! coroner owns a taint only if it recorded, in the same Node update that added the taint, an owner
+//! annotation naming the remediation's UID and the exact taint it added (key, value, effect,
+//! timeAdded). Only that exact taint is ever removed: a taint someone else added — the same key
+//! included, or the same key and effect re-added after coroner's was removed — is never touched, and an
+//! annotation whose taint differs from the node's claims nothing. Every change here is a whole-Node
+//! update under the resourceVersion it was read at, touching no other taint (never a merge patch of
+//! the taint list).
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use serde::{Deserialize, Serialize};
+
+/// The key kube-controller-manager acts on, whatever the value or effect (KEP-2268).
+pub const OUT_OF_SERVICE_KEY: &str = "node.kubernetes.io/out-of-service";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CoronerTaint {
@@ -23,7 +30,7 @@ impl CoronerTaint {
     pub fn key(self) -> &'static str {
         match self {
             Self::Fencing => "coroner.dev/fencing",
-            Self::OutOfService => "node.kubernetes.io/out-of-service",
+            Self::OutOfService => OUT_OF_SERVICE_KEY,
         }
     }
 
@@ -41,7 +48,7 @@ impl CoronerTaint {
         }
     }
 
-    /// The Node annotation that names the remediation UID owning this taint.
+    /// The Node annotation that records the owner and the exact taint ([`Ownership`]).
     pub fn owner_annotation(self) -> &'static str {
         match self {
             Self::Fencing => "coroner.dev/fencing-owner",
@@ -54,53 +61,125 @@ impl CoronerTaint {
     }
 }
 
+/// The owner annotation's value: the remediation that added the taint, and the taint exactly as added,
+/// as JSON (`{"uid":"…","key":"…","value":"nodeshutdown","effect":"NoExecute","timeAdded":"…Z"}`).
+/// An annotation written before this record existed (the bare UID) claims nothing.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Ownership {
+    pub uid: String,
+    pub key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    pub effect: String,
+    pub time_added: Time,
+}
+
+impl Ownership {
+    fn new(taint: CoronerTaint, uid: &str, added: Timestamp) -> Self {
+        Self {
+            uid: uid.to_owned(),
+            key: taint.key().to_owned(),
+            value: taint.value().map(str::to_owned),
+            effect: taint.effect().to_owned(),
+            time_added: Time(added),
+        }
+    }
+
+    fn taint(&self) -> Taint {
+        Taint {
+            key: self.key.clone(),
+            value: self.value.clone(),
+            effect: self.effect.clone(),
+            time_added: Some(self.time_added.clone()),
+        }
+    }
+
+    /// Whether `taint` is exactly the one recorded (timeAdded to the second: the API server keeps no more).
+    fn describes(&self, taint: &Taint) -> bool {
+        taint.key == self.key
+            && taint.value == self.value
+            && taint.effect == self.effect
+            && taint.time_added.as_ref().is_some_and(|t| t.0.as_second() == self.time_added.0.as_second())
+    }
+}
+
+fn taints(node: &Node) -> &[Taint] {
+    node.spec.as_ref().and_then(|s| s.taints.as_deref()).unwrap_or_default()
+}
+
 pub fn has(node: &Node, taint: CoronerTaint) -> bool {
-    node.spec.as_ref().and_then(|s| s.taints.as_ref()).is_some_and(|t| t.iter().any(|t| taint.matches(t)))
+    taints(node).iter().any(|t| taint.matches(t))
 }
 
-/// Whether the taint is on the node and its owner annotation names `owner_uid`.
+/// The owner record of `taint` on the node, if its annotation holds one for that taint's key.
+pub fn ownership(node: &Node, taint: CoronerTaint) -> Option<Ownership> {
+    let text = node.metadata.annotations.as_ref()?.get(taint.owner_annotation())?;
+    serde_json::from_str::<Ownership>(text).ok().filter(|o| o.key == taint.key() && o.effect == taint.effect())
+}
+
+/// The taint `owner_uid` owns: the exact taint its record describes, if it is on the node.
+pub fn owned<'a>(node: &'a Node, taint: CoronerTaint, owner_uid: &str) -> Option<&'a Taint> {
+    let record = ownership(node, taint).filter(|o| o.uid == owner_uid)?;
+    taints(node).iter().find(|t| record.describes(t))
+}
+
+/// Whether the exact taint `owner_uid` recorded is on the node.
 pub fn owns(node: &Node, taint: CoronerTaint, owner_uid: &str) -> bool {
-    has(node, taint) && owner_of(node, taint) == Some(owner_uid)
+    owned(node, taint, owner_uid).is_some()
 }
 
-fn owner_of(node: &Node, taint: CoronerTaint) -> Option<&str> {
-    node.metadata.annotations.as_ref()?.get(taint.owner_annotation()).map(String::as_str)
+/// A release already on the Node: the exact out-of-service taint `owner_uid` recorded is there, and
+/// when it was added. A fence that finds it (after a crash between the release write and its status
+/// write) records that release; it never removes and re-adds it.
+pub fn release_on_node(node: &Node, owner_uid: &str) -> Option<Timestamp> {
+    let record = ownership(node, CoronerTaint::OutOfService).filter(|o| o.uid == owner_uid)?;
+    taints(node).iter().any(|t| record.describes(t)).then_some(record.time_added.0)
 }
 
-/// The node with `taint` added and owned by `owner_uid`, or `None` when a taint with that key and
-/// effect is already there (then it is someone else's, or already ours, and is not claimed again).
+/// The taint that holds a power-on: any taint with the out-of-service key, whatever its value or
+/// effect, and whoever added it (kube-controller-manager acts on the key alone: while it is there, a
+/// machine switched on would run next to the workloads released from it).
+pub fn blocks_power_on(node: &Node) -> Option<&Taint> {
+    taints(node).iter().find(|t| t.key == OUT_OF_SERVICE_KEY)
+}
+
+/// The node with `taint` added and owned by `owner_uid` (the record holds the exact taint, its
+/// timeAdded `now` to the second), or `None` when a taint with that key and effect is already there
+/// (then it is someone else's, or already ours, and is not claimed again).
 pub fn with_taint(node: &Node, taint: CoronerTaint, owner_uid: &str, now: Timestamp) -> Option<Node> {
     if has(node, taint) {
         return None;
     }
+    let added = Timestamp::from_second(now.as_second()).unwrap_or(now);
+    let record = Ownership::new(taint, owner_uid, added);
+    // Strings and a timestamp: serializing cannot fail.
+    let annotation = serde_json::to_string(&record).ok()?;
     let mut updated = node.clone();
-    updated.spec.get_or_insert_with(Default::default).taints.get_or_insert_with(Vec::new).push(Taint {
-        key: taint.key().to_owned(),
-        value: taint.value().map(str::to_owned),
-        effect: taint.effect().to_owned(),
-        time_added: Some(Time(now)),
-    });
+    updated.spec.get_or_insert_with(Default::default).taints.get_or_insert_with(Vec::new).push(record.taint());
     updated
         .metadata
         .annotations
         .get_or_insert_with(Default::default)
-        .insert(taint.owner_annotation().to_owned(), owner_uid.to_owned());
+        .insert(taint.owner_annotation().to_owned(), annotation);
     Some(updated)
 }
 
-/// The node without those of `taints` that `owner_uid` owns (and without their owner annotations),
-/// or `None` when there is nothing of ours to remove.
+/// The node without the exact taints of `taints` that `owner_uid` recorded, and without its records
+/// (also a record whose taint is gone or differs: it claims nothing, and that taint stays), or `None`
+/// when `owner_uid` records none of them.
 pub fn without_owned(node: &Node, taints: &[CoronerTaint], owner_uid: &str) -> Option<Node> {
-    let ours: Vec<CoronerTaint> = taints.iter().copied().filter(|t| owner_of(node, *t) == Some(owner_uid)).collect();
+    let ours: Vec<(CoronerTaint, Ownership)> =
+        taints.iter().filter_map(|t| ownership(node, *t).filter(|o| o.uid == owner_uid).map(|o| (*t, o))).collect();
     if ours.is_empty() {
         return None;
     }
     let mut updated = node.clone();
     if let Some(list) = updated.spec.as_mut().and_then(|s| s.taints.as_mut()) {
-        list.retain(|t| !ours.iter().any(|ours| ours.matches(t)));
+        list.retain(|t| !ours.iter().any(|(_, record)| record.describes(t)));
     }
     if let Some(annotations) = updated.metadata.annotations.as_mut() {
-        for taint in &ours {
+        for (taint, _) in &ours {
             annotations.remove(taint.owner_annotation());
         }
     }
@@ -113,6 +192,8 @@ mod tests {
 
     use super::*;
 
+    const ADDED: &str = "2025-03-01T12:00:00Z";
+
     fn node(taints: Vec<Taint>, annotations: &[(&str, &str)]) -> Node {
         let mut node = Node { spec: Some(NodeSpec { taints: Some(taints), ..NodeSpec::default() }), ..Node::default() };
         node.metadata.annotations = Some(annotations.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
@@ -123,6 +204,23 @@ mod tests {
         Taint { key: key.into(), effect: effect.into(), ..Taint::default() }
     }
 
+    fn at(time: &str) -> Timestamp {
+        time.parse().unwrap()
+    }
+
+    fn out_of_service(value: &str, added: &str) -> Taint {
+        Taint {
+            key: OUT_OF_SERVICE_KEY.into(),
+            value: Some(value.into()),
+            effect: "NoExecute".into(),
+            time_added: Some(Time(at(added))),
+        }
+    }
+
+    fn record(uid: &str, added: &str) -> String {
+        serde_json::to_string(&Ownership::new(CoronerTaint::OutOfService, uid, at(added))).unwrap()
+    }
+
     fn keys(node: &Node) -> Vec<String> {
         node.spec
             .as_ref()
@@ -131,8 +229,13 @@ mod tests {
             .unwrap_or_default()
     }
 
+    /// The node as the API server returns it: taints and annotations through JSON.
+    fn round_trip(node: &Node) -> Node {
+        serde_json::from_value(serde_json::to_value(node).unwrap()).unwrap()
+    }
+
     #[test]
-    fn adding_keeps_every_other_taint_and_records_the_owner() {
+    fn adding_keeps_every_other_taint_and_records_the_exact_taint() {
         let before = node(
             vec![
                 taint("node.kubernetes.io/unreachable", "NoExecute"),
@@ -140,15 +243,21 @@ mod tests {
             ],
             &[],
         );
-        let after = with_taint(&before, CoronerTaint::OutOfService, "uid-1", Timestamp::UNIX_EPOCH).unwrap();
+        let now = at("2025-03-01T12:00:00.987654Z");
+        let after = round_trip(&with_taint(&before, CoronerTaint::OutOfService, "uid-1", now).unwrap());
         assert_eq!(
             keys(&after),
             ["node.kubernetes.io/unreachable", "drbd.linbit.com/lost-quorum", "node.kubernetes.io/out-of-service"]
         );
         assert!(owns(&after, CoronerTaint::OutOfService, "uid-1"));
-        let added = after.spec.unwrap().taints.unwrap().pop().unwrap();
-        assert_eq!((added.value.as_deref(), added.effect.as_str()), (Some("nodeshutdown"), "NoExecute"));
-        assert!(added.time_added.is_some());
+        let added = after.spec.clone().unwrap().taints.unwrap().pop().unwrap();
+        assert_eq!(added, out_of_service("nodeshutdown", ADDED), "timeAdded to the second, as the API server keeps it");
+        let recorded: serde_json::Value =
+            serde_json::from_str(&after.metadata.annotations.unwrap()["coroner.dev/out-of-service-owner"]).unwrap();
+        assert_eq!(
+            recorded,
+            serde_json::json!({"uid": "uid-1", "key": OUT_OF_SERVICE_KEY, "value": "nodeshutdown", "effect": "NoExecute", "timeAdded": ADDED})
+        );
     }
 
     #[test]
@@ -184,16 +293,72 @@ mod tests {
     #[test]
     fn a_same_key_taint_with_another_owner_survives_cleanup() {
         let before = node(
-            vec![taint("node.kubernetes.io/out-of-service", "NoExecute")],
-            &[("coroner.dev/out-of-service-owner", "uid-9")],
+            vec![out_of_service("nodeshutdown", ADDED)],
+            &[("coroner.dev/out-of-service-owner", &record("uid-9", ADDED))],
         );
+        assert!(without_owned(&before, &[CoronerTaint::OutOfService], "uid-1").is_none());
+        assert!(!owns(&before, CoronerTaint::OutOfService, "uid-1"));
+    }
+
+    #[test]
+    fn a_stale_record_whose_taint_differs_claims_nothing_and_only_the_record_goes() {
+        // Our record, but the taint on the node now is someone else's: re-added later, or with
+        // another value (only key and effect are unique on a node).
+        for theirs in [out_of_service("nodeshutdown", "2025-03-01T12:05:00Z"), out_of_service("manual", ADDED), {
+            let mut untimed = out_of_service("nodeshutdown", ADDED);
+            untimed.time_added = None;
+            untimed
+        }] {
+            let before = node(vec![theirs.clone()], &[("coroner.dev/out-of-service-owner", &record("uid-1", ADDED))]);
+            assert!(!owns(&before, CoronerTaint::OutOfService, "uid-1"), "{theirs:?}");
+            assert_eq!(release_on_node(&before, "uid-1"), None);
+            let after = without_owned(&before, &[CoronerTaint::OutOfService], "uid-1").unwrap();
+            assert_eq!(after.spec.unwrap().taints.unwrap(), [theirs]);
+            assert!(after.metadata.annotations.unwrap().is_empty());
+        }
+    }
+
+    #[test]
+    fn a_record_from_before_exact_ownership_claims_nothing() {
+        // The bare UID that earlier versions wrote: it cannot say which taint was added.
+        let before =
+            node(vec![out_of_service("nodeshutdown", ADDED)], &[("coroner.dev/out-of-service-owner", "uid-1")]);
+        assert!(!owns(&before, CoronerTaint::OutOfService, "uid-1"));
         assert!(without_owned(&before, &[CoronerTaint::OutOfService], "uid-1").is_none());
     }
 
     #[test]
     fn a_stale_owner_annotation_without_its_taint_is_cleaned_up() {
-        let before = node(vec![], &[("coroner.dev/fencing-owner", "uid-1")]);
+        let fencing = serde_json::to_string(&Ownership::new(CoronerTaint::Fencing, "uid-1", at(ADDED))).unwrap();
+        let before = node(vec![], &[("coroner.dev/fencing-owner", &fencing)]);
         let after = without_owned(&before, &[CoronerTaint::Fencing], "uid-1").unwrap();
         assert!(after.metadata.annotations.unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_release_on_the_node_is_recognised_with_its_time() {
+        let released = node(
+            vec![out_of_service("nodeshutdown", ADDED)],
+            &[("coroner.dev/out-of-service-owner", &record("uid-1", ADDED))],
+        );
+        assert_eq!(release_on_node(&released, "uid-1"), Some(at(ADDED)));
+        assert_eq!(release_on_node(&released, "uid-2"), None);
+        assert_eq!(
+            release_on_node(&node(vec![], &[("coroner.dev/out-of-service-owner", &record("uid-1", ADDED))]), "uid-1"),
+            None
+        );
+        let added = with_taint(&node(vec![], &[]), CoronerTaint::OutOfService, "uid-1", at(ADDED)).unwrap();
+        assert_eq!(release_on_node(&round_trip(&added), "uid-1"), Some(at(ADDED)));
+    }
+
+    #[test]
+    fn any_out_of_service_taint_blocks_power_on_whoever_added_it() {
+        assert!(blocks_power_on(&node(vec![taint("coroner.dev/fencing", "NoSchedule")], &[])).is_none());
+        for effect in ["NoExecute", "NoSchedule", "PreferNoSchedule"] {
+            for value in [None, Some("nodeshutdown"), Some("someone-else")] {
+                let theirs = Taint { value: value.map(str::to_owned), ..taint(OUT_OF_SERVICE_KEY, effect) };
+                assert_eq!(blocks_power_on(&node(vec![theirs.clone()], &[])), Some(&theirs));
+            }
+        }
     }
 }

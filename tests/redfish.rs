@@ -18,7 +18,7 @@ use coroner::{
         self, BmcFailure, IdentityFound, IdentityProblem, NodeSnapshot, Observation, Plan, PowerReading, Released,
         Verdict, Workloads,
     },
-    identity::Claim,
+    identity::{self, Claim, IdentityRefusal},
 };
 use jiff::Timestamp;
 use support::machine::{Machine, MachineSpec, PASSWORD, USER, peers};
@@ -331,6 +331,146 @@ async fn a_power_delay_is_waited_out_by_polling() {
 
 fn spec_with_timeout(secs: u64) -> CoronerRemediationSpec {
     CoronerRemediationSpec { power_off_timeout: ApiDuration::from_secs(secs), ..spec() }
+}
+
+// Discovery, redirects and bodies (the Redfish client directly) ----------------------------------------
+
+const THIRD: &str = "7f3b0c1e-0000-4000-8000-0000000000c3";
+
+fn machine_with(systems: &[(&str, &str)]) -> MachineSpec {
+    MachineSpec {
+        systems: systems.iter().map(|(name, uuid)| (name.to_string(), uuid.to_string())).collect(),
+        ..MachineSpec::new(systems[0].1)
+    }
+}
+
+fn collection_reads(machine: &Machine) -> usize {
+    machine.requests().iter().filter(|r| r.trim_end_matches('/') == "GET /redfish/v1/Systems").count()
+}
+
+#[tokio::test]
+async fn every_page_of_the_systems_collection_is_read() {
+    let spec = MachineSpec {
+        systems_page_size: Some(1),
+        ..machine_with(&[("node-0", OTHER), ("node-2", THIRD), ("node-1", UUID)])
+    };
+    let machine = Machine::start(&spec);
+    let bmc = client(&machine);
+    let expected: Vec<String> = [OTHER, THIRD, UUID].iter().map(|u| format!("/redfish/v1/Systems/{u}")).collect();
+    assert_eq!(bmc.systems().await.unwrap(), expected);
+    assert_eq!(collection_reads(&machine), 3, "{:?}", machine.requests());
+    // The node's system is on the last page; the two before it are read too, and are someone else's.
+    let discovery = bmc::discover(&bmc, None, None).await.unwrap();
+    assert_eq!(identity::select(&discovery, UUID, None).unwrap().system.uuid, UUID);
+    assert_eq!(discovery.systems.len(), 3);
+}
+
+#[tokio::test]
+async fn a_next_link_cycle_is_a_protocol_error() {
+    let spec = MachineSpec {
+        systems_page_size: Some(1),
+        systems_next_link_cycle: true,
+        ..machine_with(&[("node-0", OTHER), ("node-1", UUID)])
+    };
+    let machine = Machine::start(&spec);
+    let error = client(&machine).systems().await.unwrap_err();
+    assert!(matches!(&error, BmcError::Protocol { problem, .. } if problem.contains("already read")), "{error:?}");
+    assert_eq!(collection_reads(&machine), 2, "stopped where the cycle closed");
+}
+
+#[tokio::test]
+async fn a_body_that_says_power_state_twice_proves_nothing() {
+    // On, then Off: a lenient reader (serde_json keeps the last value) would take this machine for off.
+    let spec = MachineSpec { duplicate_power_state: Some("Off".into()), ..MachineSpec::new(UUID) };
+    let machine = Machine::start(&spec);
+    let bmc = client(&machine);
+    let error = bmc.system(UUID).await.unwrap_err();
+    assert!(matches!(&error, BmcError::Protocol { problem, .. } if problem.contains("appears twice")), "{error:?}");
+    let (status, _) = fence(&bmc, &self::spec(), &node(UUID), vec![]).await;
+    assert_eq!(reason(&status), ("False".into(), "BmcProtocolError".into()));
+    assert_eq!(resets(&machine), Vec::<String>::new());
+    assert_eq!(machine.power_state(), "On");
+}
+
+#[tokio::test]
+async fn a_second_system_with_the_nodes_uuid_makes_identity_ambiguous_pinned_or_not() {
+    // The same machine's UUID served twice, once in each byte order (a cloned firmware image).
+    let machine = Machine::start(&machine_with(&[("node-1", UUID), ("clone", UUID_SWAPPED)]));
+    let bmc = client(&machine);
+    for pinned in [None, Some("node-1")] {
+        let discovery = bmc::discover(&bmc, pinned, None).await.unwrap();
+        let refusal = identity::select(&discovery, UUID, None).unwrap_err();
+        assert!(matches!(&refusal, IdentityRefusal::SharedOnBmc { systems, .. } if systems.len() == 2), "{refusal:?}");
+        assert_eq!(refusal.reason(), contract::Reason::IdentityAmbiguous);
+    }
+    let (status, _) = fence(&bmc, &spec(), &node(UUID), vec![]).await;
+    assert_eq!(reason(&status).0, "False");
+    assert_eq!(resets(&machine), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn an_unreadable_member_is_ambiguous_unless_pinned_and_read_by_the_verifier() {
+    let healthy = machine_with(&[("node-1", UUID), ("other", OTHER)]);
+    let broken = MachineSpec { unreadable_systems: vec!["other".into()], ..healthy.clone() };
+    // The verifier's earlier scan, while every member answered.
+    let before = Machine::start(&healthy);
+    let scanned = bmc::discover(&client(&before), Some("node-1"), None).await.unwrap();
+    let selected = identity::select(&scanned, UUID, None).unwrap();
+    let verified = identity::Scan::record(&scanned, &selected, None);
+    drop(before);
+
+    let machine = Machine::start(&broken);
+    let bmc = client(&machine);
+    let unpinned = bmc::discover(&bmc, None, None).await.unwrap();
+    assert_eq!(unpinned.unreadable.len(), 1);
+    for verified in [None, Some(&verified)] {
+        let refusal = identity::select(&unpinned, UUID, verified).unwrap_err();
+        assert!(matches!(refusal, IdentityRefusal::MemberUnreadable { .. }), "{refusal:?}");
+    }
+    let pinned = bmc::discover(&bmc, Some("node-1"), None).await.unwrap();
+    assert!(identity::select(&pinned, UUID, None).is_err(), "a pin alone does not cover an unread member");
+    assert_eq!(identity::select(&pinned, UUID, Some(&verified)).unwrap().system.uuid, UUID);
+}
+
+#[tokio::test]
+async fn a_fence_whose_member_list_is_the_verifiers_reads_only_the_verified_system() {
+    let machine = Machine::start(&machine_with(&[("node-0", OTHER), ("node-1", UUID), ("node-2", THIRD)]));
+    let bmc = client(&machine);
+    let full = bmc::discover(&bmc, None, None).await.unwrap();
+    let verified = identity::Scan::record(&full, &identity::select(&full, UUID, None).unwrap(), None);
+    let reads_before = machine.requests().len();
+    let quick = bmc::discover(&bmc, None, Some(&verified)).await.unwrap();
+    assert_eq!(identity::select(&quick, UUID, Some(&verified)).unwrap().system.uuid, UUID);
+    assert_eq!(
+        machine.requests()[reads_before..],
+        ["GET /redfish/v1/Systems".to_owned(), format!("GET /redfish/v1/Systems/{UUID}")]
+    );
+}
+
+#[tokio::test]
+async fn discovery_pins_the_system_that_answered_and_a_fence_read_follows_no_redirect() {
+    let machine = Machine::start(&MachineSpec::new(UUID));
+    let bmc = client(&machine);
+    // The emulator answers a system asked for by name with a same-origin 307 to its UUID path.
+    let found = bmc.discover_system("node-1").await.unwrap();
+    assert_eq!((found.path.as_str(), found.uuid.as_str()), (format!("/redfish/v1/Systems/{UUID}").as_str(), UUID));
+    let error = bmc.system("node-1").await.unwrap_err();
+    assert!(matches!(&error, BmcError::Protocol { problem, .. } if problem.contains("HTTP 307")), "{error:?}");
+    assert!(bmc.system(&found.path).await.is_ok(), "the system that answered is read where it answered");
+}
+
+#[tokio::test]
+async fn a_reset_never_follows_a_redirect() {
+    let machine = Machine::start(&MachineSpec::new(UUID));
+    let bmc = client(&machine);
+    // A reading whose reset goes to the name alias: the emulator answers the POST with a 307.
+    let mut aliased = bmc.system(UUID).await.unwrap();
+    aliased.path = "/redfish/v1/Systems/node-1".into();
+    aliased.reset_target = None;
+    let error = bmc.reset(&aliased, ResetType::ForceOff).await.unwrap_err();
+    assert!(matches!(&error, BmcError::Protocol { problem, .. } if problem.contains("never follows")), "{error:?}");
+    assert_eq!(resets(&machine), ["POST /redfish/v1/Systems/node-1/Actions/ComputerSystem.Reset ForceOff"]);
+    assert_eq!(machine.power_changes(), Vec::<String>::new());
 }
 
 // TLS --------------------------------------------------------------------------------------------------

@@ -1,11 +1,39 @@
 //! Talking to a node's BMC. `Bmc` is the small seam the fence uses; `RedfishClient` is the real one.
 
+mod discovery;
+mod json;
+pub mod paths;
 mod redfish;
 pub mod tls;
 
 use std::{fmt, future::Future};
 
+pub use discovery::{Answer, Discovery, MemberSet, Unreadable, discover};
 pub use redfish::{RedfishClient, RedfishConfig};
+
+use crate::{api::PowerAction, contract::Reason};
+
+/// The longest BMC-supplied value (an unknown power state, a bad UUID) shown as it was sent.
+pub const MAX_VALUE_CHARS: usize = 64;
+/// The longest BMC-supplied message (a Redfish error's text) shown.
+pub const MAX_MESSAGE_CHARS: usize = 200;
+
+/// A BMC-controlled string made fit for status, conditions, Events and logs: control characters and
+/// bidirectional-text overrides become U+FFFD, and the text is cut to `limit` characters (`…` marks
+/// the cut). A BMC decides what it sends; it must not decide what an operator's terminal does.
+pub fn bounded(text: &str, limit: usize) -> String {
+    let mut chars = text.chars().map(|c| if c.is_control() || is_bidi_control(c) { '\u{fffd}' } else { c });
+    let mut shown: String = chars.by_ref().take(limit).collect();
+    if chars.next().is_some() {
+        shown.pop();
+        shown.push('…');
+    }
+    shown
+}
+
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
 
 /// A Redfish `PowerState`. Only `Off` counts as off: everything else, a missing value or an error
 /// means not off (Ironic's mapping of `PoweringOff` to off is unsafe for fencing).
@@ -21,6 +49,7 @@ pub enum PowerState {
 }
 
 impl PowerState {
+    /// An unknown value is kept [`bounded`]: it is shown in status and Events.
     pub fn parse(text: &str) -> Self {
         match text {
             "On" => Self::On,
@@ -28,7 +57,7 @@ impl PowerState {
             "PoweringOn" => Self::PoweringOn,
             "PoweringOff" => Self::PoweringOff,
             "Paused" => Self::Paused,
-            other => Self::Other(other.to_owned()),
+            other => Self::Other(bounded(other, MAX_VALUE_CHARS)),
         }
     }
 
@@ -50,13 +79,16 @@ impl fmt::Display for PowerState {
     }
 }
 
-/// One read of a `ComputerSystem`: who it says it is and its power.
+/// One read of a `ComputerSystem`: who it says it is and its power. Every string in it passed the
+/// parser's bounds: it may go into status and Events as it is.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SystemReading {
     /// The system's `Id`.
     pub id: String,
-    /// The resource path it was read from (after same-host redirects).
+    /// The system that answered: its `@odata.id`, which must be where it answered (after the
+    /// same-origin redirects discovery follows). This path is what is pinned, proven and reset.
     pub path: String,
+    /// The `UUID` as reported (trimmed), a valid UUID in one of its spellings.
     pub uuid: String,
     pub power_state: PowerState,
     /// `Actions["#ComputerSystem.Reset"].target`, when advertised.
@@ -79,7 +111,26 @@ impl ResetType {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
+impl From<PowerAction> for ResetType {
+    fn from(action: PowerAction) -> Self {
+        match action {
+            PowerAction::ForceOff => Self::ForceOff,
+            PowerAction::On => Self::On,
+        }
+    }
+}
+
+impl From<ResetType> for PowerAction {
+    fn from(reset: ResetType) -> Self {
+        match reset {
+            ResetType::ForceOff => Self::ForceOff,
+            ResetType::On => Self::On,
+        }
+    }
+}
+
+/// Every text in a `BmcError` that came from the BMC is [`bounded`], and no URL in one carries userinfo.
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum BmcError {
     #[error("BMC unreachable: {0}")]
     Unreachable(String),
@@ -111,6 +162,18 @@ impl BmcError {
         }
     }
 
+    /// The condition reason a fence that ends on this error gives.
+    pub fn reason(&self) -> Reason {
+        match self {
+            Self::Unreachable(_) => Reason::BmcUnreachable,
+            Self::Tls(_) => Reason::BmcTlsVerificationFailed,
+            Self::Unauthorized(_) => Reason::BmcAuthenticationFailed,
+            Self::Status { .. } if self.is_transient() => Reason::BmcUnreachable,
+            Self::Status { .. } | Self::Protocol { .. } | Self::CrossHostRedirect(_) => Reason::BmcProtocolError,
+            Self::Setup(_) => Reason::BindingInvalid,
+        }
+    }
+
     /// Transport trouble and 5xx answers may clear by themselves; everything else needs a human.
     pub fn is_transient(&self) -> bool {
         match self {
@@ -124,36 +187,62 @@ impl BmcError {
 
 /// What the fence needs from a BMC.
 pub trait Bmc: Send + Sync {
-    /// Paths of the members of the Systems collection.
+    /// Paths of every member of the Systems collection, following `Members@odata.nextLink` (bounded:
+    /// a cycle, too many pages or too many members is a protocol error).
     fn systems(&self) -> impl Future<Output = Result<Vec<String>, BmcError>> + Send;
-    /// Reads one system (by path, or by id under the Systems collection).
+    /// Reads one system for discovery (by path, or by id under the Systems collection), following
+    /// same-origin redirects: the reading is the system that answered.
+    fn discover_system(&self, path_or_id: &str) -> impl Future<Output = Result<SystemReading, BmcError>> + Send;
+    /// Reads one system during a fence: a redirect is a protocol error, and so is an answer that names
+    /// another resource than the one asked for.
     fn system(&self, path_or_id: &str) -> impl Future<Output = Result<SystemReading, BmcError>> + Send;
-    /// One `ComputerSystem.Reset` POST, never retried. Returns the HTTP status.
+    /// One `ComputerSystem.Reset` POST, never retried and never redirected. Returns the HTTP status.
     fn reset(&self, system: &SystemReading, reset: ResetType) -> impl Future<Output = Result<u16, BmcError>> + Send;
 }
 
-/// The system a BMC's fence goes through: the pinned `Systems/{id}`, else the only system, else the one
-/// whose UUID names the node (either byte order). `Ok(Err(uuids))` when several systems exist and none
-/// matches; `uuids` lists what they reported.
+/// The system a BMC's fence goes through, the old way's shape: [`discover`] and
+/// [`crate::identity::select`] (with no verifier scan). `Ok(Err(uuids))` when no system is the node's.
+/// A refusal that shape cannot say (another system reports the node's UUID, a member could not be
+/// read, a path answered as two UUIDs) is a [`BmcError::Protocol`] carrying the refusal's text, and a
+/// transient member failure is that member's error. Transitional: the fence loop should call
+/// `discover` and `select`, which say every refusal with its own reason.
 pub async fn find_system<B: Bmc>(
     bmc: &B,
     pinned: Option<&str>,
     node_uuid: &str,
 ) -> Result<Result<SystemReading, Vec<String>>, BmcError> {
-    if let Some(id) = pinned {
-        return bmc.system(id).await.map(Ok);
+    use crate::identity::{IdentityRefusal, select};
+
+    let discovery = discover(bmc, pinned, None).await?;
+    let refusal = match select(&discovery, node_uuid, None) {
+        Ok(selected) => return Ok(Ok(selected.system)),
+        Err(refusal) => refusal,
+    };
+    let only = match (&discovery.pinned, discovery.systems.as_slice()) {
+        (Some(pinned), _) => Some(pinned),
+        (None, [only]) => Some(&only.system),
+        _ => None,
+    };
+    match refusal {
+        // No candidate, so no pin: every unread member is unexcused, and its failure is the cause.
+        IdentityRefusal::Unread { .. } => Err(discovery
+            .unreadable
+            .into_iter()
+            .next()
+            .map_or_else(|| BmcError::Protocol { path: "Systems".into(), problem: refusal.to_string() }, |u| u.error)),
+        IdentityRefusal::MemberUnreadable { transient: true, .. } => Err(discovery
+            .unreadable
+            .into_iter()
+            .find(|u| u.error.is_transient())
+            .map_or_else(|| BmcError::Protocol { path: "Systems".into(), problem: refusal.to_string() }, |u| u.error)),
+        IdentityRefusal::SharedOnBmc { .. }
+        | IdentityRefusal::MemberUnreadable { .. }
+        | IdentityRefusal::Unstable { .. } => {
+            Err(BmcError::Protocol { path: "Systems".into(), problem: refusal.to_string() })
+        }
+        // `prove` refuses these again, with their own reasons, on the system that is returned.
+        _ => Ok(only.cloned().ok_or_else(|| discovery.readings().map(|s| s.uuid.clone()).collect())),
     }
-    let members = bmc.systems().await?;
-    if let [only] = members.as_slice() {
-        return bmc.system(only).await.map(Ok);
-    }
-    let mut systems = Vec::with_capacity(members.len());
-    for member in &members {
-        systems.push(bmc.system(member).await?);
-    }
-    Ok(crate::identity::select_system(&systems, |s| s.uuid.as_str(), node_uuid)
-        .cloned()
-        .ok_or_else(|| systems.into_iter().map(|s| s.uuid).collect()))
 }
 
 /// A password that never prints.
@@ -192,6 +281,32 @@ mod tests {
         for text in ["On", "PoweringOff", "PoweringOn", "Paused", "off", "OFF", "", "Standby"] {
             assert_ne!(PowerState::parse(text), PowerState::Off, "{text:?}");
         }
+    }
+
+    #[test]
+    fn power_actions_and_reset_types_convert_both_ways() {
+        for (action, reset) in [(PowerAction::ForceOff, ResetType::ForceOff), (PowerAction::On, ResetType::On)] {
+            assert_eq!(ResetType::from(action), reset);
+            assert_eq!(PowerAction::from(reset), action);
+            assert_eq!(action.as_str(), reset.as_str());
+        }
+    }
+
+    #[test]
+    fn an_unknown_power_value_is_kept_bounded() {
+        let hostile = format!("\u{1b}[2J{}", "x".repeat(10_000));
+        let PowerState::Other(shown) = PowerState::parse(&hostile) else { panic!("not Other") };
+        assert_eq!(shown.chars().count(), MAX_VALUE_CHARS);
+        assert!(shown.starts_with("\u{fffd}[2J") && shown.ends_with('…'));
+    }
+
+    #[test]
+    fn bounded_text_has_no_control_characters_and_a_marked_cut() {
+        assert_eq!(bounded("System.Embedded.1", 64), "System.Embedded.1");
+        assert_eq!(bounded("a\nb\r\u{7}c\u{202e}d", 64), "a\u{fffd}b\u{fffd}\u{fffd}c\u{fffd}d");
+        assert_eq!(bounded("abcdef", 4), "abc…");
+        assert_eq!(bounded("abcd", 4), "abcd");
+        assert_eq!(bounded("", 4), "");
     }
 
     #[test]

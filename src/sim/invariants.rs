@@ -48,11 +48,11 @@ impl Checker {
         match record {
             Record::NodeWrite { at, pid, node, before, after, before_annotations, after_annotations } => {
                 if after.iter().any(|t| oos(&t.key) && !before.iter().any(|b| taint_key(b) == taint_key(t))) {
-                    let owner = after_annotations.get(CoronerTaint::OutOfService.owner_annotation());
+                    let owner = owner_of(after_annotations);
                     let remediation = truth
                         .remediations
                         .values()
-                        .find(|r| r.uid().as_ref() == owner)
+                        .find(|r| r.uid() == owner)
                         .map(|r| r.name_any())
                         .unwrap_or_default();
                     released_on_proof(truth, &remediation, node, *at).map_err(|e| {
@@ -70,8 +70,8 @@ impl Checker {
                             ));
                         }
                     }
-                    let owner = before_annotations.get(CoronerTaint::OutOfService.owner_annotation());
-                    if oos(&removed.key) && !release_may_end(truth, owner.map(String::as_str)) {
+                    let owner = owner_of(before_annotations);
+                    if oos(&removed.key) && !release_may_end(truth, owner.as_deref()) {
                         return Err(format!(
                             "p{pid} removed its own out-of-service taint from {node} at {} while the fence still needs it (the release was undone)",
                             show(*at)
@@ -204,6 +204,12 @@ impl Checker {
         }
         Ok(())
     }
+}
+
+/// The remediation UID the out-of-service owner annotation names.
+fn owner_of(annotations: &BTreeMap<String, String>) -> Option<String> {
+    let record = annotations.get(CoronerTaint::OutOfService.owner_annotation())?;
+    serde_json::from_str::<crate::taints::Ownership>(record).ok().map(|o| o.uid)
 }
 
 fn show(at: Micros) -> String {

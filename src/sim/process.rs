@@ -634,6 +634,11 @@ impl Bmc for SimDevice {
         .await
     }
 
+    /// The simulated BMCs answer where they are asked: discovery reads like the fence does.
+    async fn discover_system(&self, path_or_id: &str) -> Result<SystemReading, BmcError> {
+        self.system(path_or_id).await
+    }
+
     /// Reads are retried on transient errors, as the Redfish client does.
     async fn system(&self, path_or_id: &str) -> Result<SystemReading, BmcError> {
         let mut attempt = 0;

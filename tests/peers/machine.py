@@ -12,7 +12,10 @@ What this adds to sushy-tools' own main (which it runs in-process):
     it when due, so the power really changes even if nobody reads it;
   - power.log: one JSON line per power change and per HTTP request;
   - a state file with the current power state, for a simulated kubelet to read;
-  - faults on request: --disable-power-off, --redirect-systems-to (a BMC sending clients elsewhere).
+  - faults on request: --disable-power-off, --redirect-systems-to (a BMC sending clients elsewhere);
+  - scripted answers: --systems-page-size (a paginated Systems collection, optionally with a
+    nextLink cycle), --duplicate-power-state (a system body that carries PowerState twice),
+    --unreadable-system (a listed member that answers 404).
 """
 import argparse
 import datetime
@@ -27,6 +30,7 @@ import ssl
 import sys
 import threading
 import time
+import urllib.parse
 import urllib.request
 
 SYSTEM_PATH = re.compile(r'^/redfish/v1/Systems/([^/]+)')
@@ -51,6 +55,15 @@ def parse_args():
     p.add_argument('--redirect-systems-to', metavar='ORIGIN',
                    help='answer every /redfish/v1/Systems request with a 307 to the same path on ORIGIN '
                         '(a BMC sending its client elsewhere)')
+    p.add_argument('--systems-page-size', type=int, metavar='N',
+                   help='serve the Systems collection in pages of N members, linked by Members@odata.nextLink')
+    p.add_argument('--systems-next-link-cycle', action='store_true',
+                   help='with --systems-page-size: the last page links back to the first (a nextLink cycle)')
+    p.add_argument('--duplicate-power-state', metavar='VALUE',
+                   help='every ComputerSystem body carries PowerState twice, the second time as VALUE '
+                        '(a lenient JSON reader sees VALUE, a strict one refuses the body)')
+    p.add_argument('--unreadable-system', action='append', default=[], metavar='NAME',
+                   help='the system NAME (by name or UUID) stays listed but answers 404 (repeatable)')
     p.add_argument('--power-log', help='JSON-lines log (default DIR/power.log; appended to)')
     p.add_argument('--state-file', help='current power state (default DIR/power-state)')
     args = p.parse_args()
@@ -68,6 +81,13 @@ def parse_args():
         p.error('--user wants NAME:PASSWORD')
     if args.delay < 0:
         p.error('--delay must be >= 0')
+    if args.systems_page_size is not None and args.systems_page_size < 1:
+        p.error('--systems-page-size must be >= 1')
+    if args.systems_next_link_cycle and not args.systems_page_size:
+        p.error('--systems-next-link-cycle needs --systems-page-size')
+    names = {key for name, uuid in args.systems for key in (name, uuid)}
+    if any(u not in names for u in args.unreadable_system):
+        p.error('--unreadable-system names a system that --system does not')
     return args
 
 
@@ -215,6 +235,79 @@ class RedirectSystems:
         return [b'']
 
 
+def json_response(start_response, status, document):
+    body = json.dumps(document).encode()
+    start_response(status, [('Content-Type', 'application/json'), ('Content-Length', str(len(body)))])
+    return [body]
+
+
+class PagedSystems:
+    """Serves the Systems collection in pages (?$skip=K), each with the total Members@odata.count and a
+    Members@odata.nextLink to the next page; with cycle=True the last page links back to the first."""
+
+    def __init__(self, app, systems, page_size, cycle):
+        self.app, self.page_size, self.cycle = app, page_size, cycle
+        self.members = [f'/redfish/v1/Systems/{uuid}' for _, uuid in systems]
+
+    def __call__(self, environ, start_response):
+        if environ.get('PATH_INFO', '').rstrip('/') != '/redfish/v1/Systems' or environ.get('REQUEST_METHOD') != 'GET':
+            return self.app(environ, start_response)
+        query = urllib.parse.parse_qs(environ.get('QUERY_STRING', ''))
+        skip = int(query.get('$skip', ['0'])[0])
+        page = self.members[skip:skip + self.page_size]
+        document = {
+            '@odata.type': '#ComputerSystemCollection.ComputerSystemCollection',
+            '@odata.id': '/redfish/v1/Systems',
+            'Name': 'Computer System Collection',
+            'Members@odata.count': len(self.members),
+            'Members': [{'@odata.id': m} for m in page],
+        }
+        if skip + self.page_size < len(self.members):
+            document['Members@odata.nextLink'] = f'/redfish/v1/Systems?$skip={skip + self.page_size}'
+        elif self.cycle:
+            document['Members@odata.nextLink'] = '/redfish/v1/Systems'
+        return json_response(start_response, '200 OK', document)
+
+
+class ScriptedSystems:
+    """Per-system faults: listed members that answer 404, and bodies that carry PowerState twice."""
+
+    def __init__(self, app, aliases, unreadable, duplicate_power_state):
+        self.app, self.duplicate = app, duplicate_power_state
+        self.unreadable = {aliases[u] for u in unreadable}
+        self.aliases = aliases
+
+    def __call__(self, environ, start_response):
+        path = environ.get('PATH_INFO', '')
+        match = SYSTEM_PATH.match(path)
+        if not match or environ.get('REQUEST_METHOD') != 'GET':
+            return self.app(environ, start_response)
+        if self.aliases.get(match.group(1)) in self.unreadable:
+            return json_response(start_response, '404 Not Found', {'error': {'message': 'scripted: unreadable'}})
+        if self.duplicate is None or path.rstrip('/') != match.group(0):
+            return self.app(environ, start_response)
+        captured = {}
+
+        def capture(status, headers, exc_info=None):
+            captured['status'], captured['headers'] = status, headers
+            return lambda data: None
+
+        result = self.app(environ, capture)
+        try:
+            body = b''.join(result).decode()
+        finally:
+            getattr(result, 'close', lambda: None)()
+        if captured['status'].startswith('200'):
+            # Text, not json.dumps: a dict cannot hold a key twice.
+            body, count = re.subn(r'("PowerState":\s*"[^"]*")',
+                                  lambda m: f'{m.group(1)}, "PowerState": {json.dumps(self.duplicate)}', body, count=1)
+            assert count == 1, 'no PowerState in the system body'
+        data = body.encode()
+        headers = [(k, v) for k, v in captured['headers'] if k.lower() != 'content-length']
+        start_response(captured['status'], headers + [('Content-Length', str(len(data)))])
+        return [data]
+
+
 class RequestLog:
     """Outermost WSGI layer, so it also sees the auth middleware's 401s. Logs no headers or bodies."""
 
@@ -304,6 +397,11 @@ def main():
         app = sushy.app
         driver = app.systems  # creates the driver: fresh state, state file written
         aliases = {key: uuid for name, uuid in args.systems for key in (name, uuid)}
+        if args.unreadable_system or args.duplicate_power_state is not None:
+            app.wsgi_app = ScriptedSystems(app.wsgi_app, aliases, args.unreadable_system, args.duplicate_power_state)
+        if args.systems_page_size:
+            app.wsgi_app = PagedSystems(app.wsgi_app, args.systems, args.systems_page_size,
+                                        args.systems_next_link_cycle)
         if args.redirect_systems_to:
             app.wsgi_app = RedirectSystems(app.wsgi_app, args.redirect_systems_to)
         app.wsgi_app = RequestLog(app.wsgi_app, plog, aliases)

@@ -69,6 +69,14 @@ pub struct MachineSpec {
     pub disable_power_off: bool,
     /// Answer every Systems request with a 307 to the same path on this origin.
     pub redirect_systems_to: Option<String>,
+    /// Serve the Systems collection in pages of this many members.
+    pub systems_page_size: Option<usize>,
+    /// With `systems_page_size`: the last page links back to the first.
+    pub systems_next_link_cycle: bool,
+    /// Every system body carries `PowerState` twice, the second time with this value.
+    pub duplicate_power_state: Option<String>,
+    /// Systems (by name) that stay listed but answer 404.
+    pub unreadable_systems: Vec<String>,
 }
 
 impl MachineSpec {
@@ -80,6 +88,10 @@ impl MachineSpec {
             cert: "leaf",
             disable_power_off: false,
             redirect_systems_to: None,
+            systems_page_size: None,
+            systems_next_link_cycle: false,
+            duplicate_power_state: None,
+            unreadable_systems: Vec::new(),
         }
     }
 }
@@ -133,6 +145,18 @@ impl Machine {
         }
         if let Some(origin) = &spec.redirect_systems_to {
             command.arg("--redirect-systems-to").arg(origin);
+        }
+        if let Some(size) = spec.systems_page_size {
+            command.arg("--systems-page-size").arg(size.to_string());
+        }
+        if spec.systems_next_link_cycle {
+            command.arg("--systems-next-link-cycle");
+        }
+        if let Some(value) = &spec.duplicate_power_state {
+            command.arg("--duplicate-power-state").arg(value);
+        }
+        for name in &spec.unreadable_systems {
+            command.arg("--unreadable-system").arg(name);
         }
         let mut child = command.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("start machine.py");
         let stdout = child.stdout.take().expect("machine stdout");
