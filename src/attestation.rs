@@ -249,7 +249,8 @@ fn normalise_cel(expression: &str) -> String {
 
 fn selector_is_empty(selector: Option<&LabelSelector>) -> bool {
     selector.is_none_or(|s| {
-        s.match_labels.as_ref().is_none_or(|m| m.is_empty()) && s.match_expressions.as_ref().is_none_or(|e| e.is_empty())
+        s.match_labels.as_ref().is_none_or(|m| m.is_empty())
+            && s.match_expressions.as_ref().is_none_or(|e| e.is_empty())
     })
 }
 
@@ -269,7 +270,7 @@ fn rules_cover(rules: &[NamedRuleWithOperations], operation: &str) -> bool {
 }
 
 /// What keeps `matches` from reaching every CREATE and UPDATE of an attestation, if anything.
-/// `narrowing_rules`: whether resource rules may be absent (a binding inherits the policy's).
+/// `rules_required`: a policy must name its resources; a binding without rules inherits the policy's.
 fn narrowed(matches: Option<&MatchResources>, rules_required: bool) -> Option<String> {
     let Some(m) = matches else {
         return rules_required.then(|| "it has no matchConstraints".to_owned());
@@ -284,10 +285,10 @@ fn narrowed(matches: Option<&MatchResources>, rules_required: bool) -> Option<St
     if rules.is_empty() && !rules_required {
         return None;
     }
-    match ["CREATE", "UPDATE"].into_iter().find(|op| !rules_cover(rules, op)) {
-        Some(op) => Some(format!("its resourceRules do not send {op} of {RESOURCE}.{} to it", crate::api::GROUP)),
-        None => None,
-    }
+    ["CREATE", "UPDATE"]
+        .into_iter()
+        .find(|op| !rules_cover(rules, op))
+        .map(|op| format!("its resourceRules do not send {op} of {RESOURCE}.{} to it", crate::api::GROUP))
 }
 
 /// Why a ValidatingAdmissionPolicy does not make attestations unforgeable, or `None` when it does:
@@ -307,8 +308,7 @@ pub fn policy_problem(policy: &ValidatingAdmissionPolicy) -> Option<String> {
     if spec.match_conditions.as_ref().is_some_and(|c| !c.is_empty()) {
         return Some("matchConditions may skip it".into());
     }
-    let expressions: Vec<String> =
-        spec.validations.iter().flatten().map(|v| normalise_cel(&v.expression)).collect();
+    let expressions: Vec<String> = spec.validations.iter().flatten().map(|v| normalise_cel(&v.expression)).collect();
     for rule in [CREATE_RULE, UPDATE_RULE] {
         if !expressions.contains(&normalise_cel(rule)) {
             return Some(format!("it lacks the validation `{rule}`"));
@@ -336,7 +336,8 @@ pub fn binding_problem(binding: &ValidatingAdmissionPolicyBinding, policy: &str)
 /// (status writes, by the API server's type checker, do not count).
 fn changed_at(meta: &ObjectMeta) -> Option<Timestamp> {
     let created = meta.creation_timestamp.as_ref().map(|t| t.0);
-    let written = meta.managed_fields.iter().flatten().filter(|f| f.subresource.as_deref().unwrap_or_default().is_empty());
+    let written =
+        meta.managed_fields.iter().flatten().filter(|f| f.subresource.as_deref().unwrap_or_default().is_empty());
     written.filter_map(|f| f.time.as_ref().map(|t| t.0)).chain(created).max()
 }
 
@@ -357,7 +358,8 @@ pub fn policy_in_force(
     let attestation_policies: Vec<_> = policies
         .iter()
         .filter(|p| {
-            let rules = p.spec.as_ref().and_then(|s| s.match_constraints.as_ref()).and_then(|m| m.resource_rules.as_deref());
+            let rules =
+                p.spec.as_ref().and_then(|s| s.match_constraints.as_ref()).and_then(|m| m.resource_rules.as_deref());
             rules.is_some_and(|r| r.iter().any(|r| covers(r.resources.as_ref(), RESOURCE)))
         })
         .collect();
@@ -456,11 +458,18 @@ pub fn fence_ended_without_proof<'r>(
             format!("remediation {} already released node {} {how}", released.name_any(), spec.node_name),
         ));
     }
-    if let Some(running) = for_node.iter().find(|r| !r.status.as_ref().and_then(|s| s.phase).is_some_and(Phase::is_terminal)) {
+    if let Some(running) =
+        for_node.iter().find(|r| !r.status.as_ref().and_then(|s| s.phase).is_some_and(Phase::is_terminal))
+    {
         let phase = running.status.as_ref().and_then(|s| s.phase).unwrap_or_default();
         return Err(Refusal::new(
             AttestationReason::FenceInProgress,
-            format!("remediation {} is still fencing node {} (phase {})", running.name_any(), spec.node_name, phase.as_str()),
+            format!(
+                "remediation {} is still fencing node {} (phase {})",
+                running.name_any(),
+                spec.node_name,
+                phase.as_str()
+            ),
         ));
     }
     let failed: Vec<&CoronerRemediation> = for_node
@@ -469,9 +478,8 @@ pub fn fence_ended_without_proof<'r>(
         .filter(|r| succeeded_condition(r).is_some_and(|c| c.status == conditions::FALSE))
         .collect();
     let life = [Reason::NodeNotUnreachable, Reason::NodeAliveAfterPowerOff];
-    if let Some(alive) = failed
-        .iter()
-        .find(|r| succeeded_condition(r).is_some_and(|c| life.iter().any(|l| l.as_str() == c.reason)))
+    if let Some(alive) =
+        failed.iter().find(|r| succeeded_condition(r).is_some_and(|c| life.iter().any(|l| l.as_str() == c.reason)))
     {
         let reason = succeeded_condition(alive).map(|c| c.reason.clone()).unwrap_or_default();
         return Err(Refusal::new(
@@ -535,14 +543,21 @@ pub fn lease_at_fence_end(remediation: &CoronerRemediation) -> Option<Timestamp>
     let at_failure = status.progress.as_ref().and_then(|p| p.lease_renew_time_at_failure.as_ref()).map(|t| t.0);
     let at_admission = || {
         let node = status.evidence.as_ref()?.node.as_ref()?;
-        Some(if node.lease_present { lease_mark(Some(node.lease_renew_time.as_ref().map(|t| t.0))) } else { Timestamp::UNIX_EPOCH })
+        Some(if node.lease_present {
+            lease_mark(Some(node.lease_renew_time.as_ref().map(|t| t.0)))
+        } else {
+            Timestamp::UNIX_EPOCH
+        })
     };
     at_failure.or_else(at_admission)
 }
 
 /// The node's Lease is exactly as it was when the fence ended: a renewal, a new Lease or a deleted one
 /// since then refuses, and nothing overrides that.
-pub fn lease_unchanged_since_fence(baseline: Option<Timestamp>, current: Option<Option<Timestamp>>) -> Result<String, Refusal> {
+pub fn lease_unchanged_since_fence(
+    baseline: Option<Timestamp>,
+    current: Option<Option<Timestamp>>,
+) -> Result<String, Refusal> {
     let Some(baseline) = baseline else {
         return Err(Refusal::new(
             AttestationReason::LeaseNotRecorded,
@@ -566,7 +581,8 @@ pub fn lease_unchanged_since_fence(baseline: Option<Timestamp>, current: Option<
 
 /// coroner has not seen the Lease renewed within the remediation's leaseFreshness (its own clock).
 pub fn lease_stale(sighting: LeaseSighting, now: Timestamp, freshness: StdDuration) -> Result<String, Refusal> {
-    from_gate(gates::lease_stale(sighting, now, freshness)).map(|_| format!("not renewed within {}s", freshness.as_secs()))
+    from_gate(gates::lease_stale(sighting, now, freshness))
+        .map(|_| format!("not renewed within {}s", freshness.as_secs()))
 }
 
 /// No out-of-service taint on the node other than this remediation's own.
@@ -579,7 +595,9 @@ pub fn no_foreign_out_of_service_taint(node: &Node, remediation_uid: &str) -> Re
     if foreign {
         Err(Refusal::new(
             AttestationReason::OutOfServiceTaintPresent,
-            format!("node already carries a {key} taint coroner did not add: its workloads are released already, by someone else"),
+            format!(
+                "node already carries a {key} taint coroner did not add: its workloads are released already, by someone else"
+            ),
         ))
     } else {
         Ok(format!("no {key} taint yet"))
@@ -702,7 +720,10 @@ pub fn evaluate<'a>(inputs: &Inputs<'a>) -> Evaluation<'a> {
             (_, None) => skipped("coroner's own view of the Lease; coroner checks it"),
         },
     );
-    push(Precondition::NotExcluded, node.map_or_else(|| skipped(no_node), |n| result(from_gate(gates::not_excluded(n)))));
+    push(
+        Precondition::NotExcluded,
+        node.map_or_else(|| skipped(no_node), |n| result(from_gate(gates::not_excluded(n)))),
+    );
     push(
         Precondition::ControlPlaneAllowed,
         match (node, remediation) {
@@ -726,13 +747,19 @@ pub fn evaluate<'a>(inputs: &Inputs<'a>) -> Evaluation<'a> {
         }),
         _ => None,
     };
-    let unchecked =
-        if inputs.cluster.is_none() { "coroner checks it right before the release" } else { "needs the node and its failed fence" };
+    let unchecked = if inputs.cluster.is_none() {
+        "coroner checks it right before the release"
+    } else {
+        "needs the node and its failed fence"
+    };
     push(
         Precondition::ControlPlaneQuorum,
         gate_inputs.as_ref().map_or_else(|| skipped(unchecked), |g| result(from_gate(gates::control_plane_quorum(g)))),
     );
-    push(Precondition::StormLimits, gate_inputs.as_ref().map_or_else(|| skipped(unchecked), |g| result(from_gate(gates::storm(g)))));
+    push(
+        Precondition::StormLimits,
+        gate_inputs.as_ref().map_or_else(|| skipped(unchecked), |g| result(from_gate(gates::storm(g)))),
+    );
     push(
         Precondition::NoForeignOutOfServiceTaint,
         match (node, remediation) {
@@ -741,10 +768,12 @@ pub fn evaluate<'a>(inputs: &Inputs<'a>) -> Evaluation<'a> {
         },
     );
 
-    let refusals = || checks.iter().filter_map(|c| match &c.outcome {
-        Outcome::Refused(r) => Some(r.clone()),
-        _ => None,
-    });
+    let refusals = || {
+        checks.iter().filter_map(|c| match &c.outcome {
+            Outcome::Refused(r) => Some(r.clone()),
+            _ => None,
+        })
+    };
     let verdict = if let Some(refusal) = refusals().find(Refusal::is_final) {
         Verdict::Refuse(refusal)
     } else if let Some(first) = refusals().next() {
@@ -804,27 +833,49 @@ pub fn check_records(checks: &[Check]) -> Vec<PreconditionCheck> {
 }
 
 /// The attestation's status after a check that did not release: Pending (waiting) or Refused.
-pub fn refused_status(old: &CoronerAttestationStatus, checks: &[Check], refusal: &Refusal, now: Timestamp) -> CoronerAttestationStatus {
+pub fn refused_status(
+    old: &CoronerAttestationStatus,
+    checks: &[Check],
+    refusal: &Refusal,
+    now: Timestamp,
+) -> CoronerAttestationStatus {
     let mut status = old.clone();
     status.phase = Some(if refusal.is_final() { AttestationPhase::Refused } else { AttestationPhase::Pending });
     status.checks = check_records(checks);
-    conditions::set(&mut status.conditions, RELEASED, conditions::FALSE, refusal.reason.as_str(), &refusal.message, now);
+    conditions::set(
+        &mut status.conditions,
+        RELEASED,
+        conditions::FALSE,
+        refusal.reason.as_str(),
+        &refusal.message,
+        now,
+    );
     status
 }
 
 /// The attestation's status while the release is written: deleting it no longer cancels.
-pub fn releasing_status(old: &CoronerAttestationStatus, checks: &[Check], plan: &ReleasePlan, now: Timestamp) -> CoronerAttestationStatus {
+pub fn releasing_status(
+    old: &CoronerAttestationStatus,
+    checks: &[Check],
+    plan: &ReleasePlan,
+    now: Timestamp,
+) -> CoronerAttestationStatus {
     let mut status = old.clone();
     status.phase = Some(AttestationPhase::Releasing);
     status.checks = check_records(checks);
     status.last_checked_at = Some(MicroTime(now));
-    let message = format!("every precondition holds; releasing node {} through remediation {}", plan.node_name, plan.remediation);
+    let message =
+        format!("every precondition holds; releasing node {} through remediation {}", plan.node_name, plan.remediation);
     conditions::set(&mut status.conditions, RELEASED, conditions::UNKNOWN, "Releasing", &message, now);
     status
 }
 
 /// The attestation's status once released.
-pub fn released_status(old: &CoronerAttestationStatus, released: &AttestedRelease, now: Timestamp) -> CoronerAttestationStatus {
+pub fn released_status(
+    old: &CoronerAttestationStatus,
+    released: &AttestedRelease,
+    now: Timestamp,
+) -> CoronerAttestationStatus {
     let mut status = old.clone();
     status.phase = Some(AttestationPhase::Released);
     status.released = Some(released.clone());
@@ -890,12 +941,56 @@ pub fn confirm_release(status: &CoronerRemediationStatus, released: &AttestedRel
     status
 }
 
+/// The remediation's status with its attestation record marked `Released` (a release found on the
+/// Node after a restart).
+pub fn mark_released(status: &CoronerRemediationStatus) -> Option<CoronerRemediationStatus> {
+    let attestation = status.evidence.as_ref()?.release.as_ref()?.attestation.as_ref()?;
+    if attestation.state == AttestedReleaseState::Released {
+        return None;
+    }
+    let mut status = status.clone();
+    if let Some(a) = status.evidence.as_mut().and_then(|e| e.release.as_mut()).and_then(|r| r.attestation.as_mut()) {
+        a.state = AttestedReleaseState::Released;
+    }
+    Some(status)
+}
+
+/// The release as the Node shows it: the out-of-service taint the remediation owns, if it is there.
+pub fn release_on_node(
+    node: &Node,
+    remediation: &str,
+    remediation_uid: &str,
+    lease: Option<Option<Timestamp>>,
+    now: Timestamp,
+) -> Option<AttestedRelease> {
+    let oos = CoronerTaint::OutOfService;
+    if !taints::owns(node, oos, remediation_uid) {
+        return None;
+    }
+    let taint = node.spec.as_ref()?.taints.as_ref()?.iter().find(|t| t.key == oos.key() && t.effect == oos.effect())?;
+    let added = taint.time_added.clone().unwrap_or(Time(now));
+    Some(AttestedRelease {
+        remediation: remediation.to_owned(),
+        remediation_uid: remediation_uid.to_owned(),
+        node_uid: node.metadata.uid.clone().unwrap_or_default(),
+        taint_key: taint.key.clone(),
+        taint_value: taint.value.clone().unwrap_or_default(),
+        taint_effect: taint.effect.clone(),
+        released_at: MicroTime(added.0),
+        taint_time_added: added,
+        lease_renew_time: lease.flatten().map(MicroTime),
+    })
+}
+
 /// The remediation's status without the `Releasing` record of `attestation_uid` (its release did not
 /// happen), or `None` when it has no such record.
 pub fn withdraw_release(status: &CoronerRemediationStatus, attestation_uid: &str) -> Option<CoronerRemediationStatus> {
     let release = status.evidence.as_ref()?.release.as_ref()?;
     let ours = release.kind == ReleaseKind::OperatorAttested
-        && release.attestation.as_ref().is_some_and(|a| a.uid == attestation_uid && a.state == AttestedReleaseState::Releasing);
+        && release
+            .attestation
+            .as_ref()
+            .is_some_and(|a| a.uid == attestation_uid && a.state == AttestedReleaseState::Releasing);
     if !ours {
         return None;
     }

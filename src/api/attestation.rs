@@ -25,11 +25,7 @@ pub const MAX_REASON_BYTES: usize = 1024;
     printcolumn(name = "Node", type_ = "string", json_path = ".spec.nodeName"),
     printcolumn(name = "Attested By", type_ = "string", json_path = ".spec.attestedBy"),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
-    printcolumn(
-        name = "Reason",
-        type_ = "string",
-        json_path = r#".status.conditions[?(@.type=="Released")].reason"#
-    ),
+    printcolumn(name = "Reason", type_ = "string", json_path = r#".status.conditions[?(@.type=="Released")].reason"#),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[serde(rename_all = "camelCase")]

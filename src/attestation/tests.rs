@@ -1,9 +1,7 @@
 use jiff::SignedDuration;
 use k8s_openapi::{
     api::{
-        admissionregistration::v1::{
-            ValidatingAdmissionPolicyBindingSpec, ValidatingAdmissionPolicySpec, Validation,
-        },
+        admissionregistration::v1::{ValidatingAdmissionPolicyBindingSpec, ValidatingAdmissionPolicySpec, Validation},
         core::v1::{NodeCondition, NodeSpec, NodeStatus, Taint},
     },
     apimachinery::pkg::apis::meta::v1::{Condition, ManagedFieldsEntry},
@@ -40,7 +38,11 @@ fn node(ready: &str) -> Node {
     node.metadata.name = Some("w1".into());
     node.metadata.uid = Some(NODE_UID.into());
     node.status = Some(NodeStatus {
-        conditions: Some(vec![NodeCondition { type_: "Ready".into(), status: ready.into(), ..NodeCondition::default() }]),
+        conditions: Some(vec![NodeCondition {
+            type_: "Ready".into(),
+            status: ready.into(),
+            ..NodeCondition::default()
+        }]),
         ..NodeStatus::default()
     });
     node
@@ -239,7 +241,11 @@ fn a_later_write_to_the_policy_counts_as_a_change_but_its_status_does_not() {
     let mut edited = good_policy();
     edited.metadata.managed_fields = Some(vec![
         ManagedFieldsEntry { time: Some(Time(t(-2))), ..ManagedFieldsEntry::default() },
-        ManagedFieldsEntry { time: Some(Time(t(30))), subresource: Some("status".into()), ..ManagedFieldsEntry::default() },
+        ManagedFieldsEntry {
+            time: Some(Time(t(30))),
+            subresource: Some("status".into()),
+            ..ManagedFieldsEntry::default()
+        },
     ]);
     assert_eq!(
         policy_in_force(&[edited.clone()], &[good_binding()], t(0)).unwrap_err().reason,
@@ -265,7 +271,8 @@ fn a_fence_timed_out_by_nhc_counts_as_ended_without_proof() {
 
 #[test]
 fn the_latest_failed_fence_is_chosen() {
-    let remediations = [failed("w1", "BmcUnreachable", -300, Some(-400)), failed("w1-x2", "BmcUnreachable", -60, Some(-400))];
+    let remediations =
+        [failed("w1", "BmcUnreachable", -300, Some(-400)), failed("w1-x2", "BmcUnreachable", -60, Some(-400))];
     assert_eq!(fence_ended_without_proof(&attestation(0), &remediations).unwrap().name_any(), "w1-x2");
 }
 
@@ -273,8 +280,8 @@ fn the_latest_failed_fence_is_chosen() {
 fn a_running_fence_makes_the_attestation_wait() {
     let mut running = failed("w1-x2", "BmcUnreachable", -60, None);
     running.status.as_mut().unwrap().phase = Some(Phase::VerifyingIdentity);
-    let refusal = fence_ended_without_proof(&attestation(0), &[failed("w1", "BmcUnreachable", -300, None), running])
-        .unwrap_err();
+    let refusal =
+        fence_ended_without_proof(&attestation(0), &[failed("w1", "BmcUnreachable", -300, None), running]).unwrap_err();
     assert_eq!(refusal.reason, AttestationReason::FenceInProgress);
     assert!(!refusal.is_final());
 }
@@ -313,11 +320,16 @@ fn a_node_released_already_is_not_released_again() {
     let mut released = failed("w1", "BmcUnreachable", -60, None);
     let other = attestation(-100);
     let plan = plan_for(&released);
-    released.status = Some(record_release(released.status.as_ref().unwrap(), &{
-        let mut o = other;
-        o.metadata.uid = Some("another-attestation".into());
-        o
-    }, &plan, t(-50)));
+    released.status = Some(record_release(
+        released.status.as_ref().unwrap(),
+        &{
+            let mut o = other;
+            o.metadata.uid = Some("another-attestation".into());
+            o
+        },
+        &plan,
+        t(-50),
+    ));
     let refusal = fence_ended_without_proof(&attestation(0), &[released.clone()]).unwrap_err();
     assert_eq!(refusal.reason, AttestationReason::AlreadyReleased);
     assert!(refusal.is_final());
@@ -556,7 +568,10 @@ fn a_missing_policy_makes_an_otherwise_valid_attestation_wait() {
     let mut world = World::dead_node();
     world.bindings.clear();
     let (verdict, _) = world.evaluate(t(5));
-    assert!(matches!(&verdict, Verdict::Wait(r) if r.reason == AttestationReason::AttestationPolicyMissing), "{verdict:?}");
+    assert!(
+        matches!(&verdict, Verdict::Wait(r) if r.reason == AttestationReason::AttestationPolicyMissing),
+        "{verdict:?}"
+    );
 }
 
 #[test]
@@ -568,7 +583,8 @@ fn an_expired_attestation_is_refused_whatever_else_holds() {
 #[test]
 fn an_excluded_node_is_refused() {
     let mut world = World::dead_node();
-    world.node.as_mut().unwrap().metadata.labels = Some([(contract::EXCLUDE_LABEL.to_owned(), "true".to_owned())].into());
+    world.node.as_mut().unwrap().metadata.labels =
+        Some([(contract::EXCLUDE_LABEL.to_owned(), "true".to_owned())].into());
     let (verdict, _) = world.evaluate(t(5));
     assert_eq!(reason(&verdict), AttestationReason::NodeExcluded);
 }
@@ -632,7 +648,12 @@ fn the_preflight_without_coroner_s_view_lists_what_it_could_not_check() {
         .collect();
     assert_eq!(
         unchecked,
-        [Precondition::PolicyInForce, Precondition::LeaseStale, Precondition::ControlPlaneQuorum, Precondition::StormLimits]
+        [
+            Precondition::PolicyInForce,
+            Precondition::LeaseStale,
+            Precondition::ControlPlaneQuorum,
+            Precondition::StormLimits
+        ]
     );
     assert!(matches!(evaluation.verdict, Verdict::Release(_)), "nothing refused what it could see");
 }
@@ -697,8 +718,7 @@ fn the_remediation_records_the_attestation_verbatim_and_succeeded_stays_false() 
 }
 
 #[test]
-fn a_releasing_record_left_by_a_crash_is_confirmed_if_the_taint_is_there_else_withdrawn_once_the_attestation_is_gone()
-{
+fn a_releasing_record_left_by_a_crash_is_confirmed_if_the_taint_is_there_else_withdrawn_once_the_attestation_is_gone() {
     let mut remediation = failed("w1", "BmcUnreachable", -60, Some(-300));
     assert_eq!(dangling_record(&remediation, false, Some(&node("Unknown"))), Dangling::Keep);
     let plan = plan_for(&remediation);
