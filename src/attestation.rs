@@ -138,10 +138,11 @@ impl std::fmt::Display for Refusal {
     }
 }
 
-/// A gate's refusal as an attestation refusal (same reason name where there is one).
-fn from_gate(gate: Gate) -> Result<String, Refusal> {
+/// A gate's refusal as an attestation refusal (same reason name where there is one); `passed` is what
+/// an admitting gate says.
+fn from_gate(gate: Gate, passed: &str) -> Result<String, Refusal> {
     let (reason, message, waiting) = match gate {
-        Gate::Admit => return Ok("passes".into()),
+        Gate::Admit => return Ok(passed.to_owned()),
         Gate::Wait(reason, message) => (reason, message, true),
         Gate::Refuse(reason, message) => (reason, message, false),
     };
@@ -581,8 +582,7 @@ pub fn lease_unchanged_since_fence(
 
 /// coroner has not seen the Lease renewed within the remediation's leaseFreshness (its own clock).
 pub fn lease_stale(sighting: LeaseSighting, now: Timestamp, freshness: StdDuration) -> Result<String, Refusal> {
-    from_gate(gates::lease_stale(sighting, now, freshness))
-        .map(|_| format!("not renewed within {}s", freshness.as_secs()))
+    from_gate(gates::lease_stale(sighting, now, freshness), &format!("not renewed within {}s", freshness.as_secs()))
 }
 
 /// No out-of-service taint on the node other than this remediation's own.
@@ -722,12 +722,15 @@ pub fn evaluate<'a>(inputs: &Inputs<'a>) -> Evaluation<'a> {
     );
     push(
         Precondition::NotExcluded,
-        node.map_or_else(|| skipped(no_node), |n| result(from_gate(gates::not_excluded(n)))),
+        node.map_or_else(|| skipped(no_node), |n| result(from_gate(gates::not_excluded(n), "no exclusion label"))),
     );
     push(
         Precondition::ControlPlaneAllowed,
         match (node, remediation) {
-            (Some(n), Some(r)) => result(from_gate(gates::control_plane_allowed(r.spec.control_plane, n))),
+            (Some(n), Some(r)) => result(from_gate(
+                gates::control_plane_allowed(r.spec.control_plane, n),
+                "the template allows this node",
+            )),
             _ => skipped("needs the node and its failed fence"),
         },
     );
@@ -754,11 +757,17 @@ pub fn evaluate<'a>(inputs: &Inputs<'a>) -> Evaluation<'a> {
     };
     push(
         Precondition::ControlPlaneQuorum,
-        gate_inputs.as_ref().map_or_else(|| skipped(unchecked), |g| result(from_gate(gates::control_plane_quorum(g)))),
+        gate_inputs.as_ref().map_or_else(
+            || skipped(unchecked),
+            |g| result(from_gate(gates::control_plane_quorum(g), "not a control-plane node, or quorum survives")),
+        ),
     );
     push(
         Precondition::StormLimits,
-        gate_inputs.as_ref().map_or_else(|| skipped(unchecked), |g| result(from_gate(gates::storm(g)))),
+        gate_inputs.as_ref().map_or_else(
+            || skipped(unchecked),
+            |g| result(from_gate(gates::storm(g), "within the storm limits; takes a slot of the fence window")),
+        ),
     );
     push(
         Precondition::NoForeignOutOfServiceTaint,
@@ -809,7 +818,7 @@ pub fn recheck_node(plan: &ReleasePlan, node: Option<&Node>, lease: Option<Optio
     let node = node.ok_or_else(|| Refusal::new(AttestationReason::NodeNotFound, "the node disappeared"))?;
     node_unreachable(node)?;
     lease_unchanged_since_fence(Some(plan.lease_baseline), lease)?;
-    from_gate(gates::not_excluded(node))?;
+    from_gate(gates::not_excluded(node), "")?;
     no_foreign_out_of_service_taint(node, &plan.remediation_uid)?;
     Ok(())
 }
@@ -956,19 +965,21 @@ pub fn mark_released(status: &CoronerRemediationStatus) -> Option<CoronerRemedia
 }
 
 /// The release as the Node shows it: the out-of-service taint the remediation owns, if it is there.
+/// `released_at`: when the releasing update was sent; `None` for a release found later (then the
+/// taint's timeAdded, to the second).
 pub fn release_on_node(
     node: &Node,
     remediation: &str,
     remediation_uid: &str,
     lease: Option<Option<Timestamp>>,
-    now: Timestamp,
+    released_at: Option<Timestamp>,
 ) -> Option<AttestedRelease> {
     let oos = CoronerTaint::OutOfService;
     if !taints::owns(node, oos, remediation_uid) {
         return None;
     }
     let taint = node.spec.as_ref()?.taints.as_ref()?.iter().find(|t| t.key == oos.key() && t.effect == oos.effect())?;
-    let added = taint.time_added.clone().unwrap_or(Time(now));
+    let added = taint.time_added.clone().or(released_at.map(Time))?;
     Some(AttestedRelease {
         remediation: remediation.to_owned(),
         remediation_uid: remediation_uid.to_owned(),
@@ -976,7 +987,7 @@ pub fn release_on_node(
         taint_key: taint.key.clone(),
         taint_value: taint.value.clone().unwrap_or_default(),
         taint_effect: taint.effect.clone(),
-        released_at: MicroTime(added.0),
+        released_at: MicroTime(released_at.unwrap_or(added.0)),
         taint_time_added: added,
         lease_renew_time: lease.flatten().map(MicroTime),
     })

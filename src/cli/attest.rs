@@ -294,20 +294,26 @@ async fn clear(client: &Client, args: &AttestArgs) -> Result<(), CliError> {
         println!("no attestation for node {} in {namespace}", args.node);
         return Ok(());
     }
+    let remediations: Api<CoronerRemediation> = Api::namespaced(client.clone(), namespace);
     for attestation in mine {
         api.delete(&attestation.name_any(), &DeleteParams::default())
             .await
             .map_err(|e| forbidden(&format!("deleting CoronerAttestation {}", attestation.name_any()), namespace, e))?;
         match (phase(&attestation), attestation.status.as_ref().and_then(|s| s.released.as_ref())) {
-            (AttestationPhase::Released, Some(released)) => println!(
-                "deleted {namespace}/{}; what it released stays released: {}={}:{} stays on node {} until NodeHealthCheck deletes remediation {}",
-                attestation.name_any(),
-                released.taint_key,
-                released.taint_value,
-                released.taint_effect,
-                args.node,
-                released.remediation
-            ),
+            (AttestationPhase::Released, Some(released)) => {
+                let owner = remediations.get_opt(&released.remediation).await.ok().flatten();
+                let owner_lives = owner.is_some_and(|r| r.uid().as_deref() == Some(released.remediation_uid.as_str()));
+                let taint = format!("{}={}:{}", released.taint_key, released.taint_value, released.taint_effect);
+                let rest = if owner_lives {
+                    format!(
+                        "{taint} stays on node {} until NodeHealthCheck deletes remediation {}",
+                        args.node, released.remediation
+                    )
+                } else {
+                    format!("remediation {} is gone, and its finalizer removed {taint}", released.remediation)
+                };
+                println!("deleted {namespace}/{}; what it released stays released: {rest}", attestation.name_any());
+            }
             (AttestationPhase::Releasing, _) => println!(
                 "deleted {namespace}/{}; coroner had started its release, which may have completed: check the remediation's evidence.release",
                 attestation.name_any()

@@ -103,7 +103,7 @@ async fn reconcile(cached: Arc<CoronerAttestation>, ctx: Arc<Context>) -> Result
     }
     let seen = Seen::read(&ctx, &attestation, &mut admissions).await?;
     let now = Timestamp::now();
-    if let Some(done) = seen.release_already_on_node(&attestation, now) {
+    if let Some(done) = seen.release_already_on_node(&attestation) {
         // A coroner stopped after the Node update: the release stands; only its records are missing.
         return finish(&ctx, &api, &attestation, done.0, &done.1, &mut admissions).await;
     }
@@ -195,7 +195,6 @@ impl Seen {
     fn release_already_on_node(
         &self,
         attestation: &CoronerAttestation,
-        now: Timestamp,
     ) -> Option<(CoronerRemediation, AttestedRelease)> {
         let uid = attestation.uid()?;
         let remediation = self.remediations.iter().find(|r| attestation::attested_record(r, &uid).is_some())?;
@@ -204,7 +203,7 @@ impl Seen {
             &remediation.name_any(),
             &remediation.uid()?,
             self.lease,
-            now,
+            None,
         )?;
         Some((remediation.clone(), released))
     }
@@ -446,8 +445,8 @@ pub(crate) async fn release_node(
         }
         let Some(node) = node else { continue };
         let now = Timestamp::now();
-        let found = |n: &Node| attestation::release_on_node(n, &plan.remediation, &plan.remediation_uid, lease, now);
-        if let Some(done) = found(&node) {
+        let found = |n: &Node, at| attestation::release_on_node(n, &plan.remediation, &plan.remediation_uid, lease, at);
+        if let Some(done) = found(&node, None) {
             return Ok(Ok(done));
         }
         let Some(updated) = taints::with_taint(&node, CoronerTaint::OutOfService, &plan.remediation_uid, now) else {
@@ -455,7 +454,7 @@ pub(crate) async fn release_node(
         };
         match nodes.replace(&plan.node_name, &PostParams::default(), &updated).await {
             Ok(written) => {
-                if let Some(done) = found(&written) {
+                if let Some(done) = found(&written, Some(now)) {
                     return Ok(Ok(done));
                 }
             }
