@@ -376,9 +376,7 @@ async fn finish(
     if let Some(uid) = attestation.uid() {
         admissions.times.insert(uid, released.released_at.0);
     }
-    let old = attestation.status.clone().unwrap_or_default();
-    let status = attestation::released_status(&old, released, Timestamp::now());
-    if let Err(error) = write_status(api, attestation, status).await {
+    if let Err(error) = mark_attestation_released(api, attestation, released).await {
         // The release and its record on the remediation stand; the attestation may have been deleted.
         warn!(%error, attestation = %attestation.name_any(), "released, but could not mark the attestation Released");
     }
@@ -401,6 +399,27 @@ async fn finish(
     };
     ctx.publish(&attestation.object_ref(&()), &done, "Release").await;
     Ok(Action::await_change())
+}
+
+/// Marks the attestation Released, reading it again after a conflict (a label added meanwhile).
+async fn mark_attestation_released(
+    api: &Api<CoronerAttestation>,
+    attestation: &CoronerAttestation,
+    released: &AttestedRelease,
+) -> Result<(), kube::Error> {
+    let mut current = attestation.clone();
+    for _ in 0..MAX_CONFLICTS {
+        let status =
+            attestation::released_status(&current.status.clone().unwrap_or_default(), released, Timestamp::now());
+        match write_status(api, &current, status).await {
+            Err(kube::Error::Api(s)) if s.code == 409 => match api.get_opt(&attestation.name_any()).await? {
+                Some(latest) if latest.uid() == attestation.uid() => current = latest,
+                _ => return Ok(()),
+            },
+            other => return other.map(drop),
+        }
+    }
+    Ok(())
 }
 
 /// Read-modify-write of a remediation's status until it lands (a record must not be lost to a
