@@ -1,9 +1,11 @@
 //! The `coroner` command line. Every flag can also be set through an environment variable
-//! `CORONER_<FLAG>`.
+//! `CORONER_<FLAG>`. Named `kubectl-coroner`, the binary is also the kubectl plugin `kubectl coroner`.
+
+mod attest;
 
 use std::{net::SocketAddr, sync::Arc, time::Duration as StdDuration};
 
-use clap::{ArgAction, Parser, Subcommand};
+use clap::{ArgAction, CommandFactory, FromArgMatches, Parser, Subcommand};
 use kube::Client;
 use tokio_util::sync::CancellationToken;
 
@@ -29,6 +31,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Attest that a node whose fence ended without proof is dead (audited; see docs/operations.md).
+    Attest(Box<attest::AttestArgs>),
     /// Run the operator against the current kubeconfig or the in-cluster config.
     Controller(Box<ControllerArgs>),
     /// Print every CRD coroner serves, as YAML.
@@ -116,6 +120,22 @@ pub enum CliError {
     Admin(std::io::Error),
     #[error("{0}")]
     Controller(controller::Error),
+    #[error("{0}")]
+    Attest(String),
+}
+
+/// The command line of this process. As `kubectl-coroner` (a kubectl plugin) its usage says
+/// `kubectl coroner`.
+pub fn parse() -> Cli {
+    let plugin = std::env::args_os()
+        .next()
+        .and_then(|argv0| std::path::Path::new(&argv0).file_name().map(|n| n == "kubectl-coroner"))
+        .unwrap_or(false);
+    let mut command = Cli::command();
+    if plugin {
+        command = command.bin_name("kubectl coroner");
+    }
+    Cli::from_arg_matches(&command.get_matches()).unwrap_or_else(|e| e.exit())
 }
 
 pub async fn run(cli: Cli) -> Result<(), CliError> {
@@ -129,6 +149,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
             Ok(())
         }
         Command::Controller(args) => run_controller(*args).await,
+        Command::Attest(args) => attest::run(*args).await,
     }
 }
 

@@ -3,11 +3,12 @@
 //! It releases a dead node's workloads only after proving, through the node's own BMC, that the
 //! machine behind it is that node and that its power reads back Off.
 //!
-//! Pure decisions: [`contract`], [`fence`], [`gates`], [`identity`], [`taints`].
+//! Pure decisions: [`attestation`], [`contract`], [`fence`], [`gates`], [`identity`], [`taints`].
 //! The one fence loop, over small I/O traits: [`driver`]. Thin I/O: [`bmc`] (Redfish), [`cluster`]
 //! (Kubernetes), wired by [`controller`] and [`cli`].
 
 pub mod api;
+pub mod attestation;
 pub mod bmc;
 pub mod cli;
 pub mod cluster;

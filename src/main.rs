@@ -1,11 +1,10 @@
 use std::process::ExitCode;
 
-use clap::Parser;
-use coroner::cli::{self, Cli};
+use coroner::cli;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    match cli::run(Cli::parse()).await {
+    match cli::run(cli::parse()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("coroner: {error}");

@@ -17,3 +17,11 @@ fn docs_safety_carries_the_reason_table_of_the_code() {
     let table = coroner::contract::reason_table();
     assert!(docs.contains(&table), "docs/safety.md lacks the current reason table; paste this:\n{table}");
 }
+
+#[test]
+fn docs_safety_carries_the_attestation_reason_table_of_the_code() {
+    let docs =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/safety.md")).expect("docs/safety.md exists");
+    let table = coroner::attestation::reason_table();
+    assert!(docs.contains(&table), "docs/safety.md lacks the current attestation reason table; paste this:\n{table}");
+}

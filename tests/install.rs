@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 const RELEASE: &str = "coroner";
 const NAMESPACE: &str = "coroner-system";
 /// The harness helm is built without Helm's release ldflags, so it would assume Kubernetes v1.20 and
-/// refuse the chart's kubeVersion (>=1.26).
+/// refuse the chart's kubeVersion (>=1.30).
 const KUBE_VERSION: &str = "1.33.0";
 
 fn root() -> &'static Path {
@@ -218,13 +218,133 @@ fn rbac_is_the_same_in_config_chart_and_bundle() {
     );
 }
 
+/// The roles `coroner-attester` (ClusterRole and Role) grant the same in the three install paths.
+#[test]
+fn attester_roles_are_the_same_in_config_chart_and_bundle() {
+    let rules = |docs: &[Value], kind_: &str| normalise(&find(docs, kind_, "coroner-attester")["rules"]);
+    let config = config_default();
+    let chart = chart();
+    let bundle = bundle_manifests();
+    for kind_ in ["ClusterRole", "Role"] {
+        let expected = rules(&config, kind_);
+        assert!(!expected.is_empty());
+        assert_eq!(rules(&chart, kind_), expected, "charts/coroner/templates/attester-rbac.yaml: {kind_}");
+        assert_eq!(rules(&bundle, kind_), expected, "bundle/manifests: {kind_} coroner-attester");
+    }
+    // An attester reads, cluster-wide, only what the preconditions look at.
+    for rule in rules(&config, "ClusterRole") {
+        assert!(rule.verbs.iter().all(|v| v == "get" || v == "list"), "{rule:?}");
+    }
+}
+
+#[test]
+fn the_chart_binds_the_attester_roles_to_the_listed_attesters() {
+    assert!(
+        !chart().iter().any(|d| kind(d).ends_with("Binding") && name(d) == "coroner-attester"),
+        "no attesters by default"
+    );
+    let docs =
+        helm_template(&["--set", "attestation.attesters.users={alice}", "--set", "attestation.attesters.groups={sre}"])
+            .unwrap();
+    for (kind_, role_kind) in [("ClusterRoleBinding", "ClusterRole"), ("RoleBinding", "Role")] {
+        let binding = find(&docs, kind_, "coroner-attester");
+        assert_eq!(
+            binding["roleRef"],
+            json!({"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": "coroner-attester"})
+        );
+        assert_eq!(
+            binding["subjects"],
+            json!([
+                {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "alice"},
+                {"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "sre"}
+            ]),
+            "{kind_}"
+        );
+    }
+}
+
+// Admission policies -------------------------------------------------------------------------------------
+
+const POLICIES: [(&str, &str); 4] = [
+    ("ValidatingAdmissionPolicy", "coroner-attestation"),
+    ("ValidatingAdmissionPolicyBinding", "coroner-attestation"),
+    ("ValidatingAdmissionPolicy", "coroner-out-of-service-taint"),
+    ("ValidatingAdmissionPolicyBinding", "coroner-out-of-service-taint"),
+];
+
+/// coroner honours attestations only under a policy it recognises: the chart's must be one.
+#[test]
+fn coroner_recognises_the_attestation_policy_the_chart_ships() {
+    use k8s_openapi::api::admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding};
+    let chart = chart();
+    let policy: ValidatingAdmissionPolicy =
+        serde_json::from_value(find(&chart, "ValidatingAdmissionPolicy", "coroner-attestation").clone()).unwrap();
+    let binding: ValidatingAdmissionPolicyBinding =
+        serde_json::from_value(find(&chart, "ValidatingAdmissionPolicyBinding", "coroner-attestation").clone())
+            .unwrap();
+    assert_eq!(coroner::attestation::policy_problem(&policy), None);
+    assert_eq!(coroner::attestation::binding_problem(&binding, "coroner-attestation"), None);
+}
+
+#[test]
+fn config_admission_holds_the_chart_s_policies() {
+    let chart = chart();
+    let config = config_default();
+    for (kind_, name_) in POLICIES {
+        assert_eq!(
+            find(&config, kind_, name_)["spec"],
+            find(&chart, kind_, name_)["spec"],
+            "config/admission differs from charts/coroner/templates/admission.yaml: {kind_} {name_}"
+        );
+    }
+}
+
+#[test]
+fn the_out_of_service_taint_guard_admits_coroner_the_break_glass_group_and_the_listed_users() {
+    let allowed = |docs: &[Value]| {
+        let policy = find(docs, "ValidatingAdmissionPolicy", "coroner-out-of-service-taint");
+        let variables = policy["spec"]["variables"].as_array().unwrap();
+        variables.iter().find(|v| v["name"] == "allowed").unwrap()["expression"].as_str().unwrap().to_owned()
+    };
+    let default = allowed(&chart());
+    assert!(default.contains(r#"["system:serviceaccount:coroner-system:coroner"]"#), "{default}");
+    assert!(default.contains(r#"g in ["coroner:break-glass"]"#), "{default}");
+    let far = "system:serviceaccount:far:fence-agents-remediation-controller-manager";
+    let listed = helm_template(&[
+        "--set",
+        &format!("outOfServiceTaintGuard.allowedUsers={{{far}}}"),
+        "--set",
+        "outOfServiceTaintGuard.breakGlassGroup=",
+    ])
+    .unwrap();
+    let expression = allowed(&listed);
+    assert!(
+        expression.contains(&format!(r#"["system:serviceaccount:coroner-system:coroner","{far}"]"#)),
+        "{expression}"
+    );
+    assert!(expression.contains("g in []"), "no break-glass group: {expression}");
+    let off = helm_template(&["--set", "outOfServiceTaintGuard.enabled=false"]).unwrap();
+    assert!(!off.iter().any(|d| name(d) == "coroner-out-of-service-taint"));
+    find(&off, "ValidatingAdmissionPolicy", "coroner-attestation");
+}
+
+#[test]
+fn the_chart_needs_kubernetes_1_30_for_validating_admission_policy_v1() {
+    let out = run(
+        &tool("helm"),
+        &["template", RELEASE, "charts/coroner", "--namespace", NAMESPACE, "--kube-version", "1.29.9"],
+    );
+    assert!(!out.status.success(), "the chart installed on 1.29");
+    assert!(text(&out.stderr).contains(">=1.30.0-0"), "{}", text(&out.stderr));
+}
+
 // CRDs -------------------------------------------------------------------------------------------------
 
 /// The documents of crds/coroner.yaml, as text, without their `---` line.
 fn crd_documents() -> Vec<String> {
     let all = read("crds/coroner.yaml");
     let docs: Vec<String> = all.split("---\n").filter(|d| !d.trim().is_empty()).map(str::to_owned).collect();
-    assert_eq!(docs.len(), 3, "crds/coroner.yaml holds the three CRDs");
+    assert_eq!(docs.len(), 4, "crds/coroner.yaml holds the four CRDs");
     docs
 }
 
@@ -536,6 +656,12 @@ fn bad_values_are_rejected_by_the_schema() {
         ("bare Off", "remediationTemplate: {spec: {action: Off}}".to_owned(), "at '/remediationTemplate/spec/action': got boolean, want string"),
         ("NHC without selector", "nodeHealthCheck: {enabled: true, selector: null}".to_owned(), "missing property 'selector'"),
         ("NHC without unhealthyConditions", "nodeHealthCheck: {unhealthyConditions: []}".to_owned(), "at '/nodeHealthCheck/unhealthyConditions'"),
+        ("blank attester", "attestation: {attesters: {users: ['']}}".to_owned(), "at '/attestation/attesters/users/0'"),
+        (
+            "a quote in the break-glass group",
+            r#"outOfServiceTaintGuard: {enabled: true, breakGlassGroup: 'a"b', allowedUsers: []}"#.to_owned(),
+            "at '/outOfServiceTaintGuard/breakGlassGroup'",
+        ),
     ];
     let dir = tempfile::tempdir().unwrap();
     let mut failures = Vec::new();

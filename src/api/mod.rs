@@ -1,10 +1,12 @@
 //! The `coroner.dev/v1alpha1` API: custom resource types, their defaults and condition helpers.
 
+mod attestation;
 mod binding;
 pub mod conditions;
 mod duration;
 mod remediation;
 
+pub use attestation::*;
 pub use binding::*;
 pub use duration::{Duration, ParseDurationError};
 pub use remediation::*;
@@ -16,5 +18,5 @@ pub const GROUP: &str = "coroner.dev";
 
 /// Every CRD coroner serves, in a stable order.
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    vec![CoronerRemediation::crd(), CoronerRemediationTemplate::crd(), BmcBinding::crd()]
+    vec![CoronerRemediation::crd(), CoronerRemediationTemplate::crd(), BmcBinding::crd(), CoronerAttestation::crd()]
 }

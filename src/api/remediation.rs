@@ -268,6 +268,10 @@ pub struct Progress {
     /// switched off is not this node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease_renew_time_at_power_off: Option<MicroTime>,
+    /// The node Lease's renewTime when the fence failed (the epoch: no Lease). A CoronerAttestation
+    /// may release the node only while the Lease is still exactly this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_renew_time_at_failure: Option<MicroTime>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
 }
@@ -408,9 +412,25 @@ pub struct ResetRecord {
     pub result: String,
 }
 
+/// What a release rests on.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum ReleaseKind {
+    /// coroner proved through the BMC that the machine is this node and that its power reads Off.
+    #[default]
+    BmcProof,
+    /// No proof: a person attested that the node is dead (a CoronerAttestation), and coroner checked
+    /// that the node stayed silent since its fence failed. `Succeeded` stays `False`.
+    OperatorAttested,
+}
+
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ReleaseEvidence {
+    #[serde(default)]
+    pub kind: ReleaseKind,
+    /// With `OperatorAttested`: who attested what, verbatim.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attestation: Option<AttestationEvidence>,
     pub strategy: RemediationStrategy,
     /// The node's `Ready` status and Lease renewTime checked in the releasing update.
     pub node_ready: String,
@@ -428,6 +448,28 @@ pub struct ReleaseEvidence {
     /// With `Reboot`: true when releaseTimeout passed before the pods and volumes were released.
     #[serde(default)]
     pub release_timed_out: bool,
+}
+
+/// The attestation a release rests on, copied verbatim from its spec.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AttestationEvidence {
+    /// The CoronerAttestation, in the remediation's namespace.
+    pub name: String,
+    pub uid: String,
+    pub attested_by: String,
+    pub reason: String,
+    /// When the attestation was created.
+    pub attested_at: Time,
+    /// `Releasing` while the Node update is in flight; `Released` once it is done. A `Releasing`
+    /// record whose attestation is gone and whose taint is not on the node is withdrawn.
+    pub state: AttestedReleaseState,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum AttestedReleaseState {
+    Releasing,
+    Released,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]

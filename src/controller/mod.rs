@@ -1,6 +1,7 @@
-//! kube-runtime wiring: leader election, the controllers for remediations, templates and bindings,
-//! their shared context, the error policy and the gauges.
+//! kube-runtime wiring: leader election, the controllers for remediations, templates, bindings and
+//! attestations, their shared context, the error policy and the gauges.
 
+mod attestation;
 mod binding;
 mod leases;
 mod remediation;
@@ -354,6 +355,7 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
     .graceful_shutdown_on(stop.clone().cancelled_owned())
     .run(template::reconcile, error_policy, ctx.clone())
     .for_each(|_| async {});
+    let attestation_controller = attestation::run(ctx.clone(), stop.clone());
     let binding_controller =
         Controller::new(Api::<BmcBinding>::namespaced(client, &namespace), watcher::Config::default())
             .with_config(ControllerConfig::default().concurrency(ctx.settings.verify.concurrency))
@@ -361,7 +363,7 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
             .run(binding::reconcile, error_policy, ctx.clone())
             .for_each(|_| async {});
     info!(namespace, instance = %ctx.instance(), "controllers started");
-    futures::join!(remediation_controller, template_controller, binding_controller);
+    futures::join!(remediation_controller, template_controller, binding_controller, attestation_controller);
     info!("controllers stopped");
 }
 

@@ -20,7 +20,8 @@ pub use observe::*;
 use crate::{
     api::{
         CoronerRemediationSpec, CoronerRemediationStatus, Evidence, FenceAction, IdentityEvidence, Intent, OffRun,
-        Phase, PowerAction, PowerOffEvidence, PowerOnEvidence, Progress, Reading, ReleaseEvidence, conditions,
+        Phase, PowerAction, PowerOffEvidence, PowerOnEvidence, Progress, Reading, ReleaseEvidence, ReleaseKind,
+        conditions,
     },
     bmc::{PowerState, ResetType},
     contract::{self, Reason},
@@ -371,6 +372,8 @@ impl<'a> Step<'a> {
 
     fn fail(&mut self, reason: Reason, message: String) {
         self.requeue = None;
+        // An attestation may release the node only while its Lease stays exactly as it is now.
+        self.progress.lease_renew_time_at_failure = Some(lease_time(self.ctx.node));
         self.enter(Phase::Failed, reason, message);
     }
 
@@ -779,6 +782,8 @@ impl<'a> Step<'a> {
         };
         let message = format!("power proven Off and the node still silent (Ready={}); {how}", released.node_ready);
         self.evidence.release = Some(ReleaseEvidence {
+            kind: ReleaseKind::BmcProof,
+            attestation: None,
             strategy: self.spec.remediation_strategy,
             node_ready: released.node_ready,
             lease_renew_time: released.lease_renew_time.map(MicroTime),

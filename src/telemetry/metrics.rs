@@ -282,6 +282,8 @@ mod tests {
 
         let mut released = proven.clone();
         released.evidence.as_mut().unwrap().release = Some(ReleaseEvidence {
+            kind: crate::api::ReleaseKind::BmcProof,
+            attestation: None,
             strategy: RemediationStrategy::OutOfServiceTaint,
             node_ready: "Unknown".into(),
             lease_renew_time: None,

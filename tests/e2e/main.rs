@@ -10,7 +10,11 @@
 //!   e. coroner killed while ConfirmingOff and restarted completes the fence, every reset after a read;
 //!   f. over the whole run: taints follow proven power states, no Node deleted, no password in logs;
 //!   g–m. Ready=False refused, control-plane quorum, storm limits, stale bindings, and a leader on the
-//!      node to fence (waits alone, hands over to a replica elsewhere).
+//!      node to fence (waits alone, hands over to a replica elsewhere);
+//!   n. machines whose BMC lost power with them: Succeeded=False, then an audited attestation releases
+//!      one (forged attester and spec updates rejected by the API server; a renewing Lease and an
+//!      expired attestation refused);
+//!   o. the out-of-service taint by hand: rejected for an ordinary admin, allowed for break-glass.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -26,7 +30,7 @@ use std::{
 };
 
 use coroner::{
-    api::{CoronerRemediation, CoronerRemediationTemplate, conditions},
+    api::{CoronerAttestation, CoronerRemediation, CoronerRemediationTemplate, conditions},
     bmc::{Bmc, Credentials, Password, RedfishClient, RedfishConfig, ResetType, tls},
     contract,
 };
@@ -208,6 +212,8 @@ async fn setup(world: &mut World) {
         ("s-3", 83, "storm", 3.0),
         ("s-4", 84, "storm", 3.0),
         ("s-5", 85, "storm", 3.0),
+        ("x-1", 91, "main", 0.0),
+        ("x-2", 92, "main", 0.0),
     ];
     for (name, n, pool, delay) in nodes {
         let role =
@@ -269,6 +275,8 @@ async fn suite() {
         ("j: a stale binding is caught by periodic verification", 8),
         ("l: the leader never fences the node it runs on", 9),
         ("m: a leader on the node to fence hands over to a replica elsewhere", 10),
+        ("n: BMC dead with its machine: released on an audited attestation, forgeries refused", 11),
+        ("o: the out-of-service taint by hand: ordinary admin rejected, break-glass allowed", 12),
     ] {
         log(format!("=== scenario {name}"));
         let scenario_started = Instant::now();
@@ -283,7 +291,9 @@ async fn suite() {
             7 => scenario_i(&mut world).await,
             8 => scenario_j(&mut world).await,
             9 => scenario_l(&mut world).await,
-            _ => scenario_m(&mut world).await,
+            10 => scenario_m(&mut world).await,
+            11 => scenario_n(&mut world).await,
+            _ => scenario_o(&world),
         }
         timings.push(format!("{name}: {:.1?}", scenario_started.elapsed()));
     }
@@ -914,4 +924,246 @@ fn scenario_f(world: &World) {
     log(format!(
         "f: {added} out-of-service taints, each added after a proven Off and removed before power-on; no Node deleted; no password in {log_lines} log lines"
     ));
+}
+
+const REASON: &str = "rack B PDU 2 failed at 10:02 and took x-1 and its BMC down; I unplugged it at 10:09 (INC-4711) — \"verbatim\"\nsecond line";
+
+fn attestation_object(node: &str, uid: &str, attested_by: &str, valid_for: &str) -> CoronerAttestation {
+    serde_json::from_value(json!({
+        "apiVersion": "coroner.dev/v1alpha1", "kind": "CoronerAttestation",
+        "metadata": {"name": node, "namespace": CORONER_NS},
+        "spec": {"nodeName": node, "nodeUID": uid, "reason": "the machine is dark; checked on site", "attestedBy": attested_by, "validFor": valid_for},
+    }))
+    .unwrap()
+}
+
+fn attestation_phase(a: &CoronerAttestation) -> &'static str {
+    a.status.as_ref().and_then(|s| s.phase).map(|p| p.as_str()).unwrap_or("")
+}
+
+fn released_condition(a: &CoronerAttestation) -> Option<(String, String)> {
+    conditions::find(&a.status.as_ref()?.conditions, "Released").map(|c| (c.status.clone(), c.reason.clone()))
+}
+
+async fn wait_attestation(
+    api: &Api<CoronerAttestation>,
+    name: &str,
+    what: &str,
+    check: impl Fn(&CoronerAttestation) -> bool,
+) -> CoronerAttestation {
+    wait_for(&format!("attestation {name}: {what}"), SHORT, || async {
+        api.get_opt(name).await.ok().flatten().filter(|a| check(a))
+    })
+    .await
+}
+
+/// `coroner attest …` as `kubeconfig`'s user: (exit status, stdout + stderr).
+fn coroner_cli(kubeconfig: &std::path::Path, args: &[&str]) -> (bool, String) {
+    let output = std::process::Command::new(support::machine::repo().join("target/debug/coroner"))
+        .arg("attest")
+        .args(args)
+        .args(["--namespace", CORONER_NS, "--wait", "60s"])
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .env_remove("KUBECONFIG")
+        .output()
+        .expect("run coroner attest");
+    let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    (output.status.success(), text)
+}
+
+async fn events_about(
+    world: &World,
+    namespace: &str,
+    name: &str,
+    reason: &str,
+) -> Vec<k8s_openapi::api::events::v1::Event> {
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(world.client.clone(), namespace);
+    let list = events.list(&ListParams::default()).await.map(|l| l.items).unwrap_or_default();
+    list.into_iter()
+        .filter(|e| {
+            e.reason.as_deref() == Some(reason) && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+        })
+        .collect()
+}
+
+/// Two machines lose power together with their BMCs. Both fences end with Succeeded=False. A user
+/// with the attester role attests x-1 (the CLI): released, the reason verbatim in the evidence, the
+/// taint owned by the remediation and removed by its finalizer once the machine is back and NHC
+/// deletes it. The API server rejects an attestation naming another user and any change of a spec;
+/// coroner refuses one for x-2 while its Lease renews, and one that expired.
+async fn scenario_n(world: &mut World) {
+    world.restart_coroners(2, &[]);
+    let admin: Api<CoronerAttestation> = Api::namespaced(world.client.clone(), CORONER_NS);
+    let alice_config = world.impersonating_kubeconfig("alice", &[]);
+    let alice: Api<CoronerAttestation> = Api::namespaced(world::client_for(&alice_config).await, CORONER_NS);
+    let bob: Api<CoronerAttestation> =
+        Api::namespaced(world::client_for(&world.impersonating_kubeconfig("bob", &[])).await, CORONER_NS);
+    let node_uid = |node: &str| {
+        let node = node.to_owned();
+        let client = world.client.clone();
+        async move { world::node_object(&client, &node).await.and_then(|n| n.metadata.uid).unwrap() }
+    };
+    let (uid1, uid2) = (node_uid("x-1").await, node_uid("x-2").await);
+
+    let dead = Instant::now();
+    world.node_mut("x-1").lose_power();
+    world.node_mut("x-2").lose_power();
+    let mut failed = Vec::new();
+    for node in ["x-1", "x-2"] {
+        let r =
+            wait_remediation(world, node, "Succeeded=False", LONG, |r| succeeded(r).is_some_and(|s| s.0 == "False"))
+                .await;
+        assert_eq!(succeeded(&r).unwrap().1, "BmcUnreachable", "{node}");
+        let progress = r.status.as_ref().unwrap().progress.clone().unwrap();
+        assert!(progress.lease_renew_time_at_failure.is_some(), "{node}: the Lease at the failure is recorded");
+        failed.push(r);
+    }
+    let fence_failed = dead.elapsed();
+    log(format!("x-1, x-2: BMC dead → Succeeded=False (BmcUnreachable) after {fence_failed:.1?}; nothing released"));
+    assert!(!taint_keys(world, "x-1").await.iter().any(|k| k == "node.kubernetes.io/out-of-service"));
+
+    // The attester cannot be forged: bob may create attestations, but not in alice's name.
+    let forged = bob.create(&PostParams::default(), &attestation_object("x-1", &uid1, "alice", "15m")).await;
+    let message = forged.expect_err("an attestation naming another user was admitted").to_string();
+    assert!(message.contains("spec.attestedBy must name the user who creates the attestation: bob"), "{message}");
+    log(format!("x-1: bob's attestation naming alice rejected by the API server: {message}"));
+
+    // alice attests with the CLI: preconditions, what will happen, coroner's verdict.
+    let attested = Instant::now();
+    let (ok, out) = coroner_cli(&alice_config, &["x-1", "--reason", REASON]);
+    assert!(ok, "coroner attest x-1 failed:\n{out}");
+    for needle in
+        ["as alice", "FenceEndedWithoutProof", "LeaseUnchangedSinceFence", "What happens:", "released: Released"]
+    {
+        assert!(out.contains(needle), "`{needle}` missing from:\n{out}");
+    }
+    let released_after = dead.elapsed();
+    log(format!(
+        "x-1: attested by alice and released {:.1?} after the attestation; BMC dead → released {released_after:.1?} (of which BMC dead → Succeeded=False {fence_failed:.1?})",
+        attested.elapsed()
+    ));
+    let attestation = admin.get("x-1").await.unwrap();
+    assert_eq!(attestation_phase(&attestation), "Released");
+    assert_eq!(attestation.spec.attested_by, "alice");
+    let released = attestation.status.as_ref().unwrap().released.clone().unwrap();
+    let remediation = remediations(world, "x-1").await.pop().unwrap();
+    assert_eq!(released.remediation, remediation.name_any());
+    assert_eq!(succeeded(&remediation).unwrap(), ("False".into(), "BmcUnreachable".into()), "Succeeded stays False");
+    let release = remediation.status.as_ref().unwrap().evidence.clone().unwrap().release.unwrap();
+    assert_eq!(release.kind, coroner::api::ReleaseKind::OperatorAttested);
+    let record = release.attestation.unwrap();
+    assert_eq!((record.attested_by.as_str(), record.reason.as_str()), ("alice", REASON), "verbatim");
+    assert_eq!(record.state, coroner::api::AttestedReleaseState::Released);
+    assert!(release.taint_owned);
+    let node = world::node_object(&world.client, "x-1").await.unwrap();
+    assert!(coroner::taints::owns(&node, coroner::taints::CoronerTaint::OutOfService, &remediation.uid().unwrap()));
+    for (namespace, name) in [(CORONER_NS, remediation.name_any()), ("default", "x-1".to_owned())] {
+        let events = events_about(world, namespace, &name, "OperatorAttested").await;
+        assert!(
+            events.iter().any(|e| e.note.as_deref().is_some_and(|n| n.contains("rack B PDU 2"))),
+            "{namespace}/{name}: {events:?}"
+        );
+    }
+
+    // The spec never changes, not even for an admin; metadata stays writable. (alice may not update at all.)
+    let mut edited = attestation.clone();
+    edited.spec.reason = "something else".into();
+    let denied = admin.replace("x-1", &PostParams::default(), &edited).await.expect_err("the admin changed the spec");
+    assert!(denied.to_string().contains("never changes"), "{denied}");
+    let error = alice.replace("x-1", &PostParams::default(), &edited).await.expect_err("alice changed the spec");
+    assert!(error.to_string().contains("forbidden") || error.to_string().contains("never changes"), "{error}");
+    let labelled = json!({"metadata": {"labels": {"incident": "INC-4711"}}});
+    admin.patch("x-1", &PatchParams::default(), &Patch::Merge(&labelled)).await.expect("metadata stays writable");
+    log(format!("x-1: a spec update rejected by the API server ({denied}); a label added"));
+
+    // x-2's Lease renews (a kubelet half alive): refused, with its reason.
+    let renewing = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let renewer = {
+        let (leases, renewing) = (
+            Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(world.client.clone(), "kube-node-lease"),
+            renewing.clone(),
+        );
+        tokio::spawn(async move {
+            while renewing.load(std::sync::atomic::Ordering::Acquire) {
+                if let Ok(mut lease) = leases.get("x-2").await {
+                    lease.spec.get_or_insert_with(Default::default).renew_time =
+                        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(Timestamp::now()));
+                    let _ = leases.replace("x-2", &PostParams::default(), &lease).await;
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        })
+    };
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    alice.create(&PostParams::default(), &attestation_object("x-2", &uid2, "alice", "15m")).await.unwrap();
+    let refused = wait_attestation(&admin, "x-2", "Refused", |a| attestation_phase(a) == "Refused").await;
+    assert_eq!(released_condition(&refused).unwrap(), ("False".into(), "LeaseChangedSinceFence".into()));
+    assert!(!events_about(world, CORONER_NS, "x-2", "LeaseChangedSinceFence").await.is_empty(), "a Warning Event");
+    renewing.store(false, std::sync::atomic::Ordering::Release);
+    renewer.await.unwrap();
+    assert!(!taint_keys(world, "x-2").await.iter().any(|k| k == "node.kubernetes.io/out-of-service"));
+    log("x-2: attestation while its Lease renews refused (LeaseChangedSinceFence); nothing released");
+
+    let (ok, out) = coroner_cli(&alice_config, &["x-2"]);
+    assert!(!ok && out.contains("--reason"), "attest without --reason:\n{out}");
+    let (ok, out) = coroner_cli(&alice_config, &["x-2", "--clear"]);
+    assert!(ok && out.contains("nothing was released"), "{out}");
+
+    // An attestation that expired before coroner saw it is refused.
+    world.restart_coroners(0, &[]);
+    alice.create(&PostParams::default(), &attestation_object("x-2", &uid2, "alice", "1s")).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    world.restart_coroners(2, &[]);
+    let expired = wait_attestation(&admin, "x-2", "Refused", |a| attestation_phase(a) == "Refused").await;
+    assert_eq!(released_condition(&expired).unwrap(), ("False".into(), "AttestationExpired".into()));
+    admin.delete("x-2", &Default::default()).await.unwrap();
+    log("x-2: an expired attestation refused (AttestationExpired)");
+
+    // The machines come back: NHC deletes the remediations, the finalizer removes the attested taint.
+    for node in ["x-1", "x-2"] {
+        world.node_mut(node).restart_bmc();
+    }
+    for node in ["x-1", "x-2"] {
+        wait_remediations_gone(world, node).await;
+    }
+    let keys = taint_keys(world, "x-1").await;
+    assert!(
+        !keys.iter().any(|k| k == "node.kubernetes.io/out-of-service" || k.starts_with("coroner.dev/")),
+        "{keys:?}"
+    );
+    let annotations = world::node_object(&world.client, "x-1").await.unwrap().metadata.annotations.unwrap_or_default();
+    assert!(!annotations.keys().any(|k| k.starts_with("coroner.dev/")), "{annotations:?}");
+    assert_eq!(attestation_phase(&admin.get("x-1").await.unwrap()), "Released", "the record stays");
+    let (ok, out) = coroner_cli(&alice_config, &["x-1", "--clear"]);
+    assert!(ok && out.contains("deleted") && out.contains("stays released"), "{out}");
+    log("x-1: back and healthy; NHC deleted the remediation and its finalizer the taint; attestation cleared");
+}
+
+/// The out-of-service taint by hand: the guard policy rejects an ordinary admin (even system:masters)
+/// and admits the break-glass group. NoSchedule, so nothing on spare-1 is evicted; removal is free.
+fn scenario_o(world: &World) {
+    let taint = "node.kubernetes.io/out-of-service=nodeshutdown:NoSchedule";
+    let kubectl = |extra: &[&str], args: &[&str]| {
+        let output = std::process::Command::new(world.bin.join("kubectl"))
+            .arg("--kubeconfig")
+            .arg(&world.kubeconfig)
+            .args(extra)
+            .args(args)
+            .output()
+            .expect("kubectl");
+        (
+            output.status.success(),
+            format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr)),
+        )
+    };
+    let (ok, out) = kubectl(&[], &["taint", "node", "spare-1", taint]);
+    assert!(!ok && out.contains("reserved to coroner"), "an ordinary admin added the taint:\n{out}");
+    log(format!("spare-1: the admin's hand taint rejected: {}", out.trim()));
+    let break_glass = ["--as", "oncall", "--as-group", "coroner:break-glass", "--as-group", "system:masters"];
+    let (ok, out) = kubectl(&break_glass, &["taint", "node", "spare-1", taint]);
+    assert!(ok, "break-glass could not add the taint:\n{out}");
+    let (ok, out) = kubectl(&[], &["taint", "node", "spare-1", "node.kubernetes.io/out-of-service:NoSchedule-"]);
+    assert!(ok, "removing the taint:\n{out}");
+    log("spare-1: the break-glass group added the taint; the admin removed it");
 }

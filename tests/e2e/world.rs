@@ -116,6 +116,22 @@ impl SimNode {
         self.machine.power_state()
     }
 
+    /// The machine loses power together with its BMC: the BMC stops answering and the host is off (the
+    /// agent's power file says Off and the power log records the change, so the checks over the whole
+    /// run know the machine was off). [`SimNode::restart_bmc`] brings both back, as a person would.
+    pub fn lose_power(&mut self) {
+        self.machine.stop();
+        let tmp = self.dir.join("power-state.lost");
+        fs::write(&tmp, "Off\n").expect("write power state");
+        fs::rename(&tmp, self.dir.join("power-state")).expect("replace power state");
+        let entry = json!({"t": jiff::Timestamp::now().to_string(), "event": "power", "system": self.spec.systems[0].1,
+                           "from": "On", "to": "Off", "cause": "power loss (BMC included)"});
+        let mut power_log =
+            fs::OpenOptions::new().append(true).create(true).open(self.dir.join("power.log")).expect("open power log");
+        std::io::Write::write_all(&mut power_log, format!("{entry}\n").as_bytes()).expect("append power log");
+        log(format!("{}: power lost, BMC included (machine off, BMC silent)", self.name));
+    }
+
     /// Replaces a stopped BMC with a fresh one on the same port (machine.py starts the machine On).
     pub fn restart_bmc(&mut self) {
         self.machine.stop();
@@ -263,6 +279,9 @@ impl World {
             "nodeSelector.e2e\\.coroner\\.dev/never=true",
             "--set",
             "remediationTemplate.name=chart-default",
+            // alice and bob may attest (the chart binds its coroner-attester roles to them).
+            "--set",
+            "attestation.attesters.users={alice,bob}",
         ];
         self.helm(
             &[&["install", "coroner", &chart, "--namespace", CORONER_NS, "--wait=false"][..], &pending[..]].concat(),
@@ -312,6 +331,21 @@ impl World {
         log(
             "chart installed with helm; rendered chart accepted by server-side dry run; its ServiceAccount cannot delete nodes, exec, read foreign Secrets or write node/NHC Leases",
         );
+    }
+
+    /// The admin kubeconfig impersonating `user` (and `groups`): what an admin's `kubectl --as` does.
+    pub fn impersonating_kubeconfig(&self, user: &str, groups: &[&str]) -> PathBuf {
+        let admin = fs::read_to_string(&self.kubeconfig).expect("admin kubeconfig");
+        let mut config: serde_json::Value = serde_saphyr::from_str(&admin).expect("parse kubeconfig");
+        for entry in config["users"].as_array_mut().expect("users") {
+            entry["user"]["as"] = json!(user);
+            if !groups.is_empty() {
+                entry["user"]["as-groups"] = json!(groups);
+            }
+        }
+        let path = self.dir.join(format!("as-{user}.kubeconfig"));
+        fs::write(&path, serde_json::to_string(&config).expect("kubeconfig")).expect("write kubeconfig");
+        path
     }
 
     /// A kubeconfig that authenticates as a ServiceAccount (token from the TokenRequest API).

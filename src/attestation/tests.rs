@@ -1,0 +1,784 @@
+use jiff::SignedDuration;
+use k8s_openapi::{
+    api::{
+        admissionregistration::v1::{ValidatingAdmissionPolicyBindingSpec, ValidatingAdmissionPolicySpec, Validation},
+        core::v1::{NodeCondition, NodeSpec, NodeStatus, Taint},
+    },
+    apimachinery::pkg::apis::meta::v1::{Condition, ManagedFieldsEntry},
+};
+
+use super::*;
+use crate::api::{CoronerAttestationSpec, CoronerRemediationSpec, Duration, NodeEvidence, Progress};
+
+fn t(secs: i64) -> Timestamp {
+    Timestamp::UNIX_EPOCH + SignedDuration::from_secs(1_800_000_000 + secs)
+}
+
+const NODE_UID: &str = "node-uid-1";
+
+fn attestation(created: i64) -> CoronerAttestation {
+    let mut a = CoronerAttestation::new(
+        "w1",
+        CoronerAttestationSpec {
+            node_name: "w1".into(),
+            node_uid: NODE_UID.into(),
+            reason: "PDU 4 lost power with the rack; I pulled the plugs of w1 at 10:02".into(),
+            attested_by: "alice".into(),
+            valid_for: Duration::from_secs(900),
+        },
+    );
+    a.metadata.uid = Some("att-uid".into());
+    a.metadata.namespace = Some("coroner-system".into());
+    a.metadata.creation_timestamp = Some(Time(t(created)));
+    a
+}
+
+fn node(ready: &str) -> Node {
+    let mut node = Node::default();
+    node.metadata.name = Some("w1".into());
+    node.metadata.uid = Some(NODE_UID.into());
+    node.status = Some(NodeStatus {
+        conditions: Some(vec![NodeCondition {
+            type_: "Ready".into(),
+            status: ready.into(),
+            ..NodeCondition::default()
+        }]),
+        ..NodeStatus::default()
+    });
+    node
+}
+
+fn succeeded(status: &str, reason: &str, at: i64) -> Condition {
+    Condition {
+        type_: contract::SUCCEEDED.into(),
+        status: status.into(),
+        reason: reason.into(),
+        message: "m".into(),
+        last_transition_time: Time(t(at)),
+        observed_generation: None,
+    }
+}
+
+/// A remediation for w1 whose fence failed at `failed_at` with `reason`, the Lease then at `lease`.
+fn failed(name: &str, reason: &str, failed_at: i64, lease: Option<i64>) -> CoronerRemediation {
+    let mut r = CoronerRemediation::new(name, CoronerRemediationSpec::default());
+    r.metadata.uid = Some(format!("uid-{name}"));
+    r.metadata.creation_timestamp = Some(Time(t(-600)));
+    r.metadata.annotations = Some([(contract::NODE_NAME_ANNOTATION.to_owned(), "w1".to_owned())].into());
+    r.status = Some(CoronerRemediationStatus {
+        phase: Some(Phase::Failed),
+        conditions: vec![succeeded("False", reason, failed_at)],
+        progress: Some(Progress {
+            lease_renew_time_at_failure: Some(MicroTime(lease.map_or(Timestamp::UNIX_EPOCH, t))),
+            ..Progress::default()
+        }),
+        evidence: Some(Evidence {
+            node: Some(NodeEvidence {
+                name: "w1".into(),
+                uid: NODE_UID.into(),
+                system_uuid: String::new(),
+                boot_id: String::new(),
+                ready: "Unknown".into(),
+                lease_present: lease.is_some(),
+                lease_renew_time: lease.map(|l| MicroTime(t(l))),
+                admitted_at: MicroTime(t(-500)),
+            }),
+            ..Evidence::default()
+        }),
+        ..CoronerRemediationStatus::default()
+    });
+    r
+}
+
+fn policy(validations: &[&str], changed: i64) -> ValidatingAdmissionPolicy {
+    let mut p = ValidatingAdmissionPolicy::default();
+    p.metadata.name = Some("coroner-attestation".into());
+    p.metadata.creation_timestamp = Some(Time(t(changed)));
+    p.spec = Some(ValidatingAdmissionPolicySpec {
+        failure_policy: Some("Fail".into()),
+        match_constraints: Some(MatchResources {
+            resource_rules: Some(vec![NamedRuleWithOperations {
+                api_groups: Some(vec!["coroner.dev".into()]),
+                api_versions: Some(vec!["*".into()]),
+                operations: Some(vec!["CREATE".into(), "UPDATE".into()]),
+                resources: Some(vec!["coronerattestations".into()]),
+                ..NamedRuleWithOperations::default()
+            }]),
+            ..MatchResources::default()
+        }),
+        validations: Some(
+            validations.iter().map(|e| Validation { expression: (*e).into(), ..Validation::default() }).collect(),
+        ),
+        ..ValidatingAdmissionPolicySpec::default()
+    });
+    p
+}
+
+fn good_policy() -> ValidatingAdmissionPolicy {
+    policy(&[CREATE_RULE, UPDATE_RULE], -3600)
+}
+
+fn binding(policy: &str, actions: &[&str], changed: i64) -> ValidatingAdmissionPolicyBinding {
+    let mut b = ValidatingAdmissionPolicyBinding::default();
+    b.metadata.name = Some(format!("{policy}-binding"));
+    b.metadata.creation_timestamp = Some(Time(t(changed)));
+    b.spec = Some(ValidatingAdmissionPolicyBindingSpec {
+        policy_name: Some(policy.into()),
+        validation_actions: Some(actions.iter().map(|a| (*a).to_owned()).collect()),
+        ..ValidatingAdmissionPolicyBindingSpec::default()
+    });
+    b
+}
+
+fn good_binding() -> ValidatingAdmissionPolicyBinding {
+    binding("coroner-attestation", &["Deny"], -3600)
+}
+
+// NotExpired -------------------------------------------------------------------------------------
+
+#[test]
+fn an_attestation_younger_than_valid_for_is_not_expired() {
+    assert!(not_expired(t(0), StdDuration::from_secs(900), t(899)).is_ok());
+}
+
+#[test]
+fn an_attestation_as_old_as_valid_for_has_expired() {
+    let refusal = not_expired(t(0), StdDuration::from_secs(900), t(900)).unwrap_err();
+    assert_eq!(refusal.reason, AttestationReason::AttestationExpired);
+    assert!(refusal.is_final());
+}
+
+// PolicyInForce ----------------------------------------------------------------------------------
+
+#[test]
+fn the_shipped_policy_and_a_deny_binding_make_the_attester_unforgeable() {
+    assert!(policy_in_force(&[good_policy()], &[good_binding()], t(0)).is_ok());
+}
+
+#[test]
+fn without_any_policy_attestations_are_ignored() {
+    let refusal = policy_in_force(&[], &[], t(0)).unwrap_err();
+    assert_eq!(refusal.reason, AttestationReason::AttestationPolicyMissing);
+    assert!(!refusal.is_final(), "installing the policy later lets a new attestation through");
+}
+
+#[test]
+fn a_policy_without_a_binding_is_not_in_force() {
+    let refusal = policy_in_force(&[good_policy()], &[], t(0)).unwrap_err();
+    assert_eq!(refusal.reason, AttestationReason::AttestationPolicyMissing);
+    assert!(refusal.message.contains("has no binding"), "{refusal}");
+}
+
+#[test]
+fn a_binding_that_only_warns_or_audits_is_not_in_force() {
+    for actions in [&["Warn"][..], &["Audit"], &["Warn", "Audit"]] {
+        let bound = binding("coroner-attestation", actions, -3600);
+        let refusal = policy_in_force(&[good_policy()], &[bound], t(0)).unwrap_err();
+        assert!(refusal.message.contains("lack Deny"), "{actions:?}: {refusal}");
+    }
+}
+
+#[test]
+fn a_policy_missing_either_rule_is_not_in_force() {
+    for rules in [&[CREATE_RULE][..], &[UPDATE_RULE], &["true"]] {
+        let refusal = policy_in_force(&[policy(rules, -3600)], &[good_binding()], t(0)).unwrap_err();
+        assert_eq!(refusal.reason, AttestationReason::AttestationPolicyMissing, "{rules:?}");
+    }
+}
+
+#[test]
+fn the_rules_are_compared_without_whitespace_but_with_their_string_literals() {
+    let spaced = "request.operation != 'CREATE'\n  || object.spec.attestedBy ==request.userInfo.username";
+    assert!(policy_in_force(&[policy(&[spaced, UPDATE_RULE], -3600)], &[good_binding()], t(0)).is_ok());
+    let altered = "request.operation != 'CRE ATE' || object.spec.attestedBy == request.userInfo.username";
+    assert!(policy_in_force(&[policy(&[altered, UPDATE_RULE], -3600)], &[good_binding()], t(0)).is_err());
+}
+
+#[test]
+fn a_policy_that_fails_open_or_can_be_skipped_is_not_in_force() {
+    let mut ignore = good_policy();
+    ignore.spec.as_mut().unwrap().failure_policy = Some("Ignore".into());
+    let mut conditional = good_policy();
+    conditional.spec.as_mut().unwrap().match_conditions =
+        Some(vec![k8s_openapi::api::admissionregistration::v1::MatchCondition {
+            name: "sometimes".into(),
+            expression: "false".into(),
+        }]);
+    let mut create_only = good_policy();
+    create_only.spec.as_mut().unwrap().match_constraints.as_mut().unwrap().resource_rules.as_mut().unwrap()[0]
+        .operations = Some(vec!["CREATE".into()]);
+    let mut one_namespace = good_binding();
+    one_namespace.spec.as_mut().unwrap().match_resources = Some(MatchResources {
+        namespace_selector: Some(LabelSelector {
+            match_labels: Some([("team".to_owned(), "x".to_owned())].into()),
+            ..LabelSelector::default()
+        }),
+        ..MatchResources::default()
+    });
+    for (what, policies, bindings) in [
+        ("failurePolicy Ignore", vec![ignore], vec![good_binding()]),
+        ("matchConditions", vec![conditional], vec![good_binding()]),
+        ("CREATE only", vec![create_only], vec![good_binding()]),
+        ("a narrowed binding", vec![good_policy()], vec![one_namespace]),
+    ] {
+        let refusal = policy_in_force(&policies, &bindings, t(0)).unwrap_err();
+        assert_eq!(refusal.reason, AttestationReason::AttestationPolicyMissing, "{what}: {refusal}");
+    }
+}
+
+#[test]
+fn an_attestation_created_before_the_policy_settled_is_refused_for_good() {
+    let recent = policy(&[CREATE_RULE, UPDATE_RULE], -3);
+    let refusal = policy_in_force(&[recent], &[good_binding()], t(0)).unwrap_err();
+    assert_eq!(refusal.reason, AttestationReason::AttestationPredatesPolicy);
+    assert!(refusal.is_final());
+    let late_binding = binding("coroner-attestation", &["Deny"], 10);
+    assert!(policy_in_force(&[good_policy()], &[late_binding], t(0)).is_err());
+}
+
+#[test]
+fn a_later_write_to_the_policy_counts_as_a_change_but_its_status_does_not() {
+    let mut edited = good_policy();
+    edited.metadata.managed_fields = Some(vec![
+        ManagedFieldsEntry { time: Some(Time(t(-2))), ..ManagedFieldsEntry::default() },
+        ManagedFieldsEntry {
+            time: Some(Time(t(30))),
+            subresource: Some("status".into()),
+            ..ManagedFieldsEntry::default()
+        },
+    ]);
+    assert_eq!(
+        policy_in_force(&[edited.clone()], &[good_binding()], t(0)).unwrap_err().reason,
+        AttestationReason::AttestationPredatesPolicy
+    );
+    assert!(policy_in_force(&[edited], &[good_binding()], t(10)).is_ok(), "the status write at +30s is ignored");
+}
+
+// FenceEndedWithoutProof ---------------------------------------------------------------------------
+
+#[test]
+fn a_fence_that_failed_without_proof_is_the_one_the_attestation_completes() {
+    let remediations = [failed("w1", "BmcUnreachable", -60, Some(-300))];
+    assert_eq!(fence_ended_without_proof(&attestation(0), &remediations).unwrap().name_any(), "w1");
+}
+
+#[test]
+fn a_fence_timed_out_by_nhc_counts_as_ended_without_proof() {
+    let mut timed_out = failed("w1", "TimedOutByNHC", -60, None);
+    timed_out.metadata.annotations.as_mut().unwrap().insert(contract::TIMED_OUT_ANNOTATION.into(), "x".into());
+    assert!(fence_ended_without_proof(&attestation(0), &[timed_out]).is_ok());
+}
+
+#[test]
+fn the_latest_failed_fence_is_chosen() {
+    let remediations =
+        [failed("w1", "BmcUnreachable", -300, Some(-400)), failed("w1-x2", "BmcUnreachable", -60, Some(-400))];
+    assert_eq!(fence_ended_without_proof(&attestation(0), &remediations).unwrap().name_any(), "w1-x2");
+}
+
+#[test]
+fn a_running_fence_makes_the_attestation_wait() {
+    let mut running = failed("w1-x2", "BmcUnreachable", -60, None);
+    running.status.as_mut().unwrap().phase = Some(Phase::VerifyingIdentity);
+    let refusal =
+        fence_ended_without_proof(&attestation(0), &[failed("w1", "BmcUnreachable", -300, None), running]).unwrap_err();
+    assert_eq!(refusal.reason, AttestationReason::FenceInProgress);
+    assert!(!refusal.is_final());
+}
+
+#[test]
+fn no_failed_fence_waits_and_so_does_a_fence_for_another_node() {
+    let mut other = failed("w2", "BmcUnreachable", -60, None);
+    other.metadata.annotations = Some([(contract::NODE_NAME_ANNOTATION.to_owned(), "w2".to_owned())].into());
+    let refusal = fence_ended_without_proof(&attestation(0), &[other]).unwrap_err();
+    assert_eq!(refusal.reason, AttestationReason::NoFailedFence);
+    assert!(!refusal.is_final());
+}
+
+#[test]
+fn a_fence_of_an_earlier_node_object_of_the_same_name_does_not_count() {
+    let mut earlier = failed("w1", "BmcUnreachable", -60, None);
+    earlier.status.as_mut().unwrap().evidence.as_mut().unwrap().node.as_mut().unwrap().uid = "old-uid".into();
+    assert_eq!(
+        fence_ended_without_proof(&attestation(0), &[earlier]).unwrap_err().reason,
+        AttestationReason::NoFailedFence
+    );
+}
+
+#[test]
+fn a_fence_that_ended_on_evidence_of_life_refuses_for_good() {
+    for reason in ["NodeAliveAfterPowerOff", "NodeNotUnreachable"] {
+        let remediations = [failed("w1", reason, -300, None), failed("w1-x2", "BmcUnreachable", -60, None)];
+        let refusal = fence_ended_without_proof(&attestation(0), &remediations).unwrap_err();
+        assert_eq!(refusal.reason, AttestationReason::FenceSawLife, "{reason}");
+        assert!(refusal.is_final());
+    }
+}
+
+#[test]
+fn a_node_released_already_is_not_released_again() {
+    let mut released = failed("w1", "BmcUnreachable", -60, None);
+    let other = attestation(-100);
+    let plan = plan_for(&released);
+    released.status = Some(record_release(
+        released.status.as_ref().unwrap(),
+        &{
+            let mut o = other;
+            o.metadata.uid = Some("another-attestation".into());
+            o
+        },
+        &plan,
+        t(-50),
+    ));
+    let refusal = fence_ended_without_proof(&attestation(0), &[released.clone()]).unwrap_err();
+    assert_eq!(refusal.reason, AttestationReason::AlreadyReleased);
+    assert!(refusal.is_final());
+}
+
+#[test]
+fn an_attestation_resumes_its_own_release_after_a_restart() {
+    let mut ours = failed("w1", "BmcUnreachable", -60, None);
+    let plan = plan_for(&ours);
+    ours.status = Some(record_release(ours.status.as_ref().unwrap(), &attestation(0), &plan, t(1)));
+    assert_eq!(fence_ended_without_proof(&attestation(0), &[ours]).unwrap().name_any(), "w1");
+}
+
+fn plan_for(r: &CoronerRemediation) -> ReleasePlan {
+    ReleasePlan {
+        node_name: "w1".into(),
+        node_uid: NODE_UID.into(),
+        remediation: r.name_any(),
+        remediation_uid: r.uid().unwrap(),
+        lease_baseline: lease_at_fence_end(r).unwrap(),
+    }
+}
+
+// NodeIsTheAttestedOne / NodeUnreachable ---------------------------------------------------------------
+
+#[test]
+fn the_node_must_exist_and_have_the_attested_uid() {
+    assert!(node_is_the_attested_one(Some(&node("Unknown")), "w1", NODE_UID).is_ok());
+    assert_eq!(node_is_the_attested_one(None, "w1", NODE_UID).unwrap_err().reason, AttestationReason::NodeNotFound);
+    let refusal = node_is_the_attested_one(Some(&node("Unknown")), "w1", "another-uid").unwrap_err();
+    assert_eq!(refusal.reason, AttestationReason::NodeUidMismatch);
+    assert!(refusal.is_final());
+}
+
+#[test]
+fn only_a_ready_unknown_node_is_unreachable_never_false_or_true() {
+    assert!(node_unreachable(&node("Unknown")).is_ok());
+    for ready in ["True", "False"] {
+        let refusal = node_unreachable(&node(ready)).unwrap_err();
+        assert_eq!(refusal.reason, AttestationReason::NodeNotUnreachable, "{ready}");
+        assert!(refusal.is_final(), "a node that showed life voids the attestation");
+    }
+}
+
+// LeaseUnchangedSinceFence / LeaseStale ---------------------------------------------------------------
+
+#[test]
+fn an_unchanged_lease_passes() {
+    assert!(lease_unchanged_since_fence(Some(t(-300)), Some(Some(t(-300)))).is_ok());
+    assert!(lease_unchanged_since_fence(Some(Timestamp::UNIX_EPOCH), None).is_ok(), "no Lease then, none now");
+}
+
+#[test]
+fn a_renewed_created_or_deleted_lease_refuses_for_good() {
+    for (then, now) in [
+        (Some(t(-300)), Some(Some(t(-1)))),
+        (Some(t(-300)), Some(Some(t(-400)))),
+        (Some(Timestamp::UNIX_EPOCH), Some(Some(t(-1)))),
+        (Some(t(-300)), None),
+    ] {
+        let refusal = lease_unchanged_since_fence(then, now).unwrap_err();
+        assert_eq!(refusal.reason, AttestationReason::LeaseChangedSinceFence, "{then:?} → {now:?}");
+        assert!(refusal.is_final(), "a renewing Lease is evidence of life: no override");
+    }
+}
+
+#[test]
+fn a_fence_that_recorded_no_lease_cannot_be_attested() {
+    let refusal = lease_unchanged_since_fence(None, Some(Some(t(0)))).unwrap_err();
+    assert_eq!(refusal.reason, AttestationReason::LeaseNotRecorded);
+}
+
+#[test]
+fn without_a_failure_record_the_lease_at_admission_is_the_baseline() {
+    let mut r = failed("w1", "TimedOutByNHC", -60, Some(-300));
+    r.status.as_mut().unwrap().progress = None;
+    assert_eq!(lease_at_fence_end(&r), Some(t(-300)));
+    r.status.as_mut().unwrap().evidence = None;
+    assert_eq!(lease_at_fence_end(&r), None);
+}
+
+#[test]
+fn a_lease_coroner_saw_renewed_lately_makes_the_attestation_wait() {
+    let fresh = lease_stale(LeaseSighting::Seen { last_change: t(-10) }, t(0), StdDuration::from_secs(60)).unwrap_err();
+    assert_eq!(fresh.reason, AttestationReason::NodeLeaseFresh);
+    assert!(!fresh.is_final());
+    assert!(lease_stale(LeaseSighting::Seen { last_change: t(-60) }, t(0), StdDuration::from_secs(60)).is_ok());
+}
+
+// NoForeignOutOfServiceTaint ------------------------------------------------------------------------------
+
+fn with_taint(mut node: Node, key: &str, effect: &str) -> Node {
+    node.spec = Some(NodeSpec {
+        taints: Some(vec![Taint { key: key.into(), effect: effect.into(), ..Taint::default() }]),
+        ..NodeSpec::default()
+    });
+    node
+}
+
+#[test]
+fn an_out_of_service_taint_someone_else_added_refuses_whatever_its_effect() {
+    for effect in ["NoExecute", "NoSchedule"] {
+        let tainted = with_taint(node("Unknown"), "node.kubernetes.io/out-of-service", effect);
+        let refusal = no_foreign_out_of_service_taint(&tainted, "uid-w1").unwrap_err();
+        assert_eq!(refusal.reason, AttestationReason::OutOfServiceTaintPresent, "{effect}");
+    }
+    let ours = taints::with_taint(&node("Unknown"), CoronerTaint::OutOfService, "uid-w1", t(0)).unwrap();
+    assert!(no_foreign_out_of_service_taint(&ours, "uid-w1").is_ok());
+    assert!(no_foreign_out_of_service_taint(&node("Unknown"), "uid-w1").is_ok());
+}
+
+// The evaluation ---------------------------------------------------------------------------------------
+
+struct World {
+    attestation: CoronerAttestation,
+    policies: Vec<ValidatingAdmissionPolicy>,
+    bindings: Vec<ValidatingAdmissionPolicyBinding>,
+    remediations: Vec<CoronerRemediation>,
+    node: Option<Node>,
+    lease: Option<Option<Timestamp>>,
+    sighting: LeaseSighting,
+    nodes: Vec<Node>,
+    admissions: Vec<Timestamp>,
+    limits: StormLimits,
+}
+
+impl World {
+    fn dead_node() -> Self {
+        Self {
+            attestation: attestation(0),
+            policies: vec![good_policy()],
+            bindings: vec![good_binding()],
+            remediations: vec![failed("w1", "BmcUnreachable", -60, Some(-300))],
+            node: Some(node("Unknown")),
+            lease: Some(Some(t(-300))),
+            sighting: LeaseSighting::Seen { last_change: t(-290) },
+            nodes: vec![node("Unknown")],
+            admissions: vec![],
+            limits: StormLimits { max_concurrent: 3, max_per_window: 5, window: StdDuration::from_secs(600) },
+        }
+    }
+
+    fn evaluate(&self, now: Timestamp) -> (Verdict, Vec<(Precondition, &'static str)>) {
+        let inputs = Inputs {
+            attestation: &self.attestation,
+            now,
+            policies: Some((&self.policies, &self.bindings)),
+            remediations: &self.remediations,
+            node: self.node.as_ref(),
+            lease: self.lease,
+            sighting: Some(self.sighting),
+            cluster: Some(ClusterView {
+                namespace: "coroner-system",
+                nodes: &self.nodes,
+                etcd_pods: &[],
+                bmc_bindings: &[],
+                recent_admissions: &self.admissions,
+                limits: self.limits,
+            }),
+        };
+        let evaluation = evaluate(&inputs);
+        let summary = evaluation
+            .checks
+            .iter()
+            .map(|c| {
+                let what = match &c.outcome {
+                    Outcome::Passed(_) => "passed",
+                    Outcome::Refused(r) if r.is_final() => "refused",
+                    Outcome::Refused(_) => "waiting",
+                    Outcome::NotChecked(_) => "not checked",
+                };
+                (c.precondition, what)
+            })
+            .collect();
+        (evaluation.verdict, summary)
+    }
+}
+
+fn reason(verdict: &Verdict) -> AttestationReason {
+    match verdict {
+        Verdict::Wait(r) | Verdict::Refuse(r) => r.reason,
+        Verdict::Release(_) => panic!("released: {verdict:?}"),
+    }
+}
+
+#[test]
+fn a_dead_node_whose_fence_failed_is_released_when_every_precondition_holds() {
+    let (verdict, checks) = World::dead_node().evaluate(t(5));
+    assert_eq!(checks.len(), Precondition::ALL.len());
+    assert!(checks.iter().all(|(_, what)| *what == "passed"), "{checks:?}");
+    let Verdict::Release(plan) = verdict else { panic!("{verdict:?}") };
+    assert_eq!(
+        plan,
+        ReleasePlan {
+            node_name: "w1".into(),
+            node_uid: NODE_UID.into(),
+            remediation: "w1".into(),
+            remediation_uid: "uid-w1".into(),
+            lease_baseline: t(-300),
+        }
+    );
+}
+
+#[test]
+fn a_stale_lease_alone_releases_nothing() {
+    // The Lease is stale and unchanged, the node Unknown, but no fence of it ever failed.
+    let mut world = World::dead_node();
+    world.remediations.clear();
+    let (verdict, _) = world.evaluate(t(5));
+    assert!(!matches!(verdict, Verdict::Release(_)), "{verdict:?}");
+    // And without a person's attestation nothing is evaluated at all: only attestations release.
+}
+
+#[test]
+fn a_renewing_lease_refuses_even_while_everything_else_holds() {
+    let mut world = World::dead_node();
+    world.lease = Some(Some(t(4)));
+    world.sighting = LeaseSighting::Seen { last_change: t(4) };
+    let (verdict, checks) = world.evaluate(t(5));
+    assert_eq!(reason(&verdict), AttestationReason::LeaseChangedSinceFence);
+    assert!(matches!(verdict, Verdict::Refuse(_)), "final before the waiting NodeLeaseFresh");
+    assert!(checks.contains(&(Precondition::LeaseStale, "waiting")));
+}
+
+#[test]
+fn a_final_refusal_wins_over_an_earlier_waiting_one() {
+    let mut world = World::dead_node();
+    world.policies.clear();
+    world.node = Some(node("True"));
+    let (verdict, _) = world.evaluate(t(5));
+    assert_eq!(reason(&verdict), AttestationReason::NodeNotUnreachable);
+}
+
+#[test]
+fn a_missing_policy_makes_an_otherwise_valid_attestation_wait() {
+    let mut world = World::dead_node();
+    world.bindings.clear();
+    let (verdict, _) = world.evaluate(t(5));
+    assert!(
+        matches!(&verdict, Verdict::Wait(r) if r.reason == AttestationReason::AttestationPolicyMissing),
+        "{verdict:?}"
+    );
+}
+
+#[test]
+fn an_expired_attestation_is_refused_whatever_else_holds() {
+    let (verdict, _) = World::dead_node().evaluate(t(900));
+    assert_eq!(reason(&verdict), AttestationReason::AttestationExpired);
+}
+
+#[test]
+fn an_excluded_node_is_refused() {
+    let mut world = World::dead_node();
+    world.node.as_mut().unwrap().metadata.labels =
+        Some([(contract::EXCLUDE_LABEL.to_owned(), "true".to_owned())].into());
+    let (verdict, _) = world.evaluate(t(5));
+    assert_eq!(reason(&verdict), AttestationReason::NodeExcluded);
+}
+
+fn control_plane(name: &str, ready: &str) -> Node {
+    let mut n = node(ready);
+    n.metadata.name = Some(name.into());
+    n.metadata.labels = Some([("node-role.kubernetes.io/control-plane".to_owned(), String::new())].into());
+    n
+}
+
+#[test]
+fn a_control_plane_node_is_released_only_with_quorum_and_never_under_control_plane_never() {
+    let mut world = World::dead_node();
+    let target = {
+        let mut n = control_plane("w1", "Unknown");
+        n.metadata.uid = Some(NODE_UID.into());
+        n
+    };
+    world.node = Some(target.clone());
+    world.nodes = vec![target.clone(), control_plane("cp-2", "True"), control_plane("cp-3", "True")];
+    assert!(matches!(world.evaluate(t(5)).0, Verdict::Release(_)));
+    world.nodes[2] = control_plane("cp-3", "Unknown");
+    let (verdict, _) = world.evaluate(t(5));
+    assert_eq!(reason(&verdict), AttestationReason::ControlPlaneQuorumGuard);
+    assert!(matches!(verdict, Verdict::Wait(_)));
+    world.remediations[0].spec.control_plane = crate::api::ControlPlanePolicy::Never;
+    assert_eq!(reason(&world.evaluate(t(5)).0), AttestationReason::ControlPlaneNever);
+}
+
+#[test]
+fn each_attested_release_takes_a_slot_of_the_fence_window() {
+    let mut world = World::dead_node();
+    world.limits.max_per_window = 2;
+    world.admissions = vec![t(-100), t(-50)];
+    let (verdict, _) = world.evaluate(t(5));
+    assert!(matches!(&verdict, Verdict::Wait(r) if r.reason == AttestationReason::Queued), "{verdict:?}");
+    world.admissions = vec![t(-700), t(-50)];
+    assert!(matches!(world.evaluate(t(5)).0, Verdict::Release(_)), "a slot outside the window is free again");
+}
+
+#[test]
+fn the_preflight_without_coroner_s_view_lists_what_it_could_not_check() {
+    let world = World::dead_node();
+    let inputs = Inputs {
+        attestation: &world.attestation,
+        now: t(5),
+        policies: None,
+        remediations: &world.remediations,
+        node: world.node.as_ref(),
+        lease: world.lease,
+        sighting: None,
+        cluster: None,
+    };
+    let evaluation = evaluate(&inputs);
+    let unchecked: Vec<_> = evaluation
+        .checks
+        .iter()
+        .filter(|c| matches!(c.outcome, Outcome::NotChecked(_)))
+        .map(|c| c.precondition)
+        .collect();
+    assert_eq!(
+        unchecked,
+        [
+            Precondition::PolicyInForce,
+            Precondition::LeaseStale,
+            Precondition::ControlPlaneQuorum,
+            Precondition::StormLimits
+        ]
+    );
+    assert!(matches!(evaluation.verdict, Verdict::Release(_)), "nothing refused what it could see");
+}
+
+// The re-check in the Node update --------------------------------------------------------------------------
+
+#[test]
+fn the_node_update_rechecks_the_node_and_its_lease() {
+    let plan = plan_for(&failed("w1", "BmcUnreachable", -60, Some(-300)));
+    assert_eq!(recheck_node(&plan, Some(&node("Unknown")), Some(Some(t(-300)))), Ok(()));
+    let cases = [
+        (None, Some(Some(t(-300))), AttestationReason::NodeNotFound),
+        (Some(node("True")), Some(Some(t(-300))), AttestationReason::NodeNotUnreachable),
+        (Some(node("Unknown")), Some(Some(t(1))), AttestationReason::LeaseChangedSinceFence),
+        (
+            Some(with_taint(node("Unknown"), "node.kubernetes.io/out-of-service", "NoExecute")),
+            Some(Some(t(-300))),
+            AttestationReason::OutOfServiceTaintPresent,
+        ),
+    ];
+    for (node, lease, expected) in cases {
+        assert_eq!(recheck_node(&plan, node.as_ref(), lease).unwrap_err().reason, expected);
+    }
+}
+
+// Records ---------------------------------------------------------------------------------------------------
+
+#[test]
+fn the_remediation_records_the_attestation_verbatim_and_succeeded_stays_false() {
+    let remediation = failed("w1", "BmcUnreachable", -60, Some(-300));
+    let mut attestation = attestation(0);
+    attestation.spec.reason = "naïve \"quotes\"\nsecond line — kept".into();
+    let status = record_release(remediation.status.as_ref().unwrap(), &attestation, &plan_for(&remediation), t(1));
+    let release = status.evidence.as_ref().unwrap().release.as_ref().unwrap();
+    assert_eq!(release.kind, ReleaseKind::OperatorAttested);
+    let record = release.attestation.as_ref().unwrap();
+    assert_eq!((record.reason.as_str(), record.attested_by.as_str()), (attestation.spec.reason.as_str(), "alice"));
+    assert_eq!(record.state, AttestedReleaseState::Releasing);
+    assert!(release.taint_owned, "the remediation wants (and its finalizer removes) the taint");
+    assert!(crate::fence::out_of_service_taint_wanted(&status));
+    assert_eq!(conditions::status_of(&status.conditions, contract::SUCCEEDED), Some("False"));
+
+    let released = AttestedRelease {
+        remediation: "w1".into(),
+        remediation_uid: "uid-w1".into(),
+        node_uid: NODE_UID.into(),
+        taint_key: "node.kubernetes.io/out-of-service".into(),
+        taint_value: "nodeshutdown".into(),
+        taint_effect: "NoExecute".into(),
+        taint_time_added: Time(t(2)),
+        lease_renew_time: Some(MicroTime(t(-300))),
+        released_at: MicroTime(t(2)),
+    };
+    let confirmed = confirm_release(&status, &released);
+    let release = confirmed.evidence.as_ref().unwrap().release.as_ref().unwrap();
+    assert_eq!(release.attestation.as_ref().unwrap().state, AttestedReleaseState::Released);
+    assert_eq!(release.released_at, MicroTime(t(2)));
+    assert_eq!(withdraw_release(&confirmed, "att-uid"), None, "a confirmed release is never withdrawn");
+    let withdrawn = withdraw_release(&status, "att-uid").unwrap();
+    assert!(withdrawn.evidence.unwrap().release.is_none());
+    assert_eq!(withdraw_release(&status, "someone-else"), None);
+}
+
+#[test]
+fn a_releasing_record_left_by_a_crash_is_confirmed_if_the_taint_is_there_else_withdrawn_once_the_attestation_is_gone() {
+    let mut remediation = failed("w1", "BmcUnreachable", -60, Some(-300));
+    assert_eq!(dangling_record(&remediation, false, Some(&node("Unknown"))), Dangling::Keep);
+    let plan = plan_for(&remediation);
+    remediation.status = Some(record_release(remediation.status.as_ref().unwrap(), &attestation(0), &plan, t(1)));
+    let tainted = taints::with_taint(&node("Unknown"), CoronerTaint::OutOfService, "uid-w1", t(1)).unwrap();
+    assert_eq!(dangling_record(&remediation, false, Some(&tainted)), Dangling::Confirm);
+    assert_eq!(dangling_record(&remediation, true, Some(&node("Unknown"))), Dangling::Keep);
+    assert_eq!(dangling_record(&remediation, false, Some(&node("Unknown"))), Dangling::Withdraw);
+    assert_eq!(dangling_record(&remediation, false, None), Dangling::Withdraw);
+}
+
+#[test]
+fn the_event_carries_the_reason_verbatim_within_an_event_note() {
+    let mut a = attestation(0);
+    assert!(release_message(&a).ends_with(&a.spec.reason));
+    a.spec.reason = "é".repeat(512);
+    let message = release_message(&a);
+    assert!(message.len() <= 900 && message.ends_with('…'), "{}", message.len());
+}
+
+#[test]
+fn the_attestation_waits_pending_or_is_refused_with_the_reason_in_its_condition() {
+    let waiting = Refusal::new(AttestationReason::Queued, "place 1");
+    let status = refused_status(&CoronerAttestationStatus::default(), &[], &waiting, t(0));
+    assert_eq!(status.phase, Some(AttestationPhase::Pending));
+    let condition = conditions::find(&status.conditions, RELEASED).unwrap();
+    assert_eq!((condition.status.as_str(), condition.reason.as_str()), ("False", "Queued"));
+    let refused = Refusal::new(AttestationReason::AttestationExpired, "old");
+    assert_eq!(refused_status(&status, &[], &refused, t(1)).phase, Some(AttestationPhase::Refused));
+}
+
+#[test]
+fn every_reason_has_a_meaning_and_a_unique_name() {
+    let mut names: Vec<_> = AttestationReason::ALL.iter().map(|r| r.as_str()).collect();
+    assert!(AttestationReason::ALL.iter().all(|r| !r.meaning().is_empty()));
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), AttestationReason::ALL.len());
+}
+
+#[test]
+fn a_failed_fence_records_the_lease_as_it_was_when_it_failed() {
+    let snapshot = crate::fence::NodeSnapshot {
+        name: "w1".into(),
+        uid: NODE_UID.into(),
+        ready: Some("Unknown".into()),
+        lease_present: true,
+        lease_renew_time: Some(t(-300)),
+        ..crate::fence::NodeSnapshot::default()
+    };
+    let status = CoronerRemediationStatus { phase: Some(Phase::Pending), ..CoronerRemediationStatus::default() };
+    let ctx = crate::fence::Context { now: t(0), instance: "i", node: &snapshot, hold_power_action: None };
+    let refused = crate::fence::Verdict::Refuse { reason: Reason::NoBmcBinding, message: "none".into() };
+    let decision = crate::fence::next(
+        &CoronerRemediationSpec::default(),
+        &status,
+        crate::fence::Observation::Admission(refused),
+        ctx,
+    );
+    assert_eq!(decision.status.phase, Some(Phase::Failed));
+    let recorded = decision.status.progress.and_then(|p| p.lease_renew_time_at_failure);
+    assert_eq!(recorded, Some(MicroTime(t(-300))));
+}
