@@ -581,8 +581,8 @@ pub fn lease_unchanged_since_fence(
 }
 
 /// coroner has not seen the Lease renewed within the remediation's leaseFreshness (its own clock).
-pub fn lease_stale(sighting: LeaseSighting, now: Timestamp, freshness: StdDuration) -> Result<String, Refusal> {
-    from_gate(gates::lease_stale(sighting, now, freshness), &format!("not renewed within {}s", freshness.as_secs()))
+pub fn lease_stale(sighting: LeaseSighting, freshness: StdDuration) -> Result<String, Refusal> {
+    from_gate(gates::lease_stale(sighting, freshness), &format!("not renewed within {}s", freshness.as_secs()))
 }
 
 /// No out-of-service taint on the node other than this remediation's own.
@@ -715,7 +715,7 @@ pub fn evaluate<'a>(inputs: &Inputs<'a>) -> Evaluation<'a> {
     push(
         Precondition::LeaseStale,
         match (remediation, inputs.sighting) {
-            (Some(r), Some(sighting)) => result(lease_stale(sighting, inputs.now, r.spec.lease_freshness.get())),
+            (Some(r), Some(sighting)) => result(lease_stale(sighting, r.spec.lease_freshness.get())),
             (None, _) => skipped("no failed fence"),
             (_, None) => skipped("coroner's own view of the Lease; coroner checks it"),
         },

@@ -21,13 +21,14 @@ pub enum Gate {
     Refuse(Reason, String),
 }
 
-/// What coroner has seen of the node's Lease in kube-node-lease, on its own clock.
+/// What coroner has seen of the node's Lease in kube-node-lease, on its own monotonic clock (a step
+/// of the wall clock ages no Lease).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LeaseSighting {
     /// No Lease exists (recorded in the evidence; not a refusal by itself).
     Missing,
-    /// coroner last saw the renewTime change (or first saw the Lease) at this time.
-    Seen { last_change: Timestamp },
+    /// coroner last saw the renewTime change (or first saw the Lease) this long ago.
+    Seen { age: StdDuration },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,7 +68,7 @@ pub fn evaluate(inputs: &GateInputs<'_>) -> Gate {
         &|| unreachable_only(inputs.node, spec.remediate_ready_false),
         &|| binding_sane(&node_name, inputs.bindings, inputs.namespace),
         &|| control_plane_allowed(spec.control_plane, inputs.node),
-        &|| lease_stale(inputs.lease, inputs.now, spec.lease_freshness.get()),
+        &|| lease_stale(inputs.lease, spec.lease_freshness.get()),
         &|| control_plane_quorum(inputs),
         &|| storm(inputs),
     ];
@@ -201,13 +202,12 @@ pub fn control_plane_allowed(policy: ControlPlanePolicy, node: &Node) -> Gate {
     }
 }
 
-/// The node's Lease must not have been renewed within `freshness`, as seen on coroner's clock.
-/// A renewal seen exactly `freshness` ago no longer counts as fresh.
-pub fn lease_stale(lease: LeaseSighting, now: Timestamp, freshness: StdDuration) -> Gate {
+/// The node's Lease must not have been renewed within `freshness`, as seen on coroner's monotonic
+/// clock. A renewal seen exactly `freshness` ago no longer counts as fresh.
+pub fn lease_stale(lease: LeaseSighting, freshness: StdDuration) -> Gate {
     match lease {
         LeaseSighting::Missing => Gate::Admit,
-        LeaseSighting::Seen { last_change } => {
-            let age = StdDuration::try_from(now.duration_since(last_change)).unwrap_or_default();
+        LeaseSighting::Seen { age } => {
             if age >= freshness {
                 Gate::Admit
             } else {

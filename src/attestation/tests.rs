@@ -413,10 +413,10 @@ fn without_a_failure_record_the_lease_at_admission_is_the_baseline() {
 
 #[test]
 fn a_lease_coroner_saw_renewed_lately_makes_the_attestation_wait() {
-    let fresh = lease_stale(LeaseSighting::Seen { last_change: t(-10) }, t(0), StdDuration::from_secs(60)).unwrap_err();
+    let fresh = lease_stale(LeaseSighting::Seen { age: StdDuration::from_secs(10) }, StdDuration::from_secs(60)).unwrap_err();
     assert_eq!(fresh.reason, AttestationReason::NodeLeaseFresh);
     assert!(!fresh.is_final());
-    assert!(lease_stale(LeaseSighting::Seen { last_change: t(-60) }, t(0), StdDuration::from_secs(60)).is_ok());
+    assert!(lease_stale(LeaseSighting::Seen { age: StdDuration::from_secs(60) }, StdDuration::from_secs(60)).is_ok());
 }
 
 // NoForeignOutOfServiceTaint ------------------------------------------------------------------------------
@@ -465,7 +465,7 @@ impl World {
             remediations: vec![failed("w1", "BmcUnreachable", -60, Some(-300))],
             node: Some(node("Unknown")),
             lease: Some(Some(t(-300))),
-            sighting: LeaseSighting::Seen { last_change: t(-290) },
+            sighting: LeaseSighting::Seen { age: StdDuration::from_secs(290) },
             nodes: vec![node("Unknown")],
             admissions: vec![],
             limits: StormLimits { max_concurrent: 3, max_per_window: 5, window: StdDuration::from_secs(600) },
@@ -547,7 +547,7 @@ fn a_stale_lease_alone_releases_nothing() {
 fn a_renewing_lease_refuses_even_while_everything_else_holds() {
     let mut world = World::dead_node();
     world.lease = Some(Some(t(4)));
-    world.sighting = LeaseSighting::Seen { last_change: t(4) };
+    world.sighting = LeaseSighting::Seen { age: StdDuration::ZERO };
     let (verdict, checks) = world.evaluate(t(5));
     assert_eq!(reason(&verdict), AttestationReason::LeaseChangedSinceFence);
     assert!(matches!(verdict, Verdict::Refuse(_)), "final before the waiting NodeLeaseFresh");

@@ -175,7 +175,7 @@ impl Seen {
             remediations: &self.remediations,
             node: self.node.as_ref(),
             lease: self.lease,
-            sighting: Some(ctx.leases.sighting(&attestation.spec.node_name, now)),
+            sighting: Some(ctx.leases.sighting(&attestation.spec.node_name, ctx.started.elapsed())),
             cluster: Some(ClusterView {
                 namespace: ctx.namespace(),
                 nodes: &self.nodes,

@@ -1,9 +1,11 @@
 //! Node Lease freshness as coroner itself sees it: when did the renewTime of each node's Lease in
-//! kube-node-lease last change, on coroner's clock (a node's own clock may be wrong).
+//! kube-node-lease last change, on this process's monotonic clock (a node's own clock may be wrong,
+//! and a step of coroner's wall clock must age no Lease).
 
 use std::{
     collections::HashMap,
     sync::{Arc, Mutex, PoisonError},
+    time::Instant,
 };
 
 use futures::StreamExt;
@@ -14,20 +16,20 @@ use kube::{
     runtime::{WatchStreamExt, watcher},
 };
 
-use crate::{cluster::NODE_LEASE_NAMESPACE, gates::LeaseSighting};
+use crate::{cluster::NODE_LEASE_NAMESPACE, fence::Mono, gates::LeaseSighting};
 
 #[derive(Debug, Default)]
 struct Sightings {
     /// Until the first full list, nothing is known: every Lease counts as just renewed.
     synced: bool,
     /// node → (renewTime last seen, when coroner saw it change or first saw it)
-    leases: HashMap<String, (Option<Timestamp>, Timestamp)>,
+    leases: HashMap<String, (Option<Timestamp>, Mono)>,
 }
 
 impl Sightings {
     /// First sight counts as a change: after a restart coroner waits a whole window before it treats
     /// any Lease as stale.
-    fn note(&mut self, node: String, renew_time: Option<Timestamp>, now: Timestamp) {
+    fn note(&mut self, node: String, renew_time: Option<Timestamp>, now: Mono) {
         match self.leases.get(&node) {
             Some((seen, _)) if *seen == renew_time => {}
             _ => {
@@ -36,12 +38,12 @@ impl Sightings {
         }
     }
 
-    fn sighting(&self, node: &str, now: Timestamp) -> LeaseSighting {
+    fn sighting(&self, node: &str, now: Mono) -> LeaseSighting {
         if !self.synced {
-            return LeaseSighting::Seen { last_change: now };
+            return LeaseSighting::Seen { age: Mono::ZERO };
         }
         match self.leases.get(node) {
-            Some((_, changed)) => LeaseSighting::Seen { last_change: *changed },
+            Some((_, changed)) => LeaseSighting::Seen { age: now.saturating_sub(*changed) },
             None => LeaseSighting::Missing,
         }
     }
@@ -57,12 +59,12 @@ impl LeaseTracker {
         f(&mut self.sightings.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
-    pub fn sighting(&self, node: &str, now: Timestamp) -> LeaseSighting {
+    pub fn sighting(&self, node: &str, now: Mono) -> LeaseSighting {
         self.with(|s| s.sighting(node, now))
     }
 
     /// A watch event: the node's Lease as it is now, seen at `now` on this process's clock.
-    pub fn observe(&self, node: &str, renew_time: Option<Timestamp>, now: Timestamp) {
+    pub fn observe(&self, node: &str, renew_time: Option<Timestamp>, now: Mono) {
         self.with(|s| s.note(node.to_owned(), renew_time, now));
     }
 
@@ -76,8 +78,8 @@ impl LeaseTracker {
         self.with(|s| s.synced = synced);
     }
 
-    /// Watches kube-node-lease until the process ends.
-    pub async fn run(self, client: Client) {
+    /// Watches kube-node-lease until the process ends; `started` is this process's monotonic epoch.
+    pub async fn run(self, client: Client, started: Instant) {
         let leases: Api<Lease> = Api::namespaced(client, NODE_LEASE_NAMESPACE);
         let mut events = watcher(leases, watcher::Config::default()).default_backoff().boxed();
         while let Some(event) = events.next().await {
@@ -90,7 +92,7 @@ impl LeaseTracker {
             match event {
                 watcher::Event::Apply(lease) | watcher::Event::InitApply(lease) => {
                     let renew = lease.spec.as_ref().and_then(|s| s.renew_time.as_ref()).map(|t| t.0);
-                    self.observe(&lease.name_any(), renew, Timestamp::now());
+                    self.observe(&lease.name_any(), renew, started.elapsed());
                 }
                 watcher::Event::Delete(lease) => self.forget(&lease.name_any()),
                 watcher::Event::InitDone => self.set_synced(true),
@@ -102,29 +104,31 @@ impl LeaseTracker {
 
 #[cfg(test)]
 mod tests {
-    use jiff::SignedDuration;
-
     use super::*;
 
+    fn at(secs: u64) -> Mono {
+        Mono::from_secs(secs)
+    }
+
     fn t(secs: i64) -> Timestamp {
-        Timestamp::UNIX_EPOCH + SignedDuration::from_secs(1_800_000_000 + secs)
+        Timestamp::UNIX_EPOCH + jiff::SignedDuration::from_secs(1_800_000_000 + secs)
     }
 
     #[test]
     fn nothing_is_stale_before_the_first_list() {
         let sightings = Sightings::default();
-        assert_eq!(sightings.sighting("n", t(5)), LeaseSighting::Seen { last_change: t(5) });
+        assert_eq!(sightings.sighting("n", at(5)), LeaseSighting::Seen { age: Mono::ZERO });
     }
 
     #[test]
-    fn a_change_is_timed_on_coronors_clock_not_the_nodes() {
+    fn a_change_is_timed_on_coronors_monotonic_clock_not_the_nodes() {
         let mut sightings = Sightings { synced: true, ..Sightings::default() };
         // The node's clock is an hour behind: renewTime values are only compared for change.
-        sightings.note("n".into(), Some(t(-3600)), t(0));
-        sightings.note("n".into(), Some(t(-3600)), t(10));
-        assert_eq!(sightings.sighting("n", t(20)), LeaseSighting::Seen { last_change: t(0) });
-        sightings.note("n".into(), Some(t(-3590)), t(15));
-        assert_eq!(sightings.sighting("n", t(20)), LeaseSighting::Seen { last_change: t(15) });
-        assert_eq!(sightings.sighting("other", t(20)), LeaseSighting::Missing);
+        sightings.note("n".into(), Some(t(-3600)), at(0));
+        sightings.note("n".into(), Some(t(-3600)), at(10));
+        assert_eq!(sightings.sighting("n", at(20)), LeaseSighting::Seen { age: at(20) });
+        sightings.note("n".into(), Some(t(-3590)), at(15));
+        assert_eq!(sightings.sighting("n", at(20)), LeaseSighting::Seen { age: at(5) });
+        assert_eq!(sightings.sighting("other", at(20)), LeaseSighting::Missing);
     }
 }

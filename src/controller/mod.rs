@@ -83,6 +83,8 @@ pub struct Context {
     pub settings: Settings,
     /// What the fence loop needs of `settings`.
     fence: LoopSettings,
+    /// This process's monotonic epoch.
+    pub started: std::time::Instant,
     pub recorder: Recorder,
     pub metrics: Metrics,
     pub leases: LeaseTracker,
@@ -135,6 +137,7 @@ impl Context {
             client,
             settings,
             fence,
+            started: std::time::Instant::now(),
             recorder,
             metrics,
             leases: LeaseTracker::default(),
@@ -244,7 +247,7 @@ fn is_pending(remediation: &CoronerRemediation) -> bool {
 /// Runs coroner until `shutdown` is cancelled: the controllers run only while this replica leads
 /// (always, without election). On shutdown the controllers stop taking work and the Lease is released.
 pub async fn run(ctx: Arc<Context>, health: Health, shutdown: CancellationToken) -> Result<(), Error> {
-    tokio::spawn(ctx.leases.clone().run(ctx.client.clone()));
+    tokio::spawn(ctx.leases.clone().run(ctx.client.clone(), ctx.started));
     tokio::spawn(refresh_gauges(ctx.clone(), shutdown.clone()));
     let Some(election) = ctx.settings.election.clone() else {
         health.set_ready(true);

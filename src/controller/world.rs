@@ -23,7 +23,7 @@ use crate::{
         Admissions, ApiResult, LoopSettings, World,
         ports::{Clock, Cluster, Device, Devices, Events, Leadership, NodeLeases, Nodes, Remediations},
     },
-    fence::Notice,
+    fence::{Mono, Notice},
     gates::LeaseSighting,
     telemetry::Metrics,
 };
@@ -31,6 +31,10 @@ use crate::{
 impl Clock for Context {
     fn now(&self) -> Timestamp {
         Timestamp::now()
+    }
+
+    fn mono(&self) -> Mono {
+        self.started.elapsed()
     }
 }
 
@@ -71,7 +75,7 @@ impl NodeLeases for Context {
         Ok(cluster::node_lease(&self.client, node).await?)
     }
 
-    fn lease_sighting(&self, node: &str, now: Timestamp) -> LeaseSighting {
+    fn lease_sighting(&self, node: &str, now: Mono) -> LeaseSighting {
         self.leases.sighting(node, now)
     }
 }

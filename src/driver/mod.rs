@@ -159,8 +159,7 @@ impl<'a, W: World> Fence<'a, W> {
             let instance = self.world.instance();
             let spec = self.remediation.spec.clone();
             let hold = match gates::lease_stale(
-                self.world.lease_sighting(&self.node_name, now),
-                now,
+                self.world.lease_sighting(&self.node_name, self.world.mono()),
                 spec.lease_freshness.get(),
             ) {
                 Gate::Wait(reason, message) | Gate::Refuse(reason, message) => Some((reason, message)),
@@ -278,7 +277,7 @@ impl<'a, W: World> Fence<'a, W> {
             node,
             namespace: &settings.namespace,
             now,
-            lease: self.world.lease_sighting(&self.node_name, now),
+            lease: self.world.lease_sighting(&self.node_name, self.world.mono()),
             bindings: &bindings,
             nodes: &nodes,
             etcd_pods: &etcd_pods,

@@ -13,7 +13,7 @@ use super::Admissions;
 use crate::{
     api::{BmcBinding, BmcBindingStatus, CoronerRemediation, CoronerRemediationStatus},
     bmc::{BmcError, ResetType, SystemReading},
-    fence::Notice,
+    fence::{Mono, Notice},
     gates::{LeaseSighting, StormLimits},
     telemetry::Metrics,
 };
@@ -59,9 +59,12 @@ impl From<kube::Error> for ApiError {
 
 pub type ApiResult<T> = Result<T, ApiError>;
 
-/// Wall-clock time as this process sees it.
+/// This process's clocks.
 pub trait Clock {
+    /// Wall-clock time, for what people and the API read.
     fn now(&self) -> Timestamp;
+    /// The monotonic clock, for every duration coroner decides on.
+    fn mono(&self) -> Mono;
 }
 
 pub trait Remediations {
@@ -86,8 +89,8 @@ pub trait Nodes {
 pub trait NodeLeases {
     /// `None`: the node has no Lease in kube-node-lease; `Some(renewTime)` otherwise.
     fn node_lease(&self, node: &str) -> impl Future<Output = ApiResult<Option<Option<Timestamp>>>> + Send;
-    /// When this process last saw the node's Lease change, on its own clock.
-    fn lease_sighting(&self, node: &str, now: Timestamp) -> LeaseSighting;
+    /// How long ago this process last saw the node's Lease change, on its monotonic clock.
+    fn lease_sighting(&self, node: &str, now: Mono) -> LeaseSighting;
 }
 
 pub trait Leadership {

@@ -28,6 +28,10 @@ use crate::{
     identity,
 };
 
+/// A reading of this process's monotonic clock: how long after the process started. Only this
+/// process's readings compare; a step of the wall clock moves none of them.
+pub type Mono = StdDuration;
+
 /// Readings kept from the start and the end of an Off run; bounds the status size.
 const FIRST_READINGS: usize = 3;
 const LAST_READINGS: usize = 5;

@@ -178,24 +178,28 @@ fn the_exclusion_label_refuses_whatever_its_value() {
 
 // Lease --------------------------------------------------------------------------------------------------
 
+fn seen(ago: u64) -> LeaseSighting {
+    LeaseSighting::Seen { age: StdDuration::from_secs(ago) }
+}
+
 #[test]
 fn a_lease_renewal_seen_within_the_window_waits() {
     let window = StdDuration::from_secs(60);
-    assert!(waits(&lease_stale(LeaseSighting::Seen { last_change: t(941) }, t(1000), window), Reason::NodeLeaseFresh));
-    assert!(waits(&lease_stale(LeaseSighting::Seen { last_change: t(999) }, t(1000), window), Reason::NodeLeaseFresh));
+    assert!(waits(&lease_stale(seen(59), window), Reason::NodeLeaseFresh));
+    assert!(waits(&lease_stale(seen(1), window), Reason::NodeLeaseFresh));
 }
 
 #[test]
 fn a_lease_renewal_seen_exactly_at_the_window_edge_is_stale() {
     let window = StdDuration::from_secs(60);
-    assert_eq!(lease_stale(LeaseSighting::Seen { last_change: t(940) }, t(1000), window), Gate::Admit);
-    let just_inside = LeaseSighting::Seen { last_change: t(940) + SignedDuration::from_millis(1) };
-    assert!(waits(&lease_stale(just_inside, t(1000), window), Reason::NodeLeaseFresh));
+    assert_eq!(lease_stale(seen(60), window), Gate::Admit);
+    let just_inside = LeaseSighting::Seen { age: StdDuration::from_secs(60) - StdDuration::from_millis(1) };
+    assert!(waits(&lease_stale(just_inside, window), Reason::NodeLeaseFresh));
 }
 
 #[test]
 fn a_missing_lease_does_not_refuse_by_itself() {
-    assert_eq!(lease_stale(LeaseSighting::Missing, t(1000), StdDuration::from_secs(60)), Gate::Admit);
+    assert_eq!(lease_stale(LeaseSighting::Missing, StdDuration::from_secs(60)), Gate::Admit);
 }
 
 // Control plane -----------------------------------------------------------------------------------------
@@ -391,10 +395,10 @@ fn the_queue_is_first_come_first_served_and_shows_the_place() {
 #[test]
 fn final_refusals_come_before_waits() {
     let mut world = World::new(node("w-1", Some("True"), &[]));
-    world.lease = LeaseSighting::Seen { last_change: t(999) };
+    world.lease = seen(1);
     assert_eq!(reason(&world.gate(evaluate)), Some(Reason::NodeNotUnreachable));
     let mut world = World::new(node("w-1", Some("Unknown"), &[]));
-    world.lease = LeaseSighting::Seen { last_change: t(999) };
+    world.lease = seen(1);
     assert_eq!(reason(&world.gate(evaluate)), Some(Reason::NodeLeaseFresh));
     world.lease = LeaseSighting::Missing;
     assert_eq!(world.gate(evaluate), Gate::Admit);

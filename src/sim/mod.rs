@@ -32,7 +32,10 @@ use world::{BmcModel, NhcPolicy, ProcState, Reach, SimSystem, Truth};
 use crate::{
     api::{CoronerRemediation, Phase},
     contract,
-    driver::{self, LoopSettings, Next, ports::Remediations},
+    driver::{
+        self, LoopSettings, Next,
+        ports::{self, Remediations},
+    },
     fence,
     gates::StormLimits,
     taints::CoronerTaint,
@@ -340,22 +343,17 @@ impl Run {
             }
             Happening::TrackerSynced(pid) => {
                 let Some(process) = self.processes.get(&pid).cloned() else { return };
-                let (leases, wall) = self.shared.with(|t| {
-                    let offset = t.processes.get(&pid).map_or(0, |p| p.clock_offset);
-                    (t.leases.clone(), t.wall(t.now + offset))
-                });
+                let leases = self.shared.with(|t| t.leases.clone());
+                let mono = ports::Clock::mono(&*process);
                 for (node, renew) in leases {
-                    process.tracker.observe(&node, renew, wall);
+                    process.tracker.observe(&node, renew, mono);
                 }
                 process.tracker.set_synced(true);
             }
             Happening::DeliverLease { pid, node } => {
                 let Some(process) = self.processes.get(&pid).cloned() else { return };
-                let (renew, wall) = self.shared.with(|t| {
-                    let offset = t.processes.get(&pid).map_or(0, |p| p.clock_offset);
-                    (t.leases.get(&node).copied().flatten(), t.wall(t.now + offset))
-                });
-                process.tracker.observe(&node, renew, wall);
+                let renew = self.shared.with(|t| t.leases.get(&node).copied().flatten());
+                process.tracker.observe(&node, renew, ports::Clock::mono(&*process));
             }
             Happening::GlitchEnd => {
                 self.shared.with(|t| {

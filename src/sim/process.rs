@@ -224,6 +224,13 @@ impl Clock for Process {
     fn now(&self) -> Timestamp {
         self.shared.with(|t| self.wall(t))
     }
+
+    fn mono(&self) -> crate::fence::Mono {
+        self.shared.with(|t| {
+            let started = t.processes.get(&self.pid).map_or(0, |p| p.started);
+            super::exec::duration(t.now - started)
+        })
+    }
 }
 
 impl Remediations for Process {
@@ -338,7 +345,7 @@ impl NodeLeases for Process {
         self.api(false, |t| Ok(t.leases.get(node).copied())).await
     }
 
-    fn lease_sighting(&self, node: &str, now: Timestamp) -> LeaseSighting {
+    fn lease_sighting(&self, node: &str, now: crate::fence::Mono) -> LeaseSighting {
         self.tracker.sighting(node, now)
     }
 }
