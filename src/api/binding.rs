@@ -100,7 +100,8 @@ pub enum CaBundleKind {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct BmcBindingStatus {
-    /// `Reachable` and `IdentityVerified`.
+    /// `Reachable`, `IdentityVerified` and `TLSVerified`, each stamped with the generation of the
+    /// spec it describes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
@@ -110,8 +111,14 @@ pub struct BmcBindingStatus {
     /// The UUID that system reported at the last successful verification.
     #[serde(rename = "uuid", default, skip_serializing_if = "Option::is_none")]
     pub uuid: Option<String>,
+    /// The power of the node's machine, only as read from a system whose identity was verified in
+    /// the same check (a verification, or a fence's proof); absent when the last check could not
+    /// verify the identity.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub power_state: Option<String>,
+    /// When `powerState` was read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_power_check_time: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_verification_time: Option<Time>,
     /// The binding's generation at that verification: after a spec change, `systemId` and `uuid`
