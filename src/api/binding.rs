@@ -37,6 +37,15 @@ pub struct BmcBindingSpec {
     pub tls: TlsPolicy,
 }
 
+impl BmcBindingSpec {
+    /// Whether the binding reads the Secret or ConfigMap `name` of its namespace (its credentials or
+    /// its CA bundle): a change of that object is a reason to verify the binding again.
+    pub fn refers_to(&self, kind: CaBundleKind, name: &str) -> bool {
+        let ca = self.tls.ca_bundle_ref.as_ref().is_some_and(|ca| ca.kind == kind && ca.name == name);
+        ca || (kind == CaBundleKind::Secret && self.credentials_secret_ref.name == name)
+    }
+}
+
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RedfishTarget {
@@ -91,7 +100,7 @@ pub struct CaBundleRef {
     pub key: String,
 }
 
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
 pub enum CaBundleKind {
     ConfigMap,
     Secret,

@@ -284,7 +284,7 @@ impl World {
             ("delete", "nodes", None),
             ("create", "pods/exec", Some("default")),
             ("get", "secrets", Some("default")),
-            ("list", "secrets", Some(CORONER_NS)),
+            ("list", "secrets", Some("default")),
             ("update", "leases", Some("kube-node-lease")),
             ("create", "leases", Some("kube-node-lease")),
             ("update", "leases", Some("medik8s-leases")),
@@ -304,7 +304,7 @@ impl World {
             assert_eq!(answer, "no", "the chart's ServiceAccount may {verb} {resource} in {namespace:?}");
         }
         for (verb, resource, namespace) in
-            [("get", "secrets", CORONER_NS), ("patch", "leases", CORONER_NS), ("update", "nodes", "default")]
+            [("get", "secrets", CORONER_NS), ("watch", "secrets", CORONER_NS), ("patch", "leases", CORONER_NS), ("update", "nodes", "default")]
         {
             let answer = self.kubectl(&["auth", "can-i", verb, resource, "--as", &sa, "-n", namespace]);
             assert_eq!(answer.trim(), "yes", "the chart's ServiceAccount may not {verb} {resource} in {namespace}");
