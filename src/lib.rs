@@ -18,4 +18,5 @@ pub mod identity;
 pub mod leader;
 pub mod taints;
 pub mod telemetry;
+pub mod uninstall;
 pub mod verification;
