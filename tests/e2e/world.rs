@@ -248,6 +248,31 @@ impl World {
         ]);
     }
 
+    /// kubectl that may fail: (succeeded, stdout and stderr).
+    pub fn kubectl_result(&self, args: &[&str]) -> (bool, String) {
+        let output = Command::new(self.bin.join("kubectl"))
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(args)
+            .output()
+            .expect("run kubectl");
+        let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+        (output.status.success(), text)
+    }
+
+    /// `coroner uninstall-check` as the chart's ServiceAccount, as its pre-delete hook runs it:
+    /// (passed, stdout and stderr).
+    pub fn uninstall_check(&self) -> (bool, String) {
+        let kubeconfig = self.service_account_kubeconfig(CORONER_NS, "coroner");
+        let output = Command::new(repo().join("target/debug/coroner"))
+            .args(["uninstall-check", "--namespace", CORONER_NS])
+            .env("KUBECONFIG", &kubeconfig)
+            .output()
+            .expect("run coroner uninstall-check");
+        let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+        (output.status.success(), text)
+    }
+
     fn helm(&self, args: &[&str]) -> String {
         run(Command::new(self.bin.join("helm")).arg("--kubeconfig").arg(&self.kubeconfig).args(args))
     }
