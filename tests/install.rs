@@ -527,6 +527,11 @@ fn optional_objects_render_as_nhc_and_coroner_expect() {
             "CoronerLeaderChurn"
         ]
     );
+    let failed = rule["spec"]["groups"][0]["rules"].as_array().unwrap().iter().find(|r| r["alert"] == "CoronerFenceFailed");
+    let runbook = failed.unwrap()["annotations"]["runbook"].as_str().unwrap_or_default();
+    for lever in ["with a single remediationTemplate, delete the CoronerRemediation", "with escalatingRemediations", "coroner attest"] {
+        assert!(runbook.contains(lever), "CoronerFenceFailed's runbook lacks {lever:?}: {runbook}");
+    }
     find(&full, "ServiceMonitor", "coroner");
 
     // kubectl reads YAML 1.1, where a bare Off is false: the rendered text must quote it.
