@@ -160,7 +160,9 @@ async fn uninstall_check(args: UninstallCheckArgs) -> Result<(), CliError> {
     match uninstall::refusal(&namespace, &uninstall::blockers(&list)) {
         Some(refusal) => Err(CliError::UninstallBlocked(refusal)),
         None => {
-            println!("no CoronerRemediation in namespace {namespace} holds coroner's finalizer: coroner can be uninstalled");
+            println!(
+                "no CoronerRemediation in namespace {namespace} holds coroner's finalizer: coroner can be uninstalled"
+            );
             Ok(())
         }
     }

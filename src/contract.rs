@@ -327,7 +327,12 @@ mod tests {
             assert!(message.contains("with escalatingRemediations") && message.contains("coroner attest"), "{message}");
             assert_eq!(cause(message), "BMC unreachable: connection refused");
         }
-        assert_eq!(final_message(Reason::BmcUnreachable, &final_message(Reason::BmcUnreachable, "x")).matches("To retry").count(), 1);
+        assert_eq!(
+            final_message(Reason::BmcUnreachable, &final_message(Reason::BmcUnreachable, "x"))
+                .matches("To retry")
+                .count(),
+            1
+        );
     }
 
     #[test]

@@ -80,7 +80,9 @@ fn verified_against(policy: &TlsPolicy) -> String {
             "the BMC's certificate verified against the CA bundle {} and matches tls.certificateSHA256",
             tls::describe_source(ca)
         ),
-        (Some(ca), None) => format!("the BMC's certificate verified against the CA bundle {}", tls::describe_source(ca)),
+        (Some(ca), None) => {
+            format!("the BMC's certificate verified against the CA bundle {}", tls::describe_source(ca))
+        }
         (None, _) => "the BMC's certificate matches tls.certificateSHA256".into(),
     }
 }
@@ -103,7 +105,8 @@ pub fn record(status: &mut BmcBindingStatus, check: &Check, binding: &BmcBinding
     let mut power = None;
     match check {
         Check::Conflict(message) | Check::Invalid(message) => {
-            let reason = if matches!(check, Check::Conflict(_)) { Reason::BindingConflict } else { Reason::BindingInvalid };
+            let reason =
+                if matches!(check, Check::Conflict(_)) { Reason::BindingConflict } else { Reason::BindingInvalid };
             set(status, REACHABLE, u, "NotContacted", &format!("the BMC was not contacted: {message}"));
             set(status, IDENTITY_VERIFIED, f, reason.as_str(), message);
         }
@@ -142,7 +145,9 @@ pub fn record(status: &mut BmcBindingStatus, check: &Check, binding: &BmcBinding
     status.last_power_check_time = power.as_ref().map(|_| Time(now));
     status.power_state = power;
     match Handshake::of(check) {
-        Handshake::None(why) => set(status, TLS_VERIFIED, u, "NoHandshake", &format!("no TLS handshake completed: {why}")),
+        Handshake::None(why) => {
+            set(status, TLS_VERIFIED, u, "NoHandshake", &format!("no TLS handshake completed: {why}"))
+        }
         Handshake::Failed(why) => set(status, TLS_VERIFIED, f, Reason::BmcTlsVerificationFailed.as_str(), &why),
         Handshake::Completed if policy.insecure_skip_verify => set(
             status,

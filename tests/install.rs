@@ -262,8 +262,10 @@ fn the_uninstall_check_runs_as_a_pre_delete_hook() {
     assert!(check.get_arguments().any(|a| a.get_long() == Some("namespace")));
     let config = grants_of_manifests(&docs);
     assert!(
-        config.namespaced.iter().any(|r| r.resources.contains(&"coronerremediations".to_owned())
-            && r.verbs.contains(&"list".to_owned())),
+        config
+            .namespaced
+            .iter()
+            .any(|r| r.resources.contains(&"coronerremediations".to_owned()) && r.verbs.contains(&"list".to_owned())),
         "the hook's ServiceAccount can list remediations"
     );
 
@@ -527,9 +529,14 @@ fn optional_objects_render_as_nhc_and_coroner_expect() {
             "CoronerLeaderChurn"
         ]
     );
-    let failed = rule["spec"]["groups"][0]["rules"].as_array().unwrap().iter().find(|r| r["alert"] == "CoronerFenceFailed");
+    let failed =
+        rule["spec"]["groups"][0]["rules"].as_array().unwrap().iter().find(|r| r["alert"] == "CoronerFenceFailed");
     let runbook = failed.unwrap()["annotations"]["runbook"].as_str().unwrap_or_default();
-    for lever in ["with a single remediationTemplate, delete the CoronerRemediation", "with escalatingRemediations", "coroner attest"] {
+    for lever in [
+        "with a single remediationTemplate, delete the CoronerRemediation",
+        "with escalatingRemediations",
+        "coroner attest",
+    ] {
         assert!(runbook.contains(lever), "CoronerFenceFailed's runbook lacks {lever:?}: {runbook}");
     }
     find(&full, "ServiceMonitor", "coroner");

@@ -381,14 +381,20 @@ async fn a_pin_trusts_a_self_signed_certificate_and_nothing_else() {
     let pasted = tls::Trust { pin_sha256: Some(tls::parse_pin(&openssl).unwrap()), ..tls::Trust::default() };
     assert!(tls_error(&machine, pasted).await.is_none());
     let wrong = tls_message(&machine, pin("leaf")).await;
-    let expected =
-        format!("the certificate's SHA-256 is {}, the binding pins {}", fingerprint("self-signed"), fingerprint("leaf"));
+    let expected = format!(
+        "the certificate's SHA-256 is {}, the binding pins {}",
+        fingerprint("self-signed"),
+        fingerprint("leaf")
+    );
     assert!(wrong.starts_with(&expected), "{wrong}");
     // The factory certificate is CA:TRUE; a CA bundle holding it does not make it a valid server certificate.
     let as_ca = tls::Trust { ca_bundle_pem: Some(peers().pem("self-signed")), ..tls::Trust::default() };
     let message = tls_message(&machine, as_ca).await;
     let pin_it = format!("pin it instead (tls.certificateSHA256: \"{}\")", fingerprint("self-signed"));
-    assert!(message.contains("presents a CA certificate (CN=127.0.0.1) as its own") && message.contains(&pin_it), "{message}");
+    assert!(
+        message.contains("presents a CA certificate (CN=127.0.0.1) as its own") && message.contains(&pin_it),
+        "{message}"
+    );
 }
 
 #[tokio::test]
@@ -415,7 +421,12 @@ async fn insecure_skip_verify_works_only_when_asked_for() {
     spec.cert = "self-signed";
     let machine = Machine::start(&spec);
     let message = tls_message(&machine, trust_ca()).await;
-    assert!(message.starts_with("the certificate (CN=127.0.0.1) is self-signed and is not a CA in the CA bundle: pin it instead"), "{message}");
+    assert!(
+        message.starts_with(
+            "the certificate (CN=127.0.0.1) is self-signed and is not a CA in the CA bundle: pin it instead"
+        ),
+        "{message}"
+    );
     let insecure = tls::Trust { insecure_skip_verify: true, ..tls::Trust::default() };
     assert!(tls_error(&machine, insecure).await.is_none());
 }

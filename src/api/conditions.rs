@@ -106,7 +106,10 @@ mod tests {
         assert!(set_observed(&mut conditions, "Reachable", TRUE, "A", "a", Some(1), at(10)));
         assert_eq!(conditions[0].observed_generation, Some(1));
         assert!(!set_observed(&mut conditions, "Reachable", TRUE, "A", "a", Some(1), at(20)));
-        assert!(set_observed(&mut conditions, "Reachable", TRUE, "A", "a", Some(2), at(30)), "a new spec, same verdict");
+        assert!(
+            set_observed(&mut conditions, "Reachable", TRUE, "A", "a", Some(2), at(30)),
+            "a new spec, same verdict"
+        );
         assert_eq!((conditions[0].observed_generation, &conditions[0].last_transition_time), (Some(2), &Time(at(10))));
     }
 }

@@ -203,10 +203,9 @@ impl ChainVerifier {
         );
         let name_field = if self.server_name.is_some() { "tls.serverName " } else { "name " };
         match error {
-            rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer) if subject == issuer => format!(
-                "the certificate ({subject}) is self-signed and is not a CA in {}: {pin_it}",
-                self.source
-            ),
+            rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer) if subject == issuer => {
+                format!("the certificate ({subject}) is self-signed and is not a CA in {}: {pin_it}", self.source)
+            }
             rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer) => format!(
                 "the certificate ({subject}) is issued by {issuer}, which is not a CA in {} (it holds {})",
                 self.source,

@@ -126,7 +126,11 @@ impl ReferenceChanges {
     }
 }
 
-async fn reconcile(binding: Arc<BmcBinding>, ctx: Arc<Context>, changes: Arc<ReferenceChanges>) -> Result<Action, Error> {
+async fn reconcile(
+    binding: Arc<BmcBinding>,
+    ctx: Arc<Context>,
+    changes: Arc<ReferenceChanges>,
+) -> Result<Action, Error> {
     let name = binding.name_any();
     let referenced_changed = changes.take(&name);
     let result = check(&binding, &ctx, referenced_changed).await;

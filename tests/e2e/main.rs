@@ -488,7 +488,8 @@ async fn scenario_c(world: &mut World) {
     world.node_mut("c-1").restart_bmc();
     let api: Api<CoronerRemediation> = Api::namespaced(world.client.clone(), CORONER_NS);
     api.delete(&failed.name_any(), &Default::default()).await.unwrap();
-    let retried = wait_remediation(world, "c-1", "NHC creates a new remediation", SHORT, |r| r.uid() != failed.uid()).await;
+    let retried =
+        wait_remediation(world, "c-1", "NHC creates a new remediation", SHORT, |r| r.uid() != failed.uid()).await;
     log(format!("c-1: BMC back, {} deleted: NHC created {}", failed.name_any(), retried.name_any()));
     let fenced = wait_remediation(world, "c-1", "the retry fences the node", LONG, |r| {
         r.uid() == retried.uid() && succeeded(r).is_some_and(|s| s.0 == "True")
@@ -995,13 +996,20 @@ async fn scenario_n(world: &World) {
     };
     let pin = json!({"certificateSHA256": peers().pin("leaf")});
     let cases = [
-        (binding("n-http", json!({"endpoint": "http://10.0.0.12/redfish/v1"}), pin.clone()), "endpoint must be an https URL"),
+        (
+            binding("n-http", json!({"endpoint": "http://10.0.0.12/redfish/v1"}), pin.clone()),
+            "endpoint must be an https URL",
+        ),
         (
             binding("n-userinfo", json!({"endpoint": "https://admin:pw@10.0.0.12"}), pin.clone()),
             "endpoint must not carry credentials",
         ),
         (
-            binding("n-uri", json!({"endpoint": "https://10.0.0.12", "systemId": "/redfish/v1/Systems/1"}), pin.clone()),
+            binding(
+                "n-uri",
+                json!({"endpoint": "https://10.0.0.12", "systemId": "/redfish/v1/Systems/1"}),
+                pin.clone(),
+            ),
             "systemId is the last path segment of the system's URI, e.g. 1 or System.Embedded.1",
         ),
         (
@@ -1109,20 +1117,23 @@ async fn scenario_o(world: &mut World) {
     .await;
     assert_eq!(bindings.get(name).await.unwrap().status.unwrap().power_state, None, "no power without identity");
     let secret = |password: &str| -> k8s_openapi::api::core::v1::Secret {
-        serde_json::from_value(json!({"metadata": {"name": "o-rotated"}, "stringData": {"username": USER, "password": password}}))
-            .unwrap()
+        serde_json::from_value(
+            json!({"metadata": {"name": "o-rotated"}, "stringData": {"username": USER, "password": password}}),
+        )
+        .unwrap()
     };
     secrets.create(&PostParams::default(), &secret(PASSWORD)).await.unwrap();
     expect("the Secret appeared: verified at once", verified()).await;
 
     // A password rotation that went wrong, then right: the cached client is dropped both times.
-    secrets.replace("o-rotated", &PostParams::default(), &{
-        let mut s = secret("wrong-password");
-        s.metadata.resource_version = secrets.get("o-rotated").await.unwrap().metadata.resource_version;
-        s
-    })
-    .await
-    .unwrap();
+    secrets
+        .replace("o-rotated", &PostParams::default(), &{
+            let mut s = secret("wrong-password");
+            s.metadata.resource_version = secrets.get("o-rotated").await.unwrap().metadata.resource_version;
+            s
+        })
+        .await
+        .unwrap();
     expect(
         "wrong password",
         vec![
@@ -1131,13 +1142,14 @@ async fn scenario_o(world: &mut World) {
         ],
     )
     .await;
-    secrets.replace("o-rotated", &PostParams::default(), &{
-        let mut s = secret(PASSWORD);
-        s.metadata.resource_version = secrets.get("o-rotated").await.unwrap().metadata.resource_version;
-        s
-    })
-    .await
-    .unwrap();
+    secrets
+        .replace("o-rotated", &PostParams::default(), &{
+            let mut s = secret(PASSWORD);
+            s.metadata.resource_version = secrets.get("o-rotated").await.unwrap().metadata.resource_version;
+            s
+        })
+        .await
+        .unwrap();
     expect("password fixed", verified()).await;
 
     // The CA bundle appears with the wrong CA, then is corrected.

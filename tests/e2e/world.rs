@@ -328,9 +328,12 @@ impl World {
             let answer = String::from_utf8_lossy(&output.stdout).trim().to_owned();
             assert_eq!(answer, "no", "the chart's ServiceAccount may {verb} {resource} in {namespace:?}");
         }
-        for (verb, resource, namespace) in
-            [("get", "secrets", CORONER_NS), ("watch", "secrets", CORONER_NS), ("patch", "leases", CORONER_NS), ("update", "nodes", "default")]
-        {
+        for (verb, resource, namespace) in [
+            ("get", "secrets", CORONER_NS),
+            ("watch", "secrets", CORONER_NS),
+            ("patch", "leases", CORONER_NS),
+            ("update", "nodes", "default"),
+        ] {
             let answer = self.kubectl(&["auth", "can-i", verb, resource, "--as", &sa, "-n", namespace]);
             assert_eq!(answer.trim(), "yes", "the chart's ServiceAccount may not {verb} {resource} in {namespace}");
         }
