@@ -10,7 +10,11 @@
 //!   e. coroner killed while ConfirmingOff and restarted completes the fence, every reset after a read;
 //!   f. over the whole run: taints follow proven power states, no Node deleted, no password in logs;
 //!   g–m. Ready=False refused, control-plane quorum, storm limits, stale bindings, and a leader on the
-//!      node to fence (waits alone, hands over to a replica elsewhere).
+//!      node to fence (waits alone, hands over to a replica elsewhere);
+//!   n–o. admission's messages for bad bindings; bindings verified again when their Secret or CA
+//!      bundle appears or changes, with TLS errors in words.
+//!
+//! `make e2e ONLY=c,o` runs only those scenarios (by letter, see `SCENARIOS`), in the same world.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
