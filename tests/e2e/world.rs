@@ -424,9 +424,7 @@ impl World {
         if !flags.contains(&"--verify-interval") {
             command.args(["--verify-interval", "10s"]);
         }
-        command
-            .env("KUBECONFIG", &kubeconfig)
-            .env("RUST_LOG", "info,coroner=debug");
+        command.env("KUBECONFIG", &kubeconfig).env("RUST_LOG", "info,coroner=debug");
         let process = Process::spawn(&name, command, &self.dir.join(format!("{name}.log")));
         let extra = if flags.is_empty() { String::new() } else { format!(" ({})", flags.join(" ")) };
         log(format!("{name} started, admin port {port}{extra}"));
