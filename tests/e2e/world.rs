@@ -382,13 +382,22 @@ impl World {
             .arg(certs.join("tls.key"))
             .arg("-out")
             .arg(certs.join("tls.crt")));
+        wait_for_nhc_webhook_port();
         let mut command = Command::new(self.bin.join("nhc"));
         command
             .arg(format!("--kubeconfig={}", kubeconfig.display()))
             .args(["--leader-elect=false", "--metrics-bind-address=0", "--health-probe-bind-address=0"])
             .env("DEPLOYMENT_NAMESPACE", NHC_NS)
             .env("TMPDIR", &tmp);
-        self.nhc = Some(Process::spawn("nhc", command, &self.dir.join("nhc.log")));
+        let mut nhc = Process::spawn("nhc", command, &self.dir.join("nhc.log"));
+        // It binds its webhook port within a second of starting, or exits.
+        std::thread::sleep(Duration::from_secs(2));
+        if !nhc.is_running() {
+            let log = fs::read_to_string(self.dir.join("nhc.log")).unwrap_or_default();
+            let last = log.lines().rev().find(|l| l.contains("ERROR")).unwrap_or("(no ERROR line)");
+            panic!("NodeHealthCheck exited at start: {last}");
+        }
+        self.nhc = Some(nhc);
         log("NodeHealthCheck v0.12.0 started (ServiceAccount token, aggregated RBAC)");
     }
 
@@ -554,6 +563,21 @@ impl World {
 impl Drop for World {
     fn drop(&mut self) {
         self.stop_all();
+    }
+}
+
+/// NHC's webhook server listens on port 9443 of every interface, hard-coded: one NHC per machine at a
+/// time. On a machine shared with another run of this suite, wait for it (bounded) instead of failing.
+fn wait_for_nhc_webhook_port() {
+    let started = Instant::now();
+    let mut told = false;
+    while std::net::TcpListener::bind(("0.0.0.0", 9443)).is_err() {
+        assert!(started.elapsed() < Duration::from_secs(900), "port 9443 (NHC's webhook) stayed taken for 15 minutes");
+        if !told {
+            log("port 9443 is taken (another NodeHealthCheck on this machine, e.g. another e2e run): waiting for it");
+            told = true;
+        }
+        std::thread::sleep(Duration::from_secs(2));
     }
 }
 
