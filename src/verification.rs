@@ -188,6 +188,20 @@ pub fn record(status: &mut BmcBindingStatus, check: &Check, binding: &BmcBinding
     notices
 }
 
+/// The merge patch that turns a binding's `old` status into `new`: every field `new` no longer has
+/// is sent as `null` (a merge patch keeps what it does not mention, and the status omits absent
+/// fields), so a cleared `powerState` is really cleared.
+pub fn status_patch(old: Option<&BmcBindingStatus>, new: &BmcBindingStatus) -> serde_json::Value {
+    let mut status = serde_json::to_value(new).unwrap_or_default();
+    let old = old.and_then(|o| serde_json::to_value(o).ok());
+    if let (Some(fields), Some(serde_json::Value::Object(before))) = (status.as_object_mut(), old) {
+        for key in before.keys() {
+            fields.entry(key.clone()).or_insert(serde_json::Value::Null);
+        }
+    }
+    serde_json::json!({ "status": status })
+}
+
 /// What a fence learned about its binding, for [`record_fence`]: recorded once per fence, at the
 /// proof or at the final refusal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -473,6 +487,19 @@ mod tests {
             record(&mut status, &check, &binding(false), at(9));
             assert_eq!((status.power_state, status.last_power_check_time), (None, None), "{check:?}");
         }
+    }
+
+    #[test]
+    fn a_cleared_field_is_cleared_by_the_status_patch() {
+        let mut status = BmcBindingStatus::default();
+        record(&mut status, &read(Ok(UuidMatch::Exact)), &binding(false), Timestamp::UNIX_EPOCH);
+        let old = status.clone();
+        record(&mut status, &Check::Invalid("Secret s does not exist".into()), &binding(false), Timestamp::UNIX_EPOCH);
+        let patch = status_patch(Some(&old), &status);
+        assert_eq!(patch["status"]["powerState"], serde_json::Value::Null);
+        assert!(patch["status"].as_object().unwrap().contains_key("lastPowerCheckTime"));
+        assert_eq!(patch["status"]["uuid"], "u", "what the status keeps is sent as it is");
+        assert!(!status_patch(None, &status)["status"].as_object().unwrap().contains_key("powerState"));
     }
 
     #[test]

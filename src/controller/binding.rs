@@ -158,7 +158,7 @@ async fn check(binding: &BmcBinding, ctx: &Context, referenced_changed: bool) ->
     let mut status = binding.status.clone().unwrap_or_default();
     let notices = verification::record(&mut status, &check, binding, Timestamp::now());
     if binding.status.as_ref() != Some(&status) {
-        let patch = serde_json::json!({ "status": status });
+        let patch = verification::status_patch(binding.status.as_ref(), &status);
         api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
     }
     for notice in &notices {

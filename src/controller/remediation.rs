@@ -348,7 +348,7 @@ impl<'a> Fence<'a> {
         let mut status = binding.status.clone().unwrap_or_default();
         let notices = verification::record(&mut status, &check, binding, Timestamp::now());
         if binding.status.as_ref() != Some(&status) {
-            let patch = serde_json::json!({ "status": status });
+            let patch = verification::status_patch(binding.status.as_ref(), &status);
             if let Err(error) =
                 api.patch_status(&binding.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await
             {
