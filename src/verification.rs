@@ -164,11 +164,13 @@ pub fn record(status: &mut BmcBindingStatus, check: &Check, binding: &BmcBinding
         let same = was[index].as_ref().is_some_and(|(s, r)| *s == now.status && *r == now.reason);
         (!same && now.status != conditions::UNKNOWN).then_some(now)
     };
+    // A failing verdict's Event carries its cause as the reason: Events with one reason on one object
+    // fold into one series (kube-runtime's Recorder), which would hide the second cause.
     if let Some(verified) = changed(status, 1, IDENTITY_VERIFIED) {
         let good = verified.status == conditions::TRUE;
         notices.push(Notice {
             warning: !good,
-            reason: if good { "BindingVerified".into() } else { "BindingUnverified".into() },
+            reason: if good { "BindingVerified".into() } else { verified.reason.clone() },
             message: format!("{}: {}", verified.reason, verified.message),
         });
     }
@@ -335,7 +337,7 @@ mod tests {
         assert_eq!(notices.len(), 1);
         assert!(
             notices[0].warning
-                && notices[0].reason == "BindingUnverified"
+                && notices[0].reason == "IdentityMismatch"
                 && notices[0].message.starts_with("IdentityMismatch")
         );
         assert_eq!(status.uuid.as_deref(), Some("u"));
@@ -349,7 +351,7 @@ mod tests {
         let down = Check::Failed { reason: Reason::BmcUnreachable, message: "connection refused".into() };
         let notices = record(&mut status, &down, &binding(false), Timestamp::UNIX_EPOCH);
         let reasons: Vec<_> = notices.iter().map(|n| n.reason.as_str()).collect();
-        assert_eq!(reasons, ["BindingUnverified", "BmcUnreachable"]);
+        assert_eq!(reasons, ["BmcUnreachable", "BmcUnreachable"]);
         assert_eq!(conditions::status_of(&status.conditions, REACHABLE), Some("False"));
     }
 
@@ -361,7 +363,7 @@ mod tests {
         assert_eq!(conditions::status_of(&status.conditions, REACHABLE), Some("True"));
         let verified = conditions::find(&status.conditions, IDENTITY_VERIFIED).unwrap();
         assert_eq!((verified.status.as_str(), verified.reason.as_str()), ("False", "IdentityMismatch"));
-        assert_eq!(notices.iter().map(|n| n.reason.as_str()).collect::<Vec<_>>(), ["BindingUnverified"]);
+        assert_eq!(notices.iter().map(|n| n.reason.as_str()).collect::<Vec<_>>(), ["IdentityMismatch"]);
         assert_eq!(state(Some(&status)), "unverified");
     }
 
@@ -463,10 +465,13 @@ mod tests {
         let at = Timestamp::UNIX_EPOCH;
         let mut status = BmcBindingStatus::default();
         let steps = [
-            (Check::Invalid("Secret s does not exist".into()), vec!["BindingUnverified"]),
-            (failed(Reason::BmcUnreachable, "connection refused"), vec!["BindingUnverified", "BmcUnreachable"]),
+            (Check::Invalid("Secret s does not exist".into()), vec!["BindingInvalid"]),
+            (failed(Reason::BmcUnreachable, "connection refused"), vec!["BmcUnreachable", "BmcUnreachable"]),
             (failed(Reason::BmcUnreachable, "timed out"), vec![]),
-            (failed(Reason::BmcTlsVerificationFailed, "pins differ"), vec!["BindingUnverified", "BmcUnreachable"]),
+            (
+                failed(Reason::BmcTlsVerificationFailed, "pins differ"),
+                vec!["BmcTlsVerificationFailed", "BmcUnreachable"],
+            ),
             (read(Ok(UuidMatch::Exact)), vec!["BindingVerified", "BmcReachable"]),
         ];
         for (check, expected) in steps {
@@ -519,7 +524,7 @@ mod tests {
         let verified = conditions::find(&status.conditions, IDENTITY_VERIFIED).unwrap();
         assert!(changed && verified.reason == "IdentityChanged");
         assert_eq!(verified.message, "system 1 now reports UUID v", "no NHC retry lever on a binding");
-        assert_eq!(notices.iter().map(|n| n.reason.as_str()).collect::<Vec<_>>(), ["BindingUnverified"]);
+        assert_eq!(notices.iter().map(|n| n.reason.as_str()).collect::<Vec<_>>(), ["IdentityChanged"]);
         assert_eq!(status.power_state, None);
 
         let gate = FenceFinding::Refused { reason: Reason::NodeNotUnreachable, message: "Ready=True" };

@@ -639,10 +639,10 @@ async fn scenario_j(world: &mut World) {
         condition.message
     ));
     let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(world.client.clone(), CORONER_NS);
-    wait_for("a BindingUnverified Event", SHORT, || async {
+    wait_for("an IdentityMismatch Event", SHORT, || async {
         let list = events.list(&ListParams::default()).await.ok()?.items;
         list.into_iter().find(|e| {
-            e.reason.as_deref() == Some("BindingUnverified")
+            e.reason.as_deref() == Some("IdentityMismatch")
                 && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("spare-2")
         })
     })
@@ -1183,23 +1183,21 @@ async fn scenario_o(world: &mut World) {
 
     // Every change of cause was an Event of its own.
     let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(world.client.clone(), CORONER_NS);
-    let notes = wait_for("one BindingUnverified Event per cause", SHORT, || async {
+    let causes = ["BindingInvalid", "BmcAuthenticationFailed", "BmcTlsVerificationFailed"];
+    let notes = wait_for("one Warning Event per cause", SHORT, || async {
         let list = events.list(&ListParams::default()).await.ok()?.items;
         let notes: Vec<String> = list
             .into_iter()
             .filter(|e| {
-                e.reason.as_deref() == Some("BindingUnverified")
+                e.reason.as_deref().is_some_and(|r| causes.contains(&r))
                     && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
             })
             .filter_map(|e| e.note)
             .collect();
-        ["BindingInvalid", "BmcAuthenticationFailed", "BmcTlsVerificationFailed"]
-            .iter()
-            .all(|reason| notes.iter().any(|n| n.starts_with(reason)))
-            .then_some(notes)
+        causes.iter().all(|cause| notes.iter().any(|n| n.starts_with(cause))).then_some(notes)
     })
     .await;
-    log(format!("{name}: {} BindingUnverified Events, one per cause", notes.len()));
+    log(format!("{name}: a Warning Event for each cause: {notes:?}"));
 
     patch(json!({"spec": {"credentialsSecretRef": {"name": "spare-1-bmc"}, "tls": {"caBundleRef": {"kind": "ConfigMap", "name": "bmc-ca", "key": "ca.crt"}}}})).await;
     expect("back to its own Secret and CA", verified()).await;
