@@ -31,9 +31,9 @@ install-check: harness
 integration: peers
 	$(CARGO) test --test redfish
 
-## e2e: real control plane + NHC + emulated machines + the coroner binary
+## e2e: real control plane + NHC + emulated machines + the coroner binary; ONLY=c,o runs only those scenarios
 e2e: harness peers build
-	tests/e2e/run.sh
+	CORONER_E2E_ONLY="$(ONLY)" tests/e2e/run.sh
 
 build:
 	$(CARGO) build

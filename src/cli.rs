@@ -16,6 +16,7 @@ use crate::{
     gates::StormLimits,
     leader::Election,
     telemetry::{self, Health, LogFormat, Metrics},
+    uninstall,
 };
 
 #[derive(Debug, Parser)]
@@ -37,8 +38,18 @@ pub enum Command {
     Controller(Box<ControllerArgs>),
     /// Print every CRD coroner serves, as YAML.
     Crd,
+    /// Exit non-zero, saying what to do, while any CoronerRemediation still holds coroner's finalizer:
+    /// uninstalling coroner then would leave its taints on the nodes (the chart's pre-delete hook).
+    UninstallCheck(UninstallCheckArgs),
     /// Print the version.
     Version,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct UninstallCheckArgs {
+    /// The namespace coroner runs in (default: $POD_NAMESPACE).
+    #[arg(long, env = "CORONER_NAMESPACE")]
+    pub namespace: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -122,6 +133,8 @@ pub enum CliError {
     Controller(controller::Error),
     #[error("{0}")]
     Attest(String),
+    #[error("{0}")]
+    UninstallBlocked(String),
 }
 
 /// The command line of this process. As `kubectl-coroner` (a kubectl plugin) its usage says
@@ -150,6 +163,29 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         }
         Command::Controller(args) => run_controller(*args).await,
         Command::Attest(args) => attest::run(*args).await,
+        Command::UninstallCheck(args) => uninstall_check(args).await,
+    }
+}
+
+fn namespace_from(value: Option<String>) -> Result<String, CliError> {
+    value.or_else(|| std::env::var("POD_NAMESPACE").ok()).filter(|v| !v.is_empty()).ok_or(CliError::NoNamespace)
+}
+
+async fn uninstall_check(args: UninstallCheckArgs) -> Result<(), CliError> {
+    let namespace = namespace_from(args.namespace)?;
+    rustls::crypto::CryptoProvider::install_default(Arc::unwrap_or_clone(tls::crypto_provider()))
+        .map_err(|_| CliError::CryptoProvider)?;
+    let client = Client::try_default().await?;
+    let remediations: kube::Api<api::CoronerRemediation> = kube::Api::namespaced(client, &namespace);
+    let list = remediations.list(&kube::api::ListParams::default()).await?.items;
+    match uninstall::refusal(&namespace, &uninstall::blockers(&list)) {
+        Some(refusal) => Err(CliError::UninstallBlocked(refusal)),
+        None => {
+            println!(
+                "no CoronerRemediation in namespace {namespace} holds coroner's finalizer: coroner can be uninstalled"
+            );
+            Ok(())
+        }
     }
 }
 
@@ -168,7 +204,7 @@ async fn run_controller(args: ControllerArgs) -> Result<(), CliError> {
     telemetry::init(args.log_format);
     let from_env =
         |value: Option<String>, var: &str| value.or_else(|| std::env::var(var).ok()).filter(|v| !v.is_empty());
-    let namespace = from_env(args.namespace, "POD_NAMESPACE").ok_or(CliError::NoNamespace)?;
+    let namespace = namespace_from(args.namespace)?;
     let pod_name = from_env(args.pod_name, "POD_NAME");
     let node_name = from_env(args.node_name, "NODE_NAME");
     // One crypto provider for the process: kube's client and the BMC clients both use ring.

@@ -119,18 +119,7 @@ pub async fn trust(client: &Client, binding: &BmcBinding) -> Result<tls::Trust, 
             Some(bytes)
         }
     };
-    let pin_sha256 = policy
-        .certificate_sha256
-        .as_deref()
-        .map(tls::parse_pin)
-        .transpose()
-        .map_err(|e| BindingError::Invalid(e.to_string()))?;
-    Ok(tls::Trust {
-        ca_bundle_pem,
-        pin_sha256,
-        server_name: policy.server_name.clone(),
-        insecure_skip_verify: policy.insecure_skip_verify,
-    })
+    tls::Trust::from_policy(policy, ca_bundle_pem).map_err(|e| BindingError::Invalid(e.to_string()))
 }
 
 /// How long to wait before looking at an API object again after a transient error.

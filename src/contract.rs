@@ -190,7 +190,39 @@ pub fn reason_table() -> String {
     table
 }
 
-/// Sets `Processing` and `Succeeded` for `reason`. `Succeeded` never leaves `False` (NHC may already
+/// What a person can do once the cause of a final refusal is fixed. NHC never retries a remediation
+/// whose `Succeeded` is `False` (the contract: it never leaves `False`), so coroner says how to get a
+/// new one. Checked against NHC v0.12.0 on the harness (tests/e2e scenarios b and c): with a single
+/// `remediationTemplate`, a deleted remediation is created again at once while the node is unhealthy;
+/// with `escalatingRemediations`, NHC marks a template that failed or timed out as `timedOut` for the
+/// node and skips it until the node is healthy, even after the remediation is deleted.
+pub const RETRY_LEVER: &str = "To retry once the cause is fixed: with a single remediationTemplate, delete this CoronerRemediation and NodeHealthCheck creates a new one; with escalatingRemediations, NodeHealthCheck has moved on and skips this template for the node until the node is healthy again (deleting the remediation does not bring it back): the levers are then the next template, or an attestation that the machine is dead (coroner attest NODE --reason ...).";
+
+/// The retry lever for a final refusal with `reason`; `None` where a retry cannot help (the node is
+/// gone: NHC deletes the remediation itself).
+pub fn retry_lever(reason: Reason) -> Option<&'static str> {
+    match reason.disposition() {
+        Disposition::Final if reason != Reason::NodeNotFound => Some(RETRY_LEVER),
+        _ => None,
+    }
+}
+
+/// The message of a final condition: the cause, then how to retry once it is fixed.
+pub fn final_message(reason: Reason, cause: &str) -> String {
+    match retry_lever(reason) {
+        Some(lever) if !cause.contains(lever) => format!("{}. {lever}", cause.trim_end().trim_end_matches('.')),
+        _ => cause.to_owned(),
+    }
+}
+
+/// The cause in a message written by [`final_message`], without the retry lever (for a BmcBinding's
+/// conditions, where deleting a remediation means nothing).
+pub fn cause(message: &str) -> &str {
+    message.strip_suffix(RETRY_LEVER).map_or(message, |cause| cause.trim_end().trim_end_matches('.'))
+}
+
+/// Sets `Processing` and `Succeeded` for `reason`. A final reason's message ends with the retry
+/// lever ([`final_message`]). `Succeeded` never leaves `False` (NHC may already
 /// have escalated) and never leaves `True` (the workloads were released); then only `Processing`
 /// changes.
 /// Returns whether anything changed.
@@ -202,6 +234,7 @@ pub fn record(conditions: &mut Vec<Condition>, reason: Reason, message: &str, no
         Disposition::Complete => (FALSE, TRUE),
         Disposition::Final => (FALSE, FALSE),
     };
+    let message = &final_message(reason, message);
     let mut changed = conditions::set(conditions, PROCESSING, processing, reason.as_str(), message, now);
     match (current.as_deref(), wanted) {
         // Once False, NHC may already have escalated; once True, the workloads were released.
@@ -279,7 +312,39 @@ mod tests {
         record(&mut c, Reason::IdentityMismatch, "uuid differs", Timestamp::UNIX_EPOCH);
         assert_eq!((status(&c, PROCESSING), status(&c, SUCCEEDED)), ("False".into(), "False".into()));
         let succeeded = conditions::find(&c, SUCCEEDED).unwrap();
-        assert_eq!((succeeded.reason.as_str(), succeeded.message.as_str()), ("IdentityMismatch", "uuid differs"));
+        assert_eq!(succeeded.reason, "IdentityMismatch");
+        assert_eq!(cause(&succeeded.message), "uuid differs");
+    }
+
+    #[test]
+    fn a_final_condition_says_how_to_retry_with_either_kind_of_nhc() {
+        let mut c = Vec::new();
+        record(&mut c, Reason::BmcUnreachable, "BMC unreachable: connection refused.", Timestamp::UNIX_EPOCH);
+        for type_ in [SUCCEEDED, PROCESSING] {
+            let message = &conditions::find(&c, type_).unwrap().message;
+            assert!(message.starts_with("BMC unreachable: connection refused. To retry once the cause is fixed"));
+            assert!(message.contains("with a single remediationTemplate, delete this CoronerRemediation"), "{message}");
+            assert!(message.contains("with escalatingRemediations") && message.contains("coroner attest"), "{message}");
+            assert_eq!(cause(message), "BMC unreachable: connection refused");
+        }
+        assert_eq!(
+            final_message(Reason::BmcUnreachable, &final_message(Reason::BmcUnreachable, "x"))
+                .matches("To retry")
+                .count(),
+            1
+        );
+    }
+
+    #[test]
+    fn only_final_refusals_that_a_retry_can_fix_carry_the_lever() {
+        for reason in Reason::ALL {
+            let expected = reason.disposition() == Disposition::Final && *reason != Reason::NodeNotFound;
+            assert_eq!(retry_lever(*reason).is_some(), expected, "{reason:?}");
+        }
+        let mut c = Vec::new();
+        record(&mut c, Reason::Queued, "2nd in the queue", Timestamp::UNIX_EPOCH);
+        assert_eq!(conditions::find(&c, SUCCEEDED).unwrap().message, "2nd in the queue");
+        assert_eq!(cause("2nd in the queue"), "2nd in the queue");
     }
 
     #[test]

@@ -23,4 +23,5 @@ pub mod leader;
 pub mod sim;
 pub mod taints;
 pub mod telemetry;
+pub mod uninstall;
 pub mod verification;

@@ -1,5 +1,9 @@
 //! What a BmcBinding's status says after a verification, and when that is worth an Event. The
 //! continuous verification (and every fence's identity step) reads the BMC; these decisions are pure.
+//!
+//! Every check sets all three conditions for the binding's current spec (each carries its
+//! `observedGeneration`), so nothing of an earlier spec lingers; a change of status or reason is an
+//! Event.
 
 use std::time::Duration as StdDuration;
 
@@ -7,8 +11,9 @@ use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::{
-    api::{BmcBinding, BmcBindingStatus, UuidMatch, conditions},
-    contract::Reason,
+    api::{BmcBinding, BmcBindingStatus, TlsPolicy, UuidMatch, conditions},
+    bmc::tls,
+    contract::{self, Reason},
     fence::Notice,
 };
 
@@ -21,97 +26,236 @@ pub const TLS_VERIFIED: &str = "TLSVerified";
 pub enum Check {
     /// Another binding claims the same node or the same BMC system: nothing was asked of the BMC.
     Conflict(String),
-    /// The binding's Secret, CA bundle or pin cannot be used.
+    /// The binding's Secret, CA bundle or pin cannot be used: nothing was asked of the BMC.
     Invalid(String),
     /// The BMC did not answer usably (unreachable, TLS, credentials, protocol).
     Failed { reason: Reason, message: String },
     /// The BMC answered, but none of its several systems is the node's machine.
     NoNodeSystem(String),
+    /// The BMC answered with a system, and a fence refused its identity for `reason`.
+    Refused { reason: Reason, message: String },
     /// The BMC answered with a system; `identity` is the UUID rule's verdict for the node.
     Read { system_id: String, uuid: String, power_state: String, identity: Result<UuidMatch, (Reason, String)> },
 }
 
-/// Applies a check to the status (conditions, observed system, time) and returns the Events it is
-/// worth: one when the binding turns bad or good, none when nothing changed.
+/// What one check tells about the TLS handshake with the BMC.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Handshake {
+    /// No handshake completed (the BMC was not contacted, or did not answer), or coroner cannot
+    /// tell: `TLSVerified=Unknown`.
+    None(String),
+    /// A handshake completed and the BMC answered over it: verified unless `insecureSkipVerify`.
+    Completed,
+    /// The certificate did not verify: `TLSVerified=False` with the reason.
+    Failed(String),
+}
+
+impl Handshake {
+    /// The handshake behind a check's outcome. Only a failure that comes after the handshake (the
+    /// BMC rejected the credentials or answered nonsense) proves one completed; an unreachable BMC
+    /// (including 5xx answers, which read as unreachable) says nothing either way.
+    pub fn of(check: &Check) -> Self {
+        match check {
+            Check::Conflict(_) | Check::Invalid(_) => Self::None("the BMC was not contacted".into()),
+            Check::Failed { reason: Reason::BmcTlsVerificationFailed, message } => Self::Failed(message.clone()),
+            Check::Failed { reason: Reason::BmcAuthenticationFailed | Reason::BmcProtocolError, .. } => Self::Completed,
+            Check::Failed { message, .. } => Self::None(format!("no answer from the BMC: {message}")),
+            Check::NoNodeSystem(_) | Check::Refused { .. } | Check::Read { .. } => Self::Completed,
+        }
+    }
+}
+
+/// Whether a request that got an answer through a client built from `policy` was sent over a
+/// verified handshake: rustls completes no handshake whose certificate failed, so an answer proves
+/// verification unless verification was turned off. What a fence records as `tlsVerified` for its
+/// identity read (`IdentityFound::tls_verified`): `answered` is whether that very read got an answer.
+pub fn request_tls_verified(policy: &TlsPolicy, answered: bool) -> bool {
+    answered && !policy.insecure_skip_verify
+}
+
+/// What a verified handshake was verified against, in the condition's words.
+fn verified_against(policy: &TlsPolicy) -> String {
+    match (&policy.ca_bundle_ref, &policy.certificate_sha256) {
+        (Some(ca), Some(_)) => format!(
+            "the BMC's certificate verified against the CA bundle {} and matches tls.certificateSHA256",
+            tls::describe_source(ca)
+        ),
+        (Some(ca), None) => {
+            format!("the BMC's certificate verified against the CA bundle {}", tls::describe_source(ca))
+        }
+        (None, _) => "the BMC's certificate matches tls.certificateSHA256".into(),
+    }
+}
+
+/// Applies a check to the status (conditions, observed system, power, time) and returns the Events
+/// it is worth: one per condition whose status or reason changed (Unknown ones aside).
 pub fn record(status: &mut BmcBindingStatus, check: &Check, binding: &BmcBinding, now: Timestamp) -> Vec<Notice> {
-    let insecure = binding.spec.tls.insecure_skip_verify;
+    let policy = &binding.spec.tls;
     let node = binding.spec.node_name.as_str();
-    let was_verified = conditions::status_of(&status.conditions, IDENTITY_VERIFIED).map(str::to_owned);
-    let was_reachable = conditions::status_of(&status.conditions, REACHABLE).map(str::to_owned);
-    let set = |status: &mut BmcBindingStatus, type_: &str, ok: bool, reason: &str, message: &str| {
-        let state = if ok { conditions::TRUE } else { conditions::FALSE };
-        conditions::set(&mut status.conditions, type_, state, reason, message, now);
+    let generation = binding.metadata.generation;
+    let before = |status: &BmcBindingStatus, type_: &str| {
+        conditions::find(&status.conditions, type_).map(|c| (c.status.clone(), c.reason.clone()))
     };
+    let was = [REACHABLE, IDENTITY_VERIFIED, TLS_VERIFIED].map(|t| before(status, t));
+    let set = |status: &mut BmcBindingStatus, type_: &str, state: &str, reason: &str, message: &str| {
+        conditions::set_observed(&mut status.conditions, type_, state, reason, message, generation, now);
+    };
+    let (t, f, u) = (conditions::TRUE, conditions::FALSE, conditions::UNKNOWN);
+    let answered = |status: &mut BmcBindingStatus, message: &str| set(status, REACHABLE, t, "Answered", message);
+    let mut power = None;
     match check {
-        Check::Conflict(message) => set(status, IDENTITY_VERIFIED, false, Reason::BindingConflict.as_str(), message),
-        Check::Invalid(message) => set(status, IDENTITY_VERIFIED, false, Reason::BindingInvalid.as_str(), message),
+        Check::Conflict(message) | Check::Invalid(message) => {
+            let reason =
+                if matches!(check, Check::Conflict(_)) { Reason::BindingConflict } else { Reason::BindingInvalid };
+            set(status, REACHABLE, u, "NotContacted", &format!("the BMC was not contacted: {message}"));
+            set(status, IDENTITY_VERIFIED, f, reason.as_str(), message);
+        }
         Check::Failed { reason, message } => {
-            set(status, REACHABLE, false, reason.as_str(), message);
-            set(status, IDENTITY_VERIFIED, false, reason.as_str(), "the BMC did not answer usably; identity unknown");
+            set(status, REACHABLE, f, reason.as_str(), message);
+            set(status, IDENTITY_VERIFIED, f, reason.as_str(), &format!("identity unknown: {message}"));
         }
         Check::NoNodeSystem(message) => {
-            set(status, REACHABLE, true, "Answered", "the BMC answered");
-            set(status, IDENTITY_VERIFIED, false, Reason::IdentityMismatch.as_str(), message);
+            answered(status, "the BMC answered");
+            set(status, IDENTITY_VERIFIED, f, Reason::IdentityMismatch.as_str(), message);
+        }
+        Check::Refused { reason, message } => {
+            answered(status, "the BMC answered");
+            set(status, IDENTITY_VERIFIED, f, reason.as_str(), contract::cause(message));
         }
         Check::Read { system_id, uuid, power_state, identity } => {
-            set(status, REACHABLE, true, "Answered", &format!("system {system_id} answered"));
-            status.power_state = Some(power_state.clone());
+            answered(status, &format!("system {system_id} answered"));
             match identity {
                 Ok(matched) => {
-                    set(
-                        status,
-                        IDENTITY_VERIFIED,
-                        true,
-                        "UuidMatched",
-                        &format!("{matched:?} match of system {system_id} with node {node}"),
-                    );
+                    let message = format!("{matched:?} match of system {system_id} with node {node}");
+                    set(status, IDENTITY_VERIFIED, t, "UuidMatched", &message);
                     status.system_id = Some(system_id.clone());
                     status.uuid = Some(uuid.clone());
                     status.last_verification_time = Some(Time(now));
-                    status.observed_generation = binding.metadata.generation;
+                    status.observed_generation = generation;
+                    power = Some(power_state.clone());
                 }
-                Err((reason, message)) => set(status, IDENTITY_VERIFIED, false, reason.as_str(), message),
+                Err((reason, message)) => {
+                    set(status, IDENTITY_VERIFIED, f, reason.as_str(), contract::cause(message));
+                }
             }
         }
     }
-    if insecure {
-        set(
+    // Power only from a system whose identity this very check verified: anything else may be
+    // another machine's, or an earlier spec's.
+    status.last_power_check_time = power.as_ref().map(|_| Time(now));
+    status.power_state = power;
+    match Handshake::of(check) {
+        Handshake::None(why) => {
+            set(status, TLS_VERIFIED, u, "NoHandshake", &format!("no TLS handshake completed: {why}"))
+        }
+        Handshake::Failed(why) => set(status, TLS_VERIFIED, f, Reason::BmcTlsVerificationFailed.as_str(), &why),
+        Handshake::Completed if policy.insecure_skip_verify => set(
             status,
             TLS_VERIFIED,
-            false,
+            f,
             "InsecureSkipVerify",
             "insecureSkipVerify is set: the BMC's certificate is not verified",
-        );
-    } else {
-        conditions::set(
-            &mut status.conditions,
-            TLS_VERIFIED,
-            conditions::TRUE,
-            "Verified",
-            "the BMC's certificate is verified against the CA bundle or pin",
-            now,
-        );
+        ),
+        Handshake::Completed => set(status, TLS_VERIFIED, t, "Verified", &verified_against(policy)),
     }
     let mut notices = Vec::new();
-    let now_verified = conditions::find(&status.conditions, IDENTITY_VERIFIED).cloned();
-    if let Some(verified) = now_verified.filter(|c| was_verified.as_deref() != Some(c.status.as_str())) {
+    let changed = |status: &BmcBindingStatus, index: usize, type_: &str| {
+        let now = conditions::find(&status.conditions, type_)?.clone();
+        let same = was[index].as_ref().is_some_and(|(s, r)| *s == now.status && *r == now.reason);
+        (!same && now.status != conditions::UNKNOWN).then_some(now)
+    };
+    // A failing verdict's Event carries its cause as the reason: Events with one reason on one object
+    // fold into one series (kube-runtime's Recorder), which would hide the second cause.
+    if let Some(verified) = changed(status, 1, IDENTITY_VERIFIED) {
         let good = verified.status == conditions::TRUE;
         notices.push(Notice {
             warning: !good,
-            reason: if good { "BindingVerified".into() } else { "BindingUnverified".into() },
+            reason: if good { "BindingVerified".into() } else { verified.reason.clone() },
             message: format!("{}: {}", verified.reason, verified.message),
         });
     }
-    let now_reachable = conditions::find(&status.conditions, REACHABLE).cloned();
-    if let Some(reachable) = now_reachable.filter(|c| was_reachable.as_deref().is_some_and(|w| w != c.status)) {
+    // Whether the BMC answers is news once known; the first verdict is in the identity Event.
+    if let Some(reachable) = changed(status, 0, REACHABLE).filter(|_| was[0].is_some()) {
         let good = reachable.status == conditions::TRUE;
         notices.push(Notice {
             warning: !good,
             reason: if good { "BmcReachable".into() } else { "BmcUnreachable".into() },
-            message: reachable.message,
+            message: format!("{}: {}", reachable.reason, reachable.message),
         });
     }
+    // A failed verification is in the identity Event already; turning verification off is not.
+    if let Some(tls) = changed(status, 2, TLS_VERIFIED).filter(|c| c.reason == "InsecureSkipVerify") {
+        notices.push(Notice { warning: true, reason: tls.reason, message: tls.message });
+    }
     notices
+}
+
+/// The merge patch that turns a binding's `old` status into `new`: every field `new` no longer has
+/// is sent as `null` (a merge patch keeps what it does not mention, and the status omits absent
+/// fields), so a cleared `powerState` is really cleared.
+pub fn status_patch(old: Option<&BmcBindingStatus>, new: &BmcBindingStatus) -> serde_json::Value {
+    let mut status = serde_json::to_value(new).unwrap_or_default();
+    let old = old.and_then(|o| serde_json::to_value(o).ok());
+    if let (Some(fields), Some(serde_json::Value::Object(before))) = (status.as_object_mut(), old) {
+        for key in before.keys() {
+            fields.entry(key.clone()).or_insert(serde_json::Value::Null);
+        }
+    }
+    serde_json::json!({ "status": status })
+}
+
+/// What a fence learned about its binding, for [`record_fence`]: recorded once per fence, at the
+/// proof or at the final refusal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FenceFinding<'a> {
+    /// The power of the system whose identity this fence proved was read `Off`, over and over.
+    Proven { system_id: &'a str, uuid: &'a str, matched: UuidMatch, power_state: &'a str },
+    /// The fence ended with this final reason (its Succeeded message, retry lever included).
+    Refused { reason: Reason, message: &'a str },
+}
+
+/// The check a fence's finding amounts to for its binding; `None` when the refusal is not about the
+/// binding (a gate, an NHC timeout, a power-off that was not confirmed, a node that came back).
+pub fn fence_check(finding: FenceFinding<'_>) -> Option<Check> {
+    match finding {
+        FenceFinding::Proven { system_id, uuid, matched, power_state } => Some(Check::Read {
+            system_id: system_id.to_owned(),
+            uuid: uuid.to_owned(),
+            power_state: power_state.to_owned(),
+            identity: Ok(matched),
+        }),
+        FenceFinding::Refused { reason, message } => {
+            let message = contract::cause(message).to_owned();
+            match reason {
+                Reason::BindingConflict => Some(Check::Conflict(message)),
+                Reason::BindingInvalid => Some(Check::Invalid(message)),
+                Reason::BmcAuthenticationFailed
+                | Reason::BmcTlsVerificationFailed
+                | Reason::BmcUnreachable
+                | Reason::BmcProtocolError => Some(Check::Failed { reason, message }),
+                Reason::NodeUuidUnusable
+                | Reason::IdentityMismatch
+                | Reason::IdentityAmbiguous
+                | Reason::IdentityChanged => Some(Check::Refused { reason, message }),
+                _ => None,
+            }
+        }
+    }
+}
+
+/// The fence-side update of a binding's status: the power read at the proof (with its time), or
+/// the refusal, so `kubectl get bmcb` shows what the fence last saw. Returns the Events, and
+/// whether anything changed (the caller patches the status only then).
+pub fn record_fence(
+    status: &mut BmcBindingStatus,
+    finding: FenceFinding<'_>,
+    binding: &BmcBinding,
+    now: Timestamp,
+) -> (bool, Vec<Notice>) {
+    let Some(check) = fence_check(finding) else { return (false, Vec::new()) };
+    let before = status.clone();
+    let notices = record(status, &check, binding, now);
+    (*status != before, notices)
 }
 
 /// A good check of the binding's current generation less than half a period ago: a wake-up by a
@@ -124,6 +268,11 @@ pub fn fresh_check(
     interval: StdDuration,
 ) -> Option<StdDuration> {
     let status = status.filter(|s| s.observed_generation.is_some() && s.observed_generation == generation)?;
+    // The last check must have been good too: a binding that failed since is due at once.
+    let verified = conditions::find(&status.conditions, IDENTITY_VERIFIED)?;
+    if verified.status != conditions::TRUE || verified.observed_generation != generation {
+        return None;
+    }
     let ago = StdDuration::try_from(now.duration_since(status.last_verification_time.as_ref()?.0)).ok()?;
     (ago < interval / 2).then_some(ago)
 }
@@ -188,7 +337,7 @@ mod tests {
         assert_eq!(notices.len(), 1);
         assert!(
             notices[0].warning
-                && notices[0].reason == "BindingUnverified"
+                && notices[0].reason == "IdentityMismatch"
                 && notices[0].message.starts_with("IdentityMismatch")
         );
         assert_eq!(status.uuid.as_deref(), Some("u"));
@@ -202,7 +351,7 @@ mod tests {
         let down = Check::Failed { reason: Reason::BmcUnreachable, message: "connection refused".into() };
         let notices = record(&mut status, &down, &binding(false), Timestamp::UNIX_EPOCH);
         let reasons: Vec<_> = notices.iter().map(|n| n.reason.as_str()).collect();
-        assert_eq!(reasons, ["BindingUnverified", "BmcUnreachable"]);
+        assert_eq!(reasons, ["BmcUnreachable", "BmcUnreachable"]);
         assert_eq!(conditions::status_of(&status.conditions, REACHABLE), Some("False"));
     }
 
@@ -214,7 +363,7 @@ mod tests {
         assert_eq!(conditions::status_of(&status.conditions, REACHABLE), Some("True"));
         let verified = conditions::find(&status.conditions, IDENTITY_VERIFIED).unwrap();
         assert_eq!((verified.status.as_str(), verified.reason.as_str()), ("False", "IdentityMismatch"));
-        assert_eq!(notices.iter().map(|n| n.reason.as_str()).collect::<Vec<_>>(), ["BindingUnverified"]);
+        assert_eq!(notices.iter().map(|n| n.reason.as_str()).collect::<Vec<_>>(), ["IdentityMismatch"]);
         assert_eq!(state(Some(&status)), "unverified");
     }
 
@@ -250,9 +399,147 @@ mod tests {
     }
 
     #[test]
-    fn insecure_tls_is_a_false_condition() {
+    fn insecure_tls_is_a_false_condition_and_a_warning() {
         let mut status = BmcBindingStatus::default();
-        record(&mut status, &read(Ok(UuidMatch::Exact)), &binding(true), Timestamp::UNIX_EPOCH);
+        let notices = record(&mut status, &read(Ok(UuidMatch::Exact)), &binding(true), Timestamp::UNIX_EPOCH);
         assert_eq!(conditions::status_of(&status.conditions, TLS_VERIFIED), Some("False"));
+        assert!(notices.iter().any(|n| n.warning && n.reason == "InsecureSkipVerify"), "{notices:?}");
+    }
+
+    fn tls(status: &BmcBindingStatus) -> (String, String) {
+        let c = conditions::find(&status.conditions, TLS_VERIFIED).unwrap();
+        (c.status.clone(), c.reason.clone())
+    }
+
+    fn failed(reason: Reason, message: &str) -> Check {
+        Check::Failed { reason, message: message.into() }
+    }
+
+    #[test]
+    fn tls_is_verified_only_after_a_verified_handshake() {
+        let at = Timestamp::UNIX_EPOCH;
+        let cases = [
+            (read(Ok(UuidMatch::Exact)), ("True", "Verified")),
+            (mismatch(), ("True", "Verified")),
+            (failed(Reason::BmcAuthenticationFailed, "HTTP 401"), ("True", "Verified")),
+            (failed(Reason::BmcTlsVerificationFailed, "the binding pins 4F:8E"), ("False", "BmcTlsVerificationFailed")),
+            (failed(Reason::BmcUnreachable, "connection refused"), ("Unknown", "NoHandshake")),
+            (Check::Invalid("Secret s does not exist".into()), ("Unknown", "NoHandshake")),
+            (Check::Conflict("conflicts with b2".into()), ("Unknown", "NoHandshake")),
+        ];
+        for (check, (state, reason)) in cases {
+            let mut status = BmcBindingStatus::default();
+            record(&mut status, &read(Ok(UuidMatch::Exact)), &binding(false), at);
+            record(&mut status, &check, &binding(false), at);
+            assert_eq!(tls(&status), (state.to_owned(), reason.to_owned()), "{check:?}");
+        }
+        let mut status = BmcBindingStatus::default();
+        record(&mut status, &failed(Reason::BmcTlsVerificationFailed, "the binding pins 4F:8E"), &binding(false), at);
+        assert_eq!(conditions::find(&status.conditions, TLS_VERIFIED).unwrap().message, "the binding pins 4F:8E");
+    }
+
+    #[test]
+    fn a_fence_s_read_was_verified_only_if_it_was_answered_with_verification_on() {
+        let policy = |insecure| TlsPolicy { insecure_skip_verify: insecure, ..TlsPolicy::default() };
+        assert!(request_tls_verified(&policy(false), true));
+        assert!(!request_tls_verified(&policy(true), true));
+        assert!(!request_tls_verified(&policy(false), false));
+    }
+
+    #[test]
+    fn every_condition_describes_the_current_spec() {
+        let mut status = BmcBindingStatus::default();
+        let down = failed(Reason::BmcUnreachable, "connection refused");
+        record(&mut status, &down, &binding(false), Timestamp::UNIX_EPOCH);
+        let mut edited = binding(false);
+        edited.metadata.generation = Some(4);
+        record(&mut status, &Check::Invalid("Secret s2 does not exist".into()), &edited, Timestamp::UNIX_EPOCH);
+        let reachable = conditions::find(&status.conditions, REACHABLE).unwrap();
+        assert_eq!((reachable.status.as_str(), reachable.reason.as_str()), ("Unknown", "NotContacted"));
+        assert!(!reachable.message.contains("connection refused"), "{}", reachable.message);
+        assert!(status.conditions.iter().all(|c| c.observed_generation == Some(4)), "{:?}", status.conditions);
+    }
+
+    #[test]
+    fn a_change_of_reason_is_an_event_even_without_a_change_of_status() {
+        let at = Timestamp::UNIX_EPOCH;
+        let mut status = BmcBindingStatus::default();
+        let steps = [
+            (Check::Invalid("Secret s does not exist".into()), vec!["BindingInvalid"]),
+            (failed(Reason::BmcUnreachable, "connection refused"), vec!["BmcUnreachable", "BmcUnreachable"]),
+            (failed(Reason::BmcUnreachable, "timed out"), vec![]),
+            (
+                failed(Reason::BmcTlsVerificationFailed, "pins differ"),
+                vec!["BmcTlsVerificationFailed", "BmcUnreachable"],
+            ),
+            (read(Ok(UuidMatch::Exact)), vec!["BindingVerified", "BmcReachable"]),
+        ];
+        for (check, expected) in steps {
+            let notices = record(&mut status, &check, &binding(false), at);
+            assert_eq!(notices.iter().map(|n| n.reason.as_str()).collect::<Vec<_>>(), expected, "{check:?}");
+        }
+    }
+
+    #[test]
+    fn power_shows_only_from_a_verified_identity() {
+        let at = |secs| Timestamp::UNIX_EPOCH + jiff::SignedDuration::from_secs(secs);
+        let mut status = BmcBindingStatus::default();
+        record(&mut status, &read(Ok(UuidMatch::Exact)), &binding(false), at(5));
+        assert_eq!(status.power_state.as_deref(), Some("On"));
+        assert_eq!(status.last_power_check_time, Some(Time(at(5))));
+        for check in [mismatch(), failed(Reason::BmcUnreachable, "refused"), Check::NoNodeSystem("none".into())] {
+            let mut status = status.clone();
+            record(&mut status, &check, &binding(false), at(9));
+            assert_eq!((status.power_state, status.last_power_check_time), (None, None), "{check:?}");
+        }
+    }
+
+    #[test]
+    fn a_cleared_field_is_cleared_by_the_status_patch() {
+        let mut status = BmcBindingStatus::default();
+        record(&mut status, &read(Ok(UuidMatch::Exact)), &binding(false), Timestamp::UNIX_EPOCH);
+        let old = status.clone();
+        record(&mut status, &Check::Invalid("Secret s does not exist".into()), &binding(false), Timestamp::UNIX_EPOCH);
+        let patch = status_patch(Some(&old), &status);
+        assert_eq!(patch["status"]["powerState"], serde_json::Value::Null);
+        assert!(patch["status"].as_object().unwrap().contains_key("lastPowerCheckTime"));
+        assert_eq!(patch["status"]["uuid"], "u", "what the status keeps is sent as it is");
+        assert!(!status_patch(None, &status)["status"].as_object().unwrap().contains_key("powerState"));
+    }
+
+    #[test]
+    fn a_fence_records_its_proof_and_its_refusal_on_the_binding() {
+        let at = |secs| Timestamp::UNIX_EPOCH + jiff::SignedDuration::from_secs(secs);
+        let mut status = BmcBindingStatus::default();
+        record(&mut status, &read(Ok(UuidMatch::Exact)), &binding(false), at(0));
+        let proof = FenceFinding::Proven { system_id: "1", uuid: "u", matched: UuidMatch::Exact, power_state: "Off" };
+        let (changed, _) = record_fence(&mut status, proof, &binding(false), at(30));
+        assert!(changed);
+        assert_eq!(status.power_state.as_deref(), Some("Off"));
+        assert_eq!(status.last_power_check_time, Some(Time(at(30))));
+
+        let message = contract::final_message(Reason::IdentityChanged, "system 1 now reports UUID v");
+        let refusal = FenceFinding::Refused { reason: Reason::IdentityChanged, message: &message };
+        let (changed, notices) = record_fence(&mut status, refusal, &binding(false), at(40));
+        let verified = conditions::find(&status.conditions, IDENTITY_VERIFIED).unwrap();
+        assert!(changed && verified.reason == "IdentityChanged");
+        assert_eq!(verified.message, "system 1 now reports UUID v", "no NHC retry lever on a binding");
+        assert_eq!(notices.iter().map(|n| n.reason.as_str()).collect::<Vec<_>>(), ["IdentityChanged"]);
+        assert_eq!(status.power_state, None);
+
+        let gate = FenceFinding::Refused { reason: Reason::NodeNotUnreachable, message: "Ready=True" };
+        let before = status.clone();
+        assert_eq!(record_fence(&mut status, gate, &binding(false), at(50)), (false, vec![]));
+        assert_eq!(status, before, "a gate's refusal says nothing about the binding");
+    }
+
+    #[test]
+    fn a_failed_check_since_the_last_good_one_makes_the_binding_due() {
+        let period = StdDuration::from_secs(600);
+        let mut status = BmcBindingStatus::default();
+        record(&mut status, &read(Ok(UuidMatch::Exact)), &binding(false), Timestamp::UNIX_EPOCH);
+        record(&mut status, &Check::Invalid("Secret s does not exist".into()), &binding(false), Timestamp::UNIX_EPOCH);
+        let later = Timestamp::UNIX_EPOCH + jiff::SignedDuration::from_secs(2);
+        assert_eq!(fresh_check(Some(&status), Some(3), later, period), None);
     }
 }

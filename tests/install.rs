@@ -338,6 +338,61 @@ fn the_chart_needs_kubernetes_1_30_for_validating_admission_policy_v1() {
     assert!(text(&out.stderr).contains(">=1.30.0-0"), "{}", text(&out.stderr));
 }
 
+/// Watching Secrets and ConfigMaps (metadata only) re-verifies a binding when its references change;
+/// the grant stays in coroner's namespace.
+#[test]
+fn secrets_and_config_maps_are_watched_in_the_namespace_only() {
+    let config = grants_of_manifests(&config_default());
+    let core = |rules: &[Rule]| -> Vec<String> {
+        rules
+            .iter()
+            .filter(|r| r.api_groups == [""] && r.resources.contains(&"secrets".to_owned()))
+            .flat_map(|r| r.verbs.clone())
+            .collect()
+    };
+    assert_eq!(core(&config.namespaced), ["get", "list", "watch"]);
+    assert!(core(&config.cluster).is_empty(), "no Secrets cluster-wide");
+}
+
+// Uninstall ---------------------------------------------------------------------------------------------
+
+/// The pre-delete hook runs `coroner uninstall-check` as coroner's own ServiceAccount, locked down like
+/// the Deployment, and fails `helm uninstall` when the check fails (no retries).
+#[test]
+fn the_uninstall_check_runs_as_a_pre_delete_hook() {
+    let docs = chart();
+    let job = find(&docs, "Job", "coroner-uninstall-check");
+    let annotations = &job["metadata"]["annotations"];
+    assert_eq!(annotations["helm.sh/hook"], "pre-delete");
+    assert_eq!(annotations["helm.sh/hook-delete-policy"], "before-hook-creation,hook-succeeded");
+    assert_eq!(job["spec"]["backoffLimit"], 0);
+    let pod = &job["spec"]["template"]["spec"];
+    assert_eq!(pod["restartPolicy"], "Never");
+    assert_eq!(pod["serviceAccountName"], "coroner", "the chart's ServiceAccount, whose Role lists remediations");
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    let c = &pod["containers"][0];
+    assert_eq!(c["image"], find(&docs, "Deployment", "coroner")["spec"]["template"]["spec"]["containers"][0]["image"]);
+    assert_eq!(c["args"], json!(["uninstall-check", format!("--namespace={NAMESPACE}")]));
+    assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], true);
+    assert_eq!(c["securityContext"]["capabilities"]["drop"], json!(["ALL"]));
+
+    // The binary knows the subcommand and the flag the hook passes.
+    let command = coroner::cli::Cli::command();
+    let check = command.find_subcommand("uninstall-check").expect("coroner uninstall-check");
+    assert!(check.get_arguments().any(|a| a.get_long() == Some("namespace")));
+    let config = grants_of_manifests(&docs);
+    assert!(
+        config
+            .namespaced
+            .iter()
+            .any(|r| r.resources.contains(&"coronerremediations".to_owned()) && r.verbs.contains(&"list".to_owned())),
+        "the hook's ServiceAccount can list remediations"
+    );
+
+    let without = helm_template(&["--set", "uninstallCheck.enabled=false"]).unwrap();
+    assert!(!without.iter().any(|d| kind(d) == "Job"), "uninstallCheck.enabled=false renders no hook");
+}
+
 // CRDs -------------------------------------------------------------------------------------------------
 
 /// The documents of crds/coroner.yaml, as text, without their `---` line.
@@ -594,6 +649,16 @@ fn optional_objects_render_as_nhc_and_coroner_expect() {
             "CoronerLeaderChurn"
         ]
     );
+    let failed =
+        rule["spec"]["groups"][0]["rules"].as_array().unwrap().iter().find(|r| r["alert"] == "CoronerFenceFailed");
+    let runbook = failed.unwrap()["annotations"]["runbook"].as_str().unwrap_or_default();
+    for lever in [
+        "with a single remediationTemplate, delete the CoronerRemediation",
+        "with escalatingRemediations",
+        "coroner attest",
+    ] {
+        assert!(runbook.contains(lever), "CoronerFenceFailed's runbook lacks {lever:?}: {runbook}");
+    }
     find(&full, "ServiceMonitor", "coroner");
 
     // kubectl reads YAML 1.1, where a bare Off is false: the rendered text must quote it.

@@ -202,3 +202,66 @@ fn enables_insecure_tls(line: &str) -> bool {
         || compact.contains("insecureSkipTLSVerify:true")
         || line.contains("--ssl-insecure")
 }
+
+/// The CRD schema's properties, recursively, as (path, schema).
+fn properties<'a>(path: String, schema: &'a Value, out: &mut Vec<(String, &'a Value)>) {
+    out.push((path.clone(), schema));
+    for (name, child) in schema.get("properties").and_then(Value::as_object).into_iter().flatten() {
+        properties(format!("{path}.{name}"), child, out);
+    }
+    if let Some(items) = schema.get("items") {
+        properties(format!("{path}[]"), items, out);
+    }
+}
+
+/// A raw regex is what the API server would answer a bad value with: every string rule of a
+/// BmcBinding (what a new user writes by hand) is a CEL rule with a message that names the field and
+/// shows a right value, its cost bounded by maxLength. (Durations keep their pattern: the templates'
+/// `duration(...)` rules need it to hold first.)
+#[test]
+fn binding_string_rules_are_cel_rules_with_messages_not_raw_patterns() {
+    let mut failures = Vec::new();
+    let mut rules = 0;
+    for (source, crd) in documents("crds") {
+        if crd["spec"]["names"]["kind"] != "BmcBinding" {
+            continue;
+        }
+        let Some(schema) = crd.pointer("/spec/versions/0/schema/openAPIV3Schema") else { continue };
+        let mut all = Vec::new();
+        properties(crd["spec"]["names"]["kind"].as_str().unwrap_or_default().to_owned(), schema, &mut all);
+        for (path, property) in all {
+            if property.get("pattern").is_some() {
+                failures.push(format!("{source}: {path} has a raw pattern"));
+            }
+            for rule in property.get("x-kubernetes-validations").and_then(Value::as_array).into_iter().flatten() {
+                rules += 1;
+                if rule.get("message").and_then(Value::as_str).is_none_or(str::is_empty) {
+                    failures.push(format!("{source}: {path}: rule {} has no message", rule["rule"]));
+                }
+                let on_string = property.get("type").and_then(Value::as_str) == Some("string");
+                if on_string && property.get("maxLength").is_none() {
+                    failures.push(format!("{source}: {path}: a string rule without maxLength"));
+                }
+            }
+        }
+    }
+    assert!(rules >= 5, "only {rules} CEL rules found");
+    assert_eq!(failures, Vec::<String>::new());
+}
+
+/// `action: Off` unquoted is a boolean, and the CRD cannot catch it before the type error: every
+/// sample and the install guide say so first.
+#[test]
+fn samples_and_the_install_guide_warn_about_a_bare_off_first() {
+    let mut paths: Vec<_> = fs::read_dir(root().join("config/samples"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().is_some_and(|n| n != "kustomization.yaml"))
+        .collect();
+    paths.push(root().join("docs/install.md"));
+    for path in paths {
+        let text = fs::read_to_string(&path).unwrap();
+        let head: String = text.lines().take(8).collect::<Vec<_>>().join("\n");
+        assert!(head.contains(r#"action: "Off""#), "{}: the first lines do not warn about a bare Off", path.display());
+    }
+}

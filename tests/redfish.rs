@@ -479,12 +479,31 @@ async fn tls_error(machine: &Machine, trust: tls::Trust) -> Option<BmcError> {
     client_with(machine, trust, PASSWORD).system(UUID).await.err()
 }
 
+/// The TLS refusal as the binding's conditions and Events will say it.
+async fn tls_message(machine: &Machine, trust: tls::Trust) -> String {
+    match tls_error(machine, trust).await {
+        Some(BmcError::Tls(message)) => message,
+        other => panic!("expected a TLS refusal, got {other:?}"),
+    }
+}
+
+fn fingerprint(name: &str) -> String {
+    tls::format_fingerprint(&tls::parse_pin(&peers().pin(name)).unwrap())
+}
+
 #[tokio::test]
 async fn a_ca_bundle_is_the_only_trust_anchor() {
     let machine = Machine::start(&MachineSpec::new(UUID));
     assert!(tls_error(&machine, trust_ca()).await.is_none());
-    let wrong_ca = tls::Trust { ca_bundle_pem: Some(peers().pem("other-ca")), ..tls::Trust::default() };
-    assert!(matches!(tls_error(&machine, wrong_ca).await, Some(BmcError::Tls(_))));
+    let wrong_ca = tls::Trust {
+        ca_bundle_pem: Some(peers().pem("other-ca")),
+        ca_bundle_source: Some("ConfigMap bmc-ca (key ca.crt)".into()),
+        ..tls::Trust::default()
+    };
+    assert_eq!(
+        tls_message(&machine, wrong_ca).await,
+        "the certificate (CN=127.0.0.1) is issued by CN=coroner-test-bmc-ca, which is not a CA in ConfigMap bmc-ca (key ca.crt) (it holds CN=coroner-unrelated-ca)"
+    );
 }
 
 #[tokio::test]
@@ -497,10 +516,25 @@ async fn a_pin_trusts_a_self_signed_certificate_and_nothing_else() {
         ..tls::Trust::default()
     };
     assert!(tls_error(&machine, pin("self-signed")).await.is_none());
-    assert!(matches!(tls_error(&machine, pin("leaf")).await, Some(BmcError::Tls(_))));
+    // As openssl prints it, pasted as is.
+    let openssl = format!("sha256 Fingerprint={}", fingerprint("self-signed"));
+    let pasted = tls::Trust { pin_sha256: Some(tls::parse_pin(&openssl).unwrap()), ..tls::Trust::default() };
+    assert!(tls_error(&machine, pasted).await.is_none());
+    let wrong = tls_message(&machine, pin("leaf")).await;
+    let expected = format!(
+        "the certificate's SHA-256 is {}, the binding pins {}",
+        fingerprint("self-signed"),
+        fingerprint("leaf")
+    );
+    assert!(wrong.starts_with(&expected), "{wrong}");
     // The factory certificate is CA:TRUE; a CA bundle holding it does not make it a valid server certificate.
     let as_ca = tls::Trust { ca_bundle_pem: Some(peers().pem("self-signed")), ..tls::Trust::default() };
-    assert!(matches!(tls_error(&machine, as_ca).await, Some(BmcError::Tls(_))));
+    let message = tls_message(&machine, as_ca).await;
+    let pin_it = format!("pin it instead (tls.certificateSHA256: \"{}\")", fingerprint("self-signed"));
+    assert!(
+        message.contains("presents a CA certificate (CN=127.0.0.1) as its own") && message.contains(&pin_it),
+        "{message}"
+    );
 }
 
 #[tokio::test]
@@ -508,14 +542,17 @@ async fn server_name_overrides_the_name_checked_for_an_ip_endpoint() {
     let mut spec = MachineSpec::new(UUID);
     spec.cert = "named-leaf";
     let machine = Machine::start(&spec);
-    assert!(
-        matches!(tls_error(&machine, trust_ca()).await, Some(BmcError::Tls(_))),
-        "127.0.0.1 is not in the certificate"
+    assert_eq!(
+        tls_message(&machine, trust_ca()).await,
+        "name 127.0.0.1 is not in the certificate (it has DNS:bmc.coroner.test); set tls.serverName to one of its names"
     );
     let named = tls::Trust { server_name: Some("bmc.coroner.test".into()), ..trust_ca() };
     assert!(tls_error(&machine, named).await.is_none());
     let wrong_name = tls::Trust { server_name: Some("other.coroner.test".into()), ..trust_ca() };
-    assert!(matches!(tls_error(&machine, wrong_name).await, Some(BmcError::Tls(_))));
+    assert_eq!(
+        tls_message(&machine, wrong_name).await,
+        "tls.serverName other.coroner.test is not in the certificate (it has DNS:bmc.coroner.test); set tls.serverName to one of its names"
+    );
 }
 
 #[tokio::test]
@@ -523,7 +560,10 @@ async fn insecure_skip_verify_works_only_when_asked_for() {
     let mut spec = MachineSpec::new(UUID);
     spec.cert = "self-signed";
     let machine = Machine::start(&spec);
-    assert!(matches!(tls_error(&machine, trust_ca()).await, Some(BmcError::Tls(_))));
+    let message = tls_message(&machine, trust_ca()).await;
+    // Like most factory certificates it is CA:TRUE, which webpki refuses as a server certificate
+    // before it looks for an issuer.
+    assert!(message.starts_with("the BMC presents a CA certificate (CN=127.0.0.1) as its own"), "{message}");
     let insecure = tls::Trust { insecure_skip_verify: true, ..tls::Trust::default() };
     assert!(tls_error(&machine, insecure).await.is_none());
 }

@@ -23,7 +23,13 @@ use serde::{Deserialize, Serialize};
         type_ = "string",
         json_path = r#".status.conditions[?(@.type=="IdentityVerified")].status"#
     ),
+    printcolumn(
+        name = "Reason",
+        type_ = "string",
+        json_path = r#".status.conditions[?(@.type=="IdentityVerified")].reason"#
+    ),
     printcolumn(name = "Power", type_ = "string", json_path = ".status.powerState"),
+    printcolumn(name = "Last Checked", type_ = "date", json_path = ".status.lastPowerCheckTime"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[serde(rename_all = "camelCase")]
@@ -37,17 +43,33 @@ pub struct BmcBindingSpec {
     pub tls: TlsPolicy,
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+impl BmcBindingSpec {
+    /// Whether the binding reads the Secret or ConfigMap `name` of its namespace (its credentials or
+    /// its CA bundle): a change of that object is a reason to verify the binding again.
+    pub fn refers_to(&self, kind: CaBundleKind, name: &str) -> bool {
+        let ca = self.tls.ca_bundle_ref.as_ref().is_some_and(|ca| ca.kind == kind && ca.name == name);
+        ca || (kind == CaBundleKind::Secret && self.credentials_secret_ref.name == name)
+    }
+}
+
+// Each rule names what is wrong and shows a right value: the API server's answer to a bad binding
+// is the first thing a new user reads. maxLength bounds the cost of the rules.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct RedfishTarget {
     /// https URL of the Redfish service root, e.g. `https://10.0.0.12/redfish/v1` (a bare
     /// `https://host[:port]` means `/redfish/v1`). No credentials in it: they go in the Secret.
-    #[schemars(regex(pattern = r"^https://[^/?#\s@]+(/[^?#\s]*)?$"), length(max = 2048))]
+    #[schemars(length(max = 2048))]
+    #[x_kube(validation = Rule::new("self.startsWith('https://')").message("endpoint must be an https URL of the BMC's Redfish service root, e.g. https://10.0.0.12/redfish/v1 (coroner never talks plain http to a BMC)"))]
+    #[x_kube(validation = Rule::new("!self.matches('^https://[^/]*@')").message("endpoint must not carry credentials (user:password@host): put them in the Secret named by credentialsSecretRef"))]
+    #[x_kube(validation = Rule::new("self.matches('^https://[^/?#@ ]+(/[^?# ]*)?$')").message("endpoint must be https://host[:port][/path], e.g. https://10.0.0.12/redfish/v1 or https://bmc-1.example:8443: a host, then an optional path, with no spaces, query (?) or fragment (#)"))]
     pub endpoint: String,
-    /// Pins `Systems/{id}`. Without it coroner discovers the system: the only one, or the one whose
-    /// UUID matches the node.
+    /// Pins `Systems/{id}`: the last path segment of the system's URI, e.g. `1` or
+    /// `System.Embedded.1` (not a URI). Without it coroner discovers the system: the only one, or the
+    /// one whose UUID matches the node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^[^/?#\s]+$"), length(max = 256))]
+    #[schemars(length(max = 256))]
+    #[x_kube(validation = Rule::new("self.matches('^[^/?# ]+$')").message("systemId is the last path segment of the system's URI, e.g. 1 or System.Embedded.1, not a URI: no /, ?, # or spaces"))]
     pub system_id: Option<String>,
 }
 
@@ -66,10 +88,13 @@ pub struct TlsPolicy {
     /// PEM CA certificates to trust, and only those.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_bundle_ref: Option<CaBundleRef>,
-    /// SHA-256 of the BMC's leaf certificate (DER), hex with or without colons. Trusts a factory
-    /// self-signed certificate without turning verification off.
+    /// SHA-256 of the BMC's leaf certificate (DER): 64 hex digits with or without colons, any case,
+    /// or openssl's line as it prints it (`sha256 Fingerprint=AB:CD:…`, from `openssl x509 -noout
+    /// -fingerprint -sha256`). Trusts a factory self-signed certificate without turning verification
+    /// off.
     #[serde(rename = "certificateSHA256", default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^([0-9a-fA-F]{2}:?){31}[0-9a-fA-F]{2}$"))]
+    #[schemars(length(max = 128))]
+    #[x_kube(validation = Rule::new("self.matches('^((?i)sha256 fingerprint=)?([0-9a-fA-F]{2}:?){31}[0-9a-fA-F]{2}$')").message("certificateSHA256 is the SHA-256 of the BMC's certificate: 64 hex digits, colons allowed (AB:CD:...), or openssl's line as is (sha256 Fingerprint=AB:CD:...); read it with: openssl s_client -connect HOST:443 </dev/null | openssl x509 -noout -fingerprint -sha256"))]
     pub certificate_sha256: Option<String>,
     /// Name to verify in the certificate when the endpoint is an IP address.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -91,7 +116,7 @@ pub struct CaBundleRef {
     pub key: String,
 }
 
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
 pub enum CaBundleKind {
     ConfigMap,
     Secret,
@@ -100,7 +125,8 @@ pub enum CaBundleKind {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct BmcBindingStatus {
-    /// `Reachable` and `IdentityVerified`.
+    /// `Reachable`, `IdentityVerified` and `TLSVerified`, each stamped with the generation of the
+    /// spec it describes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
@@ -110,8 +136,14 @@ pub struct BmcBindingStatus {
     /// The UUID that system reported at the last successful verification.
     #[serde(rename = "uuid", default, skip_serializing_if = "Option::is_none")]
     pub uuid: Option<String>,
+    /// The power of the node's machine, only as read from a system whose identity was verified in
+    /// the same check (a verification, or a fence's proof); absent when the last check could not
+    /// verify the identity.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub power_state: Option<String>,
+    /// When `powerState` was read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_power_check_time: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_verification_time: Option<Time>,
     /// The binding's generation at that verification: after a spec change, `systemId` and `uuid`

@@ -45,6 +45,27 @@ pub fn set(
     }
 }
 
+/// [`set`], and stamps the condition with the generation of the spec it describes
+/// (`observedGeneration`): a condition written for an older spec is visibly stale.
+pub fn set_observed(
+    conditions: &mut Vec<Condition>,
+    type_: &str,
+    status: &str,
+    reason: &str,
+    message: &str,
+    generation: Option<i64>,
+    now: Timestamp,
+) -> bool {
+    let mut changed = set(conditions, type_, status, reason, message, now);
+    if let Some(condition) = conditions.iter_mut().find(|c| c.type_ == type_)
+        && condition.observed_generation != generation
+    {
+        condition.observed_generation = generation;
+        changed = true;
+    }
+    changed
+}
+
 pub fn find<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
     conditions.iter().find(|c| c.type_ == type_)
 }
@@ -77,5 +98,18 @@ mod tests {
         assert_eq!(conditions[0].last_transition_time, Time(at(30)));
         assert!(!set(&mut conditions, "Processing", FALSE, "C", "c", at(40)));
         assert_eq!(conditions.len(), 1);
+    }
+
+    #[test]
+    fn a_condition_names_the_generation_it_describes() {
+        let mut conditions = Vec::new();
+        assert!(set_observed(&mut conditions, "Reachable", TRUE, "A", "a", Some(1), at(10)));
+        assert_eq!(conditions[0].observed_generation, Some(1));
+        assert!(!set_observed(&mut conditions, "Reachable", TRUE, "A", "a", Some(1), at(20)));
+        assert!(
+            set_observed(&mut conditions, "Reachable", TRUE, "A", "a", Some(2), at(30)),
+            "a new spec, same verdict"
+        );
+        assert_eq!((conditions[0].observed_generation, &conditions[0].last_transition_time), (Some(2), &Time(at(10))));
     }
 }

@@ -31,6 +31,11 @@ use super::Duration;
         type_ = "string",
         json_path = r#".status.conditions[?(@.type=="Succeeded")].status"#
     ),
+    printcolumn(
+        name = "Reason",
+        type_ = "string",
+        json_path = r#".status.conditions[?(@.type=="Processing")].reason"#
+    ),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[serde(rename_all = "camelCase")]
@@ -40,8 +45,10 @@ use super::Duration;
 #[x_kube(validation = Rule::new("duration(self.releaseTimeout) > duration('0s')").message("releaseTimeout must be positive"))]
 pub struct CoronerRemediationSpec {
     /// What to do with the machine: `Off` leaves it powered off; `Reboot` powers it on again once its
-    /// workloads have been released. Quote `"Off"` in YAML: YAML 1.1 readers such as kubectl take a bare
-    /// Off for the boolean false.
+    /// workloads have been released. Quote it in YAML: `action: "Off"`. A bare `Off` or `off` is the
+    /// boolean false to YAML 1.1 readers such as kubectl and Helm, and the API server then rejects the
+    /// object with a type error (`spec.action: Invalid value: "boolean": ... must be of type string`)
+    /// before any rule could say this.
     #[serde(default)]
     pub action: FenceAction,
 

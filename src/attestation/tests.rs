@@ -413,7 +413,8 @@ fn without_a_failure_record_the_lease_at_admission_is_the_baseline() {
 
 #[test]
 fn a_lease_coroner_saw_renewed_lately_makes_the_attestation_wait() {
-    let fresh = lease_stale(LeaseSighting::Seen { age: StdDuration::from_secs(10) }, StdDuration::from_secs(60)).unwrap_err();
+    let fresh =
+        lease_stale(LeaseSighting::Seen { age: StdDuration::from_secs(10) }, StdDuration::from_secs(60)).unwrap_err();
     assert_eq!(fresh.reason, AttestationReason::NodeLeaseFresh);
     assert!(!fresh.is_final());
     assert!(lease_stale(LeaseSighting::Seen { age: StdDuration::from_secs(60) }, StdDuration::from_secs(60)).is_ok());

@@ -430,8 +430,8 @@ fn classify(error: reqwest::Error) -> BmcError {
     if let Some(cross) = find_source::<CrossOrigin>(&error) {
         return BmcError::CrossHostRedirect(cross.0.clone());
     }
-    if let Some(tls) = find_rustls_error(&error) {
-        return BmcError::Tls(tls.to_string());
+    if let Some(rustls_error) = find_rustls_error(&error) {
+        return BmcError::Tls(tls::describe(rustls_error));
     }
     if error.is_timeout() {
         return BmcError::Unreachable("no answer before the request timeout".into());

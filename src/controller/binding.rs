@@ -1,31 +1,151 @@
-//! Continuous BmcBinding verification: on every change and periodically (jittered, with bounded
-//! concurrency), check reachability, TLS, credentials, identity (the fence's UUID rules) and power.
-//! An early warning, not a substitute: every fence proves identity afresh. Never sends a mutation.
+//! Continuous BmcBinding verification: on every change, whenever a Secret or ConfigMap a binding
+//! names appears, changes or goes, and periodically (jittered, with bounded concurrency), check
+//! reachability, TLS, credentials, identity (the fence's UUID rules) and power. An early warning,
+//! not a substitute: every fence proves identity afresh. Never sends a mutation.
 
-use std::{sync::Arc, time::Duration as StdDuration};
+use std::{
+    collections::{HashMap, HashSet},
+    sync::{Arc, Mutex, PoisonError},
+    time::Duration as StdDuration,
+};
 
+use futures::StreamExt;
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Secret};
 use kube::{
     Api, Resource, ResourceExt,
     api::{ListParams, Patch, PatchParams},
-    runtime::controller::Action,
+    core::PartialObjectMeta,
+    runtime::{
+        Controller,
+        controller::{Action, Config as ControllerConfig},
+        reflector::{ObjectRef, Store},
+        watcher,
+    },
 };
+use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 use super::{Context, Error};
 use crate::{
-    api::BmcBinding,
+    api::{BmcBinding, CaBundleKind},
     driver::{self, ports::Events},
     fence::IdentityProblem,
     gates, identity,
     verification::{self, Check},
 };
 
-pub async fn reconcile(binding: Arc<BmcBinding>, ctx: Arc<Context>) -> Result<Action, Error> {
+/// The binding controller, until `stop`: it watches the bindings and, metadata only (no Secret data
+/// is ever held in memory), the Secrets and ConfigMaps of coroner's namespace. A change of one that
+/// bindings name re-verifies those bindings at once and drops their cached Redfish clients (built
+/// from the old credentials or CA bundle).
+pub async fn run(ctx: Arc<Context>, stop: CancellationToken) {
+    let client = ctx.client.clone();
+    let namespace = ctx.namespace().to_owned();
+    let controller =
+        Controller::new(Api::<BmcBinding>::namespaced(client.clone(), &namespace), watcher::Config::default())
+            .with_config(ControllerConfig::default().concurrency(ctx.settings.verify.concurrency));
+    let changes = Arc::new(ReferenceChanges::default());
+    let secrets = mapper(controller.store(), changes.clone(), ctx.clone(), CaBundleKind::Secret);
+    let config_maps = mapper(controller.store(), changes.clone(), ctx.clone(), CaBundleKind::ConfigMap);
+    let reconcile_changes = changes;
+    controller
+        .watches(
+            Api::<PartialObjectMeta<Secret>>::namespaced(client.clone(), &namespace),
+            watcher::Config::default(),
+            move |secret| secrets(secret.metadata),
+        )
+        .watches(
+            Api::<PartialObjectMeta<ConfigMap>>::namespaced(client, &namespace),
+            watcher::Config::default(),
+            move |map| config_maps(map.metadata),
+        )
+        .graceful_shutdown_on(stop.cancelled_owned())
+        .run(move |binding, ctx| reconcile(binding, ctx, reconcile_changes.clone()), super::error_policy, ctx.clone())
+        .for_each(|_| async {})
+        .await;
+}
+
+type ObjectMeta = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+fn mapper(
+    bindings: Store<BmcBinding>,
+    changes: Arc<ReferenceChanges>,
+    ctx: Arc<Context>,
+    kind: CaBundleKind,
+) -> impl Fn(ObjectMeta) -> Vec<ObjectRef<BmcBinding>> + Send + Sync + 'static {
+    move |meta| referring(&bindings, &changes, &ctx, kind, &meta)
+}
+
+/// The bindings that name this Secret or ConfigMap. When it changed since last seen (not its first
+/// sight: the initial list, or a creation, which a binding waiting for it verifies anyway), they are
+/// marked for a verification that no recent good check can skip, and their clients are dropped.
+fn referring(
+    bindings: &Store<BmcBinding>,
+    changes: &ReferenceChanges,
+    ctx: &Context,
+    kind: CaBundleKind,
+    meta: &ObjectMeta,
+) -> Vec<ObjectRef<BmcBinding>> {
+    let name = meta.name.clone().unwrap_or_default();
+    let changed = changes.observe(kind, &name, meta.resource_version.as_deref());
+    let referring: Vec<_> = bindings.state().into_iter().filter(|b| b.spec.refers_to(kind, &name)).collect();
+    for binding in referring.iter().filter(|_| changed) {
+        changes.mark(&binding.name_any());
+        if let Some(uid) = binding.uid() {
+            ctx.clients.forget(&uid);
+        }
+        info!(binding = %binding.name_any(), "{kind:?} {name} changed: verifying the binding again");
+    }
+    referring.iter().map(|b| ObjectRef::from_obj(&**b)).collect()
+}
+
+/// The versions of the Secrets and ConfigMaps seen in the namespace, and the bindings whose
+/// references changed since their last verification.
+#[derive(Debug, Default)]
+struct ReferenceChanges {
+    seen: Mutex<HashMap<(CaBundleKind, String), String>>,
+    due: Mutex<HashSet<String>>,
+}
+
+impl ReferenceChanges {
+    /// Records `version` of the object; whether an earlier, different version was seen (a change or
+    /// a deletion). A re-list after a watch restart repeats the same versions: no change.
+    fn observe(&self, kind: CaBundleKind, name: &str, version: Option<&str>) -> bool {
+        let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        let version = version.unwrap_or_default().to_owned();
+        seen.insert((kind, name.to_owned()), version.clone()).is_some_and(|before| before != version)
+    }
+
+    fn mark(&self, binding: &str) {
+        self.due.lock().unwrap_or_else(PoisonError::into_inner).insert(binding.to_owned());
+    }
+
+    /// Whether the binding is due because of a reference change (and clears the mark).
+    fn take(&self, binding: &str) -> bool {
+        self.due.lock().unwrap_or_else(PoisonError::into_inner).remove(binding)
+    }
+}
+
+async fn reconcile(
+    binding: Arc<BmcBinding>,
+    ctx: Arc<Context>,
+    changes: Arc<ReferenceChanges>,
+) -> Result<Action, Error> {
+    let name = binding.name_any();
+    let referenced_changed = changes.take(&name);
+    let result = check(&binding, &ctx, referenced_changed).await;
+    if result.is_err() && referenced_changed {
+        changes.mark(&name);
+    }
+    result
+}
+
+async fn check(binding: &BmcBinding, ctx: &Context, referenced_changed: bool) -> Result<Action, Error> {
     let interval = ctx.settings.verify.interval;
-    if let Some(ago) =
-        verification::fresh_check(binding.status.as_ref(), binding.metadata.generation, Timestamp::now(), interval)
+    if !referenced_changed
+        && let Some(ago) =
+            verification::fresh_check(binding.status.as_ref(), binding.metadata.generation, Timestamp::now(), interval)
     {
         return Ok(Action::requeue(jittered(interval).saturating_sub(ago)));
     }
@@ -34,12 +154,12 @@ pub async fn reconcile(binding: Arc<BmcBinding>, ctx: Arc<Context>) -> Result<Ac
     let all = api.list(&ListParams::default()).await?.items;
     let check = match gates::binding_conflicts(&all).remove(&name) {
         Some(why) => Check::Conflict(why),
-        None => verify(&ctx, &binding).await?,
+        None => verify(ctx, binding).await?,
     };
     let mut status = binding.status.clone().unwrap_or_default();
-    let notices = verification::record(&mut status, &check, &binding, Timestamp::now());
+    let notices = verification::record(&mut status, &check, binding, Timestamp::now());
     if binding.status.as_ref() != Some(&status) {
-        let patch = serde_json::json!({ "status": status });
+        let patch = verification::status_patch(binding.status.as_ref(), &status);
         api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
     }
     for notice in &notices {
@@ -85,6 +205,17 @@ fn jittered(interval: StdDuration) -> StdDuration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_new_version_of_a_known_object_is_a_change() {
+        let changes = ReferenceChanges::default();
+        assert!(!changes.observe(CaBundleKind::Secret, "s", Some("1")), "first sight: the initial list or a creation");
+        assert!(!changes.observe(CaBundleKind::Secret, "s", Some("1")), "a re-list after a watch restart");
+        assert!(!changes.observe(CaBundleKind::ConfigMap, "s", Some("7")), "another kind, another object");
+        assert!(changes.observe(CaBundleKind::Secret, "s", Some("2")), "an update (or the deletion's version)");
+        changes.mark("b");
+        assert!(changes.take("b") && !changes.take("b"), "a mark is taken once");
+    }
 
     #[test]
     fn jitter_stays_within_ten_percent() {

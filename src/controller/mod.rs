@@ -20,7 +20,7 @@ use kube::{
     api::ListParams,
     runtime::{
         Controller,
-        controller::{Action, Config as ControllerConfig},
+        controller::Action,
         events::{Recorder, Reporter},
         reflector::ObjectRef,
         watcher,
@@ -114,6 +114,11 @@ impl ClientCache {
         let entries = self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let (version, built, client) = entries.get(&binding.uid()?)?;
         (Some(version) == binding.resource_version().as_ref() && built.elapsed() < CLIENT_TTL).then(|| client.clone())
+    }
+
+    /// Drops the binding's client: what it was built from (its Secret, its CA bundle) changed.
+    fn forget(&self, uid: &str) {
+        self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(uid);
     }
 
     fn put(&self, binding: &BmcBinding, client: &RedfishClient) {
@@ -359,12 +364,7 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
     .run(template::reconcile, error_policy, ctx.clone())
     .for_each(|_| async {});
     let attestation_controller = attestation::run(ctx.clone(), stop.clone());
-    let binding_controller =
-        Controller::new(Api::<BmcBinding>::namespaced(client, &namespace), watcher::Config::default())
-            .with_config(ControllerConfig::default().concurrency(ctx.settings.verify.concurrency))
-            .graceful_shutdown_on(stop.cancelled_owned())
-            .run(binding::reconcile, error_policy, ctx.clone())
-            .for_each(|_| async {});
+    let binding_controller = binding::run(ctx.clone(), stop);
     info!(namespace, instance = %ctx.instance(), "controllers started");
     futures::join!(remediation_controller, template_controller, binding_controller, attestation_controller);
     info!("controllers stopped");
@@ -477,5 +477,7 @@ mod tests {
         cache.put(&binding("1"), &client);
         assert!(cache.get(&binding("1")).is_some());
         assert!(cache.get(&binding("2")).is_none(), "a changed binding builds a new client");
+        cache.forget("uid-b");
+        assert!(cache.get(&binding("1")).is_none(), "a changed Secret or CA bundle builds a new client");
     }
 }

@@ -26,6 +26,7 @@ use crate::{
     fence::{Mono, Notice},
     gates::LeaseSighting,
     telemetry::Metrics,
+    verification,
 };
 
 impl Clock for Context {
@@ -115,8 +116,13 @@ impl Cluster for Context {
         Ok(self.bindings_api().get_opt(name).await?)
     }
 
-    async fn write_binding_status(&self, name: &str, status: &BmcBindingStatus) -> ApiResult<()> {
-        let patch = serde_json::json!({ "status": status });
+    async fn write_binding_status(
+        &self,
+        name: &str,
+        old: Option<&BmcBindingStatus>,
+        new: &BmcBindingStatus,
+    ) -> ApiResult<()> {
+        let patch = verification::status_patch(old, new);
         self.bindings_api().patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
         Ok(())
     }

@@ -343,7 +343,8 @@ impl<'a, W: World> Fence<'a, W> {
         Ok(Ok(IdentityFound {
             binding: binding.name_any(),
             endpoint: binding.spec.redfish.endpoint.clone(),
-            tls_verified: !binding.spec.tls.insecure_skip_verify,
+            // The identity read was answered: its handshake was verified unless verification is off.
+            tls_verified: verification::request_tls_verified(&binding.spec.tls, true),
             system,
             claims: claims(self.world, &self.node_name, binding).await?,
         }))
@@ -386,7 +387,8 @@ impl<'a, W: World> Fence<'a, W> {
         let mut status = binding.status.clone().unwrap_or_default();
         let notices = verification::record(&mut status, &check, binding, self.world.now());
         if binding.status.as_ref() != Some(&status)
-            && let Err(error) = self.world.write_binding_status(&binding.name_any(), &status).await
+            && let Err(error) =
+                self.world.write_binding_status(&binding.name_any(), binding.status.as_ref(), &status).await
         {
             tracing::warn!(%error, binding = %binding.name_any(), "could not record the verification on the BmcBinding");
         }

@@ -110,8 +110,13 @@ pub trait Cluster {
     /// Every BmcBinding in coroner's namespace.
     fn bindings(&self) -> impl Future<Output = ApiResult<Vec<BmcBinding>>> + Send;
     fn binding(&self, name: &str) -> impl Future<Output = ApiResult<Option<BmcBinding>>> + Send;
-    fn write_binding_status(&self, name: &str, status: &BmcBindingStatus)
-    -> impl Future<Output = ApiResult<()>> + Send;
+    /// Writes a binding's status (a merge patch from `old` to `new`: a field `new` lacks is cleared).
+    fn write_binding_status(
+        &self,
+        name: &str,
+        old: Option<&BmcBindingStatus>,
+        new: &BmcBindingStatus,
+    ) -> impl Future<Output = ApiResult<()>> + Send;
     /// Pods labelled `component=etcd` in kube-system.
     fn etcd_pods(&self) -> impl Future<Output = ApiResult<Vec<Pod>>> + Send;
     /// Pods bound to the node.

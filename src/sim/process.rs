@@ -393,7 +393,12 @@ impl Cluster for Process {
         self.api(false, |t| Ok(t.bindings.get(name).cloned())).await
     }
 
-    async fn write_binding_status(&self, name: &str, status: &BmcBindingStatus) -> ApiResult<()> {
+    async fn write_binding_status(
+        &self,
+        name: &str,
+        _old: Option<&BmcBindingStatus>,
+        status: &BmcBindingStatus,
+    ) -> ApiResult<()> {
         self.api(true, |t| {
             let rv = t.next_rv();
             let binding = t.bindings.get_mut(name).ok_or_else(|| ApiError::NotFound(name.into()))?;

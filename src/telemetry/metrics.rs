@@ -205,7 +205,9 @@ pub fn stage_durations(old: &CoronerRemediationStatus, new: &CoronerRemediationS
 
 /// The outcome NodeHealthCheck sees, counted once: when `Succeeded` first leaves `Unknown`. Not
 /// the terminal phase: NHC deletes a remediation as soon as its node is healthy again, which can
-/// come before coroner sees the node back and writes `Done`.
+/// come before coroner sees the node back and writes `Done`. A success is counted as `NodeFenced`
+/// whatever the action: with `Reboot`, `Succeeded` turns `True` on the step after the release
+/// (`WaitingForRelease`), which names what happens next, not what succeeded.
 pub fn decided_outcome(old: &CoronerRemediationStatus, new: &CoronerRemediationStatus) -> Option<OutcomeLabels> {
     let decided = |status: &CoronerRemediationStatus| {
         conditions::find(&status.conditions, contract::SUCCEEDED)
@@ -216,8 +218,11 @@ pub fn decided_outcome(old: &CoronerRemediationStatus, new: &CoronerRemediationS
         return None;
     }
     let succeeded = decided(new)?;
-    let outcome = if succeeded.status == conditions::TRUE { "succeeded" } else { "failed" };
-    Some(OutcomeLabels { outcome: outcome.into(), reason: succeeded.reason })
+    Some(if succeeded.status == conditions::TRUE {
+        OutcomeLabels { outcome: "succeeded".into(), reason: contract::Reason::NodeFenced.as_str().into() }
+    } else {
+        OutcomeLabels { outcome: "failed".into(), reason: succeeded.reason }
+    })
 }
 
 #[cfg(test)]
@@ -312,6 +317,12 @@ mod tests {
         assert_eq!(
             decided_outcome(&started, &fenced),
             Some(OutcomeLabels { outcome: "succeeded".into(), reason: "NodeFenced".into() })
+        );
+        let rebooting = with(contract::Reason::WaitingForRelease, &started);
+        assert_eq!(
+            decided_outcome(&started, &rebooting),
+            Some(OutcomeLabels { outcome: "succeeded".into(), reason: "NodeFenced".into() }),
+            "a Reboot's success is a fence's success, not the step after it"
         );
         let complete = with(contract::Reason::RemediationComplete, &fenced);
         assert_eq!(decided_outcome(&fenced, &complete), None, "not again when the remediation completes");

@@ -11,10 +11,14 @@
 //!   f. over the whole run: taints follow proven power states, no Node deleted, no password in logs;
 //!   g–m. Ready=False refused, control-plane quorum, storm limits, stale bindings, and a leader on the
 //!      node to fence (waits alone, hands over to a replica elsewhere);
-//!   n. machines whose BMC lost power with them: Succeeded=False, then an audited attestation releases
+//!   n–o. admission's messages for bad bindings; bindings verified again when their Secret or CA
+//!      bundle appears or changes, with TLS errors in words;
+//!   p. machines whose BMC lost power with them: Succeeded=False, then an audited attestation releases
 //!      one (forged attester and spec updates rejected by the API server; a renewing Lease and an
 //!      expired attestation refused);
-//!   o. the out-of-service taint by hand: rejected for an ordinary admin, allowed for break-glass.
+//!   q. the out-of-service taint by hand: rejected for an ordinary admin, allowed for break-glass.
+//!
+//! `make e2e ONLY=c,o` runs only those scenarios (by letter, see `SCENARIOS`), in the same world.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -258,42 +262,61 @@ async fn setup(world: &mut World) {
     log(format!("world ready: {} machines, NHC (main, escalation, control-plane, storm), coroner", world.nodes.len()));
 }
 
+/// The scenarios in the order they run, by the letter `make e2e ONLY=…` names them with. Scenario f
+/// (checks over the whole run) always runs last.
+const SCENARIOS: [(char, &str); 15] = [
+    ('a', "partitioned node fenced, pods moved, rebooted"),
+    ('b', "wrong mapping refused, escalation refused too, and NHC skips a failed template"),
+    ('c', "unreachable BMC fails after retry.count; once fixed, deleting it retries; uninstall refused while fenced"),
+    ('d', "nhc-timed-out mid-fence stops BMC mutations"),
+    ('e', "coroner killed mid-ConfirmingOff resumes"),
+    ('g', "a Ready=False node is not fenced"),
+    ('h', "control plane: one of three fenced, two of three not until one is back"),
+    ('i', "storm limits: concurrency and window budgets"),
+    ('j', "a stale binding is caught by periodic verification"),
+    ('l', "the leader never fences the node it runs on"),
+    ('m', "a leader on the node to fence hands over to a replica elsewhere"),
+    ('n', "admission explains bad bindings; a sample's openssl pin is accepted"),
+    ('o', "a binding is verified again when its Secret or CA bundle appears or changes; TLS errors in words"),
+    ('p', "BMC dead with its machine: released on an audited attestation, forgeries refused"),
+    ('q', "the out-of-service taint by hand: ordinary admin rejected, break-glass allowed"),
+];
+
+/// `CORONER_E2E_ONLY=a,c` (`make e2e ONLY=a,c`): the scenarios to run; all when unset or empty.
+fn selected() -> Vec<(char, &'static str)> {
+    let only = std::env::var("CORONER_E2E_ONLY").unwrap_or_default();
+    let wanted: Vec<char> = only.split([',', ' ']).filter_map(|s| s.trim().chars().next()).collect();
+    let unknown: Vec<&char> = wanted.iter().filter(|c| !SCENARIOS.iter().any(|(id, _)| id == *c)).collect();
+    assert!(unknown.is_empty(), "CORONER_E2E_ONLY names unknown scenarios {unknown:?}; known: {SCENARIOS:?}");
+    SCENARIOS.into_iter().filter(|(id, _)| wanted.is_empty() || wanted.contains(id)).collect()
+}
+
 async fn suite() {
     let started = Instant::now();
+    let scenarios = selected();
     let mut world = World::up().await;
     setup(&mut world).await;
     let mut timings = Vec::new();
-    for (name, scenario) in [
-        ("a: partitioned node fenced, pods moved, rebooted", 0),
-        ("b: wrong mapping refused, escalation refused too", 1),
-        ("c: unreachable BMC fails after retry.count", 2),
-        ("d: nhc-timed-out mid-fence stops BMC mutations", 3),
-        ("e: coroner killed mid-ConfirmingOff resumes", 4),
-        ("g: a Ready=False node is not fenced", 5),
-        ("h: control plane: one of three fenced, two of three not until one is back", 6),
-        ("i: storm limits: concurrency and window budgets", 7),
-        ("j: a stale binding is caught by periodic verification", 8),
-        ("l: the leader never fences the node it runs on", 9),
-        ("m: a leader on the node to fence hands over to a replica elsewhere", 10),
-        ("n: BMC dead with its machine: released on an audited attestation, forgeries refused", 11),
-        ("o: the out-of-service taint by hand: ordinary admin rejected, break-glass allowed", 12),
-    ] {
+    for (id, name) in scenarios {
+        let name = format!("{id}: {name}");
         log(format!("=== scenario {name}"));
         let scenario_started = Instant::now();
-        match scenario {
-            0 => scenario_a(&world).await,
-            1 => scenario_b(&world).await,
-            2 => scenario_c(&mut world).await,
-            3 => scenario_d(&world).await,
-            4 => scenario_e(&mut world).await,
-            5 => scenario_g(&world).await,
-            6 => scenario_h(&world).await,
-            7 => scenario_i(&mut world).await,
-            8 => scenario_j(&mut world).await,
-            9 => scenario_l(&mut world).await,
-            10 => scenario_m(&mut world).await,
-            11 => scenario_n(&mut world).await,
-            _ => scenario_o(&world),
+        match id {
+            'a' => scenario_a(&world).await,
+            'b' => scenario_b(&world).await,
+            'c' => scenario_c(&mut world).await,
+            'd' => scenario_d(&world).await,
+            'e' => scenario_e(&mut world).await,
+            'g' => scenario_g(&world).await,
+            'h' => scenario_h(&world).await,
+            'i' => scenario_i(&mut world).await,
+            'j' => scenario_j(&mut world).await,
+            'l' => scenario_l(&mut world).await,
+            'm' => scenario_m(&mut world).await,
+            'n' => scenario_n(&world).await,
+            'o' => scenario_o(&mut world).await,
+            'p' => scenario_p(&mut world).await,
+            _ => scenario_q(&world),
         }
         timings.push(format!("{name}: {:.1?}", scenario_started.elapsed()));
     }
@@ -421,6 +444,19 @@ async fn scenario_b(world: &World) {
     .await;
     assert!(second.name_any().starts_with("b-1-"), "multiple-templates-support: generateName <node>-");
     log(format!("b-1: escalated {} refused: {:?}", second.name_any(), succeeded(&second)));
+    assert!(succeeded_message(&first).contains(contract::RETRY_LEVER), "{}", succeeded_message(&first));
+    // The other lever, on NHC v0.12.0: with escalatingRemediations, a template that failed is marked
+    // timed out for the node and skipped until the node is healthy, even once its remediation is gone.
+    let api: Api<CoronerRemediation> = Api::namespaced(world.client.clone(), CORONER_NS);
+    api.delete(&first.name_any(), &Default::default()).await.unwrap();
+    wait_for("the first remediation deleted", SHORT, || async {
+        remediations(world, "b-1").await.iter().all(|r| r.uid() != first.uid()).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let after: Vec<String> = remediations(world, "b-1").await.iter().map(|r| r.name_any()).collect();
+    assert_eq!(after, [second.name_any()], "NHC created a remediation again from a template that had failed");
+    log(format!("b-1: {} deleted; NHC does not use coroner-primary again for b-1 (left: {after:?})", first.name_any()));
     let posts: Vec<_> = world
         .node("spare-3")
         .machine
@@ -458,9 +494,44 @@ async fn scenario_c(world: &mut World) {
     })
     .await;
     log("c-1: refused after 2 attempts, nothing released");
+    let message = succeeded_message(&failed);
+    assert!(message.contains(contract::RETRY_LEVER), "the final message says how to retry: {message}");
+
+    // The lever with a single remediationTemplate, on NHC v0.12.0: the cause fixed, the failed
+    // remediation deleted, NHC creates a new one at once (the node is still unhealthy).
     world.node_mut("c-1").restart_bmc();
+    let api: Api<CoronerRemediation> = Api::namespaced(world.client.clone(), CORONER_NS);
+    api.delete(&failed.name_any(), &Default::default()).await.unwrap();
+    let retried =
+        wait_remediation(world, "c-1", "NHC creates a new remediation", SHORT, |r| r.uid() != failed.uid()).await;
+    log(format!("c-1: BMC back, {} deleted: NHC created {}", failed.name_any(), retried.name_any()));
+    let fenced = wait_remediation(world, "c-1", "the retry fences the node", LONG, |r| {
+        r.uid() == retried.uid() && succeeded(r).is_some_and(|s| s.0 == "True")
+    })
+    .await;
+
+    // Fenced and not back yet: coroner's finalizer still has taints to remove, so uninstalling
+    // coroner now would strand them. The check (the chart's pre-delete hook) refuses, saying what to do.
+    let (passed, output) = world.uninstall_check();
+    assert!(!passed, "uninstall-check passed while {} holds the finalizer:\n{output}", fenced.name_any());
+    for needle in [fenced.name_any().as_str(), "node c-1", "pauseRequests", "kubectl delete coronerremediation"] {
+        assert!(output.contains(needle), "uninstall-check does not say {needle:?}:\n{output}");
+    }
+    log(format!("c-1: uninstall-check refuses while {} is fenced", fenced.name_any()));
     world.node("c-1").heal();
     wait_remediations_gone(world, "c-1").await;
+    let (passed, output) = world.uninstall_check();
+    assert!(passed, "uninstall-check refused with no remediation left:\n{output}");
+    log("c-1: back and remediation gone: uninstall-check passes");
+}
+
+fn succeeded_message(remediation: &CoronerRemediation) -> String {
+    remediation
+        .status
+        .as_ref()
+        .and_then(|s| conditions::find(&s.conditions, contract::SUCCEEDED))
+        .map(|c| c.message.clone())
+        .unwrap_or_default()
 }
 
 async fn scenario_d(world: &World) {
@@ -578,10 +649,10 @@ async fn scenario_j(world: &mut World) {
         condition.message
     ));
     let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(world.client.clone(), CORONER_NS);
-    wait_for("a BindingUnverified Event", SHORT, || async {
+    wait_for("an IdentityMismatch Event", SHORT, || async {
         let list = events.list(&ListParams::default()).await.ok()?.items;
         list.into_iter().find(|e| {
-            e.reason.as_deref() == Some("BindingUnverified")
+            e.reason.as_deref() == Some("IdentityMismatch")
                 && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("spare-2")
         })
     })
@@ -595,13 +666,16 @@ async fn scenario_j(world: &mut World) {
 async fn scenario_l(world: &mut World) {
     let node = "c-1";
     world.restart_coroners(1, &["--node-name", node]);
+    // Scenario c fenced this machine before: only what reaches it from now on counts.
+    let before = world.node(node).machine.requests().len();
     world.node(node).partition();
     let waiting = wait_remediation(world, node, "LeaderOnTargetNode", LONG, |r| {
         succeeded(r).is_some_and(|s| s == ("Unknown".into(), "LeaderOnTargetNode".into()))
     })
     .await;
     tokio::time::sleep(Duration::from_secs(8)).await;
-    let posts: Vec<_> = world.node(node).machine.requests().into_iter().filter(|r| r.starts_with("POST")).collect();
+    let posts: Vec<_> =
+        world.node(node).machine.requests().into_iter().skip(before).filter(|r| r.starts_with("POST")).collect();
     assert!(posts.is_empty(), "the leader powered off its own node: {posts:?}");
     log(format!("{node}: {} waits with LeaderOnTargetNode; no power action", waiting.name_any()));
     world.restart_coroners(2, &[]);
@@ -917,6 +991,9 @@ fn scenario_f(world: &World) {
         if text.contains(PASSWORD) {
             violations.push(format!("the BMC password appears in {}", path.display()));
         }
+        if text.contains('\u{1b}') {
+            violations.push(format!("ANSI escape codes in {} (written to a file, not a terminal)", path.display()));
+        }
     }
     assert!(violations.is_empty(), "{violations:#?}");
     let added: usize =
@@ -992,7 +1069,7 @@ async fn events_about(
 /// taint owned by the remediation and removed by its finalizer once the machine is back and NHC
 /// deletes it. The API server rejects an attestation naming another user and any change of a spec;
 /// coroner refuses one for x-2 while its Lease renews, and one that expired.
-async fn scenario_n(world: &mut World) {
+async fn scenario_p(world: &mut World) {
     world.restart_coroners(2, &[]);
     let admin: Api<CoronerAttestation> = Api::namespaced(world.client.clone(), CORONER_NS);
     let alice_config = world.impersonating_kubeconfig("alice", &[]);
@@ -1142,7 +1219,7 @@ async fn scenario_n(world: &mut World) {
 
 /// The out-of-service taint by hand: the guard policy rejects an ordinary admin (even system:masters)
 /// and admits the break-glass group. NoSchedule, so nothing on spare-1 is evicted; removal is free.
-fn scenario_o(world: &World) {
+fn scenario_q(world: &World) {
     let taint = "node.kubernetes.io/out-of-service=nodeshutdown:NoSchedule";
     let kubectl = |extra: &[&str], args: &[&str]| {
         let output = std::process::Command::new(world.bin.join("kubectl"))
@@ -1166,4 +1243,220 @@ fn scenario_o(world: &World) {
     let (ok, out) = kubectl(&[], &["taint", "node", "spare-1", "node.kubernetes.io/out-of-service:NoSchedule-"]);
     assert!(ok, "removing the taint:\n{out}");
     log("spare-1: the break-glass group added the taint; the admin removed it");
+}
+
+/// What the API server answers a new user's mistakes with: each of the CRD's CEL rules names the
+/// field and shows a right value (server-side dry runs; nothing is stored).
+async fn scenario_n(world: &World) {
+    let binding = |name: &str, redfish: serde_json::Value, tls: serde_json::Value| {
+        json!({"apiVersion": "coroner.dev/v1alpha1", "kind": "BmcBinding",
+               "metadata": {"name": name, "namespace": CORONER_NS},
+               "spec": {"nodeName": "n-1", "redfish": redfish, "credentialsSecretRef": {"name": "n-1-bmc"}, "tls": tls}})
+    };
+    let pin = json!({"certificateSHA256": peers().pin("leaf")});
+    let cases = [
+        (
+            binding("n-http", json!({"endpoint": "http://10.0.0.12/redfish/v1"}), pin.clone()),
+            "endpoint must be an https URL",
+        ),
+        (
+            binding("n-userinfo", json!({"endpoint": "https://admin:pw@10.0.0.12"}), pin.clone()),
+            "endpoint must not carry credentials",
+        ),
+        (
+            binding(
+                "n-uri",
+                json!({"endpoint": "https://10.0.0.12", "systemId": "/redfish/v1/Systems/1"}),
+                pin.clone(),
+            ),
+            "systemId is the last path segment of the system's URI, e.g. 1 or System.Embedded.1",
+        ),
+        (
+            binding("n-pin", json!({"endpoint": "https://10.0.0.12"}), json!({"certificateSHA256": "4f:8e"})),
+            "certificateSHA256 is the SHA-256 of the BMC's certificate",
+        ),
+    ];
+    for (i, (object, message)) in cases.iter().enumerate() {
+        let file = world.dir.join(format!("n-{i}.json"));
+        std::fs::write(&file, object.to_string()).unwrap();
+        let (accepted, output) = world.kubectl_result(&["apply", "--dry-run=server", "-f", file.to_str().unwrap()]);
+        assert!(!accepted && output.contains(message), "{object}: expected {message:?}, got:\n{output}");
+        log(format!("n: {} refused: {}", object["metadata"]["name"], output.lines().last().unwrap_or_default()));
+    }
+    // The sample as shipped: its pin is openssl's line as printed, accepted as is.
+    let sample = coroner_repo_path("config/samples/bmc_binding.yaml");
+    let (accepted, output) = world.kubectl_result(&["apply", "--dry-run=server", "-f", &sample]);
+    assert!(accepted, "config/samples/bmc_binding.yaml refused:\n{output}");
+    // A bare Off is a boolean: the type error comes before any rule (hence the warnings in the docs).
+    let bare_off = world.dir.join("n-bare-off.yaml");
+    std::fs::write(
+        &bare_off,
+        format!(
+            "apiVersion: coroner.dev/v1alpha1\nkind: CoronerRemediationTemplate\nmetadata: {{name: n-off, namespace: {CORONER_NS}}}\nspec: {{template: {{spec: {{action: off}}}}}}\n"
+        ),
+    )
+    .unwrap();
+    let (accepted, output) = world.kubectl_result(&["apply", "--dry-run=server", "-f", bare_off.to_str().unwrap()]);
+    assert!(!accepted && output.contains("action") && output.contains("string"), "{output}");
+    log(format!("n: a bare `action: off` is refused as a type error: {}", output.lines().last().unwrap_or_default()));
+}
+
+fn coroner_repo_path(path: &str) -> String {
+    support::machine::repo().join(path).display().to_string()
+}
+
+/// A binding is verified again as soon as the Secret or CA bundle it names appears or changes (the
+/// replicas run with a 10-minute verify period here, so only the watch can explain it), and its
+/// conditions say exactly what the TLS and the credentials are doing.
+async fn scenario_o(world: &mut World) {
+    world.restart_coroners(2, &["--verify-interval", "10m"]);
+    let name = "spare-1";
+    let bindings: Api<coroner::api::BmcBinding> = Api::namespaced(world.client.clone(), CORONER_NS);
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(world.client.clone(), CORONER_NS);
+    let maps: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(world.client.clone(), CORONER_NS);
+    let conditions_of = |type_: &'static str| {
+        let bindings = bindings.clone();
+        async move {
+            let binding = bindings.get_opt(name).await.ok()??;
+            let condition = conditions::find(&binding.status.as_ref()?.conditions, type_)?.clone();
+            Some((binding, condition))
+        }
+    };
+    // (condition, status, reason, message fragment) must all hold on the current generation.
+    let expect = |what: &'static str, wanted: Vec<(&'static str, &'static str, &'static str, String)>| {
+        let conditions_of = &conditions_of;
+        async move {
+            let found = wait_for(&format!("{name}: {what}"), SHORT, || {
+                let wanted = wanted.clone();
+                async move {
+                    let mut found = Vec::new();
+                    for (type_, status, reason, fragment) in wanted {
+                        let (binding, c) = conditions_of(type_).await?;
+                        let current = c.observed_generation == binding.metadata.generation;
+                        (current && c.status == status && c.reason == reason && c.message.contains(&fragment))
+                            .then_some(())?;
+                        found.push(format!("{type_}={status} {reason}: {}", c.message));
+                    }
+                    Some(found)
+                }
+            })
+            .await;
+            log(format!("{name}: {what}: {}", found.join(" | ")));
+        }
+    };
+    let verified = || {
+        vec![
+            ("IdentityVerified", "True", "UuidMatched", String::new()),
+            ("Reachable", "True", "Answered", String::new()),
+            ("TLSVerified", "True", "Verified", "ConfigMap".to_owned()),
+        ]
+    };
+    expect("verified", verified()).await;
+    let binding = bindings.get(name).await.unwrap();
+    let status = binding.status.clone().unwrap();
+    assert_eq!(status.power_state.as_deref(), Some("On"), "{status:?}");
+    assert!(status.last_power_check_time.is_some(), "{status:?}");
+    let table = world.kubectl(&["get", "bmcb", name, "-n", CORONER_NS]);
+    assert!(table.contains("REASON") && table.contains("LAST CHECKED") && table.contains("UuidMatched"), "{table}");
+
+    // The Secret appears after the binding that names it.
+    let patch = |body: serde_json::Value| {
+        let bindings = bindings.clone();
+        async move { bindings.patch(name, &PatchParams::default(), &Patch::Merge(&body)).await.unwrap() }
+    };
+    patch(json!({"spec": {"credentialsSecretRef": {"name": "o-rotated"}}})).await;
+    expect(
+        "Secret missing",
+        vec![
+            ("IdentityVerified", "False", "BindingInvalid", "o-rotated".to_owned()),
+            ("Reachable", "Unknown", "NotContacted", String::new()),
+            ("TLSVerified", "Unknown", "NoHandshake", String::new()),
+        ],
+    )
+    .await;
+    assert_eq!(bindings.get(name).await.unwrap().status.unwrap().power_state, None, "no power without identity");
+    let secret = |password: &str| -> k8s_openapi::api::core::v1::Secret {
+        serde_json::from_value(
+            json!({"metadata": {"name": "o-rotated"}, "stringData": {"username": USER, "password": password}}),
+        )
+        .unwrap()
+    };
+    secrets.create(&PostParams::default(), &secret(PASSWORD)).await.unwrap();
+    expect("the Secret appeared: verified at once", verified()).await;
+
+    // A password rotation that went wrong, then right: the cached client is dropped both times.
+    secrets
+        .replace("o-rotated", &PostParams::default(), &{
+            let mut s = secret("wrong-password");
+            s.metadata.resource_version = secrets.get("o-rotated").await.unwrap().metadata.resource_version;
+            s
+        })
+        .await
+        .unwrap();
+    expect(
+        "wrong password",
+        vec![
+            ("Reachable", "False", "BmcAuthenticationFailed", String::new()),
+            ("TLSVerified", "True", "Verified", String::new()),
+        ],
+    )
+    .await;
+    secrets
+        .replace("o-rotated", &PostParams::default(), &{
+            let mut s = secret(PASSWORD);
+            s.metadata.resource_version = secrets.get("o-rotated").await.unwrap().metadata.resource_version;
+            s
+        })
+        .await
+        .unwrap();
+    expect("password fixed", verified()).await;
+
+    // The CA bundle appears with the wrong CA, then is corrected.
+    patch(json!({"spec": {"tls": {"caBundleRef": {"kind": "ConfigMap", "name": "o-ca", "key": "ca.crt"}}}})).await;
+    expect("CA bundle missing", vec![("IdentityVerified", "False", "BindingInvalid", "o-ca".to_owned())]).await;
+    let map = |pem: &str| -> k8s_openapi::api::core::v1::ConfigMap {
+        serde_json::from_value(json!({"metadata": {"name": "o-ca"}, "data": {"ca.crt": pem}})).unwrap()
+    };
+    let wrong = String::from_utf8(peers().pem("other-ca")).unwrap();
+    maps.create(&PostParams::default(), &map(&wrong)).await.unwrap();
+    expect(
+        "wrong CA",
+        vec![(
+            "TLSVerified",
+            "False",
+            "BmcTlsVerificationFailed",
+            "is issued by CN=coroner-test-bmc-ca, which is not a CA in ConfigMap o-ca (key ca.crt) (it holds CN=coroner-unrelated-ca)"
+                .to_owned(),
+        )],
+    )
+    .await;
+    let right = String::from_utf8(peers().pem("ca")).unwrap();
+    let mut fixed = map(&right);
+    fixed.metadata.resource_version = maps.get("o-ca").await.unwrap().metadata.resource_version;
+    maps.replace("o-ca", &PostParams::default(), &fixed).await.unwrap();
+    expect("CA fixed", verified()).await;
+
+    // Every change of cause was an Event of its own.
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(world.client.clone(), CORONER_NS);
+    let causes = ["BindingInvalid", "BmcAuthenticationFailed", "BmcTlsVerificationFailed"];
+    let notes = wait_for("one Warning Event per cause", SHORT, || async {
+        let list = events.list(&ListParams::default()).await.ok()?.items;
+        let notes: Vec<String> = list
+            .into_iter()
+            .filter(|e| {
+                e.reason.as_deref().is_some_and(|r| causes.contains(&r))
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+            })
+            .filter_map(|e| e.note)
+            .collect();
+        causes.iter().all(|cause| notes.iter().any(|n| n.starts_with(cause))).then_some(notes)
+    })
+    .await;
+    log(format!("{name}: a Warning Event for each cause: {notes:?}"));
+
+    patch(json!({"spec": {"credentialsSecretRef": {"name": "spare-1-bmc"}, "tls": {"caBundleRef": {"kind": "ConfigMap", "name": "bmc-ca", "key": "ca.crt"}}}})).await;
+    expect("back to its own Secret and CA", verified()).await;
+    secrets.delete("o-rotated", &Default::default()).await.unwrap();
+    maps.delete("o-ca", &Default::default()).await.unwrap();
+    world.restart_coroners(2, &[]);
 }

@@ -264,6 +264,31 @@ impl World {
         ]);
     }
 
+    /// kubectl that may fail: (succeeded, stdout and stderr).
+    pub fn kubectl_result(&self, args: &[&str]) -> (bool, String) {
+        let output = Command::new(self.bin.join("kubectl"))
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(args)
+            .output()
+            .expect("run kubectl");
+        let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+        (output.status.success(), text)
+    }
+
+    /// `coroner uninstall-check` as the chart's ServiceAccount, as its pre-delete hook runs it:
+    /// (passed, stdout and stderr).
+    pub fn uninstall_check(&self) -> (bool, String) {
+        let kubeconfig = self.service_account_kubeconfig(CORONER_NS, "coroner");
+        let output = Command::new(repo().join("target/debug/coroner"))
+            .args(["uninstall-check", "--namespace", CORONER_NS])
+            .env("KUBECONFIG", &kubeconfig)
+            .output()
+            .expect("run coroner uninstall-check");
+        let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+        (output.status.success(), text)
+    }
+
     fn helm(&self, args: &[&str]) -> String {
         run(Command::new(self.bin.join("helm")).arg("--kubeconfig").arg(&self.kubeconfig).args(args))
     }
@@ -303,7 +328,7 @@ impl World {
             ("delete", "nodes", None),
             ("create", "pods/exec", Some("default")),
             ("get", "secrets", Some("default")),
-            ("list", "secrets", Some(CORONER_NS)),
+            ("list", "secrets", Some("default")),
             ("update", "leases", Some("kube-node-lease")),
             ("create", "leases", Some("kube-node-lease")),
             ("update", "leases", Some("medik8s-leases")),
@@ -322,9 +347,12 @@ impl World {
             let answer = String::from_utf8_lossy(&output.stdout).trim().to_owned();
             assert_eq!(answer, "no", "the chart's ServiceAccount may {verb} {resource} in {namespace:?}");
         }
-        for (verb, resource, namespace) in
-            [("get", "secrets", CORONER_NS), ("patch", "leases", CORONER_NS), ("update", "nodes", "default")]
-        {
+        for (verb, resource, namespace) in [
+            ("get", "secrets", CORONER_NS),
+            ("watch", "secrets", CORONER_NS),
+            ("patch", "leases", CORONER_NS),
+            ("update", "nodes", "default"),
+        ] {
             let answer = self.kubectl(&["auth", "can-i", verb, resource, "--as", &sa, "-n", namespace]);
             assert_eq!(answer.trim(), "yes", "the chart's ServiceAccount may not {verb} {resource} in {namespace}");
         }
@@ -388,13 +416,22 @@ impl World {
             .arg(certs.join("tls.key"))
             .arg("-out")
             .arg(certs.join("tls.crt")));
+        wait_for_nhc_webhook_port();
         let mut command = Command::new(self.bin.join("nhc"));
         command
             .arg(format!("--kubeconfig={}", kubeconfig.display()))
             .args(["--leader-elect=false", "--metrics-bind-address=0", "--health-probe-bind-address=0"])
             .env("DEPLOYMENT_NAMESPACE", NHC_NS)
             .env("TMPDIR", &tmp);
-        self.nhc = Some(Process::spawn("nhc", command, &self.dir.join("nhc.log")));
+        let mut nhc = Process::spawn("nhc", command, &self.dir.join("nhc.log"));
+        // It binds its webhook port within a second of starting, or exits.
+        std::thread::sleep(Duration::from_secs(2));
+        if !nhc.is_running() {
+            let log = fs::read_to_string(self.dir.join("nhc.log")).unwrap_or_default();
+            let last = log.lines().rev().find(|l| l.contains("ERROR")).unwrap_or("(no ERROR line)");
+            panic!("NodeHealthCheck exited at start: {last}");
+        }
+        self.nhc = Some(nhc);
         log("NodeHealthCheck v0.12.0 started (ServiceAccount token, aggregated RBAC)");
     }
 
@@ -424,10 +461,13 @@ impl World {
         command
             .args(["controller", "--namespace", CORONER_NS, "--bmc-request-timeout", "2s"])
             .args(["--pod-name", &name, "--admin-address", &format!("127.0.0.1:{port}")])
-            .args(["--lease-duration", "10s", "--verify-interval", "10s"])
-            .args(flags)
-            .env("KUBECONFIG", &kubeconfig)
-            .env("RUST_LOG", "info,coroner=debug");
+            .args(["--lease-duration", "10s"])
+            .args(flags);
+        // A short verify period unless the scenario sets its own (clap refuses a flag given twice).
+        if !flags.contains(&"--verify-interval") {
+            command.args(["--verify-interval", "10s"]);
+        }
+        command.env("KUBECONFIG", &kubeconfig).env("RUST_LOG", "info,coroner=debug");
         let process = Process::spawn(&name, command, &self.dir.join(format!("{name}.log")));
         let extra = if flags.is_empty() { String::new() } else { format!(" ({})", flags.join(" ")) };
         log(format!("{name} started, admin port {port}{extra}"));
@@ -557,6 +597,21 @@ impl World {
 impl Drop for World {
     fn drop(&mut self) {
         self.stop_all();
+    }
+}
+
+/// NHC's webhook server listens on port 9443 of every interface, hard-coded: one NHC per machine at a
+/// time. On a machine shared with another run of this suite, wait for it (bounded) instead of failing.
+fn wait_for_nhc_webhook_port() {
+    let started = Instant::now();
+    let mut told = false;
+    while std::net::TcpListener::bind(("0.0.0.0", 9443)).is_err() {
+        assert!(started.elapsed() < Duration::from_secs(900), "port 9443 (NHC's webhook) stayed taken for 15 minutes");
+        if !told {
+            log("port 9443 is taken (another NodeHealthCheck on this machine, e.g. another e2e run): waiting for it");
+            told = true;
+        }
+        std::thread::sleep(Duration::from_secs(2));
     }
 }
 
