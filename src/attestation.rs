@@ -914,6 +914,7 @@ pub fn record_release(
     let mut status = status.clone();
     let evidence = status.evidence.get_or_insert_with(Evidence::default);
     evidence.release = Some(ReleaseEvidence {
+        adopted_from: None,
         kind: ReleaseKind::OperatorAttested,
         attestation: Some(AttestationEvidence {
             name: attestation.name_any(),

@@ -124,6 +124,7 @@ reasons! {
     NodeFenced => Fenced, None, "power proven Off and workloads released (out-of-service taint or pod deletion)";
     WaitingForRelease => Fenced, ReleaseTimeout, "Reboot: waiting until no pod is terminating and no VolumeAttachment names the node";
     PoweringOn => Fenced, PowerOn, "Reboot: out-of-service taint removed; sending On and reading On back";
+    OutOfServiceTaintPresent => Fenced, PowerOn, "Reboot: an out-of-service taint (anyone's, any value or effect) is on the node: no On until it is gone, PoweredOn=False at the deadline";
     WaitingForNode => Fenced, NhcTimeout, "Reboot: waiting for the node to come back Ready with a new bootID";
     RemediationComplete => Complete, None, "nothing left to do; NHC deletes the remediation once the node is healthy";
     TimedOutByNHC => Final, None, "NHC stamped nhc-timed-out before success; no further BMC mutation is sent";
@@ -132,6 +133,7 @@ reasons! {
     NodeNotUnreachable => Final, None, "the node's Ready condition is True (or False without remediateReadyFalse): a kubelet is still reporting";
     ControlPlaneNever => Final, None, "the node is a control-plane node and the template says controlPlane: Never";
     NodeLeaseFresh => Waiting, NhcTimeout, "coroner saw the node's Lease renewed within leaseFreshness: something on the node may still be alive";
+    NodeAlreadyBeingFenced => Waiting, NhcTimeout, "another remediation of this node is fencing it (or powered it on lately): this one sends no reset of its own and takes over that release once it is done";
     ControlPlaneQuorumGuard => Waiting, NhcTimeout, "fencing this control-plane node now could cost etcd quorum, or another control-plane node is being fenced";
     LeaderOnTargetNode => Waiting, NhcTimeout, "coroner's leader runs on the node to fence: it hands leadership to another ready replica, or waits";
     Queued => Waiting, NhcTimeout, "a storm limit is reached (concurrent fences, fences per window, or one action per BMC); the message gives the place in the queue";
@@ -147,7 +149,11 @@ reasons! {
     IdentityAmbiguous => Final, None, "the UUID also belongs to another Node, another BmcBinding's verified system or another system of the same BMC, or a member of the BMC's Systems collection could not be read";
     IdentityChanged => Final, None, "a later response of the pinned system carried a different UUID, or one path answered as two UUIDs within one discovery";
     PowerOffNotConfirmed => Final, PowerOffTimeout, "no attempt proved the power Off within powerOffTimeout; nothing released";
-    NodeAliveAfterPowerOff => Final, None, "after the proven power-off the node changed UID, left Unknown or renewed its Lease: the machine switched off is not this node";
+    NodeAliveAfterPowerOff => Final, None, "after the proven power-off the node renewed its Lease: the machine switched off is not this node";
+    NodeReplaced => Final, None, "the Node object was replaced (a new UID) since admission: the node coroner was asked to fence is gone";
+    NodeLeaseChanged => Final, None, "right before a power action the node's Lease was no longer as admission saw it (renewed, created or deleted): something on the node is alive";
+    ReleaseNotWritten => Final, PowerOffTimeout, "the machine stayed proven Off but the Node update was refused or failed in every attempt; nothing released";
+    FenceDidNotTakeEffect => Final, None, "right after the release the node's Lease read renewed since the power-off: the out-of-service taint was taken back at once";
 }
 
 impl Disposition {

@@ -63,11 +63,12 @@ pub struct GateInputs<'a> {
 pub fn evaluate(inputs: &GateInputs<'_>) -> Gate {
     let spec = &inputs.remediation.spec;
     let node_name = inputs.node.name_any();
-    let gates: [&dyn Fn() -> Gate; 7] = [
+    let gates: [&dyn Fn() -> Gate; 8] = [
         &|| not_excluded(inputs.node),
         &|| unreachable_only(inputs.node, spec.remediate_ready_false),
         &|| binding_sane(&node_name, inputs.bindings, inputs.namespace),
         &|| control_plane_allowed(spec.control_plane, inputs.node),
+        &|| one_fence_per_node(inputs),
         &|| lease_stale(inputs.lease, spec.lease_freshness.get()),
         &|| control_plane_quorum(inputs),
         &|| storm(inputs),
@@ -234,23 +235,65 @@ fn phase(remediation: &CoronerRemediation) -> Phase {
     remediation.status.as_ref().and_then(|s| s.phase).unwrap_or_default()
 }
 
-/// Admitted and not finished: coroner is fencing that node.
 fn being_fenced(remediation: &CoronerRemediation) -> bool {
-    !matches!(phase(remediation), Phase::Pending | Phase::Done | Phase::Failed)
+    phase(remediation).being_fenced()
 }
 
-/// Holding a power-action slot: from admission until the release (`Off`) or until the power-on is
-/// done (`Reboot`), so the power-on of an earlier fence also counts against the limits.
+/// Holding a power-action slot ([`Phase::holds_power_slot`]).
 pub fn in_power_action(remediation: &CoronerRemediation) -> bool {
-    matches!(
-        phase(remediation),
-        Phase::VerifyingIdentity
-            | Phase::PoweringOff
-            | Phase::ConfirmingOff
-            | Phase::Releasing
-            | Phase::WaitingForRelease
-            | Phase::PoweringOn
-    )
+    phase(remediation).holds_power_slot()
+}
+
+/// How long after coroner powered a node on another remediation of it waits for the boot.
+pub const BOOT_GRACE: StdDuration = StdDuration::from_secs(600);
+
+/// The other remediations of the same node (NHC re-creating one, a second template, a person).
+fn siblings<'a>(inputs: &'a GateInputs<'_>) -> impl Iterator<Item = &'a CoronerRemediation> {
+    let me = inputs.remediation;
+    let node = inputs.node.name_any();
+    inputs.remediations.iter().filter(move |r| r.uid() != me.uid() && node_of(r) == node)
+}
+
+/// One node, one fence: while another remediation of the node is fencing it (or coroner powered it
+/// on within [`BOOT_GRACE`] and it is not back yet), this one waits and sends no reset of its own.
+pub fn one_fence_per_node(inputs: &GateInputs<'_>) -> Gate {
+    let node = inputs.node.name_any();
+    if let Some(other) = siblings(inputs).find(|r| being_fenced(r)) {
+        return Gate::Wait(
+            Reason::NodeAlreadyBeingFenced,
+            format!("remediation {} is fencing node {node} (phase {}): one fence per node", other.name_any(), phase(other).as_str()),
+        );
+    }
+    let booting = siblings(inputs).find_map(|r| {
+        let power_on = r.status.as_ref()?.evidence.as_ref()?.power_on.as_ref()?;
+        let sent = power_on.sent_at.as_ref()?.0;
+        let waited = StdDuration::try_from(inputs.now.duration_since(sent)).unwrap_or_default();
+        (power_on.new_boot_id.is_none() && waited < BOOT_GRACE).then(|| (r.name_any(), sent))
+    });
+    match booting {
+        Some((other, sent)) => Gate::Wait(
+            Reason::NodeAlreadyBeingFenced,
+            format!(
+                "remediation {other} powered node {node} on at {sent}; waiting up to {}s for it to boot",
+                BOOT_GRACE.as_secs()
+            ),
+        ),
+        None => Gate::Admit,
+    }
+}
+
+/// Another remediation of the node proved it off and released it, and that release's exact taint is
+/// still on the node: a new remediation stands on it ([`crate::fence::Verdict::Adopt`]) rather than
+/// fencing the machine again. Returns that remediation and when it released.
+pub fn release_to_adopt(inputs: &GateInputs<'_>) -> Option<(String, Timestamp)> {
+    siblings(inputs).find_map(|r| {
+        if phase(r) != Phase::Done || r.metadata.deletion_timestamp.is_some() {
+            return None;
+        }
+        let release = r.status.as_ref()?.evidence.as_ref()?.release.as_ref()?;
+        let on_node = crate::taints::release_on_node(inputs.node, &r.uid()?)?;
+        (release.taint_owned && release.taint_removed_at.is_none()).then(|| (r.name_any(), on_node))
+    })
 }
 
 fn is_pod_ready(pod: &Pod) -> bool {

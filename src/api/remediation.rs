@@ -202,7 +202,46 @@ pub enum Phase {
 
 impl Phase {
     pub fn is_terminal(self) -> bool {
-        matches!(self, Self::Done | Self::Failed)
+        match self {
+            Self::Done | Self::Failed => true,
+            Self::Pending
+            | Self::VerifyingIdentity
+            | Self::PoweringOff
+            | Self::ConfirmingOff
+            | Self::Releasing
+            | Self::WaitingForRelease
+            | Self::PoweringOn
+            | Self::WaitingForNode => false,
+        }
+    }
+
+    /// Holding a power-action slot (the storm limits count it): from admission until the release
+    /// (`Off`) or until the power-on is done (`Reboot`), so the power-on of an earlier fence counts too.
+    /// Every such phase has a deadline that always elapses.
+    pub fn holds_power_slot(self) -> bool {
+        match self {
+            Self::VerifyingIdentity
+            | Self::PoweringOff
+            | Self::ConfirmingOff
+            | Self::Releasing
+            | Self::WaitingForRelease
+            | Self::PoweringOn => true,
+            Self::Pending | Self::WaitingForNode | Self::Done | Self::Failed => false,
+        }
+    }
+
+    /// Admitted and not finished: coroner is fencing the node (or bringing it back).
+    pub fn being_fenced(self) -> bool {
+        match self {
+            Self::Pending | Self::Done | Self::Failed => false,
+            Self::VerifyingIdentity
+            | Self::PoweringOff
+            | Self::ConfirmingOff
+            | Self::Releasing
+            | Self::WaitingForRelease
+            | Self::PoweringOn
+            | Self::WaitingForNode => true,
+        }
     }
 
     pub fn as_str(self) -> &'static str {
@@ -236,6 +275,11 @@ pub struct CoronerRemediationStatus {
     /// When the remediation entered its current phase.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase_since: Option<MicroTime>,
+
+    /// The spec as it was when the fence was admitted: the fence follows it to the end (an edit of the
+    /// remediation's spec mid-fence changes nothing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admitted_spec: Option<CoronerRemediationSpec>,
 
     /// The state machine's working memory: attempts, the persisted intent of the next BMC mutation,
     /// the current run of Off readings.
@@ -327,8 +371,15 @@ pub struct OffRun {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Reading {
+    /// When the answer came, on the wall clock (for people).
     pub at: MicroTime,
     pub power_state: String,
+    /// When the request was sent and the answer came, as offsets from the start of the process that
+    /// read (its monotonic clock): what the proof's span and gaps are measured on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested: Option<Duration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answered: Option<Duration>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -428,6 +479,9 @@ pub enum ReleaseKind {
     /// No proof: a person attested that the node is dead (a CoronerAttestation), and coroner checked
     /// that the node stayed silent since its fence failed. `Succeeded` stays `False`.
     OperatorAttested,
+    /// Another remediation of the same node proved it off and released it; this one stands on that
+    /// release (`adoptedFrom`) and sent no reset of its own.
+    Adopted,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
@@ -438,6 +492,9 @@ pub struct ReleaseEvidence {
     /// With `OperatorAttested`: who attested what, verbatim.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attestation: Option<AttestationEvidence>,
+    /// With `Adopted`: the remediation whose release this one stands on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adopted_from: Option<String>,
     pub strategy: RemediationStrategy,
     /// The node's `Ready` status and Lease renewTime checked in the releasing update.
     pub node_ready: String,

@@ -177,7 +177,7 @@ async fn verify(ctx: &Context, binding: &BmcBinding) -> Result<Check, Error> {
     let node_name = &binding.spec.node_name;
     let node = Api::<Node>::all(ctx.client.clone()).get_opt(node_name).await?;
     let node_uuid = node.and_then(|n| n.status?.node_info).map(|i| i.system_uuid).unwrap_or_default();
-    let system = match driver::node_system(ctx, binding, &client, &node_uuid, "verify").await {
+    let system = match driver::node_system(ctx, binding, &client.0, &node_uuid, "verify").await {
         Ok(system) => system,
         Err(IdentityProblem::Binding { message, .. }) => return Ok(Check::NoNodeSystem(message)),
         Err(IdentityProblem::Bmc(failure)) => {

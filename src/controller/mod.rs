@@ -85,6 +85,7 @@ pub struct Context {
     fence: LoopSettings,
     /// This process's monotonic epoch.
     pub started: std::time::Instant,
+    memories: driver::Memories,
     pub recorder: Recorder,
     pub metrics: Metrics,
     pub leases: LeaseTracker,
@@ -103,17 +104,20 @@ pub struct Context {
 /// within this time.
 const CLIENT_TTL: StdDuration = StdDuration::from_secs(60);
 
-/// Redfish clients by binding UID, with the binding resourceVersion they were built for.
+/// Redfish clients by binding UID, with the binding resourceVersion they were built for and their
+/// serial (each client built gets a new one: the fence restarts its run of readings on a new client).
 #[derive(Default)]
 struct ClientCache {
-    entries: std::sync::Mutex<std::collections::HashMap<String, (String, std::time::Instant, RedfishClient)>>,
+    entries: std::sync::Mutex<std::collections::HashMap<String, (String, std::time::Instant, RedfishClient, u64)>>,
+    serials: std::sync::atomic::AtomicU64,
 }
 
 impl ClientCache {
-    fn get(&self, binding: &BmcBinding) -> Option<RedfishClient> {
+    fn get(&self, binding: &BmcBinding) -> Option<(RedfishClient, u64)> {
         let entries = self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let (version, built, client) = entries.get(&binding.uid()?)?;
-        (Some(version) == binding.resource_version().as_ref() && built.elapsed() < CLIENT_TTL).then(|| client.clone())
+        let (version, built, client, serial) = entries.get(&binding.uid()?)?;
+        (Some(version) == binding.resource_version().as_ref() && built.elapsed() < CLIENT_TTL)
+            .then(|| (client.clone(), *serial))
     }
 
     /// Drops the binding's client: what it was built from (its Secret, its CA bundle) changed.
@@ -121,11 +125,14 @@ impl ClientCache {
         self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(uid);
     }
 
-    fn put(&self, binding: &BmcBinding, client: &RedfishClient) {
+    /// Keeps a new client; returns its serial.
+    fn put(&self, binding: &BmcBinding, client: &RedfishClient) -> u64 {
+        let serial = self.serials.fetch_add(1, std::sync::atomic::Ordering::AcqRel) + 1;
         if let (Some(uid), Some(version)) = (binding.uid(), binding.resource_version()) {
             let mut entries = self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            entries.insert(uid, (version, std::time::Instant::now(), client.clone()));
+            entries.insert(uid, (version, std::time::Instant::now(), client.clone(), serial));
         }
+        serial
     }
 }
 
@@ -137,12 +144,14 @@ impl Context {
             namespace: settings.namespace.clone(),
             limits: settings.limits,
             request_timeout: settings.bmc.request_timeout,
+            read_retries: settings.bmc.read_retries,
         };
         Self {
             client,
             settings,
             fence,
             started: std::time::Instant::now(),
+            memories: driver::Memories::default(),
             recorder,
             metrics,
             leases: LeaseTracker::default(),
@@ -173,9 +182,9 @@ impl Context {
 
     /// The Redfish client a binding describes. `Ok(Err(message))`: what the binding refers to (its
     /// Secret, CA bundle, pin, endpoint) cannot be used.
-    async fn redfish_client(&self, binding: &BmcBinding) -> ApiResult<Result<RedfishClient, String>> {
-        if let Some(client) = self.clients.get(binding) {
-            return Ok(Ok(client));
+    async fn redfish_client(&self, binding: &BmcBinding) -> ApiResult<Result<(RedfishClient, u64), String>> {
+        if let Some(found) = self.clients.get(binding) {
+            return Ok(Ok(found));
         }
         let name = binding.name_any();
         let (credentials, trust) =
@@ -195,11 +204,20 @@ impl Context {
             read_retries: bmc.read_retries,
             retry_backoff: bmc.retry_backoff,
         };
-        let client = RedfishClient::new(config).map_err(|e| format!("BmcBinding {name}: {e}"));
-        if let Ok(client) = &client {
-            self.clients.put(binding, client);
+        Ok(RedfishClient::new(config)
+            .map(|client| {
+                let serial = self.clients.put(binding, &client);
+                (client, serial)
+            })
+            .map_err(|e| format!("BmcBinding {name}: {e}")))
+    }
+
+    /// Drops a binding's cached client: the next one is built from its Secret and CA bundle as they
+    /// are now.
+    fn forget_client(&self, binding: &BmcBinding) {
+        if let Some(uid) = binding.uid() {
+            self.clients.forget(&uid);
         }
-        Ok(client)
     }
 }
 

@@ -9,7 +9,7 @@ use k8s_openapi::api::{
 };
 use kube::{
     Api, ResourceExt,
-    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions},
+    api::{DeleteParams, ListParams, Patch, PatchParams, Preconditions},
     runtime::events::{Event, EventType},
 };
 use tracing::warn;
@@ -20,7 +20,7 @@ use crate::{
     bmc::{self, Bmc, BmcError, RedfishClient, ResetType, SystemReading},
     cluster,
     driver::{
-        Admissions, ApiResult, LoopSettings, World,
+        Admissions, ApiResult, LoopSettings, Memories, World,
         ports::{Clock, Cluster, Device, Devices, Events, Leadership, NodeLeases, Nodes, Remediations},
     },
     fence::{Mono, Notice},
@@ -28,6 +28,25 @@ use crate::{
     telemetry::Metrics,
     verification,
 };
+
+/// A JSON merge patch that writes `wanted`'s taints and annotations over `current`'s, under
+/// `current`'s resourceVersion (the API server refuses it with a conflict if the Node changed since).
+pub fn node_patch(current: &Node, wanted: &Node) -> serde_json::Value {
+    let before = current.metadata.annotations.clone().unwrap_or_default();
+    let after = wanted.metadata.annotations.clone().unwrap_or_default();
+    let mut annotations = serde_json::Map::new();
+    for key in before.keys().filter(|k| !after.contains_key(*k)) {
+        annotations.insert(key.clone(), serde_json::Value::Null);
+    }
+    for (key, value) in after.iter().filter(|(k, v)| before.get(*k) != Some(*v)) {
+        annotations.insert(key.clone(), serde_json::Value::String(value.clone()));
+    }
+    let taints = wanted.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+    serde_json::json!({
+        "metadata": { "resourceVersion": current.resource_version(), "annotations": annotations },
+        "spec": { "taints": taints },
+    })
+}
 
 impl Clock for Context {
     fn now(&self) -> Timestamp {
@@ -66,8 +85,9 @@ impl Nodes for Context {
         Ok(Api::<Node>::all(self.client.clone()).list(&ListParams::default()).await?.items)
     }
 
-    async fn replace_node(&self, node: &Node) -> ApiResult<Node> {
-        Ok(Api::<Node>::all(self.client.clone()).replace(&node.name_any(), &PostParams::default(), node).await?)
+    async fn patch_node(&self, current: &Node, wanted: &Node) -> ApiResult<Node> {
+        let patch = node_patch(current, wanted);
+        Ok(Api::<Node>::all(self.client.clone()).patch(&current.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?)
     }
 }
 
@@ -194,8 +214,12 @@ impl Device for RedfishClient {
 impl Devices for Context {
     type Device = RedfishClient;
 
-    async fn device(&self, binding: &BmcBinding) -> ApiResult<Result<RedfishClient, String>> {
+    async fn device(&self, binding: &BmcBinding) -> ApiResult<Result<(RedfishClient, u64), String>> {
         self.redfish_client(binding).await
+    }
+
+    fn forget_device(&self, binding: &BmcBinding) {
+        self.forget_client(binding);
     }
 }
 
@@ -210,5 +234,9 @@ impl World for Context {
 
     fn admissions(&self) -> &tokio::sync::Mutex<Admissions> {
         &self.admissions
+    }
+
+    fn memories(&self) -> &Memories {
+        &self.memories
     }
 }

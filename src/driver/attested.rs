@@ -31,7 +31,7 @@ pub async fn release_node<W: World>(world: &W, plan: &ReleasePlan) -> Result<Res
         let Some(updated) = taints::with_taint(&node, CoronerTaint::OutOfService, &plan.remediation_uid, now) else {
             continue;
         };
-        match world.replace_node(&updated).await {
+        match world.patch_node(&node, &updated).await {
             Ok(written) => {
                 if let Some(done) = found(&written, Some(now)) {
                     return Ok(Ok(done));

@@ -28,8 +28,8 @@ use crate::{
     bmc::{BmcError, ResetType, SystemReading},
     contract::{self, Reason},
     fence::{
-        self, BmcFailure, Decision, IdentityFound, IdentityProblem, NodeSnapshot, Observation, Plan, PowerReading,
-        Released, Verdict, Workloads,
+        self, BmcFailure, Decision, DeviceMark, IdentityFound, IdentityProblem, Memory, Mono, NodeRefusal,
+        NodeSnapshot, Observation, Plan, PowerReading, ReleaseRefusal, Released, Sampled, Timing, Verdict, Workloads,
     },
     gates::{self, Gate, GateInputs},
     identity::Claim,
@@ -50,6 +50,9 @@ const MAX_CONFLICTS: u32 = 10;
 pub struct Admissions {
     pub times: BTreeMap<String, Timestamp>,
 }
+
+/// What this process knows of each fence, by remediation UID ([`fence::Memory`]).
+pub type Memories = std::sync::Mutex<BTreeMap<String, Memory>>;
 
 /// What the controller does after a reconcile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,11 +96,44 @@ pub async fn apply<W: World>(world: &W, cached: &CoronerRemediation) -> Result<N
 /// The finalizer: remove the taints this remediation owns (if the node still exists), then let go.
 pub async fn cleanup<W: World>(world: &W, remediation: &CoronerRemediation) -> Result<Next, Error> {
     let uid = remediation.uid().ok_or(Error::Incomplete("uid"))?;
-    if let Some(node) = contract::node_name(&remediation.metadata) {
-        remove_owned_taints(world, node, &uid).await?;
+    if let Some(node) = node_of(remediation) {
+        remove_owned_taints(world, &node, &uid).await?;
         info!(node, "removed the taints this remediation owned");
     }
+    forget(world, &uid);
     Ok(Next::AwaitChange)
+}
+
+/// The node a remediation fences: the one admitted (its name is frozen into the evidence), else NHC's
+/// annotation.
+fn node_of(remediation: &CoronerRemediation) -> Option<String> {
+    let admitted = remediation.status.as_ref().and_then(|s| s.evidence.as_ref()?.node.as_ref()).map(|n| n.name.clone());
+    admitted.or_else(|| contract::node_name(&remediation.metadata).map(str::to_owned))
+}
+
+/// Right before a reset: the remediation as read again must be the one whose status carries the
+/// intent (unchanged since), not timed out by NHC and not being deleted.
+pub fn reset_still_wanted(current: &CoronerRemediation, intended: &CoronerRemediation) -> bool {
+    current.resource_version() == intended.resource_version()
+        && !contract::timed_out_by_nhc(&current.metadata)
+        && current.metadata.deletion_timestamp.is_none()
+}
+
+fn remembered<W: World>(world: &W, uid: &str) -> Memory {
+    world.memories().lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(uid).cloned().unwrap_or_default()
+}
+
+fn remember<W: World>(world: &W, uid: &str, memory: Memory) {
+    world.memories().lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(uid.to_owned(), memory);
+}
+
+fn forget<W: World>(world: &W, uid: &str) {
+    world.memories().lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(uid);
+}
+
+fn timing<W: World>(world: &W) -> Timing {
+    let settings = world.settings();
+    Timing { request_timeout: settings.request_timeout, read_retries: settings.read_retries }
 }
 
 /// One remediation being worked on in this reconcile.
@@ -115,13 +151,30 @@ impl<'a, W: World> Fence<'a, W> {
         let name = cached.name_any();
         let remediation =
             world.remediation(&name).await?.ok_or_else(|| ApiError::NotFound(format!("remediation {name}")))?;
-        let node_name = contract::node_name(&remediation.metadata).ok_or(Error::Incomplete("node name"))?.to_owned();
+        let node_name = node_of(&remediation).ok_or(Error::Incomplete("node name"))?;
         let uid = remediation.uid().ok_or(Error::Incomplete("uid"))?;
         Ok(Self { world, remediation, node_name, uid })
     }
 
     fn status(&self) -> CoronerRemediationStatus {
         self.remediation.status.clone().unwrap_or_default()
+    }
+
+    /// The spec this fence follows: as admitted, once admitted.
+    fn spec(&self) -> CoronerRemediationSpec {
+        fence::spec_of(&self.remediation.spec, &self.status()).clone()
+    }
+
+    fn context<'c>(&self, snapshot: &'c NodeSnapshot, memory: &'c Memory, instance: &'c str) -> fence::Context<'c> {
+        fence::Context {
+            now: self.world.now(),
+            mono: self.world.mono(),
+            instance,
+            node: snapshot,
+            hold_power_action: None,
+            memory,
+            timing: timing(self.world),
+        }
     }
 
     async fn run(mut self) -> Result<Next, Error> {
@@ -155,9 +208,8 @@ impl<'a, W: World> Fence<'a, W> {
             };
             let lease = self.world.node_lease(&self.node_name).await?;
             let snapshot = NodeSnapshot::new(&node, lease, &self.uid);
-            let now = self.world.now();
             let instance = self.world.instance();
-            let spec = self.remediation.spec.clone();
+            let spec = self.spec();
             let hold = match gates::lease_stale(
                 self.world.lease_sighting(&self.node_name, self.world.mono()),
                 spec.lease_freshness.get(),
@@ -165,18 +217,25 @@ impl<'a, W: World> Fence<'a, W> {
                 Gate::Wait(reason, message) | Gate::Refuse(reason, message) => Some((reason, message)),
                 Gate::Admit => None,
             };
+            let memory = remembered(self.world, &self.uid);
             let context =
-                fence::Context { now, instance: &instance, node: &snapshot, hold_power_action: hold.as_ref() };
+                fence::Context { hold_power_action: hold.as_ref(), ..self.context(&snapshot, &memory, &instance) };
             let plan = fence::plan(&spec, &status, context);
             debug!(phase = fence::phase_of(&status).as_str(), ?plan, "step");
             let gathered = match (&plan, admissions.as_deref_mut()) {
                 (Plan::Admit, Some(history)) => {
-                    Gathered::Plain(Observation::Admission(self.admission(&node, &snapshot, now, history).await?))
+                    Gathered::Plain(Observation::Admission(self.admission(&node, &snapshot, history).await?))
                 }
-                _ => self.observe(&plan, &snapshot).await?,
+                _ => self.observe(&plan, &snapshot, &memory).await?,
             };
             let (observation, system) = gathered.split();
             let identity_observed = matches!(observation, Observation::Identity(_)).then(|| observation.clone());
+            // The clocks as they stand after the observation, which may have taken a while.
+            let context = fence::Context {
+                now: self.world.now(),
+                mono: self.world.mono(),
+                ..context
+            };
             let decision = fence::next(&spec, &status, observation, context);
             let requeue = decision.requeue;
             let reset = decision.reset;
@@ -184,14 +243,14 @@ impl<'a, W: World> Fence<'a, W> {
             if let Some(history) = admissions.as_deref_mut()
                 && fence::phase_of(&self.status()) == Phase::VerifyingIdentity
             {
-                history.times.insert(self.uid.clone(), now);
+                history.times.insert(self.uid.clone(), context.now);
             }
             drop(admissions);
             if let Some(Observation::Identity(found)) = identity_observed {
                 self.record_verification(&found).await;
             }
             if let Some(reset) = reset {
-                self.send_reset(reset, system, &snapshot, &node).await?;
+                self.send_reset(reset, system, &node).await?;
             }
             self.settle_taints().await?;
             match requeue {
@@ -207,43 +266,68 @@ impl<'a, W: World> Fence<'a, W> {
 
     /// Gathers what `plan` asks for (admission aside). A power reading keeps the system it read, for
     /// the reset that may follow.
-    async fn observe(&self, plan: &Plan, snapshot: &NodeSnapshot) -> Result<Gathered, Error> {
+    async fn observe(&self, plan: &Plan, snapshot: &NodeSnapshot, memory: &Memory) -> Result<Gathered, Error> {
         Ok(match plan {
             Plan::Wait(_) | Plan::Admit => Gathered::Plain(Observation::Wait),
             Plan::Idle => Gathered::Plain(Observation::Nothing),
             Plan::VerifyIdentity => Gathered::Plain(Observation::Identity(self.identity(snapshot).await?)),
-            Plan::ReadPower { system_path } => {
-                let binding = self.status().evidence.and_then(|e| e.identity).map(|i| i.binding).unwrap_or_default();
-                let reading = match self.device_for_fence().await? {
-                    Ok(device) => {
-                        let read = device.read(system_path).await;
-                        self.world.metrics().bmc(
-                            &binding,
-                            "read",
-                            read.as_ref().map_or_else(BmcError::category, |_| "ok"),
-                        );
-                        read.map_err(|e| BmcFailure::from(&e))
-                    }
-                    Err(failure) => Err(failure),
-                };
-                Gathered::Reading(reading)
-            }
+            Plan::ReadPower { system_path } => Gathered::Reading(self.read_power(system_path).await?),
             Plan::Release => {
-                let (spec, status) = (&self.remediation.spec, self.status());
+                let (spec, status) = (self.spec(), self.status());
+                let deadline = fence::proof_deadline(&spec, memory, timing(self.world)).unwrap_or_default();
                 let (node, uid) = (&self.node_name, &self.uid);
                 Gathered::Plain(Observation::Release(match spec.remediation_strategy {
                     RemediationStrategy::OutOfServiceTaint => {
-                        release_with_taint(self.world, spec, &status, node, uid).await?
+                        release_with_taint(self.world, &spec, &status, node, uid, deadline).await?
                     }
                     RemediationStrategy::ResourceDeletion => {
-                        release_by_deletion(self.world, spec, &status, node, uid).await?
+                        release_by_deletion(self.world, &spec, &status, node, uid, deadline).await?
                     }
                 }))
             }
-            Plan::CheckWorkloads => {
-                Gathered::Plain(Observation::Workloads(workloads(self.world, &self.node_name).await?))
-            }
+            Plan::RecordRelease => Gathered::Plain(Observation::Release(Ok(Released {
+                at: snapshot.released_at.unwrap_or_else(|| self.world.now()),
+                node_ready: snapshot.ready.clone().unwrap_or_default(),
+                lease_renew_time: snapshot.lease_renew_time,
+                taint_owned: true,
+                pods_deleted: None,
+            }))),
+            Plan::CheckWorkloads => Gathered::Plain(Observation::Workloads(workloads(self.world, &self.node_name).await?)),
         })
+    }
+
+    /// One power reading of the verified system, stamped with when it was asked for and when it was
+    /// answered. A rejection of the credentials is taken once as a sign that they changed: the client
+    /// is built again from the Secret and read with once more.
+    async fn read_power(&self, system_path: &str) -> Result<Result<(SystemReading, PowerReading), BmcFailure>, Error> {
+        let binding = self.binding_name();
+        for fresh in [false, true] {
+            let (device, through) = match self.device_for_fence().await? {
+                Ok(found) => found,
+                Err(failure) => return Ok(Err(failure)),
+            };
+            let requested = self.world.mono();
+            let read = device.read(system_path).await;
+            let answered = self.world.mono();
+            self.world.metrics().bmc(&binding, "read", read.as_ref().map_or_else(BmcError::category, |_| "ok"));
+            match read {
+                Err(BmcError::Unauthorized(_)) if !fresh => {
+                    if let Some(binding) = self.world.binding(&binding).await? {
+                        self.world.forget_device(&binding);
+                    }
+                }
+                Ok(system) => {
+                    let reading = PowerReading::of(&system, Sampled { requested, answered }, through);
+                    return Ok(Ok((system, reading)));
+                }
+                Err(error) => return Ok(Err(BmcFailure::from(&error))),
+            }
+        }
+        Ok(Err(BmcFailure {
+            transient: false,
+            reason: Reason::BmcAuthenticationFailed,
+            message: "the BMC rejected the credentials, also after they were read again".into(),
+        }))
     }
 
     async fn bindings_for_node(&self) -> Result<Vec<BmcBinding>, Error> {
@@ -252,17 +336,12 @@ impl<'a, W: World> Fence<'a, W> {
     }
 
     /// Runs the gates on fresh reads of everything they look at.
-    async fn admission(
-        &self,
-        node: &Node,
-        snapshot: &NodeSnapshot,
-        now: Timestamp,
-        history: &mut Admissions,
-    ) -> Result<Verdict, Error> {
+    async fn admission(&self, node: &Node, snapshot: &NodeSnapshot, history: &mut Admissions) -> Result<Verdict, Error> {
         let bindings = self.world.bindings().await?;
         let remediations = self.world.remediations().await?;
         let nodes = self.world.nodes().await?;
         let etcd_pods = self.world.etcd_pods().await?;
+        let now = self.world.now();
         for r in &remediations {
             if let (Some(uid), Some(node)) =
                 (r.uid(), r.status.as_ref().and_then(|s| s.evidence.as_ref()?.node.as_ref()))
@@ -285,15 +364,22 @@ impl<'a, W: World> Fence<'a, W> {
             recent_admissions: &admitted,
             limits: settings.limits,
         };
-        Ok(match gates::evaluate(&inputs) {
-            Gate::Admit => Verdict::Admit(snapshot.evidence(now)),
-            Gate::Wait(reason, message) => Verdict::Wait { reason, message },
-            Gate::Refuse(reason, message) => Verdict::Refuse { reason, message },
+        // A release another remediation of the node did stands, whatever a storm limit or a wait
+        // says; a final refusal still wins.
+        Ok(match (gates::evaluate(&inputs), gates::release_to_adopt(&inputs)) {
+            (Gate::Refuse(reason, message), _) => Verdict::Refuse { reason, message },
+            (_, Some((from, released_at))) => Verdict::Adopt { from, released_at },
+            (Gate::Admit, None) => Verdict::Admit(snapshot.evidence(now)),
+            (Gate::Wait(reason, message), None) => Verdict::Wait { reason, message },
         })
     }
 
-    /// The device for the binding the identity was proven through.
-    async fn device_for_fence(&self) -> Result<Result<W::Device, BmcFailure>, Error> {
+    fn binding_name(&self) -> String {
+        self.status().evidence.and_then(|e| e.identity).map(|i| i.binding).unwrap_or_default()
+    }
+
+    /// The device for the binding the identity was proven through, and which client it is.
+    async fn device_for_fence(&self) -> Result<Result<(W::Device, DeviceMark), BmcFailure>, Error> {
         let status = self.status();
         let Some(name) = status.evidence.as_ref().and_then(|e| e.identity.as_ref()).map(|i| i.binding.clone()) else {
             return Ok(Err(BmcFailure {
@@ -306,11 +392,10 @@ impl<'a, W: World> Fence<'a, W> {
             let message = format!("BmcBinding {name} was deleted during the fence");
             return Ok(Err(BmcFailure { transient: false, reason: Reason::BindingInvalid, message }));
         };
-        Ok(self.world.device(&binding).await?.map_err(|message| BmcFailure {
-            transient: false,
-            reason: Reason::BindingInvalid,
-            message,
-        }))
+        Ok(match self.world.device(&binding).await? {
+            Ok((device, serial)) => Ok((device, mark(&binding, serial))),
+            Err(message) => Err(BmcFailure { transient: false, reason: Reason::BindingInvalid, message }),
+        })
     }
 
     /// Resolves the binding, reads the BMC's system (pinned, the only one, or the one whose UUID names
@@ -332,8 +417,8 @@ impl<'a, W: World> Fence<'a, W> {
                 return Ok(Err(IdentityProblem::Binding { reason: Reason::BindingConflict, message }));
             }
         };
-        let device = match self.world.device(binding).await? {
-            Ok(device) => device,
+        let (device, serial) = match self.world.device(binding).await? {
+            Ok(found) => found,
             Err(message) => return Ok(Err(IdentityProblem::Binding { reason: Reason::BindingInvalid, message })),
         };
         let system = match node_system(self.world, binding, &device, &snapshot.system_uuid, "read").await {
@@ -347,6 +432,7 @@ impl<'a, W: World> Fence<'a, W> {
             tls_verified: verification::request_tls_verified(&binding.spec.tls, true),
             system,
             claims: claims(self.world, &self.node_name, binding).await?,
+            through: mark(binding, serial),
         }))
     }
 
@@ -397,12 +483,14 @@ impl<'a, W: World> Fence<'a, W> {
         }
     }
 
-    /// Persists the decision's status (skipped when unchanged) and publishes its notices.
+    /// Persists the decision's status (skipped when unchanged), keeps what it learnt in memory, and
+    /// publishes its notices.
     async fn commit(&mut self, decision: Decision, node: Option<&Node>) -> Result<(), Error> {
         let old = self.status();
         if Some(&decision.status) != self.remediation.status.as_ref() {
             self.remediation = self.world.write_status(&self.remediation, decision.status).await?;
         }
+        remember(self.world, &self.uid, decision.memory);
         self.count_transition(&old);
         let phase = fence::phase_of(&self.status());
         for notice in &decision.notices {
@@ -413,6 +501,31 @@ impl<'a, W: World> Fence<'a, W> {
             }
         }
         Ok(())
+    }
+
+    /// Commits an observation made outside the step loop (a reset's answer, a refused action): the
+    /// decision is taken again on the latest status if another write came first.
+    async fn commit_observation(&mut self, observation: Observation, node: &Node) -> Result<(), Error> {
+        let name = self.remediation.name_any();
+        let instance = self.world.instance();
+        let lease = self.world.node_lease(&self.node_name).await?;
+        let snapshot = NodeSnapshot::new(node, lease, &self.uid);
+        for _ in 0..3 {
+            let memory = remembered(self.world, &self.uid);
+            let context = self.context(&snapshot, &memory, &instance);
+            let decision = fence::next(&self.remediation.spec, &self.status(), observation.clone(), context);
+            match self.commit(decision, Some(node)).await {
+                Err(Error::Api(ApiError::Conflict(_))) => {
+                    self.remediation = self
+                        .world
+                        .remediation(&name)
+                        .await?
+                        .ok_or_else(|| ApiError::NotFound(format!("remediation {name}")))?;
+                }
+                other => return other,
+            }
+        }
+        Err(Error::StatusConflicts(3))
     }
 
     /// Metrics of what the last write changed: a start, the outcome, and the stages completed.
@@ -445,29 +558,38 @@ impl<'a, W: World> Fence<'a, W> {
 
     /// Sends the reset the persisted decision asked for (its intent is already in status), and
     /// records the answer. Everything that takes time comes first; right before the POST the
-    /// remediation is read again (unchanged since the intent was written, not timed out by NHC, not
-    /// being deleted) and the leader Lease must outlast the request.
-    async fn send_reset(
-        &mut self,
-        reset: ResetType,
-        system: Option<SystemReading>,
-        snapshot: &NodeSnapshot,
-        node: &Node,
-    ) -> Result<(), Error> {
-        let binding = self.status().evidence.and_then(|e| e.identity).map(|i| i.binding).unwrap_or_default();
+    /// remediation is read again ([`reset_still_wanted`]), the node and its Lease are read again and
+    /// must still allow the action ([`fence::may_power_off`], [`fence::may_power_on`]), and the
+    /// leader Lease must outlast the request.
+    async fn send_reset(&mut self, reset: ResetType, system: Option<SystemReading>, node: &Node) -> Result<(), Error> {
+        let binding = self.binding_name();
         let device = self.device_for_fence().await?;
         let name = self.remediation.name_any();
         let current =
             self.world.remediation(&name).await?.ok_or_else(|| ApiError::NotFound(format!("remediation {name}")))?;
-        let unchanged = current.resource_version() == self.remediation.resource_version();
-        if !unchanged || contract::timed_out_by_nhc(&current.metadata) || current.metadata.deletion_timestamp.is_some()
-        {
+        if !reset_still_wanted(&current, &self.remediation) {
             info!(reset = reset.as_str(), "the remediation changed since the intent was written; not sending");
             return Ok(());
         }
+        let now_node = self.world.node(&self.node_name).await?;
+        let refusal = match &now_node {
+            None => Some(NodeRefusal::Gone { node: self.node_name.clone() }),
+            Some(now_node) => {
+                let lease = self.world.node_lease(&self.node_name).await?;
+                let snapshot = NodeSnapshot::new(now_node, lease, &self.uid);
+                match reset {
+                    ResetType::ForceOff => fence::may_power_off(&self.spec(), &self.status(), &snapshot).err(),
+                    ResetType::On => fence::may_power_on(&snapshot).err(),
+                }
+            }
+        };
+        if let Some(refusal) = refusal {
+            info!(reset = reset.as_str(), %refusal, "the node no longer allows the power action; not sending");
+            return self.commit_observation(Observation::ActionRefused(refusal), now_node.as_ref().unwrap_or(node)).await;
+        }
         self.world.ensure_leader(self.world.settings().request_timeout).await.map_err(Error::NotLeader)?;
         let result = match (device, system) {
-            (Ok(device), Some(system)) => {
+            (Ok((device, _)), Some(system)) => {
                 info!(reset = reset.as_str(), system = %system.path, "sending reset");
                 let result = device.act(&system, reset).await;
                 self.world.metrics().bmc(&binding, "reset", result.as_ref().map_or_else(BmcError::category, |_| "ok"));
@@ -481,24 +603,7 @@ impl<'a, W: World> Fence<'a, W> {
             }),
         };
         // The answer must land: a reset left unanswered in status would be sent again.
-        let instance = self.world.instance();
-        for _ in 0..3 {
-            let context =
-                fence::Context { now: self.world.now(), instance: &instance, node: snapshot, hold_power_action: None };
-            let answer = Observation::ResetAnswered { action: reset, result: result.clone() };
-            let decision = fence::next(&self.remediation.spec, &self.status(), answer, context);
-            match self.commit(decision, Some(node)).await {
-                Err(Error::Api(ApiError::Conflict(_))) => {
-                    self.remediation = self
-                        .world
-                        .remediation(&name)
-                        .await?
-                        .ok_or_else(|| ApiError::NotFound(format!("remediation {name}")))?;
-                }
-                other => return other,
-            }
-        }
-        Err(Error::StatusConflicts(3))
+        self.commit_observation(Observation::ResetAnswered { action: reset, result }, node).await
     }
 
     /// Makes coroner's taints on the node match what the remediation's state wants.
@@ -507,26 +612,29 @@ impl<'a, W: World> Fence<'a, W> {
         if fence::phase_of(&status) == Phase::Pending && status.evidence.is_none() {
             return Ok(());
         }
-        let fencing = fence::fencing_taint_wanted(&self.remediation.spec, &status);
-        let out_of_service = fence::out_of_service_taint_wanted(&status);
-        align_taints(self.world, &self.node_name, &self.uid, fencing, out_of_service).await
+        let fencing = fence::fencing_taint_wanted(&self.spec(), &status);
+        let out_of_service_ends = fence::out_of_service_taint_ends(&status);
+        align_taints(self.world, &self.node_name, &self.uid, fencing, out_of_service_ends).await
     }
 }
 
-/// What an observation brought: a power reading keeps the system it read.
+/// Which client served an answer: the binding's generation and the client's serial.
+fn mark(binding: &BmcBinding, serial: u64) -> DeviceMark {
+    DeviceMark { generation: binding.metadata.generation.unwrap_or_default(), serial }
+}
+
+/// What an observation brought: a power reading keeps the system it read, for the reset.
 enum Gathered {
     Plain(Observation),
-    Reading(Result<SystemReading, BmcFailure>),
+    Reading(Result<(SystemReading, PowerReading), BmcFailure>),
 }
 
 impl Gathered {
     fn split(self) -> (Observation, Option<SystemReading>) {
         match self {
             Self::Plain(observation) => (observation, None),
-            Self::Reading(reading) => {
-                let power = reading.as_ref().map(PowerReading::from).map_err(Clone::clone);
-                (Observation::Power(power), reading.ok())
-            }
+            Self::Reading(Ok((system, reading))) => (Observation::Power(Ok(reading)), Some(system)),
+            Self::Reading(Err(failure)) => (Observation::Power(Err(failure)), None),
         }
     }
 }
@@ -576,8 +684,9 @@ pub async fn claims<W: World>(world: &W, node_name: &str, binding: &BmcBinding) 
     Ok(node_claims.chain(binding_claims).collect())
 }
 
-/// Reads the node, lets `change` decide, and replaces it under the resourceVersion it was read at;
-/// on a conflict it reads and decides again. `Ok(None)`: the node is gone or nothing to change.
+/// Reads the node, lets `change` decide, and writes its taints and annotations as a patch under the
+/// resourceVersion it was read at; on a conflict it reads and decides again. `Ok(None)`: the node is
+/// gone or nothing to change.
 async fn update_node<W: World>(
     world: &W,
     name: &str,
@@ -586,7 +695,7 @@ async fn update_node<W: World>(
     for _ in 0..MAX_CONFLICTS {
         let Some(node) = world.node(name).await? else { return Ok(None) };
         let Some(updated) = change(&node) else { return Ok(None) };
-        match world.replace_node(&updated).await {
+        match world.patch_node(&node, &updated).await {
             Ok(written) => return Ok(Some(written)),
             Err(ApiError::Conflict(_)) => continue,
             Err(e) => return Err(e.into()),
@@ -596,13 +705,14 @@ async fn update_node<W: World>(
 }
 
 /// Brings coroner's taints on the node in line with the remediation's state: adds the fencing taint
-/// when wanted, removes whichever of them this remediation owns and no longer wants.
+/// when wanted, removes it when not, and removes the out-of-service taint this remediation owns only
+/// once the fence decided its release is over.
 async fn align_taints<W: World>(
     world: &W,
     name: &str,
     owner_uid: &str,
     fencing: bool,
-    out_of_service: bool,
+    out_of_service_ends: bool,
 ) -> Result<(), Error> {
     let now = world.now();
     update_node(world, name, |node| {
@@ -610,7 +720,7 @@ async fn align_taints<W: World>(
         if !fencing {
             unwanted.push(CoronerTaint::Fencing);
         }
-        if !out_of_service {
+        if out_of_service_ends {
             unwanted.push(CoronerTaint::OutOfService);
         }
         let removed = taints::without_owned(node, &unwanted, owner_uid);
@@ -631,70 +741,103 @@ async fn remove_owned_taints<W: World>(world: &W, name: &str, owner_uid: &str) -
     .map(drop)
 }
 
-/// The node as it is now, if `fence::release_check` holds on it and its current Lease;
-/// `Ok(Err(why))` when the node turned out alive (or gone).
+/// The node as it is now with its current Lease, if `fence::release_check` holds on it.
 async fn silent_node<W: World>(
     world: &W,
     spec: &CoronerRemediationSpec,
     status: &CoronerRemediationStatus,
     node_name: &str,
     owner_uid: &str,
-) -> Result<Result<(Node, NodeSnapshot), String>, Error> {
+) -> Result<Result<(Node, NodeSnapshot), NodeRefusal>, Error> {
     let Some(node) = world.node(node_name).await? else {
-        return Ok(Err(format!("Node {node_name} disappeared")));
+        return Ok(Err(NodeRefusal::Gone { node: node_name.to_owned() }));
     };
     let snapshot = NodeSnapshot::new(&node, world.node_lease(node_name).await?, owner_uid);
     Ok(fence::release_check(spec, status, &snapshot).map(|()| (node, snapshot)))
 }
 
-/// The release with the out-of-service taint: one Node update under the read resourceVersion that
-/// adds the taint and its owner annotation, and only if `fence::release_check` holds on exactly that
-/// Node and its current Lease. A conflict re-reads both and checks again.
+/// Whether a release may be written now: the proof still fresh ([`fence::proof_deadline`], on this
+/// process's monotonic clock) and the leader Lease outlasting the write.
+async fn may_write_release<W: World>(world: &W, deadline: Mono) -> Result<Result<(), ReleaseRefusal>, Error> {
+    if world.mono() >= deadline {
+        return Ok(Err(ReleaseRefusal::ProofExpired));
+    }
+    world.ensure_leader(world.settings().request_timeout).await.map_err(Error::NotLeader)?;
+    Ok(Ok(()))
+}
+
+/// The release with the out-of-service taint: one Node patch under the read resourceVersion that
+/// adds the taint and its owner record, only if `fence::release_check` holds on exactly that Node and
+/// its current Lease, and only while the proof is fresh. Right after it the Lease is read again: a
+/// renewal since the power-off takes the taint back at once (`DidNotTakeEffect`).
 async fn release_with_taint<W: World>(
     world: &W,
     spec: &CoronerRemediationSpec,
     status: &CoronerRemediationStatus,
     node_name: &str,
     owner_uid: &str,
-) -> Result<Result<Released, String>, Error> {
+    deadline: Mono,
+) -> Result<Result<Released, ReleaseRefusal>, Error> {
     for _ in 0..MAX_CONFLICTS {
         let (node, snapshot) = match silent_node(world, spec, status, node_name, owner_uid).await? {
             Ok(silent) => silent,
-            Err(alive) => return Ok(Err(alive)),
+            Err(refusal) => return Ok(Err(ReleaseRefusal::Node(refusal))),
         };
-        let released = |taint_owned| Released {
-            at: world.now(),
+        let released = |at, taint_owned| Released {
+            at,
             node_ready: snapshot.ready.clone().unwrap_or_default(),
             lease_renew_time: snapshot.lease_renew_time,
             taint_owned,
             pods_deleted: None,
         };
-        let Some(updated) = taints::with_taint(&node, CoronerTaint::OutOfService, owner_uid, world.now()) else {
-            // Already there: ours if an earlier pass of this remediation added it, else not claimed.
-            return Ok(Ok(released(taints::owns(&node, CoronerTaint::OutOfService, owner_uid))));
+        if let Some(at) = snapshot.released_at {
+            return Ok(Ok(released(at, true)));
+        }
+        let now = world.now();
+        let Some(updated) = taints::with_taint(&node, CoronerTaint::OutOfService, owner_uid, now) else {
+            // Someone else's out-of-service taint is already there: not claimed.
+            return Ok(Ok(released(now, false)));
         };
-        match world.replace_node(&updated).await {
-            Ok(_) => return Ok(Ok(released(true))),
+        if let Err(refusal) = may_write_release(world, deadline).await? {
+            return Ok(Err(refusal));
+        }
+        match world.patch_node(&node, &updated).await {
+            Ok(_) => {}
             Err(ApiError::Conflict(_)) => continue,
+            Err(ApiError::Denied(why)) => return Ok(Err(ReleaseRefusal::WriteRefused(why))),
             Err(e) => return Err(e.into()),
         }
+        let after = NodeSnapshot { lease_renew_time: world.node_lease(node_name).await?.flatten(), ..snapshot.clone() };
+        if let Err(NodeRefusal::LeaseRenewed { renewed, .. }) = fence::lease_unrenewed_since_power_off(status, &after) {
+            remove_owned_out_of_service(world, node_name, owner_uid).await?;
+            return Ok(Err(ReleaseRefusal::DidNotTakeEffect { node: node_name.to_owned(), renewed }));
+        }
+        return Ok(Ok(released(now, true)));
     }
     Err(Error::NodeConflicts(node_name.to_owned()))
 }
 
+async fn remove_owned_out_of_service<W: World>(world: &W, name: &str, owner_uid: &str) -> Result<(), Error> {
+    update_node(world, name, |node| taints::without_owned(node, &[CoronerTaint::OutOfService], owner_uid))
+        .await
+        .map(drop)
+}
+
 /// The release with `ResourceDeletion` (as FAR does): after the same check, force-delete every pod
-/// bound to the node (grace period 0, UID precondition), mirror pods excepted, checking again before
-/// each further pod. Never VolumeAttachments. Unlike the taint, this is not one atomic update.
+/// bound to the node (grace period 0, UID precondition), mirror pods excepted, checking the node and
+/// the proof's freshness again before each further pod. Never VolumeAttachments. Unlike the taint,
+/// this is not one atomic update.
 async fn release_by_deletion<W: World>(
     world: &W,
     spec: &CoronerRemediationSpec,
     status: &CoronerRemediationStatus,
     node_name: &str,
     owner_uid: &str,
-) -> Result<Result<Released, String>, Error> {
+    deadline: Mono,
+) -> Result<Result<Released, ReleaseRefusal>, Error> {
     let snapshot = match silent_node(world, spec, status, node_name, owner_uid).await? {
         Ok((_, snapshot)) => snapshot,
-        Err(alive) => return Ok(Err(alive)),
+        Err(refusal) => return Ok(Err(ReleaseRefusal::Node(refusal))),
     };
     let mut deleted = 0;
     for pod in world.pods_on(node_name).await? {
@@ -703,14 +846,18 @@ async fn release_by_deletion<W: World>(
         }
         // Deleting takes a while: the node must still be silent before each pod goes.
         if deleted > 0
-            && let Err(alive) = silent_node(world, spec, status, node_name, owner_uid).await?
+            && let Err(refusal) = silent_node(world, spec, status, node_name, owner_uid).await?
         {
-            return Ok(Err(alive));
+            return Ok(Err(ReleaseRefusal::Node(refusal)));
+        }
+        if let Err(refusal) = may_write_release(world, deadline).await? {
+            return Ok(Err(refusal));
         }
         match world.delete_pod(&pod).await {
             Ok(()) => deleted += 1,
             // Gone already (another remediator may delete the same pod), or replaced by a new pod.
             Err(ApiError::NotFound(_) | ApiError::Conflict(_)) => {}
+            Err(ApiError::Denied(why)) => return Ok(Err(ReleaseRefusal::WriteRefused(why))),
             Err(e) => return Err(e.into()),
         }
     }

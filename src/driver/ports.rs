@@ -9,7 +9,7 @@ use std::{future::Future, time::Duration as StdDuration};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
 
-use super::Admissions;
+use super::{Admissions, Memories};
 use crate::{
     api::{BmcBinding, BmcBindingStatus, CoronerRemediation, CoronerRemediationStatus},
     bmc::{BmcError, ResetType, SystemReading},
@@ -82,8 +82,10 @@ pub trait Remediations {
 pub trait Nodes {
     fn node(&self, name: &str) -> impl Future<Output = ApiResult<Option<Node>>> + Send;
     fn nodes(&self) -> impl Future<Output = ApiResult<Vec<Node>>> + Send;
-    /// Replaces the Node under the resourceVersion in its metadata.
-    fn replace_node(&self, node: &Node) -> impl Future<Output = ApiResult<Node>> + Send;
+    /// Writes `wanted`'s taints and annotations onto the Node as a patch under `current`'s
+    /// resourceVersion; nothing else is sent (a whole-Node update would drop fields the server knows
+    /// and these structs do not).
+    fn patch_node(&self, current: &Node, wanted: &Node) -> impl Future<Output = ApiResult<Node>> + Send;
 }
 
 pub trait NodeLeases {
@@ -152,9 +154,15 @@ pub trait Device: Send + Sync {
 
 pub trait Devices {
     type Device: Device;
-    /// The device a binding describes. `Ok(Err(message))`: what the binding refers to (its Secret,
-    /// CA bundle, pin, endpoint) cannot be used.
-    fn device(&self, binding: &BmcBinding) -> impl Future<Output = ApiResult<Result<Self::Device, String>>> + Send;
+    /// The device a binding describes, with the serial of the client built for it (a new serial after
+    /// each rebuild: new credentials, a new CA bundle). `Ok(Err(message))`: what the binding refers to
+    /// (its Secret, CA bundle, pin, endpoint) cannot be used.
+    fn device(
+        &self,
+        binding: &BmcBinding,
+    ) -> impl Future<Output = ApiResult<Result<(Self::Device, u64), String>>> + Send;
+    /// Drops the binding's client: the next one is built from what the binding refers to now.
+    fn forget_device(&self, binding: &BmcBinding);
 }
 
 /// Fixed for the life of the process.
@@ -165,6 +173,8 @@ pub struct LoopSettings {
     pub limits: StormLimits,
     /// Timeout of one BMC request: the leader Lease must outlast it.
     pub request_timeout: StdDuration,
+    /// Extra tries of a BMC read: with the timeout, what bounds the gap between two readings.
+    pub read_retries: u32,
 }
 
 /// Everything one process of coroner touches.
@@ -174,4 +184,6 @@ pub trait World: Clock + Remediations + Nodes + NodeLeases + Leadership + Cluste
     /// Admissions happen one at a time in a process (so two remediations cannot both take the last
     /// slot); this remembers when fences were admitted, for the per-window budget.
     fn admissions(&self) -> &tokio::sync::Mutex<Admissions>;
+    /// What this process knows of each fence, never persisted.
+    fn memories(&self) -> &Memories;
 }

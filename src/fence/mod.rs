@@ -12,7 +12,7 @@ mod tests;
 
 use std::time::Duration as StdDuration;
 
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
 
 pub use observe::*;
@@ -49,8 +49,12 @@ pub enum Plan {
     VerifyIdentity,
     /// One power reading of the verified system.
     ReadPower { system_path: String },
-    /// Re-check the node and release its workloads in one resourceVersion-checked update.
+    /// Re-check the node and release its workloads in one resourceVersion-checked update, before the
+    /// proof's freshness runs out ([`proof_deadline`]).
     Release,
+    /// This remediation's own exact out-of-service taint is on the node but its status does not say so
+    /// (coroner stopped between the release and its status write): record that release.
+    RecordRelease,
     /// Count the node's pods and VolumeAttachments that still hold the release up.
     CheckWorkloads,
     /// Nothing to do until the node or the remediation changes.
@@ -68,6 +72,8 @@ pub struct Notice {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Decision {
     pub status: CoronerRemediationStatus,
+    /// What this process now knows of the fence (never persisted).
+    pub memory: Memory,
     /// A BMC mutation to send after `status` (which records it as intent) has been persisted.
     pub reset: Option<ResetType>,
     /// When to look again; `None` waits for a change of the remediation or the node.
@@ -75,49 +81,137 @@ pub struct Decision {
     pub notices: Vec<Notice>,
 }
 
+/// How BMC requests are made: what bounds the gap between two readings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timing {
+    pub request_timeout: StdDuration,
+    /// Extra tries of a read after a transport error or a 5xx.
+    pub read_retries: u32,
+}
+
+/// An unbroken run of Off readings of the verified system, taken by this process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Run {
+    pub first: Sampled,
+    pub last: Sampled,
+    pub count: u32,
+}
+
+/// What this process knows of one fence and never persists: a proof counts only in the process that
+/// took it, so a status anyone may write can never stand in for one.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Memory {
+    /// The current unbroken run of Off readings, not yet a proof.
+    pub run: Option<Run>,
+    /// The run that proved the machine off, extended by every later unbroken Off reading.
+    pub proof: Option<Run>,
+    /// When this process began the current attempt (or phase with a deadline): its clock.
+    pub attempt_started: Option<Mono>,
+    /// When this process last asked for a reading (pacing).
+    pub last_requested: Option<Mono>,
+    /// No next attempt before this.
+    pub not_before: Option<Mono>,
+    /// The device the identity was proven through.
+    pub through: Option<DeviceMark>,
+}
+
 /// What stays fixed for one reconcile.
 #[derive(Clone, Copy, Debug)]
 pub struct Context<'a> {
+    /// The wall clock, for what people read.
     pub now: Timestamp,
-    /// This coroner process; readings taken by another (earlier) process never count.
+    /// This process's monotonic clock, for every duration decided on.
+    pub mono: Mono,
+    /// This coroner process (and leadership term), as recorded in intents and evidence.
     pub instance: &'a str,
     pub node: &'a NodeSnapshot,
     /// Why the power action must wait, if it must: the lease gate, checked again right before it.
     pub hold_power_action: Option<&'a (Reason, String)>,
+    pub memory: &'a Memory,
+    pub timing: Timing,
 }
 
 pub fn phase_of(status: &CoronerRemediationStatus) -> Phase {
     status.phase.unwrap_or_default()
 }
 
+/// The spec a fence follows: as admitted, once admitted (edits of the remediation mid-fence change
+/// nothing).
+pub fn spec_of<'a>(spec: &'a CoronerRemediationSpec, status: &'a CoronerRemediationStatus) -> &'a CoronerRemediationSpec {
+    status.admitted_spec.as_ref().unwrap_or(spec)
+}
+
+/// The longest gap between two readings that still makes them one unbroken run: the later answer may
+/// come at most `pollInterval` + request timeout × (1 + read retries) after the earlier request was
+/// sent.
+pub fn gap_bound(spec: &CoronerRemediationSpec, timing: Timing) -> StdDuration {
+    spec.poll_interval.get() + timing.request_timeout * (1 + timing.read_retries)
+}
+
+/// Whether `later` continues a run that `earlier` is part of: no gap in which the machine could have
+/// been on unseen.
+pub fn unbroken(earlier: &Sampled, later: &Sampled, spec: &CoronerRemediationSpec, timing: Timing) -> bool {
+    later.answered.saturating_sub(earlier.requested) <= gap_bound(spec, timing)
+}
+
+/// The proof: a run whose span, from the first reading's answer to the last reading's request, is at
+/// least `settle` (each value may have been sampled anywhere between its request and its answer).
+pub fn spans_settle(run: &Run, settle: StdDuration) -> bool {
+    run.last.requested.checked_sub(run.first.answered).is_some_and(|span| span >= settle)
+}
+
+/// How long a proof's last Off reading counts as fresh: `pollInterval` + the request timeout.
+pub fn freshness(spec: &CoronerRemediationSpec, timing: Timing) -> StdDuration {
+    spec.poll_interval.get() + timing.request_timeout
+}
+
+/// Until when (this process's monotonic clock) the proof may release the node: its last Off reading
+/// is younger than [`freshness`], counted from the reading's request.
+pub fn proof_deadline(spec: &CoronerRemediationSpec, memory: &Memory, timing: Timing) -> Option<Mono> {
+    memory.proof.map(|proof| proof.last.requested + freshness(spec, timing))
+}
+
+/// A reading added to a run: continues it when unbroken, else starts a new one.
+pub fn extended(run: Option<Run>, reading: Sampled, spec: &CoronerRemediationSpec, timing: Timing) -> Run {
+    match run {
+        Some(run) if unbroken(&run.last, &reading, spec, timing) => Run { last: reading, count: run.count + 1, ..run },
+        _ => Run { first: reading, last: reading, count: 1 },
+    }
+}
+
+/// Whether a phase that holds a power-action slot has run past its deadline: `deadline` on this
+/// process's clock since `started` (a phase resumed by another process starts its clock afresh).
+pub fn past_deadline(started: Option<Mono>, now: Mono, deadline: StdDuration) -> bool {
+    started.is_some_and(|started| now.saturating_sub(started) >= deadline)
+}
+
+fn is_released(status: &CoronerRemediationStatus) -> bool {
+    status.evidence.as_ref().is_some_and(|e| e.release.is_some())
+}
+
 /// What to observe next in the current phase.
 pub fn plan(spec: &CoronerRemediationSpec, status: &CoronerRemediationStatus, ctx: Context<'_>) -> Plan {
-    let progress = status.progress.clone().unwrap_or_default();
-    let not_before = |at: Option<&MicroTime>| at.map(|t| t.0).filter(|t| *t > ctx.now).map(|t| until(ctx.now, t));
-    let paced =
-        || not_before(progress.last_reading_at.as_ref().map(|t| MicroTime(t.0 + spec.poll_interval.get())).as_ref());
+    let spec = spec_of(spec, status);
+    let memory = ctx.memory;
+    let after = |at: Option<Mono>| at.filter(|at| *at > ctx.mono).map(|at| at - ctx.mono);
+    let paced = || after(memory.last_requested.map(|at| at + spec.poll_interval.get()));
     let system_path = || status.evidence.as_ref().and_then(|e| e.identity.as_ref()).map(|i| i.system_path.clone());
-    match phase_of(status) {
+    let read = || system_path().map_or(Plan::VerifyIdentity, |system_path| Plan::ReadPower { system_path });
+    let phase = phase_of(status);
+    if phase == Phase::Releasing && ctx.node.released_at.is_some() && !is_released(status) {
+        return Plan::RecordRelease;
+    }
+    match phase {
         Phase::Pending => Plan::Admit,
-        Phase::VerifyingIdentity => {
-            not_before(progress.next_attempt_at.as_ref()).map_or(Plan::VerifyIdentity, Plan::Wait)
-        }
-        Phase::PoweringOff => match not_before(progress.next_attempt_at.as_ref()) {
-            Some(wait) => Plan::Wait(wait),
-            None => system_path().map_or(Plan::VerifyIdentity, |system_path| Plan::ReadPower { system_path }),
+        Phase::VerifyingIdentity => after(memory.not_before).map_or(Plan::VerifyIdentity, Plan::Wait),
+        Phase::PoweringOff => after(memory.not_before).map_or_else(read, Plan::Wait),
+        Phase::ConfirmingOff => paced().map_or_else(read, Plan::Wait),
+        // Only a fresh proof taken by this process releases; any other first reads again.
+        Phase::Releasing => match proof_deadline(spec, memory, ctx.timing) {
+            Some(deadline) if ctx.mono < deadline => Plan::Release,
+            _ => read(),
         },
-        Phase::ConfirmingOff => match paced() {
-            Some(wait) => Plan::Wait(wait),
-            None => system_path().map_or(Plan::VerifyIdentity, |system_path| Plan::ReadPower { system_path }),
-        },
-        // Only a proof taken by this process (this leadership term) may release the node.
-        Phase::Releasing if !proof_is_ours(status, ctx.instance) => {
-            system_path().map_or(Plan::VerifyIdentity, |system_path| Plan::ReadPower { system_path })
-        }
-        Phase::Releasing => Plan::Release,
         Phase::WaitingForRelease => Plan::CheckWorkloads,
-        // The out-of-service taint must be gone before the machine may come back.
-        Phase::PoweringOn if ctx.node.out_of_service_owned => Plan::Wait(StdDuration::from_secs(1)),
         Phase::PoweringOn => match paced() {
             Some(wait) => Plan::Wait(wait),
             None => system_path().map_or(Plan::Idle, |system_path| Plan::ReadPower { system_path }),
@@ -133,16 +227,18 @@ pub fn next(
     observation: Observation,
     ctx: Context<'_>,
 ) -> Decision {
+    let spec = spec_of(spec, status);
     let mut step = Step::new(spec, status, ctx);
     match (phase_of(status), observation) {
         (_, Observation::ResetAnswered { action, result }) => step.reset_answered(action, result),
+        (phase, Observation::ActionRefused(refusal)) if !phase.is_terminal() => step.action_refused(refusal),
         (Phase::Pending, Observation::Admission(verdict)) => step.admission(verdict),
         (Phase::VerifyingIdentity | Phase::PoweringOff | Phase::ConfirmingOff, Observation::Identity(found)) => {
             step.identity(found)
         }
         (Phase::PoweringOff, Observation::Power(reading)) => step.powering_off(reading),
         (Phase::ConfirmingOff, Observation::Power(reading)) => step.confirming_off(reading),
-        (Phase::Releasing, Observation::Power(reading)) => step.prove_again(reading),
+        (Phase::Releasing, Observation::Power(reading)) => step.releasing(reading),
         (Phase::Releasing, Observation::Release(outcome)) => step.released(outcome),
         (Phase::WaitingForRelease, Observation::Workloads(workloads)) => step.waiting_for_release(workloads),
         (Phase::PoweringOn, Observation::Power(reading)) => step.powering_on(reading),
@@ -166,7 +262,7 @@ fn standalone(
     if new != *old {
         new.last_update_time = Some(Time(now));
     }
-    Decision { status: new, reset: None, requeue, notices }
+    Decision { status: new, memory: Memory::default(), reset: None, requeue, notices }
 }
 
 /// Marks when the phase changed, so operators (and alerts) see how long a remediation has been in it.
@@ -274,14 +370,12 @@ pub fn fencing_taint_wanted(spec: &CoronerRemediationSpec, status: &CoronerRemed
     }
 }
 
-/// Whether the out-of-service taint coroner owns should stay: from the release until coroner removes
-/// it before powering the machine on again (with `Off`: until the remediation is deleted).
-pub fn out_of_service_taint_wanted(status: &CoronerRemediationStatus) -> bool {
-    status
-        .evidence
-        .as_ref()
-        .and_then(|e| e.release.as_ref())
-        .is_some_and(|r| r.taint_owned && r.taint_removed_at.is_none())
+/// Whether coroner takes its own out-of-service taint off the node now: only once the fence decided
+/// so (before powering the machine on again). A taint of this remediation that its status does not
+/// know of is a release done just before coroner stopped: it stays, and is recorded, never removed
+/// and added again. With `Off` it stays until the remediation is deleted (the finalizer).
+pub fn out_of_service_taint_ends(status: &CoronerRemediationStatus) -> bool {
+    status.evidence.as_ref().and_then(|e| e.release.as_ref()).is_some_and(|r| r.taint_removed_at.is_some())
 }
 
 fn power_action_decided(status: &CoronerRemediationStatus) -> bool {
@@ -291,10 +385,6 @@ fn power_action_decided(status: &CoronerRemediationStatus) -> bool {
 
 fn node_returned(status: &CoronerRemediationStatus) -> bool {
     status.evidence.as_ref().and_then(|e| e.power_on.as_ref()).is_some_and(|p| p.new_boot_id.is_some())
-}
-
-fn until(now: Timestamp, at: Timestamp) -> StdDuration {
-    StdDuration::try_from(at.duration_since(now)).unwrap_or_default()
 }
 
 fn elapsed(since: Timestamp, now: Timestamp) -> StdDuration {
@@ -310,6 +400,7 @@ impl Plan {
     }
 }
 
+
 /// The working copy of one decision.
 struct Step<'a> {
     spec: &'a CoronerRemediationSpec,
@@ -318,6 +409,7 @@ struct Step<'a> {
     status: CoronerRemediationStatus,
     progress: Progress,
     evidence: Evidence,
+    memory: Memory,
     reset: Option<ResetType>,
     requeue: Option<StdDuration>,
     notices: Vec<Notice>,
@@ -332,6 +424,7 @@ impl<'a> Step<'a> {
             status: old.clone(),
             progress: old.progress.clone().unwrap_or_default(),
             evidence: old.evidence.clone().unwrap_or_default(),
+            memory: ctx.memory.clone(),
             reset: None,
             requeue: None,
             notices: Vec::new(),
@@ -347,16 +440,19 @@ impl<'a> Step<'a> {
         // step ended the attempt or the fence, nothing is sent.
         let phase = self.status.phase.unwrap_or_default();
         let intended = |reset: ResetType| {
-            self.progress.intent.as_ref().is_some_and(|i| i.result.is_none() && i.action.as_str() == reset.as_str())
+            self.progress.intent.as_ref().is_some_and(|i| i.result.is_none() && ResetType::from(i.action) == reset)
         };
         let reset = self.reset.filter(|r| !phase.is_terminal() && intended(*r));
+        if phase.is_terminal() {
+            self.memory = Memory::default();
+        }
         self.status.progress = Some(self.progress);
         self.status.evidence = Some(self.evidence);
         stamp_phase(self.old, &mut self.status, self.ctx.now);
         if self.status != *self.old {
             self.status.last_update_time = Some(Time(self.ctx.now));
         }
-        Decision { status: self.status, reset, requeue: self.requeue, notices: self.notices }
+        Decision { status: self.status, memory: self.memory, reset, requeue: self.requeue, notices: self.notices }
     }
 
     /// Moves to `phase` with `reason`; a change of phase or reason is announced once as an Event.
@@ -402,16 +498,45 @@ impl<'a> Step<'a> {
                 let message =
                     format!("gates passed for node {} (Ready={}); verifying the BMC's identity", node.name, node.ready);
                 self.evidence.node = Some(node);
+                self.status.admitted_spec = Some(self.spec.clone());
                 self.progress = Progress { attempt: 1, attempt_started_at: Some(self.now()), ..Progress::default() };
+                self.memory = Memory { attempt_started: Some(self.ctx.mono), ..Memory::default() };
                 self.enter(Phase::VerifyingIdentity, Reason::VerifyingIdentity, message);
                 self.requeue = Some(StdDuration::ZERO);
             }
+            Verdict::Adopt { from, released_at } => self.adopt(&from, released_at),
             Verdict::Wait { reason, message } => {
                 self.enter(Phase::Pending, reason, message);
                 self.requeue = Some(WAIT_RECHECK);
             }
             Verdict::Refuse { reason, message } => self.fail(reason, message),
         }
+    }
+
+    /// Another remediation of this node released it, and its taint is still there: this one stands on
+    /// that release and never resets the machine itself.
+    fn adopt(&mut self, from: &str, released_at: Timestamp) {
+        self.evidence.node = Some(self.ctx.node.evidence(self.ctx.now));
+        self.status.admitted_spec = Some(self.spec.clone());
+        self.evidence.release = Some(ReleaseEvidence {
+            kind: ReleaseKind::Adopted,
+            attestation: None,
+            adopted_from: Some(from.to_owned()),
+            strategy: self.spec.remediation_strategy,
+            node_ready: self.ctx.node.ready.clone().unwrap_or_default(),
+            lease_renew_time: self.ctx.node.lease_renew_time.map(MicroTime),
+            released_at: MicroTime(released_at),
+            taint_owned: false,
+            pods_deleted: None,
+            taint_removed_at: None,
+            release_timed_out: false,
+        });
+        let message = format!(
+            "remediation {from} already proved node {} off and released it; this remediation stands on that release and sends no reset of its own",
+            self.ctx.node.name
+        );
+        self.notify(false, Reason::NodeFenced.as_str(), message.clone());
+        self.after_release(message);
     }
 
     // VerifyingIdentity -----------------------------------------------------------------------------
@@ -461,7 +586,9 @@ impl<'a> Step<'a> {
             verified_at: self.now(),
             tls_verified: found.tls_verified,
         });
-        self.progress = Progress { attempt: 1, ..Progress::default() };
+        let attempt = self.progress.attempt.max(1);
+        self.progress = Progress { attempt, ..Progress::default() };
+        self.memory = Memory { through: Some(found.through), ..Memory::default() };
         self.enter(Phase::PoweringOff, Reason::PoweringOff, message);
         self.requeue = Some(StdDuration::ZERO);
     }
@@ -481,17 +608,24 @@ impl<'a> Step<'a> {
     }
 
     fn schedule_next_attempt(&mut self) {
-        let next_at = MicroTime(self.ctx.now + self.spec.retry.interval.get());
+        let interval = self.spec.retry.interval.get();
         self.progress.attempt += 1;
         self.progress.attempt_started_at = None;
-        self.progress.next_attempt_at = Some(next_at);
+        self.progress.next_attempt_at = Some(MicroTime(self.ctx.now + interval));
         self.progress.off_run = None;
-        self.requeue = Some(self.spec.retry.interval.get());
+        self.memory = Memory {
+            not_before: Some(self.ctx.mono + interval),
+            through: self.memory.through,
+            ..Memory::default()
+        };
+        self.requeue = Some(interval);
     }
 
-    // PoweringOff / ConfirmingOff ---------------------------------------------------------------------
+    // PoweringOff / ConfirmingOff / Releasing --------------------------------------------------------
 
-    /// Checks that a reading comes from the verified system; ends the fence otherwise.
+    /// Checks that a reading comes from the verified system, through the device the identity was
+    /// proven through; ends the attempt or the fence otherwise. A reading through a rebuilt client
+    /// (new credentials) is the first of a new run.
     fn same_system(&mut self, reading: &PowerReading) -> bool {
         let Some(verified) = self.evidence.identity.as_ref() else {
             self.fail(Reason::BmcProtocolError, "a power reading arrived before the identity proof".into());
@@ -515,11 +649,44 @@ impl<'a> Step<'a> {
                 );
                 self.fail(Reason::IdentityChanged, message);
             }
+            return false;
         }
-        same
+        match self.memory.through {
+            Some(through) if through.generation != reading.through.generation && !is_released(self.old) => {
+                // The binding's endpoint or trust changed: a proof comes from where the reset went.
+                self.binding_changed();
+                return false;
+            }
+            Some(through) if through.serial != reading.through.serial => {
+                self.memory.run = None;
+                self.memory.proof = None;
+            }
+            _ => {}
+        }
+        self.memory.through = Some(reading.through);
+        true
+    }
+
+    /// The binding changed since the identity was proven: this attempt ends, and the next one proves
+    /// the identity again and resets through what the binding says now.
+    fn binding_changed(&mut self) {
+        let last = "the BmcBinding changed since the identity was proven".to_owned();
+        if self.progress.attempt >= self.spec.retry.count {
+            let message = format!("{last} in the last attempt ({}); nothing released", self.attempt_label());
+            return self.fail(Reason::PowerOffNotConfirmed, message);
+        }
+        let message = format!("{last} ({}); the next attempt proves it again, in {}", self.attempt_label(), self.spec.retry.interval);
+        self.evidence.identity = None;
+        self.progress.intent = None;
+        self.schedule_next_attempt();
+        self.memory.through = None;
+        self.enter(Phase::VerifyingIdentity, Reason::AttemptFailed, message);
     }
 
     fn start_attempt_if_needed(&mut self) {
+        if self.memory.attempt_started.is_none() {
+            self.memory.attempt_started = Some(self.ctx.mono);
+        }
         if self.progress.attempt_started_at.is_none() {
             self.progress.attempt_started_at = Some(self.now());
             self.progress.next_attempt_at = None;
@@ -531,9 +698,18 @@ impl<'a> Step<'a> {
         self.evidence.power_off.get_or_insert_with(PowerOffEvidence::default)
     }
 
+    fn note_reading(&mut self, reading: &Result<PowerReading, BmcFailure>) {
+        self.progress.last_reading_at = Some(self.now());
+        if let Ok(reading) = reading {
+            self.memory.last_requested = Some(reading.sampled.requested);
+        } else {
+            self.memory.last_requested = Some(self.ctx.mono);
+        }
+    }
+
     fn powering_off(&mut self, reading: Result<PowerReading, BmcFailure>) {
         self.start_attempt_if_needed();
-        self.progress.last_reading_at = Some(self.now());
+        self.note_reading(&reading);
         match reading {
             Ok(reading) if !self.same_system(&reading) => {}
             Ok(reading) if reading.power_state == PowerState::Off => {
@@ -541,7 +717,8 @@ impl<'a> Step<'a> {
                     self.power_off_evidence().already_off = true;
                 }
                 self.progress.lease_renew_time_at_power_off.get_or_insert_with(|| lease_time(self.ctx.node));
-                self.progress.off_run = Some(self.new_run(&reading));
+                self.memory.run = Some(extended(None, reading.sampled, self.spec, self.ctx.timing));
+                self.mirror_run(&reading);
                 let message = format!(
                     "power reads Off before any reset ({}); confirming for {}",
                     self.attempt_label(),
@@ -550,17 +727,10 @@ impl<'a> Step<'a> {
                 self.enter(Phase::ConfirmingOff, Reason::ConfirmingOff, message);
                 self.requeue = Some(self.spec.poll_interval.get());
             }
-            Ok(_) if self.held() => {}
-            Ok(reading) => {
-                // The Lease as it stood before the reset: a renewal after it means a live kubelet.
-                self.progress.lease_renew_time_at_power_off = Some(lease_time(self.ctx.node));
-                self.decide(PowerAction::ForceOff);
-                self.progress.off_run = None;
-                let message =
-                    format!("power reads {}; sending ForceOff ({})", reading.power_state, self.attempt_label());
-                self.enter(Phase::ConfirmingOff, Reason::ConfirmingOff, message);
-                self.requeue = Some(self.spec.poll_interval.get());
+            Ok(_) if self.held() => {
+                self.check_attempt_deadline();
             }
+            Ok(reading) => self.force_off(&reading, "sending ForceOff"),
             Err(failure) if !failure.transient => {
                 self.fail(failure.reason, format!("{}; nothing released", failure.message))
             }
@@ -569,6 +739,19 @@ impl<'a> Step<'a> {
                 self.check_attempt_deadline();
             }
         }
+    }
+
+    /// Decides a ForceOff after a fresh reading that is not Off.
+    fn force_off(&mut self, reading: &PowerReading, what: &str) {
+        // The Lease as it stood before the reset: a renewal after it means a live kubelet.
+        self.progress.lease_renew_time_at_power_off = Some(lease_time(self.ctx.node));
+        self.decide(PowerAction::ForceOff);
+        self.memory.run = None;
+        self.memory.proof = None;
+        self.progress.off_run = None;
+        let message = format!("power reads {}; {what} ({})", reading.power_state, self.attempt_label());
+        self.enter(Phase::ConfirmingOff, Reason::ConfirmingOff, message);
+        self.requeue = Some(self.spec.poll_interval.get());
     }
 
     /// Persists the intent of a BMC mutation (with this attempt and process) and asks for it to be sent
@@ -581,17 +764,14 @@ impl<'a> Step<'a> {
             instance: self.ctx.instance.to_owned(),
             result: None,
         });
-        self.reset = Some(match action {
-            PowerAction::ForceOff => ResetType::ForceOff,
-            PowerAction::On => ResetType::On,
-        });
+        self.reset = Some(ResetType::from(action));
     }
 
     /// A gate holds power actions (e.g. the node's Lease was renewed lately): wait in PoweringOff,
-    /// saying why. Waiting is not part of an attempt: its powerOffTimeout starts when it may act.
+    /// saying why. The wait counts against the attempt, so a hold that never lifts ends the fence.
     fn held(&mut self) -> bool {
         let Some((reason, message)) = self.ctx.hold_power_action else { return false };
-        self.progress.attempt_started_at = None;
+        self.progress.last_error = Some(message.clone());
         self.enter(Phase::PoweringOff, *reason, format!("{message}; no power action yet"));
         self.requeue = Some(WAIT_RECHECK);
         true
@@ -602,70 +782,71 @@ impl<'a> Step<'a> {
         self.progress.intent.as_ref().is_some_and(|i| i.action == action && i.result.is_none())
     }
 
-    fn new_run(&self, reading: &PowerReading) -> OffRun {
-        OffRun {
-            instance: self.ctx.instance.to_owned(),
-            count: 1,
-            first: vec![self.reading(reading)],
-            last: vec![self.reading(reading)],
+    fn reading(&self, reading: &PowerReading) -> Reading {
+        Reading {
+            at: self.now(),
+            power_state: reading.power_state.to_string(),
+            requested: Some(reading.sampled.requested.into()),
+            answered: Some(reading.sampled.answered.into()),
         }
     }
 
-    fn reading(&self, reading: &PowerReading) -> Reading {
-        Reading { at: self.now(), power_state: reading.power_state.to_string() }
+    /// Mirrors the run in memory into status, for people: its first and latest readings.
+    fn mirror_run(&mut self, reading: &PowerReading) {
+        let Some(run) = self.memory.run.or(self.memory.proof) else {
+            self.progress.off_run = None;
+            return;
+        };
+        let shown = self.reading(reading);
+        let mut mirror = match self.progress.off_run.take() {
+            Some(mirror) if run.count > 1 && mirror.instance == self.ctx.instance => mirror,
+            _ => OffRun { instance: self.ctx.instance.to_owned(), count: 0, first: Vec::new(), last: Vec::new() },
+        };
+        mirror.count = run.count;
+        if mirror.first.len() < FIRST_READINGS {
+            mirror.first.push(shown.clone());
+        }
+        mirror.last.push(shown);
+        if mirror.last.len() > LAST_READINGS {
+            mirror.last.remove(0);
+        }
+        self.progress.off_run = Some(mirror);
     }
 
     fn confirming_off(&mut self, reading: Result<PowerReading, BmcFailure>) {
         self.start_attempt_if_needed();
-        self.progress.last_reading_at = Some(self.now());
+        self.note_reading(&reading);
         match reading {
             Ok(reading) if !self.same_system(&reading) => return,
             Ok(reading) if reading.power_state == PowerState::Off => {
-                let run = match self.progress.off_run.take() {
-                    // Readings from an earlier coroner process never count.
-                    Some(mut run) if run.instance == self.ctx.instance => {
-                        run.count += 1;
-                        if run.first.len() < FIRST_READINGS {
-                            run.first.push(self.reading(&reading));
-                        }
-                        run.last.push(self.reading(&reading));
-                        if run.last.len() > LAST_READINGS {
-                            run.last.remove(0);
-                        }
-                        run
-                    }
-                    _ => self.new_run(&reading),
-                };
+                let run = extended(self.memory.run, reading.sampled, self.spec, self.ctx.timing);
+                self.memory.run = Some(run);
+                self.mirror_run(&reading);
                 self.progress.lease_renew_time_at_power_off.get_or_insert_with(|| lease_time(self.ctx.node));
-                if proven(&run, self.spec.settle.get()) {
+                if spans_settle(&run, self.spec.settle.get()) {
                     return self.off_proven(run);
                 }
-                self.progress.off_run = Some(run);
             }
             Ok(reading) => {
+                self.memory.run = None;
                 self.progress.off_run = None;
                 self.progress.last_error = Some(format!("power reads {}", reading.power_state));
                 if self.unsent(PowerAction::ForceOff) {
                     // The ForceOff persisted earlier was never answered: coroner stopped, or lost
                     // leadership, between persisting it and sending it. Send it now, right after
-                    // this fresh reading, instead of waiting out the attempt; unless a gate holds
-                    // power actions, which then waits like a first ForceOff would.
+                    // this fresh reading; unless a gate holds power actions.
                     if self.held() {
+                        self.check_attempt_deadline();
                         return;
                     }
-                    self.decide(PowerAction::ForceOff);
-                    let message = format!(
-                        "power reads {}; sending the ForceOff decided earlier ({})",
-                        reading.power_state,
-                        self.attempt_label()
-                    );
-                    self.enter(Phase::ConfirmingOff, Reason::ConfirmingOff, message);
+                    self.force_off(&reading, "sending the ForceOff decided earlier");
                 }
             }
             Err(failure) if !failure.transient => {
                 return self.fail(failure.reason, format!("{}; nothing released", failure.message));
             }
             Err(failure) => {
+                self.memory.run = None;
                 self.progress.off_run = None;
                 self.progress.last_error = Some(failure.message);
             }
@@ -675,24 +856,37 @@ impl<'a> Step<'a> {
         }
     }
 
-    /// Ends the attempt when powerOffTimeout has passed: schedules the next one, or fails when the
-    /// budget is spent. Returns whether the attempt ended.
+    /// Ends the attempt when powerOffTimeout has passed on this process's clock: schedules the next
+    /// one, or fails when the budget is spent. Returns whether the attempt ended.
     fn check_attempt_deadline(&mut self) -> bool {
-        let started = self.progress.attempt_started_at.as_ref().map_or(self.ctx.now, |t| t.0);
-        if elapsed(started, self.ctx.now) < self.spec.power_off_timeout.get() {
-            self.requeue = Some(self.spec.poll_interval.get());
+        if self.memory.attempt_started.is_none() {
+            self.memory.attempt_started = Some(self.ctx.mono);
+        }
+        if !past_deadline(self.memory.attempt_started, self.ctx.mono, self.spec.power_off_timeout.get()) {
             return false;
         }
         let last = self.progress.last_error.clone().unwrap_or_else(|| "no unbroken run of Off readings".into());
+        // A proof that stood, with a release the API server would not take, is a different failure.
+        let reason = if phase_of(&self.status) == Phase::Releasing {
+            Reason::ReleaseNotWritten
+        } else {
+            Reason::PowerOffNotConfirmed
+        };
         if self.progress.attempt >= self.spec.retry.count {
-            let message = format!(
-                "no proof of power-off within {} in any of {} attempts (last: {last}); nothing released",
-                self.spec.power_off_timeout, self.spec.retry.count
-            );
-            self.fail(Reason::PowerOffNotConfirmed, message);
+            let message = match reason {
+                Reason::ReleaseNotWritten => format!(
+                    "the machine stayed proven Off but the Node could not be updated within {} in any of {} attempts (last: {last}); nothing released",
+                    self.spec.power_off_timeout, self.spec.retry.count
+                ),
+                _ => format!(
+                    "no proof of power-off within {} in any of {} attempts (last: {last}); nothing released",
+                    self.spec.power_off_timeout, self.spec.retry.count
+                ),
+            };
+            self.fail(reason, message);
         } else {
             let message = format!(
-                "no proof of power-off within {} ({}; last: {last}); next attempt in {}",
+                "no release within {} ({}; last: {last}); next attempt in {}",
                 self.spec.power_off_timeout,
                 self.attempt_label(),
                 self.spec.retry.interval
@@ -704,35 +898,83 @@ impl<'a> Step<'a> {
         true
     }
 
-    fn off_proven(&mut self, run: OffRun) {
-        let first = run.first.first().map(|r| r.at.0.to_string()).unwrap_or_default();
+    fn off_proven(&mut self, run: Run) {
+        let first = self.progress.off_run.as_ref().and_then(|r| r.first.first()).map(|r| r.at.0.to_string());
         let message = format!(
-            "power proven Off: {} consecutive Off readings from {first} spanning at least {}; releasing the node",
-            run.count, self.spec.settle
+            "power proven Off: {} consecutive Off readings from {} spanning at least {}; releasing the node",
+            run.count,
+            first.unwrap_or_default(),
+            self.spec.settle
         );
         let now = self.now();
+        let mirror = self.progress.off_run.take();
         let evidence = self.power_off_evidence();
-        evidence.proof = Some(run);
+        evidence.proof = mirror;
         evidence.proven_at = Some(now);
-        self.progress.off_run = None;
+        self.memory.run = None;
+        self.memory.proof = Some(run);
         self.progress.last_error = None;
         self.notify(false, "PowerOffProven", message.clone());
         self.enter(Phase::Releasing, Reason::Releasing, message);
         self.requeue = Some(StdDuration::ZERO);
     }
 
-    /// A proof taken by an earlier process cannot release: confirm again, in a fresh attempt clock
-    /// (same attempt number, so no budget is spent on the restart).
-    fn prove_again(&mut self, reading: Result<PowerReading, BmcFailure>) {
-        if let Some(power_off) = self.evidence.power_off.as_mut() {
-            power_off.proof = None;
-            power_off.proven_at = None;
+    /// A reading in Releasing: the proof had gone stale (or was taken by another process). Off, and
+    /// unbroken from the proof, keeps the proof fresh; Off after a gap proves again; anything else
+    /// means the machine came back on: a new attempt switches it off again.
+    fn releasing(&mut self, reading: Result<PowerReading, BmcFailure>) {
+        self.start_attempt_if_needed();
+        self.note_reading(&reading);
+        match reading {
+            Ok(reading) if !self.same_system(&reading) => {}
+            Ok(reading) if reading.power_state == PowerState::Off => match self.memory.proof {
+                Some(proof) if unbroken(&proof.last, &reading.sampled, self.spec, self.ctx.timing) => {
+                    self.memory.proof = Some(Run { last: reading.sampled, count: proof.count + 1, ..proof });
+                    self.requeue = Some(StdDuration::ZERO);
+                }
+                _ => {
+                    self.memory.proof = None;
+                    self.memory.run = Some(extended(None, reading.sampled, self.spec, self.ctx.timing));
+                    self.progress.off_run = None;
+                    self.mirror_run(&reading);
+                    if let Some(power_off) = self.evidence.power_off.as_mut() {
+                        power_off.proof = None;
+                        power_off.proven_at = None;
+                    }
+                    let message = "no fresh proof of power-off by this coroner process; proving it again".to_owned();
+                    self.enter(Phase::ConfirmingOff, Reason::ConfirmingOff, message);
+                    self.requeue = Some(self.spec.poll_interval.get());
+                }
+            },
+            Ok(reading) => {
+                if let Some(power_off) = self.evidence.power_off.as_mut() {
+                    power_off.proof = None;
+                    power_off.proven_at = None;
+                }
+                let last = format!("power reads {} after the proof: the machine came back on", reading.power_state);
+                self.progress.last_error = Some(last.clone());
+                if self.progress.attempt >= self.spec.retry.count {
+                    return self.fail(Reason::PowerOffNotConfirmed, format!("{last} in the last attempt; nothing released"));
+                }
+                self.progress.attempt += 1;
+                self.progress.attempt_started_at = Some(self.now());
+                self.memory.attempt_started = Some(self.ctx.mono);
+                self.notify(true, Reason::AttemptFailed.as_str(), format!("{last}; a new attempt switches it off again"));
+                if self.held() {
+                    return;
+                }
+                self.force_off(&reading, "switching it off again");
+            }
+            Err(failure) if !failure.transient => {
+                self.fail(failure.reason, format!("{}; nothing released", failure.message))
+            }
+            Err(failure) => {
+                self.progress.last_error = Some(failure.message);
+                if !self.check_attempt_deadline() {
+                    self.requeue = Some(self.spec.poll_interval.get());
+                }
+            }
         }
-        self.progress.off_run = None;
-        self.progress.attempt_started_at = None;
-        let message = "the power-off proof was taken by an earlier coroner process; proving it again".to_owned();
-        self.enter(Phase::ConfirmingOff, Reason::ConfirmingOff, message);
-        self.confirming_off(reading);
     }
 
     fn reset_answered(&mut self, action: ResetType, result: Result<u16, BmcFailure>) {
@@ -769,14 +1011,38 @@ impl<'a> Step<'a> {
         self.requeue = Some(self.spec.poll_interval.get());
     }
 
+    /// Right before a power action the node, read again, did not allow it: nothing was sent.
+    fn action_refused(&mut self, refusal: NodeRefusal) {
+        if phase_of(&self.status) == Phase::PoweringOn {
+            return self.power_on_blocked(&refusal);
+        }
+        let message = format!("{refusal}; no power action taken, nothing released");
+        self.fail(refusal.reason(), message);
+    }
+
     // Releasing ---------------------------------------------------------------------------------------
 
-    fn released(&mut self, outcome: Result<Released, String>) {
+    fn released(&mut self, outcome: Result<Released, ReleaseRefusal>) {
         let released = match outcome {
             Ok(released) => released,
-            Err(why) => {
-                let message = format!("{why}: the machine switched off is not this node; nothing released, no retry");
-                return self.fail(Reason::NodeAliveAfterPowerOff, message);
+            Err(ReleaseRefusal::Node(refusal)) => {
+                let message = format!("{refusal}; nothing released, no retry");
+                return self.fail(refusal.reason(), message);
+            }
+            Err(ReleaseRefusal::ProofExpired) => {
+                self.requeue = Some(StdDuration::ZERO);
+                return;
+            }
+            Err(ReleaseRefusal::WriteRefused(why)) => {
+                self.progress.last_error = Some(format!("the Node update was refused: {why}"));
+                if !self.check_attempt_deadline() {
+                    self.requeue = Some(self.spec.poll_interval.get());
+                }
+                return;
+            }
+            Err(refusal @ ReleaseRefusal::DidNotTakeEffect { .. }) => {
+                let message = format!("{refusal}; nothing released, and the machine needs a look");
+                return self.fail(Reason::FenceDidNotTakeEffect, message);
             }
         };
         let how = match released.pods_deleted {
@@ -788,6 +1054,7 @@ impl<'a> Step<'a> {
         self.evidence.release = Some(ReleaseEvidence {
             kind: ReleaseKind::BmcProof,
             attestation: None,
+            adopted_from: None,
             strategy: self.spec.remediation_strategy,
             node_ready: released.node_ready,
             lease_renew_time: released.lease_renew_time.map(MicroTime),
@@ -797,7 +1064,12 @@ impl<'a> Step<'a> {
             taint_removed_at: None,
             release_timed_out: false,
         });
+        self.memory.proof = None;
         self.notify(false, Reason::NodeFenced.as_str(), message.clone());
+        self.after_release(message);
+    }
+
+    fn after_release(&mut self, message: String) {
         match self.spec.action {
             FenceAction::Off => {
                 let message = format!("{message}; the machine stays off until someone powers it on");
@@ -842,7 +1114,9 @@ impl<'a> Step<'a> {
         if let Some(release) = self.evidence.release.as_mut() {
             release.taint_removed_at = release.taint_owned.then_some(MicroTime(self.ctx.now));
         }
-        self.progress = Progress { attempt: 1, ..Progress::default() };
+        self.progress = Progress { attempt: 1, attempt_started_at: Some(self.now()), ..Progress::default() };
+        // PoweringOn holds a slot: its deadline runs from here, whatever it waits for.
+        self.memory = Memory { attempt_started: Some(self.ctx.mono), through: self.memory.through, ..Memory::default() };
         self.enter(
             Phase::PoweringOn,
             Reason::PoweringOn,
@@ -853,8 +1127,30 @@ impl<'a> Step<'a> {
 
     // PoweringOn --------------------------------------------------------------------------------------
 
+    /// An out-of-service taint is on the node: no `On`. Waits with a Warning, and at the deadline
+    /// leaves the machine off (`PoweredOn=False`); the fence stands.
+    fn power_on_blocked(&mut self, refusal: &NodeRefusal) {
+        if self.power_on_deadline() {
+            let message = format!("{refusal}; the deadline of {} passed, the machine stays off", self.spec.power_off_timeout);
+            self.set_condition(contract::POWERED_ON, false, Reason::OutOfServiceTaintPresent.as_str(), &message);
+            self.notify(true, Reason::OutOfServiceTaintPresent.as_str(), message.clone());
+            self.enter(Phase::WaitingForNode, Reason::WaitingForNode, message);
+            return;
+        }
+        let message = format!("{refusal}; waiting for it to go");
+        self.enter(Phase::PoweringOn, Reason::OutOfServiceTaintPresent, message);
+        self.requeue = Some(self.spec.poll_interval.get().max(StdDuration::from_secs(1)));
+    }
+
+    fn power_on_deadline(&mut self) -> bool {
+        if self.memory.attempt_started.is_none() {
+            self.memory.attempt_started = Some(self.ctx.mono);
+        }
+        past_deadline(self.memory.attempt_started, self.ctx.mono, self.spec.power_off_timeout.get())
+    }
+
     fn powering_on(&mut self, reading: Result<PowerReading, BmcFailure>) {
-        self.progress.last_reading_at = Some(self.now());
+        self.note_reading(&reading);
         let sent = self.progress.intent.as_ref().is_some_and(|i| i.action == PowerAction::On);
         match reading {
             Ok(reading) if !self.same_system(&reading) => {}
@@ -870,9 +1166,9 @@ impl<'a> Step<'a> {
                     format!("{message}; waiting for the node to return with a new bootID"),
                 );
             }
-            Ok(_) if !sent || self.unsent(PowerAction::On) => {
-                if !sent {
-                    self.progress.attempt_started_at = Some(self.now());
+            Ok(_) if (!sent || self.unsent(PowerAction::On)) && !self.power_on_deadline() => {
+                if let Err(refusal) = may_power_on(self.ctx.node) {
+                    return self.power_on_blocked(&refusal);
                 }
                 self.decide(PowerAction::On);
                 self.requeue = Some(self.spec.poll_interval.get());
@@ -882,8 +1178,7 @@ impl<'a> Step<'a> {
                     Ok(reading) => format!("power reads {}", reading.power_state),
                     Err(failure) => failure.message,
                 };
-                let started = self.progress.attempt_started_at.as_ref().map_or(self.ctx.now, |t| t.0);
-                if elapsed(started, self.ctx.now) >= self.spec.power_off_timeout.get() {
+                if self.power_on_deadline() {
                     let message = format!(
                         "power did not read On within {} ({last}); the node stays fenced",
                         self.spec.power_off_timeout
@@ -913,27 +1208,6 @@ impl<'a> Step<'a> {
         let message = format!("node is Ready again with bootID {}; coroner's taints are removed", node.boot_id);
         self.notify(false, "NodeRecovered", message.clone());
         self.enter(Phase::Done, Reason::RemediationComplete, message);
-    }
-}
-
-/// Whether the power-off proof in `status` was taken by `instance` (the running process and
-/// leadership term). Readings of an earlier process never count, also not as a finished proof.
-fn proof_is_ours(status: &CoronerRemediationStatus, instance: &str) -> bool {
-    status
-        .evidence
-        .as_ref()
-        .and_then(|e| e.power_off.as_ref())
-        .and_then(|p| p.proof.as_ref())
-        .is_some_and(|proof| proof.instance == instance)
-}
-
-/// The proof: an unbroken run of Off readings whose first and last are at least `settle` apart.
-pub fn proven(run: &OffRun, settle: StdDuration) -> bool {
-    match (run.first.first(), run.last.last()) {
-        (Some(first), Some(last)) => {
-            SignedDuration::try_from(settle).is_ok_and(|settle| last.at.0.duration_since(first.at.0) >= settle)
-        }
-        _ => false,
     }
 }
 

@@ -5,10 +5,11 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, Pod, Toleration};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 
+use super::Mono;
 use crate::{
     api::{CoronerRemediationSpec, CoronerRemediationStatus, NodeEvidence, conditions},
     bmc::{BmcError, PowerState, ResetType, SystemReading},
-    contract::Reason,
+    contract::{self, Reason},
     identity::Claim,
     taints::{self, CoronerTaint},
 };
@@ -26,8 +27,10 @@ pub enum Observation {
         action: ResetType,
         result: Result<u16, BmcFailure>,
     },
-    /// The checked release: what was done, or why the node proved alive.
-    Release(Result<Released, String>),
+    /// Right before a power action, the node (read again) no longer allows it: nothing was sent.
+    ActionRefused(NodeRefusal),
+    /// The checked release: what was done, or why not.
+    Release(Result<Released, ReleaseRefusal>),
     Workloads(Workloads),
 }
 
@@ -35,8 +38,19 @@ pub enum Observation {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Verdict {
     Admit(NodeEvidence),
+    /// Another remediation of this node released it and its taint is still on the node: this one
+    /// stands on that release instead of fencing the machine again.
+    Adopt { from: String, released_at: Timestamp },
     Wait { reason: Reason, message: String },
     Refuse { reason: Reason, message: String },
+}
+
+/// Which device served an answer: the binding's generation and the client built from what it refers
+/// to (each new client, after a Secret or CA change or a rebuild, has a new serial).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeviceMark {
+    pub generation: i64,
+    pub serial: u64,
 }
 
 /// The system the binding leads to, and what else claims a machine.
@@ -47,6 +61,7 @@ pub struct IdentityFound {
     pub tls_verified: bool,
     pub system: SystemReading,
     pub claims: Vec<Claim>,
+    pub through: DeviceMark,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -59,15 +74,25 @@ pub enum IdentityProblem {
     Bmc(BmcFailure),
 }
 
+/// When a reading was asked for and when its answer came, on this process's monotonic clock: the
+/// value may have been sampled at any moment in between.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Sampled {
+    pub requested: Mono,
+    pub answered: Mono,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PowerReading {
     pub uuid: String,
     pub power_state: PowerState,
+    pub sampled: Sampled,
+    pub through: DeviceMark,
 }
 
-impl From<&SystemReading> for PowerReading {
-    fn from(system: &SystemReading) -> Self {
-        Self { uuid: system.uuid.clone(), power_state: system.power_state.clone() }
+impl PowerReading {
+    pub fn of(system: &SystemReading, sampled: Sampled, through: DeviceMark) -> Self {
+        Self { uuid: system.uuid.clone(), power_state: system.power_state.clone(), sampled, through }
     }
 }
 
@@ -81,17 +106,7 @@ pub struct BmcFailure {
 
 impl From<&BmcError> for BmcFailure {
     fn from(error: &BmcError) -> Self {
-        let reason = match error {
-            BmcError::Unreachable(_) => Reason::BmcUnreachable,
-            BmcError::Tls(_) => Reason::BmcTlsVerificationFailed,
-            BmcError::Unauthorized(_) => Reason::BmcAuthenticationFailed,
-            BmcError::Status { .. } if error.is_transient() => Reason::BmcUnreachable,
-            BmcError::Status { .. } | BmcError::Protocol { .. } | BmcError::CrossHostRedirect(_) => {
-                Reason::BmcProtocolError
-            }
-            BmcError::Setup(_) => Reason::BindingInvalid,
-        };
-        Self { transient: error.is_transient(), reason, message: error.to_string() }
+        Self { transient: error.is_transient(), reason: error.reason(), message: error.to_string() }
     }
 }
 
@@ -105,6 +120,60 @@ pub struct Released {
     pub taint_owned: bool,
     /// ResourceDeletion: how many pods were force-deleted.
     pub pods_deleted: Option<u32>,
+}
+
+/// Why the node no longer allows what the fence is about to do: each is a fact about the node, said
+/// as it is (a Node that disappeared is not "a machine that is not this node").
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NodeRefusal {
+    #[error("Node {node} disappeared")]
+    Gone { node: String },
+    #[error("Node {node} was replaced (UID {admitted} → {now})")]
+    Replaced { node: String, admitted: String, now: String },
+    #[error("Node {node} reports Ready={ready}: its kubelet reports again")]
+    Awake { node: String, ready: String },
+    #[error("Node {node} is labelled {}={value:?}", contract::EXCLUDE_LABEL)]
+    Excluded { node: String, value: String },
+    #[error("Node {node}'s Lease changed since admission ({admitted} → {now}): something on the node is alive")]
+    LeaseChanged { node: String, admitted: String, now: String },
+    #[error("Node {node}'s Lease was renewed (renewTime {renewed}) after the power-off began")]
+    LeaseRenewed { node: String, renewed: Timestamp },
+    #[error("Node {node} carries {taint}: no power-on while any out-of-service taint is on it")]
+    OutOfService { node: String, taint: String },
+}
+
+impl NodeRefusal {
+    /// The condition reason for this refusal.
+    pub fn reason(&self) -> Reason {
+        match self {
+            Self::Gone { .. } => Reason::NodeNotFound,
+            Self::Replaced { .. } => Reason::NodeReplaced,
+            Self::Awake { .. } => Reason::NodeNotUnreachable,
+            Self::Excluded { .. } => Reason::NodeExcluded,
+            Self::LeaseChanged { .. } => Reason::NodeLeaseChanged,
+            Self::LeaseRenewed { .. } => Reason::NodeAliveAfterPowerOff,
+            Self::OutOfService { .. } => Reason::OutOfServiceTaintPresent,
+        }
+    }
+}
+
+/// Why a release was not written.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ReleaseRefusal {
+    /// The node no longer passes the release check: nothing released, for good.
+    #[error("{0}")]
+    Node(NodeRefusal),
+    /// The proof's last Off reading aged past its freshness before the Node write: read again first.
+    #[error("the power-off proof is older than pollInterval + the request timeout")]
+    ProofExpired,
+    /// The API server refused the Node write (an admission webhook or policy): retried, within the
+    /// attempt, on a fresh proof.
+    #[error("the Node update was refused: {0}")]
+    WriteRefused(String),
+    /// Right after the write the node's Lease read renewed since the power-off: the machine coroner
+    /// switched off is not this node, or did not go off. The taint was taken back at once.
+    #[error("Node {node}'s Lease was renewed (renewTime {renewed}) although its machine reads Off; the out-of-service taint was taken back")]
+    DidNotTakeEffect { node: String, renewed: Timestamp },
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -126,8 +195,13 @@ pub struct NodeSnapshot {
     /// Whether the node's Lease in kube-node-lease exists, and its renewTime.
     pub lease_present: bool,
     pub lease_renew_time: Option<Timestamp>,
-    /// Whether the out-of-service taint owned by this remediation is still on the node.
-    pub out_of_service_owned: bool,
+    /// The value of the exclusion label, when the node carries it.
+    pub excluded: Option<String>,
+    /// Any out-of-service taint on the node, whoever added it (`key=value:effect`).
+    pub out_of_service: Option<String>,
+    /// When this remediation's own exact out-of-service taint was added, if it is on the node: a
+    /// release already done.
+    pub released_at: Option<Timestamp>,
 }
 
 impl NodeSnapshot {
@@ -142,7 +216,11 @@ impl NodeSnapshot {
             system_uuid: info.map(|i| i.system_uuid.clone()).unwrap_or_default(),
             lease_present: lease_renew_time.is_some(),
             lease_renew_time: lease_renew_time.flatten(),
-            out_of_service_owned: taints::owns(node, CoronerTaint::OutOfService, remediation_uid),
+            excluded: node.metadata.labels.as_ref().and_then(|l| l.get(contract::EXCLUDE_LABEL)).cloned(),
+            out_of_service: taints::blocks_power_on(node).map(|t| {
+                format!("{}={}:{}", t.key, t.value.as_deref().unwrap_or_default(), t.effect)
+            }),
+            released_at: taints::release_on_node(node, remediation_uid),
         }
     }
 
@@ -168,39 +246,99 @@ pub fn ready_status(node: &Node) -> Option<&str> {
         .map(|c| c.status.as_str())
 }
 
-/// The release's safety check, run on the Node about to be updated: it must be the node coroner
-/// admitted (same UID), still `Ready=Unknown` (or `False` when opted in), and its Lease not renewed since the power-off began.
-/// Anything else means the machine switched off was not this node.
+fn admitted_node(status: &CoronerRemediationStatus) -> Option<&NodeEvidence> {
+    status.evidence.as_ref().and_then(|e| e.node.as_ref())
+}
+
+/// The node is the one admitted (same UID) and still silent: `Ready=Unknown`, or `False` when the
+/// template opts in (it must not have turned True).
+pub fn same_silent_node(
+    spec: &CoronerRemediationSpec,
+    status: &CoronerRemediationStatus,
+    node: &NodeSnapshot,
+) -> Result<(), NodeRefusal> {
+    if let Some(admitted) = admitted_node(status)
+        && node.uid != admitted.uid
+    {
+        return Err(NodeRefusal::Replaced { node: node.name.clone(), admitted: admitted.uid.clone(), now: node.uid.clone() });
+    }
+    let silent = match node.ready.as_deref() {
+        Some(conditions::UNKNOWN) => true,
+        Some(conditions::FALSE) => spec.remediate_ready_false,
+        _ => false,
+    };
+    if silent {
+        Ok(())
+    } else {
+        Err(NodeRefusal::Awake { node: node.name.clone(), ready: node.ready.clone().unwrap_or_else(|| "absent".into()) })
+    }
+}
+
+/// Right before a ForceOff the node must still pass the admission gates that concern it (the same
+/// node, still silent, not excluded), and its Lease must be as admission saw it: renewed, created or
+/// deleted since admission holds the power action for good. A node that never had a Lease is judged
+/// as at admission: no Lease then and none now gives no evidence either way (docs/safety.md).
+pub fn may_power_off(
+    spec: &CoronerRemediationSpec,
+    status: &CoronerRemediationStatus,
+    node: &NodeSnapshot,
+) -> Result<(), NodeRefusal> {
+    same_silent_node(spec, status, node)?;
+    if let Some(value) = &node.excluded {
+        return Err(NodeRefusal::Excluded { node: node.name.clone(), value: value.clone() });
+    }
+    lease_as_admitted(status, node)
+}
+
+/// The node's Lease is in the state admission recorded: present or not, and the same renewTime.
+pub fn lease_as_admitted(status: &CoronerRemediationStatus, node: &NodeSnapshot) -> Result<(), NodeRefusal> {
+    let Some(admitted) = admitted_node(status) else { return Ok(()) };
+    let then = (admitted.lease_present, admitted.lease_renew_time.as_ref().map(|t| t.0));
+    let now = (node.lease_present, node.lease_renew_time);
+    if then == now {
+        return Ok(());
+    }
+    let show = |(present, renewed): (bool, Option<Timestamp>)| match (present, renewed) {
+        (false, _) => "no Lease".to_owned(),
+        (true, None) => "a Lease without renewTime".to_owned(),
+        (true, Some(at)) => format!("renewTime {at}"),
+    };
+    Err(NodeRefusal::LeaseChanged { node: node.name.clone(), admitted: show(then), now: show(now) })
+}
+
+/// Right before an `On`: no out-of-service taint of any value or effect is on the node
+/// (kube-controller-manager acts on the key alone).
+pub fn may_power_on(node: &NodeSnapshot) -> Result<(), NodeRefusal> {
+    match &node.out_of_service {
+        Some(taint) => Err(NodeRefusal::OutOfService { node: node.name.clone(), taint: taint.clone() }),
+        None => Ok(()),
+    }
+}
+
+/// The release's safety check, run on the Node about to be updated: the node coroner admitted, still
+/// silent, and its Lease not renewed since the power-off began (any change counts, earlier values
+/// too: a kubelet's clock may be behind or step back).
 pub fn release_check(
     spec: &CoronerRemediationSpec,
     status: &CoronerRemediationStatus,
     node: &NodeSnapshot,
-) -> Result<(), String> {
-    let admitted = status.evidence.as_ref().and_then(|e| e.node.as_ref()).ok_or("no node was recorded at admission")?;
-    if node.uid != admitted.uid {
-        return Err(format!("Node {} was replaced (UID {} → {})", node.name, admitted.uid, node.uid));
-    }
-    let silent = match node.ready.as_deref() {
-        Some(conditions::UNKNOWN) => true,
-        // Opted in: fenced while a kubelet still reported False; it must not have turned True.
-        Some(conditions::FALSE) => spec.remediate_ready_false,
-        _ => false,
-    };
-    if !silent {
-        return Err(format!(
-            "Node {} reports Ready={} after the power-off",
-            node.name,
-            node.ready.as_deref().unwrap_or("absent")
-        ));
-    }
+) -> Result<(), NodeRefusal> {
+    same_silent_node(spec, status, node)?;
+    lease_unrenewed_since_power_off(status, node)
+}
+
+/// The node's Lease was not renewed since the power-off began (a Lease that vanished was not).
+pub fn lease_unrenewed_since_power_off(
+    status: &CoronerRemediationStatus,
+    node: &NodeSnapshot,
+) -> Result<(), NodeRefusal> {
     let at_power_off = status.progress.as_ref().and_then(|p| p.lease_renew_time_at_power_off.as_ref()).map(|t| t.0);
-    // Any change counts, earlier values too: a kubelet's clock may be behind or step back.
-    if let (Some(renewed), Some(before)) = (node.lease_renew_time, at_power_off)
-        && renewed != before
-    {
-        return Err(format!("Node {}'s Lease was renewed (renewTime {renewed}) after the power-off began", node.name));
+    match (node.lease_renew_time, at_power_off) {
+        (Some(renewed), Some(before)) if renewed != before => {
+            Err(NodeRefusal::LeaseRenewed { node: node.name.clone(), renewed })
+        }
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 /// Mirror pods belong to a kubelet's static pods; deleting them through the API does nothing useful.
@@ -284,7 +422,62 @@ mod tests {
         }
         let mut replaced = node("Unknown", Some(t(0)));
         replaced.uid = "uid-2".into();
-        assert!(release_check(&spec, &fenced(), &replaced).unwrap_err().contains("replaced"));
+        assert!(matches!(release_check(&spec, &fenced(), &replaced), Err(NodeRefusal::Replaced { .. })));
+    }
+
+    #[test]
+    fn each_release_refusal_says_its_own_cause() {
+        let spec = CoronerRemediationSpec::default();
+        let mut replaced = node("Unknown", Some(t(0)));
+        replaced.uid = "uid-2".into();
+        let cases = [
+            (replaced, Reason::NodeReplaced),
+            (node("True", Some(t(0))), Reason::NodeNotUnreachable),
+            (node("Unknown", Some(t(1))), Reason::NodeAliveAfterPowerOff),
+        ];
+        for (snapshot, reason) in cases {
+            assert_eq!(release_check(&spec, &fenced(), &snapshot).unwrap_err().reason(), reason, "{snapshot:?}");
+        }
+        let gone = NodeRefusal::Gone { node: "w".into() };
+        assert_eq!((gone.reason(), gone.to_string()), (Reason::NodeNotFound, "Node w disappeared".into()));
+    }
+
+    #[test]
+    fn right_before_a_force_off_the_node_must_still_pass_its_admission_gates() {
+        let spec = CoronerRemediationSpec::default();
+        assert_eq!(may_power_off(&spec, &fenced(), &node("Unknown", Some(t(0)))), Ok(()));
+        let awake = may_power_off(&spec, &fenced(), &node("True", Some(t(0))));
+        assert!(matches!(awake, Err(NodeRefusal::Awake { .. })), "{awake:?}");
+        let mut excluded = node("Unknown", Some(t(0)));
+        excluded.excluded = Some(String::new());
+        assert!(matches!(may_power_off(&spec, &fenced(), &excluded), Err(NodeRefusal::Excluded { .. })));
+        let mut replaced = node("Unknown", Some(t(0)));
+        replaced.uid = "uid-2".into();
+        assert!(matches!(may_power_off(&spec, &fenced(), &replaced), Err(NodeRefusal::Replaced { .. })));
+    }
+
+    #[test]
+    fn a_lease_renewed_created_or_deleted_since_admission_holds_the_power_action() {
+        let spec = CoronerRemediationSpec::default();
+        for changed in [node("Unknown", Some(t(1))), node("Unknown", None)] {
+            let refusal = may_power_off(&spec, &fenced(), &changed).unwrap_err();
+            assert_eq!(refusal.reason(), Reason::NodeLeaseChanged, "{changed:?}");
+        }
+        // Admitted without a Lease: one that appears is a change; none now is as admitted.
+        let mut no_lease = fenced();
+        no_lease.evidence.as_mut().unwrap().node = Some(node("Unknown", None).evidence(t(5)));
+        assert_eq!(may_power_off(&spec, &no_lease, &node("Unknown", None)), Ok(()));
+        assert!(may_power_off(&spec, &no_lease, &node("Unknown", Some(t(0)))).is_err());
+    }
+
+    #[test]
+    fn no_power_on_while_any_out_of_service_taint_is_on_the_node() {
+        assert_eq!(may_power_on(&node("Unknown", None)), Ok(()));
+        let mut tainted = node("Unknown", None);
+        tainted.out_of_service = Some("node.kubernetes.io/out-of-service=manual:NoSchedule".into());
+        let refusal = may_power_on(&tainted).unwrap_err();
+        assert_eq!(refusal.reason(), Reason::OutOfServiceTaintPresent);
+        assert!(refusal.to_string().contains("manual:NoSchedule"));
     }
 
     #[test]

@@ -154,6 +154,7 @@ impl Run {
             namespace: NAMESPACE.into(),
             limits: StormLimits { max_concurrent: 3, max_per_window: 5, window: std::time::Duration::from_secs(600) },
             request_timeout: exec::duration(request_timeout),
+            read_retries: 1,
         };
         let nhc = NhcPolicy { timeout: scenario.nhc_timeout };
         let mut run = Self {

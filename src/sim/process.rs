@@ -29,7 +29,7 @@ use crate::{
     contract,
     controller::LeaseTracker,
     driver::{
-        Admissions, ApiError, ApiResult, LoopSettings, World,
+        Admissions, ApiError, ApiResult, LoopSettings, Memories, World,
         ports::{Clock, Cluster, Device, Devices, Events, Leadership, NodeLeases, Nodes, Remediations},
     },
     fence::Notice,
@@ -113,10 +113,17 @@ pub struct Process {
     pub tracker: LeaseTracker,
     /// Devices by binding UID, with the binding resourceVersion and when they were built (the
     /// production client cache: reused for 60 s while the binding is unchanged).
-    clients: Mutex<BTreeMap<String, (String, Micros, SimDevice)>>,
+    clients: Mutex<BTreeMap<String, (String, Micros, SimDevice, u64)>>,
+    /// Clients dropped so far: a rebuilt client always has a new serial.
+    forgotten: Mutex<u64>,
+    memories: Memories,
 }
 
 impl Process {
+    fn forgotten(&self) -> u64 {
+        *self.forgotten.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     pub fn new(pid: u32, shared: Arc<Shared>, settings: LoopSettings) -> Self {
         Self {
             pid,
@@ -126,6 +133,8 @@ impl Process {
             admissions: tokio::sync::Mutex::default(),
             tracker: LeaseTracker::default(),
             clients: Mutex::default(),
+            forgotten: Mutex::default(),
+            memories: Memories::default(),
         }
     }
 
@@ -293,8 +302,8 @@ impl Nodes for Process {
         self.api(false, |t| Ok(t.nodes.values().cloned().collect())).await
     }
 
-    async fn replace_node(&self, node: &Node) -> ApiResult<Node> {
-        let name = node.name_any();
+    async fn patch_node(&self, current: &Node, wanted: &Node) -> ApiResult<Node> {
+        let name = current.name_any();
         let pid = self.pid;
         let written = self
             .api(true, |t| {
@@ -304,11 +313,15 @@ impl Nodes for Process {
                 let rv = t.next_rv();
                 let now = t.now;
                 let Some(stored) = t.nodes.get(&name) else { return Err(ApiError::NotFound(name.clone())) };
-                if stored.resource_version() != node.resource_version() {
+                if stored.resource_version() != current.resource_version() {
                     return Err(ApiError::Conflict(name.clone()));
                 }
                 let before = taints_of(stored);
-                let mut written: Node = roundtrip(node);
+                // The patch carries the taints and annotations only.
+                let mut written: Node = stored.clone();
+                written.spec.get_or_insert_with(Default::default).taints = Some(taints_of(wanted));
+                written.metadata.annotations = wanted.metadata.annotations.clone();
+                let mut written: Node = roundtrip(&written);
                 written.metadata.resource_version = Some(rv);
                 let after = taints_of(&written);
                 for taint in &after {
@@ -456,16 +469,16 @@ impl Events for Process {
 impl Devices for Process {
     type Device = SimDevice;
 
-    async fn device(&self, binding: &BmcBinding) -> ApiResult<Result<SimDevice, String>> {
+    async fn device(&self, binding: &BmcBinding) -> ApiResult<Result<(SimDevice, u64), String>> {
         let uid = binding.uid().unwrap_or_default();
         let version = binding.resource_version().unwrap_or_default();
         let now = self.shared.sched.now();
-        if let Some((built_for, built_at, device)) =
+        if let Some((built_for, built_at, device, serial)) =
             self.clients.lock().unwrap_or_else(PoisonError::into_inner).get(&uid)
             && *built_for == version
             && now - built_at < 60 * SECOND
         {
-            return Ok(Ok(device.clone()));
+            return Ok(Ok((device.clone(), *serial)));
         }
         let secret = binding.spec.credentials_secret_ref.name.clone();
         let endpoint = binding.spec.redfish.endpoint.clone();
@@ -478,8 +491,15 @@ impl Devices for Process {
             return Ok(Err(format!("BmcBinding {}: endpoint {endpoint} leads nowhere", binding.name_any())));
         };
         let device = SimDevice { shared: self.shared.clone(), pid: self.pid, bmc, credentials };
-        self.clients.lock().unwrap_or_else(PoisonError::into_inner).insert(uid, (version, now, device.clone()));
-        Ok(Ok(device))
+        let mut clients = self.clients.lock().unwrap_or_else(PoisonError::into_inner);
+        let serial = clients.values().map(|(_, _, _, serial)| *serial).max().unwrap_or(0) + 1 + self.forgotten();
+        clients.insert(uid, (version, now, device.clone(), serial));
+        Ok(Ok((device, serial)))
+    }
+
+    fn forget_device(&self, binding: &BmcBinding) {
+        self.clients.lock().unwrap_or_else(PoisonError::into_inner).remove(&binding.uid().unwrap_or_default());
+        *self.forgotten.lock().unwrap_or_else(PoisonError::into_inner) += 1;
     }
 }
 
@@ -494,6 +514,10 @@ impl World for Process {
 
     fn admissions(&self) -> &tokio::sync::Mutex<Admissions> {
         &self.admissions
+    }
+
+    fn memories(&self) -> &Memories {
+        &self.memories
     }
 }
 
