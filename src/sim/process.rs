@@ -186,9 +186,10 @@ impl Process {
     fn term(&self) -> u64 {
         self.shared.with(|t| t.processes.get(&self.pid).map_or(0, |p| p.term))
     }
+}
 
-    /// kube-runtime's finalizer helper, as the simulated controller uses it.
-    pub async fn set_finalizer(&self, remediation: &CoronerRemediation, present: bool) -> ApiResult<()> {
+impl super::Finalizer for Process {
+    async fn set_finalizer(&self, remediation: &CoronerRemediation, present: bool) -> ApiResult<()> {
         let name = remediation.name_any();
         let expected = remediation.resource_version();
         self.api(true, |t| t.set_finalizer(&name, expected.as_deref(), present)).await

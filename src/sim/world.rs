@@ -344,11 +344,17 @@ impl Truth {
         self.machines.len() - 1
     }
 
-    /// A node that has been silent for a while: `Ready=Unknown`, its Lease last renewed long ago.
+    /// The node of `machine`, silent for a while: `ready`, its Lease last renewed long ago.
     pub fn add_node(&mut self, name: &str, machine: usize, ready: &str, labels: &[(&str, &str)]) {
+        let (uuid, boot_id) = (self.machines[machine].uuid.clone(), self.machines[machine].boot_id.clone());
+        self.add_node_as(name, &uuid, &boot_id, ready, labels);
+    }
+
+    /// A Node whose kubelet reported `system_uuid` and `boot_id`, then `ready`; its Lease last renewed
+    /// long ago.
+    pub fn add_node_as(&mut self, name: &str, system_uuid: &str, boot_id: &str, ready: &str, labels: &[(&str, &str)]) {
         let uid = self.next_uid("node");
         let rv = self.next_rv();
-        let m = &self.machines[machine];
         let stale = self.wall(-600 * SECOND);
         let node = Node {
             metadata: ObjectMeta {
@@ -367,8 +373,8 @@ impl Truth {
                     ..NodeCondition::default()
                 }]),
                 node_info: Some(NodeSystemInfo {
-                    boot_id: m.boot_id.clone(),
-                    system_uuid: m.uuid.clone(),
+                    boot_id: boot_id.into(),
+                    system_uuid: system_uuid.into(),
                     ..NodeSystemInfo::default()
                 }),
                 ..NodeStatus::default()
@@ -502,7 +508,8 @@ impl Truth {
         self.changes.push(Change::Node(node.into()));
     }
 
-    fn set_ready(&mut self, node: &str, status: &str, boot_id: Option<&str>) {
+    /// The node's kubelet reports `Ready=status` (and a new bootID, if given).
+    pub fn set_ready(&mut self, node: &str, status: &str, boot_id: Option<&str>) {
         let now = Time(self.wall(self.now));
         let rv = self.next_rv();
         let Some(n) = self.nodes.get_mut(node) else { return };
