@@ -1,5 +1,6 @@
-//! Transition-by-transition tests of the fence state machine, including reading sequences a real
-//! emulator cannot produce.
+//! Transition-by-transition tests of the fence state machine; sequences (decide, send, record the
+//! answer, read again) run the real fence loop against a scripted BMC on virtual time
+//! ([`crate::sim::lab`]), including reading sequences a real emulator cannot produce.
 
 use std::time::Duration as StdDuration;
 
@@ -9,8 +10,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use super::*;
 use crate::{
     api::{CoronerRemediationSpec, FenceAction, UuidMatch},
-    bmc::{PowerState, SystemReading},
+    bmc::{BmcError, PowerState, SystemReading},
     identity::Claim,
+    sim::{
+        lab::{Lab, Setup},
+        script::{Read, Request, ResetAnswer, Script, Scripted},
+    },
 };
 
 const NODE_UUID: &str = "7f3b0c1e-0000-4000-8000-000000000001";
@@ -96,48 +101,16 @@ fn verified(spec: &CoronerRemediationSpec) -> CoronerRemediationStatus {
     next(spec, &admitted.status, found(NODE_UUID), ctx(0, &node)).status
 }
 
-/// Feeds a sequence of observations one second apart starting at `start`, persisting the status
-/// between steps; returns the last decision.
-fn feed(
-    spec: &CoronerRemediationSpec,
-    status: CoronerRemediationStatus,
-    start: i64,
-    observations: Vec<Observation>,
-) -> Decision {
-    feed_at(spec, status, observations.into_iter().enumerate().map(|(i, o)| (t(start + i as i64), o)).collect())
-}
-
 /// The status as the API server hands it back: every decision is persisted and read again.
 fn persisted(status: &CoronerRemediationStatus) -> CoronerRemediationStatus {
     serde_json::from_value(serde_json::to_value(status).unwrap()).unwrap()
 }
 
-fn feed_at(
-    spec: &CoronerRemediationSpec,
-    mut status: CoronerRemediationStatus,
-    steps: Vec<(Timestamp, Observation)>,
-) -> Decision {
-    let node = node();
-    let mut last = None;
-    for (now, observation) in steps {
-        let ctx = Context { now, instance: ME, node: &node, hold_power_action: None };
-        let mut decision = next(spec, &persisted(&status), observation, ctx);
-        // As the controller does: a reset is sent and its answer recorded right away.
-        if let Some(action) = decision.reset {
-            let answer = Observation::ResetAnswered { action, result: Ok(204) };
-            decision.status = next(spec, &persisted(&decision.status), answer, ctx).status;
-        }
-        status = decision.status.clone();
-        last = Some(decision);
-    }
-    last.unwrap()
-}
-
-/// A status in ConfirmingOff after ForceOff was sent at t=1.
+/// A status in ConfirmingOff after ForceOff was sent at t=1 and answered 204.
 fn confirming(spec: &CoronerRemediationSpec) -> CoronerRemediationStatus {
-    let decision = feed(spec, verified(spec), 1, vec![power(PowerState::On)]);
-    assert_eq!(decision.reset, Some(ResetType::ForceOff));
-    decision.status
+    let node = node();
+    let answer = Observation::ResetAnswered { action: ResetType::ForceOff, result: Ok(204) };
+    next(spec, &persisted(&decided(spec)), answer, ctx(1, &node)).status
 }
 
 /// The status as persisted right before the ForceOff is sent (its intent not yet answered).
@@ -146,6 +119,45 @@ fn decided(spec: &CoronerRemediationSpec) -> CoronerRemediationStatus {
     let decision = next(spec, &persisted(&verified(spec)), power(PowerState::On), ctx(1, &node));
     assert_eq!(decision.reset, Some(ResetType::ForceOff));
     decision.status
+}
+
+/// The fence loop for node worker-1 (reporting `NODE_UUID`) against a BMC that answers from
+/// `script`, on virtual time.
+fn lab(spec: CoronerRemediationSpec, script: Script) -> Lab<Scripted> {
+    Lab::scripted(&Setup::new(NODE_UUID, spec), script)
+}
+
+/// The node's machine on its BMC: system 1, reporting the node's UUID.
+fn machine(on: bool) -> Script {
+    Script::machine(NODE_UUID, on)
+}
+
+fn run(lab: &Lab<Scripted>) -> CoronerRemediationStatus {
+    futures::executor::block_on(lab.run())
+}
+
+fn off_spec() -> CoronerRemediationSpec {
+    CoronerRemediationSpec { action: FenceAction::Off, ..spec() }
+}
+
+/// When the BMC received its resets.
+fn reset_times(lab: &Lab<Scripted>) -> Vec<(Timestamp, ResetType)> {
+    lab.device()
+        .requests()
+        .into_iter()
+        .filter_map(|(at, r)| match r {
+            Request::Reset(_, reset) => Some((at, reset)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn proof_of(status: &CoronerRemediationStatus) -> OffRun {
+    status.evidence.as_ref().unwrap().power_off.as_ref().unwrap().proof.clone().unwrap()
+}
+
+fn secs(n: i64) -> SignedDuration {
+    SignedDuration::from_secs(n)
 }
 
 #[test]
@@ -373,44 +385,53 @@ fn a_fresh_lease_holds_the_power_action_but_not_the_reading() {
 
 #[test]
 fn a_machine_already_off_gets_no_reset_but_is_still_confirmed() {
-    let decision = feed(&spec(), verified(&spec()), 1, vec![power(PowerState::Off)]);
-    assert_eq!(decision.reset, None);
-    assert_eq!(decision.status.phase, Some(Phase::ConfirmingOff));
-    assert!(decision.status.evidence.as_ref().unwrap().power_off.as_ref().unwrap().already_off);
-    let proven = feed(&spec(), decision.status, 2, vec![power(PowerState::Off), power(PowerState::Off)]);
-    assert_eq!(proven.status.phase, Some(Phase::Releasing));
+    let lab = lab(off_spec(), machine(false));
+    let status = run(&lab);
+    assert_eq!(lab.device().resets(), []);
+    let confirming = lab.history().into_iter().find(|s| s.phase == Some(Phase::ConfirmingOff)).unwrap();
+    assert!(confirming.evidence.unwrap().power_off.unwrap().already_off);
+    assert_eq!(
+        lab.phases(),
+        [
+            Phase::Pending,
+            Phase::VerifyingIdentity,
+            Phase::PoweringOff,
+            Phase::ConfirmingOff,
+            Phase::Releasing,
+            Phase::Done
+        ]
+    );
+    let power_off = status.evidence.unwrap().power_off.unwrap();
+    assert!(power_off.already_off && power_off.resets.is_empty());
+    assert_eq!(power_off.proof.unwrap().count, 3, "Off at the first reading and 1 s and 2 s later");
 }
 
 #[test]
 fn an_unbroken_run_spanning_settle_is_the_proof() {
-    // ForceOff at t=1; Off at 2, 3, 4: first and last 2 s apart = settle.
-    let decision = feed(
-        &spec(),
-        confirming(&spec()),
-        2,
-        vec![power(PowerState::Off), power(PowerState::Off), power(PowerState::Off)],
-    );
-    assert_eq!(decision.status.phase, Some(Phase::Releasing));
-    let evidence = decision.status.evidence.unwrap().power_off.unwrap();
+    // ForceOff at f; Off at f+1, f+2, f+3: first and last 2 s apart = settle.
+    let lab = lab(off_spec(), machine(true));
+    let status = run(&lab);
+    let [(force_off, ResetType::ForceOff)] = reset_times(&lab)[..] else { panic!("{:?}", reset_times(&lab)) };
+    let evidence = status.evidence.unwrap().power_off.unwrap();
     let proof = evidence.proof.unwrap();
     assert_eq!(proof.count, 3);
-    assert_eq!((proof.first[0].at.0, proof.last.last().unwrap().at.0), (t(2), t(4)));
-    assert_eq!(evidence.proven_at, Some(MicroTime(t(4))));
+    assert_eq!((proof.first[0].at.0, proof.last.last().unwrap().at.0), (force_off + secs(1), force_off + secs(3)));
+    assert_eq!(evidence.proven_at, Some(MicroTime(force_off + secs(3))));
+    assert!(lab.phases().ends_with(&[Phase::ConfirmingOff, Phase::Releasing, Phase::Done]), "{:?}", lab.phases());
 }
 
 #[test]
 fn the_settle_span_is_measured_on_precise_times_after_persistence() {
-    // Off at x.990 and at x+2.010: whole seconds would say 2 s, the truth is 1.02 s.
-    let ms = |secs: i64, millis: i64| t(secs) + SignedDuration::from_millis(millis);
-    let status = confirming(&spec());
-    let decision = feed_at(
-        &spec(),
-        status.clone(),
-        vec![(ms(1, 990), power(PowerState::Off)), (ms(3, 10), power(PowerState::Off))],
-    );
-    assert_eq!(decision.status.phase, Some(Phase::ConfirmingOff));
-    let decision = feed_at(&spec(), decision.status, vec![(ms(3, 990), power(PowerState::Off))]);
-    assert_eq!(decision.status.phase, Some(Phase::Releasing));
+    // Off every 990 ms after the ForceOff at f: f+0.99 … f+2.97 spans 1.98 s. Whole seconds (or
+    // rounded ones) would say 2 s and release a reading early; the proof needs the fourth, at f+3.96.
+    let spec = CoronerRemediationSpec { poll_interval: crate::api::Duration::from_millis(990), ..off_spec() };
+    let lab = lab(spec, machine(true));
+    let status = run(&lab);
+    let [(force_off, _)] = reset_times(&lab)[..] else { panic!("{:?}", reset_times(&lab)) };
+    let proof = proof_of(&status);
+    let ms = SignedDuration::from_millis;
+    assert_eq!(proof.count, 4);
+    assert_eq!((proof.first[0].at.0, proof.last.last().unwrap().at.0), (force_off + ms(990), force_off + ms(3960)));
 }
 
 #[test]
@@ -424,46 +445,62 @@ fn the_lease_time_survives_persistence_to_the_microsecond() {
 
 #[test]
 fn readings_less_than_settle_apart_prove_nothing() {
-    let decision = feed(&spec(), confirming(&spec()), 2, vec![power(PowerState::Off), power(PowerState::Off)]);
-    assert_eq!(decision.status.phase, Some(Phase::ConfirmingOff));
+    // A BMC that accepts every ForceOff and does nothing: On, then Off twice 1 s apart, then On.
+    let script = machine(true).resets([ResetAnswer::Ignored(204), ResetAnswer::Ignored(204)]).reads([
+        Read::Truth,
+        Read::Says(PowerState::Off),
+        Read::Says(PowerState::Off),
+    ]);
+    let lab = lab(spec(), script);
+    let status = run(&lab);
+    assert_eq!(succeeded(&status), ("False".into(), "PowerOffNotConfirmed".into()));
+    assert!(
+        lab.history().iter().any(|s| s
+            .progress
+            .as_ref()
+            .and_then(|p| p.off_run.as_ref())
+            .is_some_and(|r| r.count == 2))
+    );
+    assert!(!lab.phases().contains(&Phase::Releasing));
+    assert_eq!(lab.device().resets(), [ResetType::ForceOff, ResetType::ForceOff], "one per attempt");
 }
 
 #[test]
 fn anything_but_off_breaks_the_run() {
     for breaker in [
-        power(PowerState::On),
-        power(PowerState::PoweringOff),
-        power(PowerState::PoweringOn),
-        power(PowerState::Paused),
-        power(PowerState::Other("Standby".into())),
-        Observation::Power(Err(unreachable())),
+        Read::Says(PowerState::On),
+        Read::Says(PowerState::PoweringOff),
+        Read::Says(PowerState::PoweringOn),
+        Read::Says(PowerState::Paused),
+        Read::Says(PowerState::Other("Standby".into())),
+        Read::Fails(BmcError::Unreachable("connection refused".into())),
     ] {
-        // Off, <breaker>, Off, Off: the run restarts after the breaker, so at t=5 it spans only 1 s.
-        let decision = feed(
-            &spec(),
-            confirming(&spec()),
-            2,
-            vec![power(PowerState::Off), breaker.clone(), power(PowerState::Off), power(PowerState::Off)],
-        );
-        assert_eq!(decision.status.phase, Some(Phase::ConfirmingOff), "{breaker:?}");
-        let run = decision.status.progress.as_ref().unwrap().off_run.as_ref().unwrap();
-        assert_eq!((run.count, run.first[0].at.0), (2, t(4)), "{breaker:?}");
-        // One more Off reading completes a fresh run.
-        let proven = feed(&spec(), decision.status, 6, vec![power(PowerState::Off)]);
-        assert_eq!(proven.status.phase, Some(Phase::Releasing), "{breaker:?}");
+        // ForceOff at f, then Off at f+1, <breaker> at f+2, Off from f+3: the run restarts after the
+        // breaker, and the proof is f+3 … f+5.
+        let lab = lab(off_spec(), machine(true).reads([Read::Truth, Read::Truth, breaker.clone()]));
+        let status = run(&lab);
+        let [(force_off, _)] = reset_times(&lab)[..] else { panic!("{breaker:?}: {:?}", reset_times(&lab)) };
+        let proof = proof_of(&status);
+        assert_eq!((proof.count, proof.first[0].at.0), (3, force_off + secs(3)), "{breaker:?}");
+        assert_eq!(phase_of(&status), Phase::Done, "{breaker:?}");
     }
 }
 
 #[test]
 fn readings_from_before_a_restart_never_count() {
-    let status = feed(&spec(), confirming(&spec()), 2, vec![power(PowerState::Off), power(PowerState::Off)]).status;
-    // Another coroner process (restarted) reads Off at t=4: its run starts afresh.
-    let node = node();
-    let other = Context { now: t(4), instance: "instance-c", node: &node, hold_power_action: None };
-    let decision = next(&spec(), &status, power(PowerState::Off), other);
-    assert_eq!(decision.status.phase, Some(Phase::ConfirmingOff));
-    let run = decision.status.progress.unwrap().off_run.unwrap();
-    assert_eq!((run.instance.as_str(), run.count), ("instance-c", 1));
+    let lab = lab(off_spec(), machine(true));
+    let two_off = |s: &CoronerRemediationStatus| {
+        s.progress.as_ref().and_then(|p| p.off_run.as_ref()).is_some_and(|run| run.count == 2)
+    };
+    futures::executor::block_on(lab.run_until(two_off));
+    let restarted_at = lab.clock().now();
+    // Another coroner process: its first Off reading starts a run of its own.
+    lab.restart();
+    let status = run(&lab);
+    let proof = proof_of(&status);
+    assert_eq!((proof.instance.as_str(), proof.count), ("p1/2", 3));
+    assert!(proof.first[0].at.0 > restarted_at, "{proof:?}");
+    assert_eq!(lab.device().resets(), [ResetType::ForceOff]);
 }
 
 #[test]
@@ -530,14 +567,18 @@ fn a_proof_from_an_earlier_process_does_not_release() {
 #[test]
 fn a_changed_uuid_stops_the_fence() {
     let changed = Observation::Power(Ok(PowerReading { uuid: OTHER_UUID.into(), power_state: PowerState::Off }));
+    let node = node();
     for status in [verified(&spec()), confirming(&spec())] {
-        let decision = feed(&spec(), status, 2, vec![changed.clone()]);
+        let decision = next(&spec(), &persisted(&status), changed.clone(), ctx(2, &node));
         assert_eq!(succeeded(&decision.status), ("False".into(), "IdentityChanged".into()));
         assert_eq!(decision.reset, None);
     }
     // The same UUID in another case is the same UUID.
     let upper = Observation::Power(Ok(PowerReading { uuid: NODE_UUID.to_uppercase(), power_state: PowerState::Off }));
-    assert_eq!(feed(&spec(), confirming(&spec()), 2, vec![upper]).status.phase, Some(Phase::ConfirmingOff));
+    assert_eq!(
+        next(&spec(), &persisted(&confirming(&spec())), upper, ctx(2, &node)).status.phase,
+        Some(Phase::ConfirmingOff)
+    );
 }
 
 #[test]
@@ -574,7 +615,7 @@ fn no_proof_within_the_timeout_starts_the_next_attempt_then_fails() {
 fn polling_is_paced_by_the_poll_interval() {
     let spec = spec();
     let node = node();
-    let status = feed(&spec, confirming(&spec), 2, vec![power(PowerState::Off)]).status;
+    let status = next(&spec, &persisted(&confirming(&spec)), power(PowerState::Off), ctx(2, &node)).status;
     assert_eq!(
         plan(
             &spec,
@@ -611,8 +652,21 @@ fn the_reset_answer_is_recorded_but_proves_nothing() {
 
 // Releasing and after ----------------------------------------------------------------------------------
 
+/// Releasing: after the ForceOff at t=1, Off read at t=2, 3 and 4.
 fn releasing(spec: &CoronerRemediationSpec) -> CoronerRemediationStatus {
-    feed(spec, confirming(spec), 2, vec![power(PowerState::Off), power(PowerState::Off), power(PowerState::Off)]).status
+    let node = node();
+    let read_off = |status: &CoronerRemediationStatus, at| {
+        next(spec, &persisted(status), power(PowerState::Off), ctx(at, &node)).status
+    };
+    let status = read_off(&read_off(&read_off(&confirming(spec), 2), 3), 4);
+    assert_eq!(status.phase, Some(Phase::Releasing));
+    status
+}
+
+/// One step of the release phase at t=5 with `observation`.
+fn release_step(spec: &CoronerRemediationSpec, observation: Observation) -> Decision {
+    let node = node();
+    next(spec, &persisted(&releasing(spec)), observation, ctx(5, &node))
 }
 
 fn released() -> Observation {
@@ -627,7 +681,7 @@ fn released() -> Observation {
 
 #[test]
 fn a_release_with_reboot_succeeds_and_waits_for_the_workloads() {
-    let decision = feed(&spec(), releasing(&spec()), 5, vec![released()]);
+    let decision = release_step(&spec(), released());
     assert_eq!(decision.status.phase, Some(Phase::WaitingForRelease));
     assert_eq!(
         (processing(&decision.status), succeeded(&decision.status)),
@@ -640,7 +694,7 @@ fn a_release_with_reboot_succeeds_and_waits_for_the_workloads() {
 #[test]
 fn a_release_with_off_completes_and_keeps_both_taints() {
     let spec = CoronerRemediationSpec { action: FenceAction::Off, ..spec() };
-    let decision = feed(&spec, releasing(&spec), 5, vec![released()]);
+    let decision = release_step(&spec, released());
     assert_eq!(decision.status.phase, Some(Phase::Done));
     assert_eq!((processing(&decision.status), succeeded(&decision.status).0), ("False".into(), "True".into()));
     assert!(out_of_service_taint_wanted(&decision.status));
@@ -649,12 +703,7 @@ fn a_release_with_off_completes_and_keeps_both_taints() {
 
 #[test]
 fn a_node_alive_after_power_off_is_refused_for_good() {
-    let decision = feed(
-        &spec(),
-        releasing(&spec()),
-        5,
-        vec![Observation::Release(Err("Node worker-1 reports Ready=True".into()))],
-    );
+    let decision = release_step(&spec(), Observation::Release(Err("Node worker-1 reports Ready=True".into())));
     assert_eq!(succeeded(&decision.status), ("False".into(), "NodeAliveAfterPowerOff".into()));
     assert!(decision.requeue.is_none());
     assert!(!out_of_service_taint_wanted(&decision.status));
@@ -663,31 +712,29 @@ fn a_node_alive_after_power_off_is_refused_for_good() {
 #[test]
 fn workloads_hold_the_power_on_until_released_or_timed_out() {
     let spec = spec();
-    let waiting = feed(&spec, releasing(&spec), 5, vec![released()]).status;
+    let node = node();
+    let waiting = persisted(&release_step(&spec, released()).status);
     let held = Observation::Workloads(Workloads { blocking_pods: 1, volume_attachments: 1 });
-    let still = feed(&spec, waiting.clone(), 6, vec![held.clone()]);
+    let still = next(&spec, &waiting, held.clone(), ctx(6, &node));
     assert_eq!(still.status.phase, Some(Phase::WaitingForRelease));
 
-    let clear = feed(&spec, waiting.clone(), 7, vec![Observation::Workloads(Workloads::default())]);
+    let clear = next(&spec, &waiting, Observation::Workloads(Workloads::default()), ctx(7, &node));
     assert_eq!(clear.status.phase, Some(Phase::PoweringOn));
     assert!(!out_of_service_taint_wanted(&clear.status), "the out-of-service taint goes before power-on");
     assert_eq!(conditions::status_of(&clear.status.conditions, contract::WORKLOADS_RELEASED), Some("True"));
 
-    let timed_out = feed(&spec, waiting, 5 + 300, vec![held]);
+    let timed_out = next(&spec, &waiting, held, ctx(5 + 300, &node));
     assert_eq!(timed_out.status.phase, Some(Phase::PoweringOn));
     assert_eq!(conditions::status_of(&timed_out.status.conditions, contract::WORKLOADS_RELEASED), Some("False"));
     assert!(timed_out.notices.iter().any(|n| n.warning && n.reason == "ReleaseTimeout"));
     assert_eq!(succeeded(&timed_out.status).0, "True");
 }
 
+/// PoweringOn: released at t=5, the workloads gone at t=6.
 fn powering_on(spec: &CoronerRemediationSpec) -> CoronerRemediationStatus {
-    feed(
-        spec,
-        feed(spec, releasing(spec), 5, vec![released()]).status,
-        6,
-        vec![Observation::Workloads(Workloads::default())],
-    )
-    .status
+    let node = node();
+    let waiting = persisted(&release_step(spec, released()).status);
+    next(spec, &waiting, Observation::Workloads(Workloads::default()), ctx(6, &node)).status
 }
 
 #[test]
@@ -702,25 +749,49 @@ fn power_on_waits_for_the_out_of_service_taint_to_be_gone() {
 
 #[test]
 fn power_on_is_sent_after_a_fresh_read_and_read_back() {
-    let spec = spec();
-    let decision = feed(&spec, powering_on(&spec), 8, vec![power(PowerState::Off)]);
-    assert_eq!(decision.reset, Some(ResetType::On));
-    let still_off = feed(&spec, decision.status.clone(), 9, vec![power(PowerState::Off)]);
-    assert_eq!(still_off.reset, None, "On is sent once per power-on, not per reading");
-    let on = feed(&spec, decision.status.clone(), 9, vec![power(PowerState::On)]);
-    assert_eq!(on.status.phase, Some(Phase::WaitingForNode));
-    assert_eq!(conditions::status_of(&on.status.conditions, contract::POWERED_ON), Some("True"));
-    let never = feed(&spec, decision.status, 8 + 60, vec![power(PowerState::Off)]);
-    assert_eq!(never.status.phase, Some(Phase::WaitingForNode));
-    assert_eq!(conditions::status_of(&never.status.conditions, contract::POWERED_ON), Some("False"));
-    assert_eq!(succeeded(&never.status).0, "True", "a failed power-on does not undo the fence");
+    // Every reset takes 2.5 s: after the On, the machine still reads Off twice before it reads On.
+    let lab = lab(spec(), machine(true).reset_delay(StdDuration::from_millis(2500)));
+    let status = run(&lab);
+    assert_eq!(
+        lab.device().resets(),
+        [ResetType::ForceOff, ResetType::On],
+        "On is sent once per power-on, not per reading"
+    );
+    let before_on =
+        lab.device().requests().into_iter().take_while(|(_, r)| !matches!(r, Request::Reset(_, ResetType::On)));
+    assert!(matches!(before_on.last(), Some((_, Request::Read(_)))), "a fresh reading right before the On");
+    let answered_still_off = lab.history().into_iter().filter(|s| {
+        let progress = s.progress.clone().unwrap_or_default();
+        s.phase == Some(Phase::PoweringOn)
+            && progress.intent.is_some_and(|i| i.result.is_some())
+            && progress.last_error.as_deref() == Some("power reads Off")
+    });
+    assert_eq!(answered_still_off.count(), 2);
+    assert_eq!(status.phase, Some(Phase::WaitingForNode));
+    assert_eq!(conditions::status_of(&status.conditions, contract::POWERED_ON), Some("True"));
+}
+
+#[test]
+fn a_power_on_that_never_reads_on_leaves_the_node_fenced_and_the_fence_succeeded() {
+    let lab = lab(spec(), machine(true).resets([ResetAnswer::Done(204), ResetAnswer::Ignored(204)]));
+    let status = run(&lab);
+    assert_eq!(lab.device().resets(), [ResetType::ForceOff, ResetType::On]);
+    assert_eq!(status.phase, Some(Phase::WaitingForNode));
+    assert_eq!(conditions::status_of(&status.conditions, contract::POWERED_ON), Some("False"));
+    assert_eq!(succeeded(&status).0, "True", "a failed power-on does not undo the fence");
+    let node = lab.world(|t| t.node("worker-1")).unwrap();
+    assert!(crate::taints::owns(&node, crate::taints::CoronerTaint::Fencing, &remediation_uid(&lab)));
+}
+
+fn remediation_uid(lab: &Lab<Scripted>) -> String {
+    lab.world(|t| t.remediation("worker-1")).and_then(|r| r.metadata.uid).unwrap()
 }
 
 #[test]
 fn a_changed_uuid_after_the_release_stops_only_the_power_on() {
     let spec = spec();
     let changed = Observation::Power(Ok(PowerReading { uuid: OTHER_UUID.into(), power_state: PowerState::Off }));
-    let decision = feed(&spec, powering_on(&spec), 8, vec![changed]);
+    let decision = next(&spec, &persisted(&powering_on(&spec)), changed, ctx(8, &node()));
     assert_eq!((decision.status.phase, decision.reset), (Some(Phase::WaitingForNode), None));
     assert_eq!(succeeded(&decision.status).0, "True");
     assert_eq!(conditions::status_of(&decision.status.conditions, contract::POWERED_ON), Some("False"));
@@ -728,27 +799,22 @@ fn a_changed_uuid_after_the_release_stops_only_the_power_on() {
 
 #[test]
 fn the_node_returns_with_a_new_boot_id() {
-    let spec = spec();
-    let waiting = feed(
-        &spec,
-        feed(&spec, powering_on(&spec), 8, vec![power(PowerState::Off)]).status,
-        9,
-        vec![power(PowerState::On)],
-    )
-    .status;
-    let mut same_boot = node();
-    same_boot.ready = Some("True".into());
-    let stays = next(&spec, &waiting, Observation::Nothing, ctx(20, &same_boot));
-    assert_eq!(stays.status.phase, Some(Phase::WaitingForNode));
-    assert!(fencing_taint_wanted(&spec, &stays.status));
+    use crate::taints::{self, CoronerTaint};
+    let lab = lab(spec(), machine(true));
+    assert_eq!(run(&lab).phase, Some(Phase::WaitingForNode));
+    let fencing =
+        || taints::owns(&lab.world(|t| t.node("worker-1")).unwrap(), CoronerTaint::Fencing, &remediation_uid(&lab));
+    // Ready again, with the bootID it had when it was admitted: not the machine that was rebooted.
+    lab.world(|t| t.set_ready("worker-1", conditions::TRUE, None));
+    assert_eq!(run(&lab).phase, Some(Phase::WaitingForNode));
+    assert!(fencing());
 
-    let mut rebooted = same_boot.clone();
-    rebooted.boot_id = "boot-2".into();
-    let done = next(&spec, &waiting, Observation::Nothing, ctx(21, &rebooted));
-    assert_eq!(done.status.phase, Some(Phase::Done));
-    assert_eq!((processing(&done.status), succeeded(&done.status).0), ("False".into(), "True".into()));
-    assert_eq!(done.status.evidence.unwrap().power_on.unwrap().new_boot_id.as_deref(), Some("boot-2"));
-    assert!(!fencing_taint_wanted(&spec, &next(&spec, &waiting, Observation::Nothing, ctx(21, &rebooted)).status));
+    lab.world(|t| t.set_ready("worker-1", conditions::TRUE, Some("worker-1-boot-2")));
+    let done = run(&lab);
+    assert_eq!(done.phase, Some(Phase::Done));
+    assert_eq!((processing(&done), succeeded(&done).0), ("False".into(), "True".into()));
+    assert_eq!(done.evidence.unwrap().power_on.unwrap().new_boot_id.as_deref(), Some("worker-1-boot-2"));
+    assert!(!fencing(), "coroner's taints are removed");
 }
 
 // Contract-level endings --------------------------------------------------------------------------------
