@@ -254,14 +254,25 @@ fn siblings<'a>(inputs: &'a GateInputs<'_>) -> impl Iterator<Item = &'a CoronerR
     inputs.remediations.iter().filter(move |r| r.uid() != me.uid() && node_of(r) == node)
 }
 
-/// One node, one fence: while another remediation of the node is fencing it (or coroner powered it
-/// on within [`BOOT_GRACE`] and it is not back yet), this one waits and sends no reset of its own.
+/// One node, one fence: while another remediation of the node is fencing it, or an older one is still
+/// pending, or coroner powered the node on within [`BOOT_GRACE`] and it is not back yet, this one
+/// waits and sends no reset of its own.
 pub fn one_fence_per_node(inputs: &GateInputs<'_>) -> Gate {
     let node = inputs.node.name_any();
-    if let Some(other) = siblings(inputs).find(|r| being_fenced(r)) {
+    let me = inputs.remediation;
+    let older = |r: &CoronerRemediation| {
+        (r.metadata.creation_timestamp.as_ref().map(|t| t.0), r.name_any())
+            < (me.metadata.creation_timestamp.as_ref().map(|t| t.0), me.name_any())
+    };
+    // The oldest live remediation of the node fences it; the others wait for it to end.
+    if let Some(other) = siblings(inputs).find(|r| being_fenced(r) || (phase(r) == Phase::Pending && older(r))) {
         return Gate::Wait(
             Reason::NodeAlreadyBeingFenced,
-            format!("remediation {} is fencing node {node} (phase {}): one fence per node", other.name_any(), phase(other).as_str()),
+            format!(
+                "remediation {} of node {node} came first (phase {}): one fence per node",
+                other.name_any(),
+                phase(other).as_str()
+            ),
         );
     }
     let booting = siblings(inputs).find_map(|r| {

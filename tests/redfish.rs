@@ -1,6 +1,7 @@
-//! The Redfish client and the fence state machine against real emulated BMCs (sushy-tools), plus Debian's
-//! fence_redfish as an independent cross-check. Kubernetes is left out: the node is a snapshot and the
-//! release is assumed silent; the end-to-end suite covers the rest.
+//! The Redfish client and the fence loop against real emulated BMCs (sushy-tools), plus Debian's
+//! fence_redfish as an independent cross-check. The loop is the production one (`coroner::driver`);
+//! its Kubernetes side is the simulator's in-memory world without faults (`coroner::sim::lab`), on
+//! real time. The end-to-end suite runs it against the real control plane.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -13,14 +14,13 @@ use coroner::{
         CoronerRemediationSpec, CoronerRemediationStatus, Duration as ApiDuration, FenceAction, Phase, Retry, UuidMatch,
     },
     bmc::{self, Bmc, BmcError, Credentials, Password, PowerState, RedfishClient, RedfishConfig, ResetType, tls},
-    contract,
-    fence::{
-        self, BmcFailure, IdentityFound, IdentityProblem, NodeSnapshot, Observation, Plan, PowerReading, Released,
-        Verdict, Workloads,
-    },
-    identity::{self, Claim, IdentityRefusal},
+    contract, fence,
+    identity::{self, IdentityRefusal},
+    sim::lab::{Lab, LabClock, Setup},
+    taints::{self, CoronerTaint},
 };
 use jiff::Timestamp;
+use kube::ResourceExt;
 use support::machine::{Machine, MachineSpec, PASSWORD, USER, peers};
 
 const UUID: &str = "7f3b0c1e-0000-4000-8000-0000000000a1";
@@ -58,95 +58,24 @@ fn spec() -> CoronerRemediationSpec {
     }
 }
 
-fn node(uuid: &str) -> NodeSnapshot {
-    NodeSnapshot {
-        name: "worker-1".into(),
-        uid: "node-uid".into(),
-        ready: Some("Unknown".into()),
-        boot_id: "boot-1".into(),
-        system_uuid: uuid.into(),
-        lease_present: false,
-        lease_renew_time: None,
-        out_of_service_owned: false,
-    }
-}
-
-/// Runs the fence state machine against a real BMC until it ends (Off: Done after the release) and
-/// returns the final status and the Event reasons it announced.
+/// Runs the fence loop (`driver::apply` under the finalizer helper, as the controller runs it) against
+/// a real BMC until the remediation settles (Off: Done after the release) and returns the final status
+/// and the lab (its world, the Events published on the remediation). The Kubernetes side is the lab's
+/// in-memory world: node worker-1 reporting `node_uuid` (Ready=Unknown, its Lease long stale), its
+/// BmcBinding and Secret, the remediation NHC created, and `other_nodes` (name, systemUUID).
 async fn fence(
     bmc: &RedfishClient,
     spec: &CoronerRemediationSpec,
-    node: &NodeSnapshot,
-    claims: Vec<Claim>,
-) -> (CoronerRemediationStatus, Vec<String>) {
-    let instance = "test-instance";
-    let mut status = CoronerRemediationStatus::default();
-    let mut reasons = Vec::new();
-    let started = Instant::now();
-    loop {
-        assert!(started.elapsed() < Duration::from_secs(60), "fence did not end: {status:?}");
-        let now = Timestamp::now();
-        let ctx = fence::Context { now, instance, node, hold_power_action: None };
-        if let Some(decision) = fence::start(&status, &node.name, now) {
-            status = decision.status;
-            continue;
-        }
-        let mut system = None;
-        let observation = match fence::plan(spec, &status, ctx) {
-            Plan::Wait(wait) => {
-                tokio::time::sleep(wait).await;
-                continue;
-            }
-            Plan::Admit => Observation::Admission(Verdict::Admit(node.evidence(now))),
-            Plan::VerifyIdentity => Observation::Identity(match bmc::find_system(bmc, None, &node.system_uuid).await {
-                Ok(Ok(found)) => Ok(IdentityFound {
-                    binding: "b".into(),
-                    endpoint: "e".into(),
-                    tls_verified: true,
-                    system: found,
-                    claims: claims.clone(),
-                }),
-                Ok(Err(uuids)) => Err(IdentityProblem::Binding {
-                    reason: contract::Reason::IdentityMismatch,
-                    message: uuids.join(","),
-                }),
-                Err(e) => Err(IdentityProblem::Bmc(BmcFailure::from(&e))),
-            }),
-            Plan::ReadPower { system_path } => {
-                let reading = bmc.system(&system_path).await;
-                let observation =
-                    Observation::Power(reading.as_ref().map(PowerReading::from).map_err(BmcFailure::from));
-                system = reading.ok();
-                observation
-            }
-            Plan::Release => Observation::Release(Ok(Released {
-                at: Timestamp::now(),
-                node_ready: "Unknown".into(),
-                lease_renew_time: None,
-                taint_owned: true,
-                pods_deleted: None,
-            })),
-            Plan::CheckWorkloads => Observation::Workloads(Workloads::default()),
-            Plan::Idle => break,
-        };
-        let decision = fence::next(spec, &status, observation, ctx);
-        reasons.extend(decision.notices.iter().map(|n| n.reason.clone()));
-        status = decision.status;
-        if let Some(reset) = decision.reset {
-            let result = bmc
-                .reset(system.as_ref().expect("a fresh reading precedes every reset"), reset)
-                .await
-                .map_err(|e| BmcFailure::from(&e));
-            let ctx = fence::Context { now: Timestamp::now(), instance, node, hold_power_action: None };
-            let answered = fence::next(spec, &status, Observation::ResetAnswered { action: reset, result }, ctx);
-            reasons.extend(answered.notices.iter().map(|n| n.reason.clone()));
-            status = answered.status;
-        }
-        if fence::phase_of(&status).is_terminal() {
-            break;
-        }
+    node_uuid: &str,
+    other_nodes: &[(&str, &str)],
+) -> (CoronerRemediationStatus, Lab<RedfishClient>) {
+    let lab = Lab::new(&Setup::new(node_uuid, spec.clone()), LabClock::real(), bmc.clone());
+    for (name, uuid) in other_nodes {
+        lab.world(|t| t.add_node_as(name, uuid, "boot-1", "True", &[]));
     }
-    (status, reasons)
+    let status = lab.run().await;
+    assert!(fence::phase_of(&status).is_terminal(), "the fence did not end: {status:?}, errors {:?}", lab.errors());
+    (status, lab)
 }
 
 fn reason(status: &CoronerRemediationStatus) -> (String, String) {
@@ -162,8 +91,9 @@ fn resets(machine: &Machine) -> Vec<String> {
 async fn exact_match_is_fenced_with_one_force_off_and_proven() {
     let machine = Machine::start(&MachineSpec::new(UUID));
     let started = Instant::now();
-    let (status, reasons) = fence(&client(&machine), &spec(), &node(UUID), vec![]).await;
+    let (status, lab) = fence(&client(&machine), &spec(), UUID, &[]).await;
     let wall = started.elapsed();
+    let reasons = lab.reasons();
     assert_eq!(fence::phase_of(&status), Phase::Done);
     assert_eq!(reason(&status), ("True".into(), "RemediationComplete".into()));
     let evidence = status.evidence.unwrap();
@@ -173,6 +103,11 @@ async fn exact_match_is_fenced_with_one_force_off_and_proven() {
     assert_eq!(resets(&machine), [format!("POST /redfish/v1/Systems/{UUID}/Actions/ComputerSystem.Reset ForceOff")]);
     assert_eq!(machine.power_changes(), ["On->Off"]);
     assert!(reasons.contains(&"PowerOffProven".to_owned()) && reasons.contains(&"NodeFenced".to_owned()));
+    // The release is on the Node: both of coroner's taints stay with Off.
+    let node = lab.world(|t| t.node("worker-1")).unwrap();
+    for taint in [CoronerTaint::Fencing, CoronerTaint::OutOfService] {
+        assert!(taints::owns(&node, taint, &lab.world(|t| t.remediation("worker-1")).unwrap().uid().unwrap()));
+    }
     // The measurement the issue asks for: requests and wall time of one successful fence.
     eprintln!("one fence: {} BMC requests, {:.2?} wall time", machine.requests().len(), wall);
 }
@@ -180,7 +115,7 @@ async fn exact_match_is_fenced_with_one_force_off_and_proven() {
 #[tokio::test]
 async fn byte_swapped_uuid_is_accepted_and_recorded() {
     let machine = Machine::start(&MachineSpec::new(UUID_SWAPPED));
-    let (status, _) = fence(&client(&machine), &spec(), &node(UUID), vec![]).await;
+    let (status, _) = fence(&client(&machine), &spec(), UUID, &[]).await;
     assert_eq!(fence::phase_of(&status), Phase::Done);
     assert_eq!(status.evidence.unwrap().identity.unwrap().match_kind, UuidMatch::ByteSwapped);
 }
@@ -188,7 +123,7 @@ async fn byte_swapped_uuid_is_accepted_and_recorded() {
 #[tokio::test]
 async fn a_mismatch_is_refused_with_no_power_action() {
     let machine = Machine::start(&MachineSpec::new(OTHER));
-    let (status, _) = fence(&client(&machine), &spec(), &node(UUID), vec![]).await;
+    let (status, _) = fence(&client(&machine), &spec(), UUID, &[]).await;
     assert_eq!(reason(&status), ("False".into(), "IdentityMismatch".into()));
     assert_eq!(resets(&machine), Vec::<String>::new());
     assert_eq!(machine.power_state(), "On");
@@ -198,7 +133,7 @@ async fn a_mismatch_is_refused_with_no_power_action() {
 async fn a_placeholder_uuid_is_refused_even_when_it_matches() {
     let placeholder = "03000200-0400-0500-0006-000700080009";
     let machine = Machine::start(&MachineSpec::new(placeholder));
-    let (status, _) = fence(&client(&machine), &spec(), &node(placeholder), vec![]).await;
+    let (status, _) = fence(&client(&machine), &spec(), placeholder, &[]).await;
     assert_eq!(reason(&status), ("False".into(), "NodeUuidUnusable".into()));
     assert_eq!(resets(&machine), Vec::<String>::new());
 }
@@ -206,8 +141,7 @@ async fn a_placeholder_uuid_is_refused_even_when_it_matches() {
 #[tokio::test]
 async fn a_uuid_on_two_nodes_is_ambiguous() {
     let machine = Machine::start(&MachineSpec::new(UUID));
-    let claims = vec![Claim { owner: "Node worker-2".into(), uuid: UUID_SWAPPED.into() }];
-    let (status, _) = fence(&client(&machine), &spec(), &node(UUID), claims).await;
+    let (status, _) = fence(&client(&machine), &spec(), UUID, &[("worker-2", UUID_SWAPPED)]).await;
     assert_eq!(reason(&status), ("False".into(), "IdentityAmbiguous".into()));
     assert_eq!(resets(&machine), Vec::<String>::new());
 }
@@ -231,7 +165,7 @@ async fn a_machine_already_off_gets_no_reset_and_is_still_proven() {
     let mut spec = MachineSpec::new(UUID);
     spec.power_on = false;
     let machine = Machine::start(&spec);
-    let (status, _) = fence(&client(&machine), &self::spec(), &node(UUID), vec![]).await;
+    let (status, _) = fence(&client(&machine), &self::spec(), UUID, &[]).await;
     assert_eq!(fence::phase_of(&status), Phase::Done);
     let power_off = status.evidence.unwrap().power_off.unwrap();
     assert!(power_off.already_off && power_off.resets.is_empty());
@@ -243,7 +177,8 @@ async fn a_rejected_force_off_is_never_taken_for_success() {
     let mut spec = MachineSpec::new(UUID);
     spec.disable_power_off = true;
     let machine = Machine::start(&spec);
-    let (status, reasons) = fence(&client(&machine), &self::spec(), &node(UUID), vec![]).await;
+    let (status, lab) = fence(&client(&machine), &self::spec(), UUID, &[]).await;
+    let reasons = lab.reasons();
     assert_eq!(reason(&status), ("False".into(), "PowerOffNotConfirmed".into()));
     let power_off = status.evidence.unwrap().power_off.unwrap();
     assert_eq!(power_off.resets.len(), 2, "one ForceOff per attempt, retry.count attempts");
@@ -275,7 +210,7 @@ async fn a_wrong_password_is_final_and_never_printed() {
     let error = bmc.system(UUID).await.unwrap_err();
     assert!(matches!(error, BmcError::Unauthorized(401)), "{error:?}");
     assert!(!format!("{error} {error:?} {bmc:?}").contains(wrong));
-    let (status, _) = fence(&bmc, &spec(), &node(UUID), vec![]).await;
+    let (status, _) = fence(&bmc, &spec(), UUID, &[]).await;
     assert_eq!(reason(&status), ("False".into(), "BmcAuthenticationFailed".into()));
     assert!(!serde_json::to_string(&status).unwrap().contains(wrong));
 }
@@ -286,7 +221,8 @@ async fn a_bmc_that_is_down_uses_the_retry_budget_then_fails() {
     let bmc = client(&machine);
     machine.stop();
     assert!(matches!(bmc.system(UUID).await, Err(BmcError::Unreachable(_))));
-    let (status, reasons) = fence(&bmc, &spec(), &node(UUID), vec![]).await;
+    let (status, lab) = fence(&bmc, &spec(), UUID, &[]).await;
+    let reasons = lab.reasons();
     assert_eq!(reason(&status), ("False".into(), "BmcUnreachable".into()));
     assert_eq!(reasons.iter().filter(|r| *r == "AttemptFailed").count(), 1, "retry.count = 2: one retry");
 }
@@ -299,7 +235,7 @@ async fn a_hung_bmc_times_out_and_fails() {
     let started = Instant::now();
     let error = bmc.system(UUID).await.unwrap_err();
     assert!(matches!(error, BmcError::Unreachable(_)), "{error:?}");
-    let (status, _) = fence(&bmc, &spec(), &node(UUID), vec![]).await;
+    let (status, _) = fence(&bmc, &spec(), UUID, &[]).await;
     machine.thaw();
     assert_eq!(reason(&status), ("False".into(), "BmcUnreachable".into()));
     eprintln!("hung BMC: first read gave up after {:.2?}", started.elapsed());
@@ -310,7 +246,7 @@ async fn power_that_stays_on_is_not_confirmed() {
     let mut spec = MachineSpec::new(UUID);
     spec.disable_power_off = true;
     let machine = Machine::start(&spec);
-    let (status, _) = fence(&client(&machine), &self::spec(), &node(UUID), vec![]).await;
+    let (status, _) = fence(&client(&machine), &self::spec(), UUID, &[]).await;
     assert_eq!(reason(&status), ("False".into(), "PowerOffNotConfirmed".into()));
     assert_eq!(status.evidence.unwrap().power_off.unwrap().proof, None);
 }
@@ -320,7 +256,7 @@ async fn a_power_delay_is_waited_out_by_polling() {
     let mut spec = MachineSpec::new(UUID);
     spec.delay = 3.0;
     let machine = Machine::start(&spec);
-    let (status, _) = fence(&client(&machine), &self::spec_with_timeout(10), &node(UUID), vec![]).await;
+    let (status, _) = fence(&client(&machine), &self::spec_with_timeout(10), UUID, &[]).await;
     assert_eq!(fence::phase_of(&status), Phase::Done);
     let proof = status.evidence.unwrap().power_off.unwrap().proof.unwrap();
     let change = machine.log().into_iter().find(|e| e["event"] == "power").unwrap();
@@ -386,7 +322,7 @@ async fn a_body_that_says_power_state_twice_proves_nothing() {
     let bmc = client(&machine);
     let error = bmc.system(UUID).await.unwrap_err();
     assert!(matches!(&error, BmcError::Protocol { problem, .. } if problem.contains("appears twice")), "{error:?}");
-    let (status, _) = fence(&bmc, &self::spec(), &node(UUID), vec![]).await;
+    let (status, _) = fence(&bmc, &self::spec(), UUID, &[]).await;
     assert_eq!(reason(&status), ("False".into(), "BmcProtocolError".into()));
     assert_eq!(resets(&machine), Vec::<String>::new());
     assert_eq!(machine.power_state(), "On");
@@ -403,7 +339,7 @@ async fn a_second_system_with_the_nodes_uuid_makes_identity_ambiguous_pinned_or_
         assert!(matches!(&refusal, IdentityRefusal::SharedOnBmc { systems, .. } if systems.len() == 2), "{refusal:?}");
         assert_eq!(refusal.reason(), contract::Reason::IdentityAmbiguous);
     }
-    let (status, _) = fence(&bmc, &spec(), &node(UUID), vec![]).await;
+    let (status, _) = fence(&bmc, &spec(), UUID, &[]).await;
     assert_eq!(reason(&status).0, "False");
     assert_eq!(resets(&machine), Vec::<String>::new());
 }

@@ -694,7 +694,7 @@ fn the_remediation_records_the_attestation_verbatim_and_succeeded_stays_false() 
     assert_eq!((record.reason.as_str(), record.attested_by.as_str()), (attestation.spec.reason.as_str(), "alice"));
     assert_eq!(record.state, AttestedReleaseState::Releasing);
     assert!(release.taint_owned, "the remediation wants (and its finalizer removes) the taint");
-    assert!(crate::fence::out_of_service_taint_wanted(&status));
+    assert!(!crate::fence::out_of_service_taint_ends(&status));
     assert_eq!(conditions::status_of(&status.conditions, contract::SUCCEEDED), Some("False"));
 
     let released = AttestedRelease {
@@ -771,7 +771,16 @@ fn a_failed_fence_records_the_lease_as_it_was_when_it_failed() {
         ..crate::fence::NodeSnapshot::default()
     };
     let status = CoronerRemediationStatus { phase: Some(Phase::Pending), ..CoronerRemediationStatus::default() };
-    let ctx = crate::fence::Context { now: t(0), instance: "i", node: &snapshot, hold_power_action: None };
+    let memory = crate::fence::Memory::default();
+    let ctx = crate::fence::Context {
+        now: t(0),
+        mono: StdDuration::ZERO,
+        instance: "i",
+        node: &snapshot,
+        hold_power_action: None,
+        memory: &memory,
+        timing: crate::fence::Timing { request_timeout: StdDuration::from_secs(5), read_retries: 1 },
+    };
     let refused = crate::fence::Verdict::Refuse { reason: Reason::NoBmcBinding, message: "none".into() };
     let decision = crate::fence::next(
         &CoronerRemediationSpec::default(),

@@ -87,7 +87,9 @@ impl Nodes for Context {
 
     async fn patch_node(&self, current: &Node, wanted: &Node) -> ApiResult<Node> {
         let patch = node_patch(current, wanted);
-        Ok(Api::<Node>::all(self.client.clone()).patch(&current.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?)
+        Ok(Api::<Node>::all(self.client.clone())
+            .patch(&current.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+            .await?)
     }
 }
 

@@ -231,11 +231,7 @@ impl<'a, W: World> Fence<'a, W> {
             let (observation, system) = gathered.split();
             let identity_observed = matches!(observation, Observation::Identity(_)).then(|| observation.clone());
             // The clocks as they stand after the observation, which may have taken a while.
-            let context = fence::Context {
-                now: self.world.now(),
-                mono: self.world.mono(),
-                ..context
-            };
+            let context = fence::Context { now: self.world.now(), mono: self.world.mono(), ..context };
             let decision = fence::next(&spec, &status, observation, context);
             let requeue = decision.requeue;
             let reset = decision.reset;
@@ -292,7 +288,9 @@ impl<'a, W: World> Fence<'a, W> {
                 taint_owned: true,
                 pods_deleted: None,
             }))),
-            Plan::CheckWorkloads => Gathered::Plain(Observation::Workloads(workloads(self.world, &self.node_name).await?)),
+            Plan::CheckWorkloads => {
+                Gathered::Plain(Observation::Workloads(workloads(self.world, &self.node_name).await?))
+            }
         })
     }
 
@@ -336,7 +334,12 @@ impl<'a, W: World> Fence<'a, W> {
     }
 
     /// Runs the gates on fresh reads of everything they look at.
-    async fn admission(&self, node: &Node, snapshot: &NodeSnapshot, history: &mut Admissions) -> Result<Verdict, Error> {
+    async fn admission(
+        &self,
+        node: &Node,
+        snapshot: &NodeSnapshot,
+        history: &mut Admissions,
+    ) -> Result<Verdict, Error> {
         let bindings = self.world.bindings().await?;
         let remediations = self.world.remediations().await?;
         let nodes = self.world.nodes().await?;
@@ -585,7 +588,9 @@ impl<'a, W: World> Fence<'a, W> {
         };
         if let Some(refusal) = refusal {
             info!(reset = reset.as_str(), %refusal, "the node no longer allows the power action; not sending");
-            return self.commit_observation(Observation::ActionRefused(refusal), now_node.as_ref().unwrap_or(node)).await;
+            return self
+                .commit_observation(Observation::ActionRefused(refusal), now_node.as_ref().unwrap_or(node))
+                .await;
         }
         self.world.ensure_leader(self.world.settings().request_timeout).await.map_err(Error::NotLeader)?;
         let result = match (device, system) {
@@ -756,13 +761,14 @@ async fn silent_node<W: World>(
     Ok(fence::release_check(spec, status, &snapshot).map(|()| (node, snapshot)))
 }
 
-/// Whether a release may be written now: the proof still fresh ([`fence::proof_deadline`], on this
-/// process's monotonic clock) and the leader Lease outlasting the write.
+/// Whether a release may be written now: the leader Lease outlasting the write, and the proof still
+/// fresh ([`fence::proof_deadline`], on this process's monotonic clock).
 async fn may_write_release<W: World>(world: &W, deadline: Mono) -> Result<Result<(), ReleaseRefusal>, Error> {
+    world.ensure_leader(world.settings().request_timeout).await.map_err(Error::NotLeader)?;
+    // Last, right before the write: the leader check itself takes time.
     if world.mono() >= deadline {
         return Ok(Err(ReleaseRefusal::ProofExpired));
     }
-    world.ensure_leader(world.settings().request_timeout).await.map_err(Error::NotLeader)?;
     Ok(Ok(()))
 }
 

@@ -137,7 +137,10 @@ pub fn phase_of(status: &CoronerRemediationStatus) -> Phase {
 
 /// The spec a fence follows: as admitted, once admitted (edits of the remediation mid-fence change
 /// nothing).
-pub fn spec_of<'a>(spec: &'a CoronerRemediationSpec, status: &'a CoronerRemediationStatus) -> &'a CoronerRemediationSpec {
+pub fn spec_of<'a>(
+    spec: &'a CoronerRemediationSpec,
+    status: &'a CoronerRemediationStatus,
+) -> &'a CoronerRemediationSpec {
     status.admitted_spec.as_ref().unwrap_or(spec)
 }
 
@@ -400,7 +403,6 @@ impl Plan {
     }
 }
 
-
 /// The working copy of one decision.
 struct Step<'a> {
     spec: &'a CoronerRemediationSpec,
@@ -613,11 +615,8 @@ impl<'a> Step<'a> {
         self.progress.attempt_started_at = None;
         self.progress.next_attempt_at = Some(MicroTime(self.ctx.now + interval));
         self.progress.off_run = None;
-        self.memory = Memory {
-            not_before: Some(self.ctx.mono + interval),
-            through: self.memory.through,
-            ..Memory::default()
-        };
+        self.memory =
+            Memory { not_before: Some(self.ctx.mono + interval), through: self.memory.through, ..Memory::default() };
         self.requeue = Some(interval);
     }
 
@@ -675,7 +674,11 @@ impl<'a> Step<'a> {
             let message = format!("{last} in the last attempt ({}); nothing released", self.attempt_label());
             return self.fail(Reason::PowerOffNotConfirmed, message);
         }
-        let message = format!("{last} ({}); the next attempt proves it again, in {}", self.attempt_label(), self.spec.retry.interval);
+        let message = format!(
+            "{last} ({}); the next attempt proves it again, in {}",
+            self.attempt_label(),
+            self.spec.retry.interval
+        );
         self.evidence.identity = None;
         self.progress.intent = None;
         self.schedule_next_attempt();
@@ -954,12 +957,17 @@ impl<'a> Step<'a> {
                 let last = format!("power reads {} after the proof: the machine came back on", reading.power_state);
                 self.progress.last_error = Some(last.clone());
                 if self.progress.attempt >= self.spec.retry.count {
-                    return self.fail(Reason::PowerOffNotConfirmed, format!("{last} in the last attempt; nothing released"));
+                    return self
+                        .fail(Reason::PowerOffNotConfirmed, format!("{last} in the last attempt; nothing released"));
                 }
                 self.progress.attempt += 1;
                 self.progress.attempt_started_at = Some(self.now());
                 self.memory.attempt_started = Some(self.ctx.mono);
-                self.notify(true, Reason::AttemptFailed.as_str(), format!("{last}; a new attempt switches it off again"));
+                self.notify(
+                    true,
+                    Reason::AttemptFailed.as_str(),
+                    format!("{last}; a new attempt switches it off again"),
+                );
                 if self.held() {
                     return;
                 }
@@ -1116,7 +1124,8 @@ impl<'a> Step<'a> {
         }
         self.progress = Progress { attempt: 1, attempt_started_at: Some(self.now()), ..Progress::default() };
         // PoweringOn holds a slot: its deadline runs from here, whatever it waits for.
-        self.memory = Memory { attempt_started: Some(self.ctx.mono), through: self.memory.through, ..Memory::default() };
+        self.memory =
+            Memory { attempt_started: Some(self.ctx.mono), through: self.memory.through, ..Memory::default() };
         self.enter(
             Phase::PoweringOn,
             Reason::PoweringOn,
@@ -1131,13 +1140,26 @@ impl<'a> Step<'a> {
     /// leaves the machine off (`PoweredOn=False`); the fence stands.
     fn power_on_blocked(&mut self, refusal: &NodeRefusal) {
         if self.power_on_deadline() {
-            let message = format!("{refusal}; the deadline of {} passed, the machine stays off", self.spec.power_off_timeout);
+            let message =
+                format!("{refusal}; the deadline of {} passed, the machine stays off", self.spec.power_off_timeout);
             self.set_condition(contract::POWERED_ON, false, Reason::OutOfServiceTaintPresent.as_str(), &message);
             self.notify(true, Reason::OutOfServiceTaintPresent.as_str(), message.clone());
             self.enter(Phase::WaitingForNode, Reason::WaitingForNode, message);
             return;
         }
         let message = format!("{refusal}; waiting for it to go");
+        let reason = Reason::OutOfServiceTaintPresent.as_str();
+        let changed = conditions::set(
+            &mut self.status.conditions,
+            contract::POWERED_ON,
+            conditions::UNKNOWN,
+            reason,
+            &message,
+            self.ctx.now,
+        );
+        if changed {
+            self.notify(true, reason, message.clone());
+        }
         self.enter(Phase::PoweringOn, Reason::OutOfServiceTaintPresent, message);
         self.requeue = Some(self.spec.poll_interval.get().max(StdDuration::from_secs(1)));
     }

@@ -40,9 +40,18 @@ pub enum Verdict {
     Admit(NodeEvidence),
     /// Another remediation of this node released it and its taint is still on the node: this one
     /// stands on that release instead of fencing the machine again.
-    Adopt { from: String, released_at: Timestamp },
-    Wait { reason: Reason, message: String },
-    Refuse { reason: Reason, message: String },
+    Adopt {
+        from: String,
+        released_at: Timestamp,
+    },
+    Wait {
+        reason: Reason,
+        message: String,
+    },
+    Refuse {
+        reason: Reason,
+        message: String,
+    },
 }
 
 /// Which device served an answer: the binding's generation and the client built from what it refers
@@ -172,7 +181,9 @@ pub enum ReleaseRefusal {
     WriteRefused(String),
     /// Right after the write the node's Lease read renewed since the power-off: the machine coroner
     /// switched off is not this node, or did not go off. The taint was taken back at once.
-    #[error("Node {node}'s Lease was renewed (renewTime {renewed}) although its machine reads Off; the out-of-service taint was taken back")]
+    #[error(
+        "Node {node}'s Lease was renewed (renewTime {renewed}) although its machine reads Off; the out-of-service taint was taken back"
+    )]
     DidNotTakeEffect { node: String, renewed: Timestamp },
 }
 
@@ -217,9 +228,8 @@ impl NodeSnapshot {
             lease_present: lease_renew_time.is_some(),
             lease_renew_time: lease_renew_time.flatten(),
             excluded: node.metadata.labels.as_ref().and_then(|l| l.get(contract::EXCLUDE_LABEL)).cloned(),
-            out_of_service: taints::blocks_power_on(node).map(|t| {
-                format!("{}={}:{}", t.key, t.value.as_deref().unwrap_or_default(), t.effect)
-            }),
+            out_of_service: taints::blocks_power_on(node)
+                .map(|t| format!("{}={}:{}", t.key, t.value.as_deref().unwrap_or_default(), t.effect)),
             released_at: taints::release_on_node(node, remediation_uid),
         }
     }
@@ -260,7 +270,11 @@ pub fn same_silent_node(
     if let Some(admitted) = admitted_node(status)
         && node.uid != admitted.uid
     {
-        return Err(NodeRefusal::Replaced { node: node.name.clone(), admitted: admitted.uid.clone(), now: node.uid.clone() });
+        return Err(NodeRefusal::Replaced {
+            node: node.name.clone(),
+            admitted: admitted.uid.clone(),
+            now: node.uid.clone(),
+        });
     }
     let silent = match node.ready.as_deref() {
         Some(conditions::UNKNOWN) => true,
@@ -270,7 +284,10 @@ pub fn same_silent_node(
     if silent {
         Ok(())
     } else {
-        Err(NodeRefusal::Awake { node: node.name.clone(), ready: node.ready.clone().unwrap_or_else(|| "absent".into()) })
+        Err(NodeRefusal::Awake {
+            node: node.name.clone(),
+            ready: node.ready.clone().unwrap_or_else(|| "absent".into()),
+        })
     }
 }
 

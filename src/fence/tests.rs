@@ -1,5 +1,6 @@
-//! Transition-by-transition tests of the fence state machine, including reading sequences a real
-//! emulator cannot produce.
+//! Transition-by-transition tests of the fence state machine; sequences (decide, send, record the
+//! answer, read again) run the real fence loop against a scripted BMC on virtual time
+//! ([`crate::sim::lab`]), including reading sequences a real emulator cannot produce.
 
 use std::time::Duration as StdDuration;
 
@@ -9,8 +10,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use super::*;
 use crate::{
     api::{CoronerRemediationSpec, FenceAction, UuidMatch},
-    bmc::{PowerState, SystemReading},
+    bmc::{BmcError, PowerState, SystemReading},
     identity::Claim,
+    sim::{
+        lab::{Lab, Setup},
+        script::{Read, Request, ResetAnswer, Script, Scripted},
+    },
 };
 
 const NODE_UUID: &str = "7f3b0c1e-0000-4000-8000-000000000001";
@@ -31,12 +36,62 @@ fn node() -> NodeSnapshot {
         system_uuid: NODE_UUID.into(),
         lease_present: true,
         lease_renew_time: Some(t(-100)),
-        out_of_service_owned: false,
+        ..NodeSnapshot::default()
     }
 }
 
+/// What a process that has just started knows of a fence: nothing.
+static FORGOTTEN: Memory =
+    Memory { run: None, proof: None, attempt_started: None, last_requested: None, not_before: None, through: None };
+
+const TIMING: Timing = Timing { request_timeout: StdDuration::from_secs(5), read_retries: 1 };
+
+/// This process's monotonic clock at wall time `t(secs)` (it started well before).
+fn mono(secs: i64) -> Mono {
+    StdDuration::from_secs(u64::try_from(secs + 1000).unwrap())
+}
+
 fn ctx(now: i64, node: &NodeSnapshot) -> Context<'_> {
-    Context { now: t(now), instance: ME, node, hold_power_action: None }
+    Context {
+        now: t(now),
+        mono: mono(now),
+        instance: ME,
+        node,
+        hold_power_action: None,
+        memory: &FORGOTTEN,
+        timing: TIMING,
+    }
+}
+
+/// What one process carries from step to step: the status as the API server hands it back, and what
+/// it remembers.
+#[derive(Clone, Debug, Default)]
+struct State {
+    status: CoronerRemediationStatus,
+    memory: Memory,
+}
+
+impl From<&Decision> for State {
+    fn from(decision: &Decision) -> Self {
+        Self { status: decision.status.clone(), memory: decision.memory.clone() }
+    }
+}
+
+/// One step of `state` with `observation` (a power reading sampled at the context's clock).
+fn step(spec: &CoronerRemediationSpec, state: &State, observation: Observation, ctx: Context<'_>) -> Decision {
+    let observation = match observation {
+        Observation::Power(Ok(reading)) => Observation::Power(Ok(PowerReading {
+            sampled: Sampled { requested: ctx.mono, answered: ctx.mono },
+            ..reading
+        })),
+        other => other,
+    };
+    next(spec, &persisted(&state.status), observation, Context { memory: &state.memory, ..ctx })
+}
+
+/// The plan for `state` at `ctx`'s time.
+fn plan_of(spec: &CoronerRemediationSpec, state: &State, ctx: Context<'_>) -> Plan {
+    plan(spec, &state.status, Context { memory: &state.memory, ..ctx })
 }
 
 fn spec() -> CoronerRemediationSpec {
@@ -69,11 +124,22 @@ fn found(uuid: &str) -> Observation {
         tls_verified: true,
         system: system(uuid, PowerState::On),
         claims: vec![],
+        through: DeviceMark::default(),
     }))
 }
 
+/// A reading of the node's machine ([`step`] stamps when it was taken).
 fn power(state: PowerState) -> Observation {
-    Observation::Power(Ok(PowerReading { uuid: NODE_UUID.into(), power_state: state }))
+    reading_of(NODE_UUID, state)
+}
+
+fn reading_of(uuid: &str, state: PowerState) -> Observation {
+    Observation::Power(Ok(PowerReading {
+        uuid: uuid.into(),
+        power_state: state,
+        sampled: Sampled::default(),
+        through: DeviceMark::default(),
+    }))
 }
 
 fn unreachable() -> BmcFailure {
@@ -85,26 +151,11 @@ fn unreachable() -> BmcFailure {
 }
 
 /// Drives a remediation from Pending through admission and identity, at t=0.
-fn verified(spec: &CoronerRemediationSpec) -> CoronerRemediationStatus {
+fn verified(spec: &CoronerRemediationSpec) -> State {
     let node = node();
-    let admitted = next(
-        spec,
-        &CoronerRemediationStatus::default(),
-        Observation::Admission(Verdict::Admit(node.evidence(t(0)))),
-        ctx(0, &node),
-    );
-    next(spec, &admitted.status, found(NODE_UUID), ctx(0, &node)).status
-}
-
-/// Feeds a sequence of observations one second apart starting at `start`, persisting the status
-/// between steps; returns the last decision.
-fn feed(
-    spec: &CoronerRemediationSpec,
-    status: CoronerRemediationStatus,
-    start: i64,
-    observations: Vec<Observation>,
-) -> Decision {
-    feed_at(spec, status, observations.into_iter().enumerate().map(|(i, o)| (t(start + i as i64), o)).collect())
+    let admitted =
+        step(spec, &State::default(), Observation::Admission(Verdict::Admit(node.evidence(t(0)))), ctx(0, &node));
+    State::from(&step(spec, &State::from(&admitted), found(NODE_UUID), ctx(0, &node)))
 }
 
 /// The status as the API server hands it back: every decision is persisted and read again.
@@ -112,40 +163,58 @@ fn persisted(status: &CoronerRemediationStatus) -> CoronerRemediationStatus {
     serde_json::from_value(serde_json::to_value(status).unwrap()).unwrap()
 }
 
-fn feed_at(
-    spec: &CoronerRemediationSpec,
-    mut status: CoronerRemediationStatus,
-    steps: Vec<(Timestamp, Observation)>,
-) -> Decision {
+/// ConfirmingOff after ForceOff was sent at t=1 and answered 204.
+fn confirming(spec: &CoronerRemediationSpec) -> State {
     let node = node();
-    let mut last = None;
-    for (now, observation) in steps {
-        let ctx = Context { now, instance: ME, node: &node, hold_power_action: None };
-        let mut decision = next(spec, &persisted(&status), observation, ctx);
-        // As the controller does: a reset is sent and its answer recorded right away.
-        if let Some(action) = decision.reset {
-            let answer = Observation::ResetAnswered { action, result: Ok(204) };
-            decision.status = next(spec, &persisted(&decision.status), answer, ctx).status;
-        }
-        status = decision.status.clone();
-        last = Some(decision);
-    }
-    last.unwrap()
+    let answer = Observation::ResetAnswered { action: ResetType::ForceOff, result: Ok(204) };
+    State::from(&step(spec, &decided(spec), answer, ctx(1, &node)))
 }
 
-/// A status in ConfirmingOff after ForceOff was sent at t=1.
-fn confirming(spec: &CoronerRemediationSpec) -> CoronerRemediationStatus {
-    let decision = feed(spec, verified(spec), 1, vec![power(PowerState::On)]);
+/// Right before the ForceOff is sent (its intent persisted, not yet answered).
+fn decided(spec: &CoronerRemediationSpec) -> State {
+    let node = node();
+    let decision = step(spec, &verified(spec), power(PowerState::On), ctx(1, &node));
     assert_eq!(decision.reset, Some(ResetType::ForceOff));
-    decision.status
+    State::from(&decision)
 }
 
-/// The status as persisted right before the ForceOff is sent (its intent not yet answered).
-fn decided(spec: &CoronerRemediationSpec) -> CoronerRemediationStatus {
-    let node = node();
-    let decision = next(spec, &persisted(&verified(spec)), power(PowerState::On), ctx(1, &node));
-    assert_eq!(decision.reset, Some(ResetType::ForceOff));
-    decision.status
+/// The fence loop for node worker-1 (reporting `NODE_UUID`) against a BMC that answers from
+/// `script`, on virtual time.
+fn lab(spec: CoronerRemediationSpec, script: Script) -> Lab<Scripted> {
+    Lab::scripted(&Setup::new(NODE_UUID, spec), script)
+}
+
+/// The node's machine on its BMC: system 1, reporting the node's UUID.
+fn machine(on: bool) -> Script {
+    Script::machine(NODE_UUID, on)
+}
+
+fn run(lab: &Lab<Scripted>) -> CoronerRemediationStatus {
+    futures::executor::block_on(lab.run())
+}
+
+fn off_spec() -> CoronerRemediationSpec {
+    CoronerRemediationSpec { action: FenceAction::Off, ..spec() }
+}
+
+/// When the BMC received its resets.
+fn reset_times(lab: &Lab<Scripted>) -> Vec<(Timestamp, ResetType)> {
+    lab.device()
+        .requests()
+        .into_iter()
+        .filter_map(|(at, r)| match r {
+            Request::Reset(_, reset) => Some((at, reset)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn proof_of(status: &CoronerRemediationStatus) -> OffRun {
+    status.evidence.as_ref().unwrap().power_off.as_ref().unwrap().proof.clone().unwrap()
+}
+
+fn secs(n: i64) -> SignedDuration {
+    SignedDuration::from_secs(n)
 }
 
 #[test]
@@ -211,7 +280,7 @@ fn a_refusing_gate_fails_without_any_taint() {
 
 #[test]
 fn an_exact_uuid_proves_identity_without_power_action() {
-    let status = verified(&spec());
+    let status = verified(&spec()).status;
     assert_eq!(status.phase, Some(Phase::PoweringOff));
     let identity = status.evidence.unwrap().identity.unwrap();
     assert_eq!(
@@ -308,10 +377,10 @@ fn an_unreachable_bmc_uses_the_retry_budget_then_fails() {
     let first = next(&spec, &admitted, Observation::Identity(Err(IdentityProblem::Bmc(unreachable()))), ctx(1, &node));
     assert_eq!(succeeded(&first.status), ("Unknown".into(), "AttemptFailed".into()));
     assert_eq!(first.status.progress.as_ref().unwrap().attempt, 2);
-    assert_eq!(plan(&spec, &first.status, ctx(2, &node)), Plan::Wait(StdDuration::from_secs(4)));
-    assert_eq!(plan(&spec, &first.status, ctx(6, &node)), Plan::VerifyIdentity);
-    let second =
-        next(&spec, &first.status, Observation::Identity(Err(IdentityProblem::Bmc(unreachable()))), ctx(6, &node));
+    let first = State::from(&first);
+    assert_eq!(plan_of(&spec, &first, ctx(2, &node)), Plan::Wait(StdDuration::from_secs(4)));
+    assert_eq!(plan_of(&spec, &first, ctx(6, &node)), Plan::VerifyIdentity);
+    let second = step(&spec, &first, Observation::Identity(Err(IdentityProblem::Bmc(unreachable()))), ctx(6, &node));
     assert_eq!(succeeded(&second.status), ("False".into(), "BmcUnreachable".into()));
     assert_eq!(second.reset, None);
 }
@@ -340,7 +409,7 @@ fn insecure_tls_is_a_warning_condition_and_event() {
 
 #[test]
 fn a_machine_that_is_on_gets_one_force_off_after_the_fresh_read() {
-    let status = decided(&spec());
+    let status = decided(&spec()).status;
     assert_eq!(status.phase, Some(Phase::ConfirmingOff));
     let progress = status.progress.unwrap();
     let intent = progress.intent.unwrap();
@@ -355,147 +424,185 @@ fn a_machine_that_is_on_gets_one_force_off_after_the_fresh_read() {
 fn a_fresh_lease_holds_the_power_action_but_not_the_reading() {
     let node = node();
     let hold = (Reason::NodeLeaseFresh, "coroner saw the node's Lease renewed 3s ago".to_owned());
-    let held = Context { now: t(1), instance: ME, node: &node, hold_power_action: Some(&hold) };
-    let decision = next(&spec(), &persisted(&verified(&spec())), power(PowerState::On), held);
+    let held = Context { hold_power_action: Some(&hold), ..ctx(1, &node) };
+    let decision = step(&spec(), &verified(&spec()), power(PowerState::On), held);
     assert_eq!(decision.reset, None);
     assert_eq!(
         (decision.status.phase, succeeded(&decision.status)),
         (Some(Phase::PoweringOff), ("Unknown".into(), "NodeLeaseFresh".into()))
     );
-    assert_eq!(decision.status.progress.as_ref().unwrap().attempt_started_at, None, "waiting does not eat the attempt");
     // A machine that already reads Off needs no power action: nothing to hold.
-    let off = next(&spec(), &persisted(&verified(&spec())), power(PowerState::Off), held);
+    let off = step(&spec(), &verified(&spec()), power(PowerState::Off), held);
     assert_eq!(off.status.phase, Some(Phase::ConfirmingOff));
     // Once the Lease is stale, the same reading sends ForceOff.
-    let go = next(&spec(), &persisted(&decision.status), power(PowerState::On), ctx(70, &node));
+    let go = step(&spec(), &State::from(&decision), power(PowerState::On), ctx(30, &node));
     assert_eq!(go.reset, Some(ResetType::ForceOff));
 }
 
 #[test]
+fn a_hold_that_never_lifts_ends_the_attempt_at_its_deadline() {
+    // A slot held by a phase must always be freed: the wait counts against powerOffTimeout.
+    let node = node();
+    let hold = (Reason::NodeLeaseFresh, "coroner saw the node's Lease renewed 3s ago".to_owned());
+    let held = |at| Context { hold_power_action: Some(&hold), ..ctx(at, &node) };
+    let waiting = State::from(&step(&spec(), &verified(&spec()), power(PowerState::On), held(1)));
+    let still = step(&spec(), &waiting, power(PowerState::On), held(59));
+    assert_eq!(still.status.phase, Some(Phase::PoweringOff));
+    let over = step(&spec(), &State::from(&still), power(PowerState::On), held(61));
+    assert_eq!(succeeded(&over.status), ("Unknown".into(), "AttemptFailed".into()));
+    assert!(over.status.progress.as_ref().unwrap().last_error.as_deref().unwrap().contains("renewed 3s ago"));
+}
+
+#[test]
 fn a_machine_already_off_gets_no_reset_but_is_still_confirmed() {
-    let decision = feed(&spec(), verified(&spec()), 1, vec![power(PowerState::Off)]);
-    assert_eq!(decision.reset, None);
-    assert_eq!(decision.status.phase, Some(Phase::ConfirmingOff));
-    assert!(decision.status.evidence.as_ref().unwrap().power_off.as_ref().unwrap().already_off);
-    let proven = feed(&spec(), decision.status, 2, vec![power(PowerState::Off), power(PowerState::Off)]);
-    assert_eq!(proven.status.phase, Some(Phase::Releasing));
+    let lab = lab(off_spec(), machine(false));
+    let status = run(&lab);
+    assert_eq!(lab.device().resets(), []);
+    let confirming = lab.history().into_iter().find(|s| s.phase == Some(Phase::ConfirmingOff)).unwrap();
+    assert!(confirming.evidence.unwrap().power_off.unwrap().already_off);
+    assert_eq!(
+        lab.phases(),
+        [
+            Phase::Pending,
+            Phase::VerifyingIdentity,
+            Phase::PoweringOff,
+            Phase::ConfirmingOff,
+            Phase::Releasing,
+            Phase::Done
+        ]
+    );
+    let power_off = status.evidence.unwrap().power_off.unwrap();
+    assert!(power_off.already_off && power_off.resets.is_empty());
+    assert_eq!(power_off.proof.unwrap().count, 3, "Off at the first reading and 1 s and 2 s later");
 }
 
 #[test]
 fn an_unbroken_run_spanning_settle_is_the_proof() {
-    // ForceOff at t=1; Off at 2, 3, 4: first and last 2 s apart = settle.
-    let decision = feed(
-        &spec(),
-        confirming(&spec()),
-        2,
-        vec![power(PowerState::Off), power(PowerState::Off), power(PowerState::Off)],
-    );
-    assert_eq!(decision.status.phase, Some(Phase::Releasing));
-    let evidence = decision.status.evidence.unwrap().power_off.unwrap();
+    // ForceOff at f; Off at f+1, f+2, f+3: first and last 2 s apart = settle.
+    let lab = lab(off_spec(), machine(true));
+    let status = run(&lab);
+    let [(force_off, ResetType::ForceOff)] = reset_times(&lab)[..] else { panic!("{:?}", reset_times(&lab)) };
+    let evidence = status.evidence.unwrap().power_off.unwrap();
     let proof = evidence.proof.unwrap();
     assert_eq!(proof.count, 3);
-    assert_eq!((proof.first[0].at.0, proof.last.last().unwrap().at.0), (t(2), t(4)));
-    assert_eq!(evidence.proven_at, Some(MicroTime(t(4))));
+    assert_eq!((proof.first[0].at.0, proof.last.last().unwrap().at.0), (force_off + secs(1), force_off + secs(3)));
+    assert_eq!(evidence.proven_at, Some(MicroTime(force_off + secs(3))));
+    assert!(lab.phases().ends_with(&[Phase::ConfirmingOff, Phase::Releasing, Phase::Done]), "{:?}", lab.phases());
 }
 
 #[test]
 fn the_settle_span_is_measured_on_precise_times_after_persistence() {
-    // Off at x.990 and at x+2.010: whole seconds would say 2 s, the truth is 1.02 s.
-    let ms = |secs: i64, millis: i64| t(secs) + SignedDuration::from_millis(millis);
-    let status = confirming(&spec());
-    let decision = feed_at(
-        &spec(),
-        status.clone(),
-        vec![(ms(1, 990), power(PowerState::Off)), (ms(3, 10), power(PowerState::Off))],
-    );
-    assert_eq!(decision.status.phase, Some(Phase::ConfirmingOff));
-    let decision = feed_at(&spec(), decision.status, vec![(ms(3, 990), power(PowerState::Off))]);
-    assert_eq!(decision.status.phase, Some(Phase::Releasing));
+    // Off every 990 ms after the ForceOff at f: f+0.99 … f+2.97 spans 1.98 s. Whole seconds (or
+    // rounded ones) would say 2 s and release a reading early; the proof needs the fourth, at f+3.96.
+    let spec = CoronerRemediationSpec { poll_interval: crate::api::Duration::from_millis(990), ..off_spec() };
+    let lab = lab(spec, machine(true));
+    let status = run(&lab);
+    let [(force_off, _)] = reset_times(&lab)[..] else { panic!("{:?}", reset_times(&lab)) };
+    let proof = proof_of(&status);
+    let ms = SignedDuration::from_millis;
+    assert_eq!(proof.count, 4);
+    assert_eq!((proof.first[0].at.0, proof.last.last().unwrap().at.0), (force_off + ms(990), force_off + ms(3960)));
 }
 
 #[test]
 fn the_lease_time_survives_persistence_to_the_microsecond() {
     let mut fresh = node();
     fresh.lease_renew_time = Some(t(-1) + SignedDuration::from_micros(221_120));
-    let decision = next(&spec(), &persisted(&verified(&spec())), power(PowerState::On), ctx(1, &fresh));
+    let decision = step(&spec(), &verified(&spec()), power(PowerState::On), ctx(1, &fresh));
     let stored = persisted(&decision.status).progress.unwrap().lease_renew_time_at_power_off.unwrap();
     assert_eq!(stored.0, t(-1) + SignedDuration::from_micros(221_120));
 }
 
 #[test]
 fn readings_less_than_settle_apart_prove_nothing() {
-    let decision = feed(&spec(), confirming(&spec()), 2, vec![power(PowerState::Off), power(PowerState::Off)]);
-    assert_eq!(decision.status.phase, Some(Phase::ConfirmingOff));
+    // A BMC that accepts every ForceOff and does nothing: On, then Off twice 1 s apart, then On.
+    let script = machine(true).resets([ResetAnswer::Ignored(204), ResetAnswer::Ignored(204)]).reads([
+        Read::Truth,
+        Read::Says(PowerState::Off),
+        Read::Says(PowerState::Off),
+    ]);
+    let lab = lab(spec(), script);
+    let status = run(&lab);
+    assert_eq!(succeeded(&status), ("False".into(), "PowerOffNotConfirmed".into()));
+    assert!(
+        lab.history().iter().any(|s| s
+            .progress
+            .as_ref()
+            .and_then(|p| p.off_run.as_ref())
+            .is_some_and(|r| r.count == 2))
+    );
+    assert!(!lab.phases().contains(&Phase::Releasing));
+    assert_eq!(lab.device().resets(), [ResetType::ForceOff, ResetType::ForceOff], "one per attempt");
 }
 
 #[test]
 fn anything_but_off_breaks_the_run() {
     for breaker in [
-        power(PowerState::On),
-        power(PowerState::PoweringOff),
-        power(PowerState::PoweringOn),
-        power(PowerState::Paused),
-        power(PowerState::Other("Standby".into())),
-        Observation::Power(Err(unreachable())),
+        Read::Says(PowerState::On),
+        Read::Says(PowerState::PoweringOff),
+        Read::Says(PowerState::PoweringOn),
+        Read::Says(PowerState::Paused),
+        Read::Says(PowerState::Other("Standby".into())),
+        Read::Fails(BmcError::Unreachable("connection refused".into())),
     ] {
-        // Off, <breaker>, Off, Off: the run restarts after the breaker, so at t=5 it spans only 1 s.
-        let decision = feed(
-            &spec(),
-            confirming(&spec()),
-            2,
-            vec![power(PowerState::Off), breaker.clone(), power(PowerState::Off), power(PowerState::Off)],
-        );
-        assert_eq!(decision.status.phase, Some(Phase::ConfirmingOff), "{breaker:?}");
-        let run = decision.status.progress.as_ref().unwrap().off_run.as_ref().unwrap();
-        assert_eq!((run.count, run.first[0].at.0), (2, t(4)), "{breaker:?}");
-        // One more Off reading completes a fresh run.
-        let proven = feed(&spec(), decision.status, 6, vec![power(PowerState::Off)]);
-        assert_eq!(proven.status.phase, Some(Phase::Releasing), "{breaker:?}");
+        // ForceOff at f, then Off at f+1, <breaker> at f+2, Off from f+3: the run restarts after the
+        // breaker, and the proof is f+3 … f+5.
+        let lab = lab(off_spec(), machine(true).reads([Read::Truth, Read::Truth, breaker.clone()]));
+        let status = run(&lab);
+        let [(force_off, _)] = reset_times(&lab)[..] else { panic!("{breaker:?}: {:?}", reset_times(&lab)) };
+        let proof = proof_of(&status);
+        assert_eq!((proof.count, proof.first[0].at.0), (3, force_off + secs(3)), "{breaker:?}");
+        assert_eq!(phase_of(&status), Phase::Done, "{breaker:?}");
     }
 }
 
 #[test]
 fn readings_from_before_a_restart_never_count() {
-    let status = feed(&spec(), confirming(&spec()), 2, vec![power(PowerState::Off), power(PowerState::Off)]).status;
-    // Another coroner process (restarted) reads Off at t=4: its run starts afresh.
-    let node = node();
-    let other = Context { now: t(4), instance: "instance-c", node: &node, hold_power_action: None };
-    let decision = next(&spec(), &status, power(PowerState::Off), other);
-    assert_eq!(decision.status.phase, Some(Phase::ConfirmingOff));
-    let run = decision.status.progress.unwrap().off_run.unwrap();
-    assert_eq!((run.instance.as_str(), run.count), ("instance-c", 1));
+    let lab = lab(off_spec(), machine(true));
+    let two_off = |s: &CoronerRemediationStatus| {
+        s.progress.as_ref().and_then(|p| p.off_run.as_ref()).is_some_and(|run| run.count == 2)
+    };
+    futures::executor::block_on(lab.run_until(two_off));
+    let restarted_at = lab.clock().now();
+    // Another coroner process: its first Off reading starts a run of its own.
+    lab.restart();
+    let status = run(&lab);
+    let proof = proof_of(&status);
+    assert_eq!((proof.instance.as_str(), proof.count), ("p1/2", 3));
+    assert!(proof.first[0].at.0 >= restarted_at, "{proof:?}");
+    assert_eq!(lab.device().resets(), [ResetType::ForceOff]);
 }
 
 #[test]
 fn a_force_off_persisted_but_never_answered_is_sent_after_a_fresh_read() {
     // The intent was persisted; no answer was recorded (the process stopped before sending).
     let node = node();
-    let status = decided(&spec());
-    assert_eq!(status.progress.as_ref().unwrap().intent.as_ref().unwrap().result, None);
-    let restarted = Context { now: t(3), instance: "instance-c", node: &node, hold_power_action: None };
-    let decision = next(&spec(), &persisted(&status), power(PowerState::On), restarted);
+    let state = decided(&spec());
+    let status = State { memory: Memory::default(), ..state.clone() };
+    assert_eq!(status.status.progress.as_ref().unwrap().intent.as_ref().unwrap().result, None);
+    let restarted = Context { instance: "instance-c", ..ctx(3, &node) };
+    let decision = step(&spec(), &status, power(PowerState::On), restarted);
     assert_eq!(decision.reset, Some(ResetType::ForceOff));
     let intent = decision.status.progress.unwrap().intent.unwrap();
     assert_eq!((intent.instance.as_str(), intent.attempt), ("instance-c", 1));
     // The same after a restart whose Lease tracker holds power actions: it waits in PoweringOff with
     // the hold's reason, and the attempt's clock stops until it may act.
     let hold = (Reason::NodeLeaseFresh, "coroner saw the node's Lease renewed 0s ago".to_owned());
-    let held = Context { now: t(3), instance: "instance-c", node: &node, hold_power_action: Some(&hold) };
-    let waiting = next(&spec(), &persisted(&status), power(PowerState::On), held);
+    let held = Context { instance: "instance-c", hold_power_action: Some(&hold), ..ctx(3, &node) };
+    let waiting = step(&spec(), &status, power(PowerState::On), held);
     assert_eq!(waiting.reset, None);
     assert_eq!(
         (waiting.status.phase, succeeded(&waiting.status)),
         (Some(Phase::PoweringOff), ("Unknown".into(), "NodeLeaseFresh".into()))
     );
-    assert_eq!(waiting.status.progress.as_ref().unwrap().attempt_started_at, None);
     // Once answered, On readings just keep the attempt polling.
-    let answered = next(
+    let answered = step(
         &spec(),
-        &persisted(&status),
+        &state,
         Observation::ResetAnswered { action: ResetType::ForceOff, result: Ok(204) },
         ctx(1, &node),
     );
-    let polled = next(&spec(), &persisted(&answered.status), power(PowerState::On), ctx(3, &node));
+    let polled = step(&spec(), &State::from(&answered), power(PowerState::On), ctx(3, &node));
     assert_eq!(polled.reset, None);
 }
 
@@ -505,39 +612,98 @@ fn a_reset_decided_in_a_step_that_ends_the_attempt_is_not_sent() {
     // step must not also ask to send the ForceOff whose intent it just cleared.
     let node = node();
     let status = decided(&spec());
-    let late = next(&spec(), &persisted(&status), power(PowerState::On), ctx(62, &node));
+    let late = step(&spec(), &status, power(PowerState::On), ctx(62, &node));
     assert_eq!(late.status.phase, Some(Phase::PoweringOff));
     assert_eq!(late.reset, None);
     let spec = CoronerRemediationSpec { retry: crate::api::Retry { count: 1, ..spec().retry }, ..spec() };
-    let last = next(&spec, &persisted(&decided(&spec)), power(PowerState::On), ctx(62, &node));
+    let last = step(&spec, &decided(&spec), power(PowerState::On), ctx(62, &node));
     assert_eq!((last.status.phase, last.reset), (Some(Phase::Failed), None));
 }
 
 #[test]
 fn a_proof_from_an_earlier_process_does_not_release() {
     let spec = spec();
-    let status = releasing(&spec);
+    let state = releasing(&spec);
     let node = node();
-    let restarted = Context { now: t(6), instance: "instance-c", node: &node, hold_power_action: None };
-    assert!(matches!(plan(&spec, &status, restarted), Plan::ReadPower { .. }), "re-prove, not release");
-    let decision = next(&spec, &persisted(&status), power(PowerState::Off), restarted);
+    // Another process: the proof is in the status, not in its memory; a forged status is no proof.
+    let restarted = State { memory: Memory::default(), ..state.clone() };
+    let other = Context { instance: "instance-c", ..ctx(5, &node) };
+    assert!(matches!(plan_of(&spec, &restarted, other), Plan::ReadPower { .. }), "re-prove, not release");
+    let decision = step(&spec, &restarted, power(PowerState::Off), other);
     assert_eq!(decision.status.phase, Some(Phase::ConfirmingOff));
     assert_eq!(decision.status.evidence.as_ref().unwrap().power_off.as_ref().unwrap().proof, None);
     assert_eq!(decision.status.progress.as_ref().unwrap().off_run.as_ref().unwrap().instance, "instance-c");
-    assert_eq!(plan(&spec, &status, ctx(6, &node)), Plan::Release, "the process that proved it releases");
+    assert_eq!(plan_of(&spec, &state, ctx(5, &node)), Plan::Release, "the process that proved it releases");
+}
+
+#[test]
+fn a_proof_is_fresh_for_poll_interval_plus_the_request_timeout() {
+    // The last Off reading at t=4; pollInterval 1 s + request timeout 5 s: fresh until t=10.
+    let spec = spec();
+    let state = releasing(&spec);
+    let node = node();
+    assert_eq!(proof_deadline(&spec, &state.memory, TIMING), Some(mono(10)));
+    assert_eq!(plan_of(&spec, &state, ctx(9, &node)), Plan::Release);
+    assert!(matches!(plan_of(&spec, &state, ctx(10, &node)), Plan::ReadPower { .. }), "stale: read first");
+}
+
+#[test]
+fn a_stale_proof_is_kept_by_an_unbroken_off_reading_and_ended_by_anything_else() {
+    let spec = spec();
+    let state = releasing(&spec);
+    let node = node();
+    // Off again at t=12, within the gap bound of the t=4 reading (1 s + 5 s × 2): fresh again.
+    let kept = step(&spec, &state, power(PowerState::Off), ctx(12, &node));
+    assert_eq!(kept.status.phase, Some(Phase::Releasing));
+    assert_eq!(plan_of(&spec, &State::from(&kept), ctx(12, &node)), Plan::Release);
+    // Off after a longer gap: the machine may have been on unseen; the proof starts over.
+    let gap = step(&spec, &state, power(PowerState::Off), ctx(20, &node));
+    assert_eq!(gap.status.phase, Some(Phase::ConfirmingOff));
+    // On: it came back on; a new attempt switches it off again.
+    let back = step(&spec, &state, power(PowerState::On), ctx(12, &node));
+    assert_eq!((back.status.phase, back.reset), (Some(Phase::ConfirmingOff), Some(ResetType::ForceOff)));
+    assert_eq!(back.status.progress.as_ref().unwrap().attempt, 2);
+}
+
+#[test]
+fn readings_are_unbroken_only_within_the_gap_bound() {
+    let spec = spec();
+    let at = |requested: u64, answered: u64| Sampled {
+        requested: StdDuration::from_secs(requested),
+        answered: StdDuration::from_secs(answered),
+    };
+    // pollInterval 1 s + 5 s × (1 + 1 retry) = 11 s from the earlier request to the later answer.
+    assert_eq!(gap_bound(&spec, TIMING), StdDuration::from_secs(11));
+    assert!(unbroken(&at(0, 1), &at(10, 11), &spec, TIMING));
+    assert!(!unbroken(&at(0, 1), &at(10, 12), &spec, TIMING));
+}
+
+#[test]
+fn a_run_spans_from_the_first_answer_to_the_last_request() {
+    let sampled = |requested: u64, answered: u64| Sampled {
+        requested: StdDuration::from_millis(requested),
+        answered: StdDuration::from_millis(answered),
+    };
+    // First answered at 0.5 s, last requested at 2.4 s: 1.9 s, not 2 s, although the requests are
+    // 2.4 s apart and the answers 2.5 s.
+    let run = Run { first: sampled(0, 500), last: sampled(2400, 3000), count: 3 };
+    assert!(!spans_settle(&run, StdDuration::from_secs(2)));
+    let run = Run { first: sampled(0, 400), last: sampled(2400, 3000), count: 3 };
+    assert!(spans_settle(&run, StdDuration::from_secs(2)));
 }
 
 #[test]
 fn a_changed_uuid_stops_the_fence() {
-    let changed = Observation::Power(Ok(PowerReading { uuid: OTHER_UUID.into(), power_state: PowerState::Off }));
-    for status in [verified(&spec()), confirming(&spec())] {
-        let decision = feed(&spec(), status, 2, vec![changed.clone()]);
+    let changed = reading_of(OTHER_UUID, PowerState::Off);
+    let node = node();
+    for state in [verified(&spec()), confirming(&spec())] {
+        let decision = step(&spec(), &state, changed.clone(), ctx(2, &node));
         assert_eq!(succeeded(&decision.status), ("False".into(), "IdentityChanged".into()));
         assert_eq!(decision.reset, None);
     }
     // The same UUID in another case is the same UUID.
-    let upper = Observation::Power(Ok(PowerReading { uuid: NODE_UUID.to_uppercase(), power_state: PowerState::Off }));
-    assert_eq!(feed(&spec(), confirming(&spec()), 2, vec![upper]).status.phase, Some(Phase::ConfirmingOff));
+    let upper = reading_of(&NODE_UUID.to_uppercase(), PowerState::Off);
+    assert_eq!(step(&spec(), &confirming(&spec()), upper, ctx(2, &node)).status.phase, Some(Phase::ConfirmingOff));
 }
 
 #[test]
@@ -545,7 +711,7 @@ fn no_proof_within_the_timeout_starts_the_next_attempt_then_fails() {
     let spec = spec();
     let node = node();
     // Still On at t=61 (ForceOff sent at t=1, powerOffTimeout 60s).
-    let first_attempt_over = next(&spec, &confirming(&spec), power(PowerState::On), ctx(61, &node));
+    let first_attempt_over = step(&spec, &confirming(&spec), power(PowerState::On), ctx(61, &node));
     let status = &first_attempt_over.status;
     assert_eq!(
         (status.phase, succeeded(status)),
@@ -553,42 +719,32 @@ fn no_proof_within_the_timeout_starts_the_next_attempt_then_fails() {
     );
     let progress = status.progress.as_ref().unwrap();
     assert_eq!((progress.attempt, progress.intent.is_none()), (2, true));
-    assert_eq!(plan(&spec, status, ctx(62, &node)), Plan::Wait(StdDuration::from_secs(4)));
+    let over = State::from(&first_attempt_over);
+    assert_eq!(plan_of(&spec, &over, ctx(62, &node)), Plan::Wait(StdDuration::from_secs(4)));
     // Second attempt: fresh read first, then a new ForceOff.
-    let second = next(&spec, status, power(PowerState::On), ctx(66, &node));
+    let second = step(&spec, &over, power(PowerState::On), ctx(66, &node));
     assert_eq!(second.reset, Some(ResetType::ForceOff));
-    let second = next(
+    let second = step(
         &spec,
-        &second.status,
+        &State::from(&second),
         Observation::ResetAnswered { action: ResetType::ForceOff, result: Ok(204) },
         ctx(66, &node),
     );
-    let failed = next(&spec, &second.status, power(PowerState::On), ctx(126, &node));
+    let failed = step(&spec, &State::from(&second), power(PowerState::On), ctx(126, &node));
     assert_eq!(succeeded(&failed.status), ("False".into(), "PowerOffNotConfirmed".into()));
     assert_eq!(failed.reset, None);
     assert!(fencing_taint_wanted(&spec, &failed.status), "after a ForceOff the node keeps coroner's NoSchedule taint");
-    assert!(!out_of_service_taint_wanted(&failed.status));
+    assert!(!out_of_service_taint_ends(&failed.status));
 }
 
 #[test]
 fn polling_is_paced_by_the_poll_interval() {
     let spec = spec();
     let node = node();
-    let status = feed(&spec, confirming(&spec), 2, vec![power(PowerState::Off)]).status;
-    assert_eq!(
-        plan(
-            &spec,
-            &status,
-            Context {
-                now: t(2) + SignedDuration::from_millis(300),
-                instance: ME,
-                node: &node,
-                hold_power_action: None
-            }
-        ),
-        Plan::Wait(StdDuration::from_millis(700))
-    );
-    assert!(matches!(plan(&spec, &status, ctx(3, &node)), Plan::ReadPower { .. }));
+    let state = State::from(&step(&spec, &confirming(&spec), power(PowerState::Off), ctx(2, &node)));
+    let soon = Context { mono: mono(2) + StdDuration::from_millis(300), ..ctx(2, &node) };
+    assert_eq!(plan_of(&spec, &state, soon), Plan::Wait(StdDuration::from_millis(700)));
+    assert!(matches!(plan_of(&spec, &state, ctx(3, &node)), Plan::ReadPower { .. }));
 }
 
 #[test]
@@ -596,7 +752,7 @@ fn the_reset_answer_is_recorded_but_proves_nothing() {
     let node = node();
     let status = decided(&spec());
     let rejected = Err(BmcFailure { transient: false, reason: Reason::BmcProtocolError, message: "HTTP 400".into() });
-    let decision = next(
+    let decision = step(
         &spec(),
         &status,
         Observation::ResetAnswered { action: ResetType::ForceOff, result: rejected },
@@ -611,8 +767,19 @@ fn the_reset_answer_is_recorded_but_proves_nothing() {
 
 // Releasing and after ----------------------------------------------------------------------------------
 
-fn releasing(spec: &CoronerRemediationSpec) -> CoronerRemediationStatus {
-    feed(spec, confirming(spec), 2, vec![power(PowerState::Off), power(PowerState::Off), power(PowerState::Off)]).status
+/// Releasing: after the ForceOff at t=1, Off read at t=2, 3 and 4.
+fn releasing(spec: &CoronerRemediationSpec) -> State {
+    let node = node();
+    let read_off = |state: &State, at| State::from(&step(spec, state, power(PowerState::Off), ctx(at, &node)));
+    let state = read_off(&read_off(&read_off(&confirming(spec), 2), 3), 4);
+    assert_eq!(state.status.phase, Some(Phase::Releasing));
+    state
+}
+
+/// One step of the release phase at t=5 with `observation`.
+fn release_step(spec: &CoronerRemediationSpec, observation: Observation) -> Decision {
+    let node = node();
+    step(spec, &releasing(spec), observation, ctx(5, &node))
 }
 
 fn released() -> Observation {
@@ -627,100 +794,158 @@ fn released() -> Observation {
 
 #[test]
 fn a_release_with_reboot_succeeds_and_waits_for_the_workloads() {
-    let decision = feed(&spec(), releasing(&spec()), 5, vec![released()]);
+    let decision = release_step(&spec(), released());
     assert_eq!(decision.status.phase, Some(Phase::WaitingForRelease));
     assert_eq!(
         (processing(&decision.status), succeeded(&decision.status)),
         ("True".into(), ("True".into(), "WaitingForRelease".into()))
     );
-    assert!(out_of_service_taint_wanted(&decision.status));
+    assert!(!out_of_service_taint_ends(&decision.status));
     assert!(decision.notices.iter().any(|n| n.reason == "NodeFenced"));
 }
 
 #[test]
 fn a_release_with_off_completes_and_keeps_both_taints() {
     let spec = CoronerRemediationSpec { action: FenceAction::Off, ..spec() };
-    let decision = feed(&spec, releasing(&spec), 5, vec![released()]);
+    let decision = release_step(&spec, released());
     assert_eq!(decision.status.phase, Some(Phase::Done));
     assert_eq!((processing(&decision.status), succeeded(&decision.status).0), ("False".into(), "True".into()));
-    assert!(out_of_service_taint_wanted(&decision.status));
+    assert!(!out_of_service_taint_ends(&decision.status));
     assert!(fencing_taint_wanted(&spec, &decision.status));
 }
 
 #[test]
-fn a_node_alive_after_power_off_is_refused_for_good() {
-    let decision = feed(
-        &spec(),
-        releasing(&spec()),
-        5,
-        vec![Observation::Release(Err("Node worker-1 reports Ready=True".into()))],
-    );
-    assert_eq!(succeeded(&decision.status), ("False".into(), "NodeAliveAfterPowerOff".into()));
-    assert!(decision.requeue.is_none());
-    assert!(!out_of_service_taint_wanted(&decision.status));
+fn a_node_alive_after_power_off_is_refused_for_good_with_its_own_reason() {
+    let cases = [
+        (NodeRefusal::LeaseRenewed { node: "worker-1".into(), renewed: t(4) }, "NodeAliveAfterPowerOff"),
+        (NodeRefusal::Awake { node: "worker-1".into(), ready: "True".into() }, "NodeNotUnreachable"),
+        (NodeRefusal::Gone { node: "worker-1".into() }, "NodeNotFound"),
+    ];
+    for (refusal, reason) in cases {
+        let decision = release_step(&spec(), Observation::Release(Err(ReleaseRefusal::Node(refusal))));
+        assert_eq!(succeeded(&decision.status), ("False".into(), reason.into()));
+        assert!(decision.requeue.is_none());
+        assert!(decision.status.evidence.as_ref().unwrap().release.is_none());
+    }
+}
+
+#[test]
+fn a_release_the_api_server_refuses_is_retried_on_a_fresh_proof_until_the_deadline() {
+    let spec = spec();
+    let refused = Observation::Release(Err(ReleaseRefusal::WriteRefused("denied by a webhook".into())));
+    let decision = release_step(&spec, refused.clone());
+    assert_eq!(decision.status.phase, Some(Phase::Releasing));
+    let late = step(&spec, &State::from(&decision), refused, ctx(62, &node()));
+    assert_eq!(succeeded(&late.status), ("Unknown".into(), "AttemptFailed".into()));
+    let spec = CoronerRemediationSpec { retry: crate::api::Retry { count: 1, ..spec.retry }, ..spec };
+    let refused = Observation::Release(Err(ReleaseRefusal::WriteRefused("denied by a webhook".into())));
+    let last = step(&spec, &State::from(&release_step(&spec, refused.clone())), refused, ctx(62, &node()));
+    assert_eq!(succeeded(&last.status), ("False".into(), "ReleaseNotWritten".into()));
 }
 
 #[test]
 fn workloads_hold_the_power_on_until_released_or_timed_out() {
     let spec = spec();
-    let waiting = feed(&spec, releasing(&spec), 5, vec![released()]).status;
+    let node = node();
+    let waiting = State::from(&release_step(&spec, released()));
     let held = Observation::Workloads(Workloads { blocking_pods: 1, volume_attachments: 1 });
-    let still = feed(&spec, waiting.clone(), 6, vec![held.clone()]);
+    let still = step(&spec, &waiting, held.clone(), ctx(6, &node));
     assert_eq!(still.status.phase, Some(Phase::WaitingForRelease));
 
-    let clear = feed(&spec, waiting.clone(), 7, vec![Observation::Workloads(Workloads::default())]);
+    let clear = step(&spec, &waiting, Observation::Workloads(Workloads::default()), ctx(7, &node));
     assert_eq!(clear.status.phase, Some(Phase::PoweringOn));
-    assert!(!out_of_service_taint_wanted(&clear.status), "the out-of-service taint goes before power-on");
+    assert!(out_of_service_taint_ends(&clear.status), "the out-of-service taint goes before power-on");
     assert_eq!(conditions::status_of(&clear.status.conditions, contract::WORKLOADS_RELEASED), Some("True"));
 
-    let timed_out = feed(&spec, waiting, 5 + 300, vec![held]);
+    let timed_out = step(&spec, &waiting, held, ctx(5 + 300, &node));
     assert_eq!(timed_out.status.phase, Some(Phase::PoweringOn));
     assert_eq!(conditions::status_of(&timed_out.status.conditions, contract::WORKLOADS_RELEASED), Some("False"));
     assert!(timed_out.notices.iter().any(|n| n.warning && n.reason == "ReleaseTimeout"));
     assert_eq!(succeeded(&timed_out.status).0, "True");
 }
 
-fn powering_on(spec: &CoronerRemediationSpec) -> CoronerRemediationStatus {
-    feed(
-        spec,
-        feed(spec, releasing(spec), 5, vec![released()]).status,
-        6,
-        vec![Observation::Workloads(Workloads::default())],
-    )
-    .status
+/// PoweringOn: released at t=5, the workloads gone at t=6.
+fn powering_on(spec: &CoronerRemediationSpec) -> State {
+    let node = node();
+    let waiting = State::from(&release_step(spec, released()));
+    State::from(&step(spec, &waiting, Observation::Workloads(Workloads::default()), ctx(6, &node)))
 }
 
 #[test]
-fn power_on_waits_for_the_out_of_service_taint_to_be_gone() {
+fn no_on_while_any_out_of_service_taint_is_on_the_node_and_powered_on_false_at_the_deadline() {
     let spec = spec();
-    let status = powering_on(&spec);
+    let state = powering_on(&spec);
     let mut tainted = node();
-    tainted.out_of_service_owned = true;
-    assert!(matches!(plan(&spec, &status, ctx(8, &tainted)), Plan::Wait(_)));
-    assert!(matches!(plan(&spec, &status, ctx(8, &node())), Plan::ReadPower { .. }));
+    tainted.out_of_service = Some("node.kubernetes.io/out-of-service=manual:NoSchedule".into());
+    let waiting = step(&spec, &state, power(PowerState::Off), ctx(8, &tainted));
+    assert_eq!(waiting.reset, None, "no On while someone's out-of-service taint is there");
+    assert_eq!(succeeded(&waiting.status), ("True".into(), "OutOfServiceTaintPresent".into()));
+    assert!(waiting.notices.iter().any(|n| n.warning && n.reason == "OutOfServiceTaintPresent"));
+    // Gone: the On goes out after a fresh reading.
+    let go = step(&spec, &State::from(&waiting), power(PowerState::Off), ctx(9, &node()));
+    assert_eq!(go.reset, Some(ResetType::On));
+    // Still there at the deadline (powerOffTimeout from entering PoweringOn at t=6): left off.
+    let late = step(&spec, &State::from(&waiting), power(PowerState::Off), ctx(66, &tainted));
+    assert_eq!((late.status.phase, late.reset), (Some(Phase::WaitingForNode), None));
+    assert_eq!(conditions::status_of(&late.status.conditions, contract::POWERED_ON), Some("False"));
+}
+
+#[test]
+fn a_power_on_that_never_gets_a_reading_still_frees_its_slot() {
+    let spec = spec();
+    let state = powering_on(&spec);
+    let down = || Observation::Power(Err(unreachable()));
+    let early = step(&spec, &state, down(), ctx(30, &node()));
+    assert_eq!(early.status.phase, Some(Phase::PoweringOn));
+    let late = step(&spec, &State::from(&early), down(), ctx(66, &node()));
+    assert_eq!(late.status.phase, Some(Phase::WaitingForNode), "PoweringOn holds a slot: its deadline elapses");
 }
 
 #[test]
 fn power_on_is_sent_after_a_fresh_read_and_read_back() {
-    let spec = spec();
-    let decision = feed(&spec, powering_on(&spec), 8, vec![power(PowerState::Off)]);
-    assert_eq!(decision.reset, Some(ResetType::On));
-    let still_off = feed(&spec, decision.status.clone(), 9, vec![power(PowerState::Off)]);
-    assert_eq!(still_off.reset, None, "On is sent once per power-on, not per reading");
-    let on = feed(&spec, decision.status.clone(), 9, vec![power(PowerState::On)]);
-    assert_eq!(on.status.phase, Some(Phase::WaitingForNode));
-    assert_eq!(conditions::status_of(&on.status.conditions, contract::POWERED_ON), Some("True"));
-    let never = feed(&spec, decision.status, 8 + 60, vec![power(PowerState::Off)]);
-    assert_eq!(never.status.phase, Some(Phase::WaitingForNode));
-    assert_eq!(conditions::status_of(&never.status.conditions, contract::POWERED_ON), Some("False"));
-    assert_eq!(succeeded(&never.status).0, "True", "a failed power-on does not undo the fence");
+    // Every reset takes 2.5 s: after the On, the machine still reads Off twice before it reads On.
+    let lab = lab(spec(), machine(true).reset_delay(StdDuration::from_millis(2500)));
+    let status = run(&lab);
+    assert_eq!(
+        lab.device().resets(),
+        [ResetType::ForceOff, ResetType::On],
+        "On is sent once per power-on, not per reading"
+    );
+    let before_on =
+        lab.device().requests().into_iter().take_while(|(_, r)| !matches!(r, Request::Reset(_, ResetType::On)));
+    assert!(matches!(before_on.last(), Some((_, Request::Read(_)))), "a fresh reading right before the On");
+    let answered_still_off = lab.history().into_iter().filter(|s| {
+        let progress = s.progress.clone().unwrap_or_default();
+        s.phase == Some(Phase::PoweringOn)
+            && progress.intent.is_some_and(|i| i.result.is_some())
+            && progress.last_error.as_deref() == Some("power reads Off")
+    });
+    assert_eq!(answered_still_off.count(), 2);
+    assert_eq!(status.phase, Some(Phase::WaitingForNode));
+    assert_eq!(conditions::status_of(&status.conditions, contract::POWERED_ON), Some("True"));
+}
+
+#[test]
+fn a_power_on_that_never_reads_on_leaves_the_node_fenced_and_the_fence_succeeded() {
+    let lab = lab(spec(), machine(true).resets([ResetAnswer::Done(204), ResetAnswer::Ignored(204)]));
+    let status = run(&lab);
+    assert_eq!(lab.device().resets(), [ResetType::ForceOff, ResetType::On]);
+    assert_eq!(status.phase, Some(Phase::WaitingForNode));
+    assert_eq!(conditions::status_of(&status.conditions, contract::POWERED_ON), Some("False"));
+    assert_eq!(succeeded(&status).0, "True", "a failed power-on does not undo the fence");
+    let node = lab.world(|t| t.node("worker-1")).unwrap();
+    assert!(crate::taints::owns(&node, crate::taints::CoronerTaint::Fencing, &remediation_uid(&lab)));
+}
+
+fn remediation_uid(lab: &Lab<Scripted>) -> String {
+    lab.world(|t| t.remediation("worker-1")).and_then(|r| r.metadata.uid).unwrap()
 }
 
 #[test]
 fn a_changed_uuid_after_the_release_stops_only_the_power_on() {
     let spec = spec();
-    let changed = Observation::Power(Ok(PowerReading { uuid: OTHER_UUID.into(), power_state: PowerState::Off }));
-    let decision = feed(&spec, powering_on(&spec), 8, vec![changed]);
+    let changed = reading_of(OTHER_UUID, PowerState::Off);
+    let decision = step(&spec, &powering_on(&spec), changed, ctx(8, &node()));
     assert_eq!((decision.status.phase, decision.reset), (Some(Phase::WaitingForNode), None));
     assert_eq!(succeeded(&decision.status).0, "True");
     assert_eq!(conditions::status_of(&decision.status.conditions, contract::POWERED_ON), Some("False"));
@@ -728,34 +953,29 @@ fn a_changed_uuid_after_the_release_stops_only_the_power_on() {
 
 #[test]
 fn the_node_returns_with_a_new_boot_id() {
-    let spec = spec();
-    let waiting = feed(
-        &spec,
-        feed(&spec, powering_on(&spec), 8, vec![power(PowerState::Off)]).status,
-        9,
-        vec![power(PowerState::On)],
-    )
-    .status;
-    let mut same_boot = node();
-    same_boot.ready = Some("True".into());
-    let stays = next(&spec, &waiting, Observation::Nothing, ctx(20, &same_boot));
-    assert_eq!(stays.status.phase, Some(Phase::WaitingForNode));
-    assert!(fencing_taint_wanted(&spec, &stays.status));
+    use crate::taints::{self, CoronerTaint};
+    let lab = lab(spec(), machine(true));
+    assert_eq!(run(&lab).phase, Some(Phase::WaitingForNode));
+    let fencing =
+        || taints::owns(&lab.world(|t| t.node("worker-1")).unwrap(), CoronerTaint::Fencing, &remediation_uid(&lab));
+    // Ready again, with the bootID it had when it was admitted: not the machine that was rebooted.
+    lab.world(|t| t.set_ready("worker-1", conditions::TRUE, None));
+    assert_eq!(run(&lab).phase, Some(Phase::WaitingForNode));
+    assert!(fencing());
 
-    let mut rebooted = same_boot.clone();
-    rebooted.boot_id = "boot-2".into();
-    let done = next(&spec, &waiting, Observation::Nothing, ctx(21, &rebooted));
-    assert_eq!(done.status.phase, Some(Phase::Done));
-    assert_eq!((processing(&done.status), succeeded(&done.status).0), ("False".into(), "True".into()));
-    assert_eq!(done.status.evidence.unwrap().power_on.unwrap().new_boot_id.as_deref(), Some("boot-2"));
-    assert!(!fencing_taint_wanted(&spec, &next(&spec, &waiting, Observation::Nothing, ctx(21, &rebooted)).status));
+    lab.world(|t| t.set_ready("worker-1", conditions::TRUE, Some("worker-1-boot-2")));
+    let done = run(&lab);
+    assert_eq!(done.phase, Some(Phase::Done));
+    assert_eq!((processing(&done), succeeded(&done).0), ("False".into(), "True".into()));
+    assert_eq!(done.evidence.unwrap().power_on.unwrap().new_boot_id.as_deref(), Some("worker-1-boot-2"));
+    assert!(!fencing(), "coroner's taints are removed");
 }
 
 // Contract-level endings --------------------------------------------------------------------------------
 
 #[test]
 fn a_leader_on_the_target_node_waits_in_its_phase() {
-    let status = confirming(&spec());
+    let status = confirming(&spec()).status;
     let decision = leader_on_target(&status, "worker-1", t(5));
     assert_eq!((decision.status.phase, decision.reset), (Some(Phase::ConfirmingOff), None));
     assert_eq!(succeeded(&decision.status), ("Unknown".into(), "LeaderOnTargetNode".into()));
@@ -765,7 +985,7 @@ fn a_leader_on_the_target_node_waits_in_its_phase() {
 
 #[test]
 fn nhc_timeout_before_success_fails_and_sends_nothing() {
-    let decision = timed_out(&confirming(&spec()), t(10)).unwrap();
+    let decision = timed_out(&confirming(&spec()).status, t(10)).unwrap();
     assert_eq!((decision.status.phase, decision.reset), (Some(Phase::Failed), None));
     assert_eq!(succeeded(&decision.status), ("False".into(), "TimedOutByNHC".into()));
     assert_eq!(processing(&decision.status), "False");
@@ -774,7 +994,7 @@ fn nhc_timeout_before_success_fails_and_sends_nothing() {
 #[test]
 fn nhc_timeout_after_success_keeps_succeeded_true() {
     let spec = spec();
-    let decision = timed_out(&powering_on(&spec), t(10)).unwrap();
+    let decision = timed_out(&powering_on(&spec).status, t(10)).unwrap();
     assert_eq!(decision.status.phase, Some(Phase::Done));
     assert_eq!((processing(&decision.status), succeeded(&decision.status).0), ("False".into(), "True".into()));
     assert!(timed_out(&decision.status, t(11)).is_none(), "terminal phases are left alone");
@@ -796,21 +1016,17 @@ fn nhc_timeout_before_any_power_action_drops_the_fencing_taint() {
 
 #[test]
 fn a_missing_node_fails_before_success_and_completes_after() {
-    let before = node_missing(&confirming(&spec()), "worker-1", t(5)).unwrap();
+    let before = node_missing(&confirming(&spec()).status, "worker-1", t(5)).unwrap();
     assert_eq!(succeeded(&before.status), ("False".into(), "NodeNotFound".into()));
     let spec = spec();
-    let after = node_missing(&powering_on(&spec), "worker-1", t(9)).unwrap();
+    let after = node_missing(&powering_on(&spec).status, "worker-1", t(9)).unwrap();
     assert_eq!((after.status.phase, succeeded(&after.status).0), (Some(Phase::Done), "True".into()));
 }
 
 #[test]
 fn proof_boundary_is_inclusive_at_exactly_settle() {
-    let run = |first: i64, last: i64| OffRun {
-        instance: ME.into(),
-        count: 2,
-        first: vec![crate::api::Reading { at: MicroTime(t(first)), power_state: "Off".into() }],
-        last: vec![crate::api::Reading { at: MicroTime(t(last)), power_state: "Off".into() }],
-    };
-    assert!(proven(&run(0, 2), StdDuration::from_secs(2)));
-    assert!(!proven(&run(0, 1), StdDuration::from_secs(2)));
+    let at = |secs| Sampled { requested: StdDuration::from_secs(secs), answered: StdDuration::from_secs(secs) };
+    let run = |first, last| Run { first: at(first), last: at(last), count: 2 };
+    assert!(spans_settle(&run(0, 2), StdDuration::from_secs(2)));
+    assert!(!spans_settle(&run(0, 1), StdDuration::from_secs(2)));
 }

@@ -46,7 +46,7 @@ impl Checker {
 
     fn judge(&mut self, truth: &Truth, scenario: &Scenario, record: &Record) -> Result<(), String> {
         match record {
-            Record::NodeWrite { at, pid, node, before, after, before_annotations, after_annotations } => {
+            Record::NodeWrite { at, sent, pid, node, before, after, before_annotations, after_annotations } => {
                 if after.iter().any(|t| oos(&t.key) && !before.iter().any(|b| taint_key(b) == taint_key(t))) {
                     let owner = owner_of(after_annotations);
                     let remediation = truth
@@ -55,7 +55,7 @@ impl Checker {
                         .find(|r| r.uid() == owner)
                         .map(|r| r.name_any())
                         .unwrap_or_default();
-                    released_on_proof(truth, &remediation, node, *at).map_err(|e| {
+                    released_on_proof(truth, scenario, &remediation, node, *sent).map_err(|e| {
                         format!("p{pid} added the out-of-service taint to {node} at {}: {e}", show(*at))
                     })?;
                 }
@@ -79,8 +79,8 @@ impl Checker {
                     }
                 }
             }
-            Record::PodDeleted { at, pid, remediation, node } => {
-                released_on_proof(truth, remediation, node, *at)
+            Record::PodDeleted { at, sent, pid, remediation, node } => {
+                released_on_proof(truth, scenario, remediation, node, *sent)
                     .map_err(|e| format!("p{pid} force-deleted a pod of {node} at {}: {e}", show(*at)))?;
             }
             Record::Reset { at, pid, remediation, node, machine, on, intent, proven_path, path } => {
@@ -216,36 +216,46 @@ fn show(at: Micros) -> String {
     format!("t={:.3}s", at as f64 / SECOND as f64)
 }
 
-/// A release of `node` by `remediation` at `at` rests on the proof coroner persisted: its readings
-/// must really have found the node's machine off, and the machine must have stayed off from the
-/// start of the first of them until `at`.
-fn released_on_proof(truth: &Truth, remediation: &str, node: &str, at: Micros) -> Result<(), String> {
+/// A release of `node` by `remediation`, sent at `sent`, rests on the proof coroner persisted: the
+/// readings that made it (and every reading the same process took since, which keeps it fresh) must
+/// really have found the node's machine off, the machine must have stayed off throughout them, and
+/// the last of them must have been fresh when the release was sent (`pollInterval` + the request
+/// timeout, from its request). A power-on after the last reading is the guard's to catch: no reading
+/// can see what happens after it.
+fn released_on_proof(
+    truth: &Truth,
+    scenario: &Scenario,
+    remediation: &str,
+    node: &str,
+    sent: Micros,
+) -> Result<(), String> {
     let machine = truth.machine_of_node(node).ok_or("the node has no machine")?;
     let m = &truth.machines[machine];
     let proof = truth.log.iter().rev().find_map(|r| match r {
-        Record::Proof { at: proven, remediation: of, pid, count } if of == remediation && *proven <= at => {
+        Record::Proof { at: proven, remediation: of, pid, count } if of == remediation && *proven <= sent => {
             Some((*proven, *pid, *count))
         }
         _ => None,
     });
     let (proven, pid, count) = proof.ok_or_else(|| format!("{remediation} has no power-off proof"))?;
-    let reads: Vec<(Micros, usize, bool)> = truth
+    let reads: Vec<(Micros, Micros, usize, bool)> = truth
         .log
         .iter()
         .filter_map(|r| match r {
             Record::Read { pid: by, remediation: of, machine, start, answer, off }
-                if *by == pid && of == remediation && *answer <= proven =>
+                if *by == pid && of == remediation && *answer <= sent =>
             {
-                Some((*start, *machine, *off))
+                Some((*start, *answer, *machine, *off))
             }
             _ => None,
         })
         .collect();
-    let run = &reads[reads.len().saturating_sub(count as usize)..];
-    let Some(&(from, _, _)) = run.first() else {
+    let before_proof = reads.iter().filter(|(_, answer, _, _)| *answer <= proven).count();
+    let run = &reads[before_proof.saturating_sub(count as usize)..];
+    let (Some(&(from, _, _, _)), Some(&(last_start, last_answer, _, _))) = (run.first(), run.last()) else {
         return Err(format!("no reading by p{pid} behind the proof of {remediation}"));
     };
-    if let Some((start, read, _)) = run.iter().find(|(_, read, off)| *read != machine || !off) {
+    if let Some((start, _, read, _)) = run.iter().find(|(_, _, read, off)| *read != machine || !off) {
         return Err(format!(
             "the proof's reading at {} was of {} and did not find {} off",
             show(*start),
@@ -253,11 +263,22 @@ fn released_on_proof(truth: &Truth, remediation: &str, node: &str, at: Micros) -
             m.name
         ));
     }
-    if m.off_throughout(from, at) {
-        Ok(())
-    } else {
-        Err(format!("{} was on at some time between the proof's first reading ({}) and then", m.name, show(from)))
+    if !m.off_throughout(from, last_answer) {
+        return Err(format!(
+            "{} was on at some time between the proof's first reading ({}) and its last ({})",
+            m.name,
+            show(from),
+            show(last_answer)
+        ));
     }
+    let freshness = micros(scenario.spec.poll_interval.get()) + super::REQUEST_TIMEOUT;
+    if sent - last_start > freshness {
+        return Err(format!(
+            "the proof's last reading ({}) was older than pollInterval + the request timeout when the release was sent",
+            show(last_start)
+        ));
+    }
+    Ok(())
 }
 
 /// Whether the node's kubelet reported (Ready=True or a Lease renewal) in the freshness window

@@ -11,8 +11,10 @@ pub mod exec;
 pub mod invariants;
 #[cfg(test)]
 mod known;
+pub mod lab;
 pub mod process;
 pub mod scenario;
+pub mod script;
 pub mod world;
 
 use std::{
@@ -32,16 +34,15 @@ use world::{BmcModel, NhcPolicy, ProcState, Reach, SimSystem, Truth};
 use crate::{
     api::{CoronerRemediation, Phase},
     contract,
-    driver::{
-        self, LoopSettings, Next,
-        ports::{self, Remediations},
-    },
+    driver::{self, LoopSettings, Next, World, ports},
     fence,
     gates::StormLimits,
     taints::CoronerTaint,
 };
 
 const NAMESPACE: &str = "coroner";
+/// The BMC request timeout of the simulated processes.
+const REQUEST_TIMEOUT: Micros = 2 * SECOND;
 const TARGET: &str = "worker-1";
 const OTHER: &str = "worker-2";
 const TARGET_UUID: &str = "4c4c4544-0031-3510-8052-b4c04f4e3132";
@@ -140,7 +141,7 @@ impl Run {
         let exec = Executor::new();
         let mut truth = Truth::new(NAMESPACE);
         build_world(&mut truth, &scenario);
-        let request_timeout = 2 * SECOND;
+        let request_timeout = REQUEST_TIMEOUT;
         let shared = Arc::new(Shared {
             sched: exec.sched.clone(),
             truth: Mutex::new(truth),
@@ -538,6 +539,11 @@ impl Run {
         let done: Vec<_> = std::mem::take(&mut *self.completions.lock().unwrap_or_else(PoisonError::into_inner));
         let now = self.now();
         for (pid, name, result) in done {
+            if let Err(error) = &result {
+                let now = self.now();
+                self.story
+                    .push(format!("t={:.3}s p{pid} reconcile of {name} failed: {error}", now as f64 / SECOND as f64));
+            }
             let Some(controller) = self.controllers.get_mut(&pid) else { continue };
             controller.running.remove(&name);
             let due = match result {
@@ -614,7 +620,7 @@ impl Run {
                     pid,
                     name.clone(),
                     Box::pin(async move {
-                        let result = reconcile(&process, &name).await.map_err(|e| e.to_string());
+                        let result = reconcile(process.as_ref(), &name).await.map_err(|e| e.to_string());
                         completions.lock().unwrap_or_else(PoisonError::into_inner).push((process.pid, name, result));
                     }),
                 );
@@ -666,22 +672,32 @@ impl Run {
     }
 }
 
-/// The remediation controller of one simulated process: kube-runtime's finalizer helper around the
+/// kube-runtime's finalizer helper: adds or removes coroner's finalizer under the remediation's
+/// resourceVersion.
+pub trait Finalizer {
+    fn set_finalizer(
+        &self,
+        remediation: &CoronerRemediation,
+        present: bool,
+    ) -> impl std::future::Future<Output = driver::ApiResult<()>> + Send;
+}
+
+/// The remediation controller of one coroner process: kube-runtime's finalizer helper around the
 /// one fence loop, as `controller::remediation` wires it in production.
-async fn reconcile(process: &Process, name: &str) -> Result<Next, driver::Error> {
-    let Some(remediation): Option<CoronerRemediation> = process.remediation(name).await? else {
+pub async fn reconcile<W: World + Finalizer>(world: &W, name: &str) -> Result<Next, driver::Error> {
+    let Some(remediation): Option<CoronerRemediation> = world.remediation(name).await? else {
         return Ok(Next::AwaitChange);
     };
     let has_finalizer = remediation.finalizers().iter().any(|f| f == contract::FINALIZER);
     match (remediation.metadata.deletion_timestamp.is_some(), has_finalizer) {
         (false, false) => {
-            process.set_finalizer(&remediation, true).await?;
+            world.set_finalizer(&remediation, true).await?;
             Ok(Next::AwaitChange)
         }
-        (false, true) => driver::apply(process, &remediation).await,
+        (false, true) => driver::apply(world, &remediation).await,
         (true, true) => {
-            driver::cleanup(process, &remediation).await?;
-            process.set_finalizer(&remediation, false).await?;
+            driver::cleanup(world, &remediation).await?;
+            world.set_finalizer(&remediation, false).await?;
             Ok(Next::AwaitChange)
         }
         (true, false) => Ok(Next::AwaitChange),

@@ -10,23 +10,16 @@ use std::{
 };
 
 use jiff::Timestamp;
-use k8s_openapi::{
-    api::{
-        coordination::v1::{Lease, LeaseSpec},
-        core::v1::{Node, ObjectReference, Pod},
-    },
-    apimachinery::pkg::apis::meta::v1::MicroTime,
-};
+use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
 use kube::ResourceExt;
 
 use super::{
     exec::{Micros, SECOND, Sched},
-    world::{Adder, PowerAnswers, Record, Truth, roundtrip, taint_key, taints_of},
+    world::{PowerAnswers, Record, Truth},
 };
 use crate::{
-    api::{BmcBinding, BmcBindingStatus, CoronerRemediation, CoronerRemediationStatus, conditions},
+    api::{BmcBinding, BmcBindingStatus, CoronerRemediation, CoronerRemediationStatus},
     bmc::{self, Bmc, BmcError, PowerState, ResetType, SystemReading},
-    contract,
     controller::LeaseTracker,
     driver::{
         Admissions, ApiError, ApiResult, LoopSettings, Memories, World,
@@ -81,6 +74,8 @@ impl Shared {
     pub fn with<T>(&self, f: impl FnOnce(&mut Truth) -> T) -> T {
         let mut truth = self.truth.lock().unwrap_or_else(PoisonError::into_inner);
         truth.now = self.sched.now();
+        // The machines' power is what it is now, not what the last tick of the world made it.
+        truth.apply_power();
         f(&mut truth)
     }
 
@@ -165,6 +160,7 @@ impl Process {
             self.die();
             return Err(dead());
         }
+        let sent = shared.sched.now();
         let slowed = shared.with(|t| t.now < t.api_slow_until);
         let latency = if slowed || shared.chance(faults.slow) {
             shared.count(|s| s.faults += 1);
@@ -181,7 +177,10 @@ impl Process {
             shared.count(|s| s.faults += 1);
             return Err(ApiError::Conflict("the object was modified".into()));
         }
-        let result = shared.with(effect);
+        let result = shared.with(|t| {
+            t.call_started = sent;
+            effect(t)
+        });
         shared.sched.sleep(latency / 2).await;
         if shared.chance(faults.crash_after) {
             self.die();
@@ -202,30 +201,13 @@ impl Process {
     fn term(&self) -> u64 {
         self.shared.with(|t| t.processes.get(&self.pid).map_or(0, |p| p.term))
     }
+}
 
-    /// kube-runtime's finalizer helper, as the simulated controller uses it.
-    pub async fn set_finalizer(&self, remediation: &CoronerRemediation, present: bool) -> ApiResult<()> {
+impl super::Finalizer for Process {
+    async fn set_finalizer(&self, remediation: &CoronerRemediation, present: bool) -> ApiResult<()> {
         let name = remediation.name_any();
         let expected = remediation.resource_version();
-        self.api(true, |t| {
-            let rv = t.next_rv();
-            let Some(stored) = t.remediations.get_mut(&name) else { return Err(ApiError::NotFound(name.clone())) };
-            if stored.resource_version() != expected {
-                return Err(ApiError::Conflict(name.clone()));
-            }
-            let finalizers = stored.metadata.finalizers.get_or_insert_with(Vec::new);
-            finalizers.retain(|f| f != contract::FINALIZER);
-            if present {
-                finalizers.push(contract::FINALIZER.into());
-            }
-            stored.metadata.resource_version = Some(rv);
-            if !present && stored.metadata.deletion_timestamp.is_some() && finalizers.is_empty() {
-                t.remediations.remove(&name);
-            }
-            t.changes.push(super::world::Change::Remediation(name.clone()));
-            Ok(())
-        })
-        .await
+        self.api(true, |t| t.set_finalizer(&name, expected.as_deref(), present)).await
     }
 }
 
@@ -244,11 +226,11 @@ impl Clock for Process {
 
 impl Remediations for Process {
     async fn remediation(&self, name: &str) -> ApiResult<Option<CoronerRemediation>> {
-        self.api(false, |t| Ok(t.remediations.get(name).cloned())).await
+        self.api(false, |t| Ok(t.remediation(name))).await
     }
 
     async fn remediations(&self) -> ApiResult<Vec<CoronerRemediation>> {
-        self.api(false, |t| Ok(t.remediations.values().cloned().collect())).await
+        self.api(false, |t| Ok(t.remediation_list())).await
     }
 
     async fn write_status(
@@ -258,93 +240,22 @@ impl Remediations for Process {
     ) -> ApiResult<CoronerRemediation> {
         let name = current.name_any();
         let expected = current.resource_version();
-        self.api(true, |t| {
-            let rv = t.next_rv();
-            let now = t.now;
-            let Some(stored) = t.remediations.get_mut(&name) else { return Err(ApiError::NotFound(name.clone())) };
-            if stored.resource_version() != expected {
-                return Err(ApiError::Conflict(name.clone()));
-            }
-            let succeeded = |s: Option<&CoronerRemediationStatus>| {
-                s.and_then(|s| conditions::status_of(&s.conditions, contract::SUCCEEDED).map(str::to_owned))
-            };
-            let before = succeeded(stored.status.as_ref());
-            let proof = |s: Option<&CoronerRemediationStatus>| {
-                s.and_then(|s| s.evidence.as_ref()?.power_off.as_ref()?.proof.clone())
-            };
-            let old_proof = proof(stored.status.as_ref());
-            stored.status = Some(roundtrip(&status));
-            if let Some(new) = proof(stored.status.as_ref())
-                && old_proof.as_ref() != Some(&new)
-            {
-                let pid =
-                    new.instance.trim_start_matches('p').split('/').next().and_then(|p| p.parse().ok()).unwrap_or(0);
-                t.log.push(Record::Proof { at: now, remediation: name.clone(), pid, count: new.count });
-            }
-            stored.metadata.resource_version = Some(rv);
-            let after = succeeded(stored.status.as_ref());
-            let phase = crate::fence::phase_of(stored.status.as_ref().unwrap_or(&status)).as_str().to_owned();
-            let written = stored.clone();
-            t.log.push(Record::Status { at: now, remediation: name.clone(), before, after, phase });
-            t.changes.push(super::world::Change::Remediation(name.clone()));
-            Ok(written)
-        })
-        .await
+        self.api(true, |t| t.write_status(&name, expected.as_deref(), &status)).await
     }
 }
 
 impl Nodes for Process {
     async fn node(&self, name: &str) -> ApiResult<Option<Node>> {
-        self.api(false, |t| Ok(t.nodes.get(name).cloned())).await
+        self.api(false, |t| Ok(t.node(name))).await
     }
 
     async fn nodes(&self) -> ApiResult<Vec<Node>> {
-        self.api(false, |t| Ok(t.nodes.values().cloned().collect())).await
+        self.api(false, |t| Ok(t.node_list())).await
     }
 
     async fn patch_node(&self, current: &Node, wanted: &Node) -> ApiResult<Node> {
-        let name = current.name_any();
         let pid = self.pid;
-        let written = self
-            .api(true, |t| {
-                if t.now < t.node_writes_denied_until {
-                    return Err(ApiError::Denied(format!("admission webhook denied the update of Node {name}")));
-                }
-                let rv = t.next_rv();
-                let now = t.now;
-                let Some(stored) = t.nodes.get(&name) else { return Err(ApiError::NotFound(name.clone())) };
-                if stored.resource_version() != current.resource_version() {
-                    return Err(ApiError::Conflict(name.clone()));
-                }
-                let before = taints_of(stored);
-                // The patch carries the taints and annotations only.
-                let mut written: Node = stored.clone();
-                written.spec.get_or_insert_with(Default::default).taints = Some(taints_of(wanted));
-                written.metadata.annotations = wanted.metadata.annotations.clone();
-                let mut written: Node = roundtrip(&written);
-                written.metadata.resource_version = Some(rv);
-                let after = taints_of(&written);
-                for taint in &after {
-                    if !before.iter().any(|b| taint_key(b) == taint_key(taint)) {
-                        t.provenance.entry(taint_key(taint)).or_insert(Adder::Coroner { pid });
-                    }
-                }
-                let before_annotations = stored.metadata.annotations.clone().unwrap_or_default();
-                let after_annotations = written.metadata.annotations.clone().unwrap_or_default();
-                t.log.push(Record::NodeWrite {
-                    at: now,
-                    pid,
-                    node: name.clone(),
-                    before,
-                    after,
-                    before_annotations,
-                    after_annotations,
-                });
-                t.nodes.insert(name.clone(), written.clone());
-                t.changes.push(super::world::Change::Node(name.clone()));
-                Ok(written)
-            })
-            .await;
+        let written = self.api(true, |t| t.patch_node(pid, current, wanted)).await;
         if self.shared.with(|t| t.crash_after_node_write.take_if(|p| *p == pid).is_some()) {
             self.die();
             return Err(dead());
@@ -355,7 +266,7 @@ impl Nodes for Process {
 
 impl NodeLeases for Process {
     async fn node_lease(&self, node: &str) -> ApiResult<Option<Option<Timestamp>>> {
-        self.api(false, |t| Ok(t.leases.get(node).copied())).await
+        self.api(false, |t| Ok(t.node_lease(node))).await
     }
 
     fn lease_sighting(&self, node: &str, now: crate::fence::Mono) -> LeaseSighting {
@@ -375,18 +286,7 @@ impl Leadership for Process {
     async fn ensure_leader(&self, need: StdDuration) -> Result<(), String> {
         let pid = self.pid;
         let lease = self
-            .api(false, |t| {
-                let holder_offset = t.leader.holder.and_then(|h| t.processes.get(&h)).map_or(0, |p| p.clock_offset);
-                Ok(Lease {
-                    spec: Some(LeaseSpec {
-                        holder_identity: t.leader.holder.map(|h| format!("p{h}")),
-                        renew_time: Some(MicroTime(t.wall(t.leader.renewed + holder_offset))),
-                        lease_duration_seconds: Some(i32::try_from(t.leader.duration / SECOND).unwrap_or(15)),
-                        ..LeaseSpec::default()
-                    }),
-                    ..Lease::default()
-                })
-            })
+            .api(false, |t| Ok(t.leader_lease()))
             .await
             .map_err(|e| format!("cannot read the leader Lease: {e}"))?;
         leader::may_mutate(Some(&lease), &format!("p{pid}"), self.now(), need)
@@ -399,11 +299,11 @@ impl Leadership for Process {
 
 impl Cluster for Process {
     async fn bindings(&self) -> ApiResult<Vec<BmcBinding>> {
-        self.api(false, |t| Ok(t.bindings.values().cloned().collect())).await
+        self.api(false, |t| Ok(t.binding_list())).await
     }
 
     async fn binding(&self, name: &str) -> ApiResult<Option<BmcBinding>> {
-        self.api(false, |t| Ok(t.bindings.get(name).cloned())).await
+        self.api(false, |t| Ok(t.binding(name))).await
     }
 
     async fn write_binding_status(
@@ -412,14 +312,7 @@ impl Cluster for Process {
         _old: Option<&BmcBindingStatus>,
         status: &BmcBindingStatus,
     ) -> ApiResult<()> {
-        self.api(true, |t| {
-            let rv = t.next_rv();
-            let binding = t.bindings.get_mut(name).ok_or_else(|| ApiError::NotFound(name.into()))?;
-            binding.status = Some(roundtrip(status));
-            binding.metadata.resource_version = Some(rv);
-            Ok(())
-        })
-        .await
+        self.api(true, |t| t.write_binding_status(name, status)).await
     }
 
     async fn etcd_pods(&self) -> ApiResult<Vec<Pod>> {
@@ -427,35 +320,17 @@ impl Cluster for Process {
     }
 
     async fn pods_on(&self, node: &str) -> ApiResult<Vec<Pod>> {
-        self.api(false, |t| {
-            Ok(t.pods
-                .iter()
-                .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
-                .cloned()
-                .collect())
-        })
-        .await
+        self.api(false, |t| Ok(t.pods_on(node))).await
     }
 
     async fn delete_pod(&self, pod: &Pod) -> ApiResult<()> {
         let pid = self.pid;
         let remediation = self.shared.sched.current();
-        self.api(true, |t| {
-            let now = t.now;
-            let before = t.pods.len();
-            t.pods.retain(|p| p.metadata.uid != pod.metadata.uid);
-            if t.pods.len() == before {
-                return Err(ApiError::NotFound(pod.name_any()));
-            }
-            let node = pod.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
-            t.log.push(Record::PodDeleted { at: now, pid, remediation: remediation.clone(), node });
-            Ok(())
-        })
-        .await
+        self.api(true, |t| t.delete_pod(pid, &remediation, pod)).await
     }
 
     async fn volume_attachments_on(&self, node: &str) -> ApiResult<usize> {
-        self.api(false, |t| Ok(t.attachments.get(node).copied().unwrap_or(0))).await
+        self.api(false, |t| Ok(t.attachments_on(node))).await
     }
 }
 
@@ -482,7 +357,7 @@ impl Devices for Process {
         }
         let secret = binding.spec.credentials_secret_ref.name.clone();
         let endpoint = binding.spec.redfish.endpoint.clone();
-        let credentials = self.api(false, |t| Ok(t.secrets.get(&secret).copied())).await?;
+        let credentials = self.api(false, |t| Ok(t.secret(&secret))).await?;
         let Some(credentials) = credentials else {
             return Ok(Err(format!("BmcBinding {}: credentials Secret {secret} does not exist", binding.name_any())));
         };

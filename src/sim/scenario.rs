@@ -255,9 +255,10 @@ impl Scenario {
                     Event::RotateCredentials | Event::LeaderMove | Event::CrashLeader | Event::CrashAfterNextNodeWrite
                 )
             });
-        // Crashes only restart the clock (the bound runs from the last leader's start); a run whose
-        // apiserver is slow most of the time may spend its budget waiting.
-        let calm = faults.slow < 0.01 && faults.crash_before + faults.crash_after < 0.002;
+        // Crashes only restart the clock (the bound runs from the last leader's start). A slow
+        // apiserver ages every proof before its release can be written: safety holds, the budget may
+        // not, so such seeds are judged on safety only.
+        let calm = faults.slow == 0.0 && faults.crash_before + faults.crash_after < 0.002;
         if disturbed || !calm {
             return Expect::Any;
         }

@@ -7,18 +7,22 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::{
-    api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, NodeSystemInfo, Pod, PodSpec, PodStatus, Taint},
-    apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time},
+    api::{
+        coordination::v1::{Lease, LeaseSpec},
+        core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, NodeSystemInfo, Pod, PodSpec, PodStatus, Taint},
+    },
+    apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time},
 };
 use serde::{Serialize, de::DeserializeOwned};
 
 use super::exec::{Micros, SECOND};
 use crate::{
     api::{
-        BmcBinding, BmcBindingSpec, CoronerRemediation, CoronerRemediationSpec, RedfishTarget, SecretRef, TlsPolicy,
-        conditions,
+        BmcBinding, BmcBindingSpec, BmcBindingStatus, CoronerRemediation, CoronerRemediationSpec,
+        CoronerRemediationStatus, RedfishTarget, SecretRef, TlsPolicy, conditions,
     },
     contract,
+    driver::{ApiError, ApiResult},
     taints::CoronerTaint,
 };
 
@@ -161,6 +165,8 @@ pub enum Record {
     /// A Node write by coroner: the taints before and after.
     NodeWrite {
         at: Micros,
+        /// When coroner sent it (it took effect at `at`).
+        sent: Micros,
         pid: u32,
         node: String,
         before: Vec<Taint>,
@@ -170,7 +176,7 @@ pub enum Record {
         after_annotations: BTreeMap<String, String>,
     },
     /// A pod force-deleted by coroner, for `remediation`.
-    PodDeleted { at: Micros, pid: u32, remediation: String, node: String },
+    PodDeleted { at: Micros, sent: Micros, pid: u32, remediation: String, node: String },
     /// A power-off proof persisted in a remediation's status: `count` Off readings by `pid`, the
     /// last of them answered before `at`.
     Proof { at: Micros, remediation: String, pid: u32, count: u32 },
@@ -220,6 +226,8 @@ pub struct Truth {
     pub node_writes_denied_until: Micros,
     /// Every API call is slow until then.
     pub api_slow_until: Micros,
+    /// When the API call taking effect now was sent.
+    pub call_started: Micros,
     /// The process that dies right after its next Node write.
     pub crash_after_node_write: Option<u32>,
     /// When coroner first admitted a fence of each remediation (true time), for the liveness bound.
@@ -290,6 +298,7 @@ impl Truth {
             log: Vec::new(),
             node_writes_denied_until: 0,
             api_slow_until: 0,
+            call_started: 0,
             crash_after_node_write: None,
             admitted: BTreeMap::new(),
             changes: Vec::new(),
@@ -340,11 +349,17 @@ impl Truth {
         self.machines.len() - 1
     }
 
-    /// A node that has been silent for a while: `Ready=Unknown`, its Lease last renewed long ago.
+    /// The node of `machine`, silent for a while: `ready`, its Lease last renewed long ago.
     pub fn add_node(&mut self, name: &str, machine: usize, ready: &str, labels: &[(&str, &str)]) {
+        let (uuid, boot_id) = (self.machines[machine].uuid.clone(), self.machines[machine].boot_id.clone());
+        self.add_node_as(name, &uuid, &boot_id, ready, labels);
+    }
+
+    /// A Node whose kubelet reported `system_uuid` and `boot_id`, then `ready`; its Lease last renewed
+    /// long ago.
+    pub fn add_node_as(&mut self, name: &str, system_uuid: &str, boot_id: &str, ready: &str, labels: &[(&str, &str)]) {
         let uid = self.next_uid("node");
         let rv = self.next_rv();
-        let m = &self.machines[machine];
         let stale = self.wall(-600 * SECOND);
         let node = Node {
             metadata: ObjectMeta {
@@ -363,8 +378,8 @@ impl Truth {
                     ..NodeCondition::default()
                 }]),
                 node_info: Some(NodeSystemInfo {
-                    boot_id: m.boot_id.clone(),
-                    system_uuid: m.uuid.clone(),
+                    boot_id: boot_id.into(),
+                    system_uuid: system_uuid.into(),
                     ..NodeSystemInfo::default()
                 }),
                 ..NodeStatus::default()
@@ -498,7 +513,8 @@ impl Truth {
         self.changes.push(Change::Node(node.into()));
     }
 
-    fn set_ready(&mut self, node: &str, status: &str, boot_id: Option<&str>) {
+    /// The node's kubelet reports `Ready=status` (and a new bootID, if given).
+    pub fn set_ready(&mut self, node: &str, status: &str, boot_id: Option<&str>) {
         let now = Time(self.wall(self.now));
         let rv = self.next_rv();
         let Some(n) = self.nodes.get_mut(node) else { return };
@@ -664,6 +680,198 @@ impl Truth {
                 self.annotate_remediation(&name, contract::TIMED_OUT_ANNOTATION, &stamp);
             }
         }
+    }
+}
+
+// The apiserver: what one call does to the stored objects (the processes add faults around it) ---
+
+impl Truth {
+    pub fn remediation(&self, name: &str) -> Option<CoronerRemediation> {
+        self.remediations.get(name).cloned()
+    }
+
+    pub fn remediation_list(&self) -> Vec<CoronerRemediation> {
+        self.remediations.values().cloned().collect()
+    }
+
+    /// The status subresource, written under the resourceVersion `expected`.
+    pub fn write_status(
+        &mut self,
+        name: &str,
+        expected: Option<&str>,
+        status: &CoronerRemediationStatus,
+    ) -> ApiResult<CoronerRemediation> {
+        let rv = self.next_rv();
+        let now = self.now;
+        let Some(stored) = self.remediations.get_mut(name) else { return Err(ApiError::NotFound(name.into())) };
+        if stored.metadata.resource_version.as_deref() != expected {
+            return Err(ApiError::Conflict(name.into()));
+        }
+        let succeeded = |s: Option<&CoronerRemediationStatus>| {
+            s.and_then(|s| conditions::status_of(&s.conditions, contract::SUCCEEDED).map(str::to_owned))
+        };
+        let before = succeeded(stored.status.as_ref());
+        let proof = |s: Option<&CoronerRemediationStatus>| {
+            s.and_then(|s| s.evidence.as_ref()?.power_off.as_ref()?.proof.clone())
+        };
+        let old_proof = proof(stored.status.as_ref());
+        stored.status = Some(roundtrip(status));
+        if let Some(new) = proof(stored.status.as_ref())
+            && old_proof.as_ref() != Some(&new)
+        {
+            let pid = new.instance.trim_start_matches('p').split('/').next().and_then(|p| p.parse().ok()).unwrap_or(0);
+            self.log.push(Record::Proof { at: now, remediation: name.into(), pid, count: new.count });
+        }
+        stored.metadata.resource_version = Some(rv);
+        let after = succeeded(stored.status.as_ref());
+        let phase = crate::fence::phase_of(stored.status.as_ref().unwrap_or(status)).as_str().to_owned();
+        let written = stored.clone();
+        self.log.push(Record::Status { at: now, remediation: name.into(), before, after, phase });
+        self.changes.push(Change::Remediation(name.into()));
+        Ok(written)
+    }
+
+    /// kube-runtime's finalizer helper: adds or removes coroner's finalizer under the resourceVersion
+    /// `expected`; a deleted remediation goes once its last finalizer does.
+    pub fn set_finalizer(&mut self, name: &str, expected: Option<&str>, present: bool) -> ApiResult<()> {
+        let rv = self.next_rv();
+        let Some(stored) = self.remediations.get_mut(name) else { return Err(ApiError::NotFound(name.into())) };
+        if stored.metadata.resource_version.as_deref() != expected {
+            return Err(ApiError::Conflict(name.into()));
+        }
+        let finalizers = stored.metadata.finalizers.get_or_insert_with(Vec::new);
+        finalizers.retain(|f| f != contract::FINALIZER);
+        if present {
+            finalizers.push(contract::FINALIZER.into());
+        }
+        stored.metadata.resource_version = Some(rv);
+        if !present && stored.metadata.deletion_timestamp.is_some() && finalizers.is_empty() {
+            self.remediations.remove(name);
+        }
+        self.changes.push(Change::Remediation(name.into()));
+        Ok(())
+    }
+
+    pub fn node(&self, name: &str) -> Option<Node> {
+        self.nodes.get(name).cloned()
+    }
+
+    pub fn node_list(&self) -> Vec<Node> {
+        self.nodes.values().cloned().collect()
+    }
+
+    /// coroner process `pid` replaces a Node under the resourceVersion in its metadata: refused while
+    /// Node writes are denied; the taints it adds are coroner's (provenance), and the write is logged.
+    /// A Node patch by coroner: `wanted`'s taints and annotations over the stored Node, under
+    /// `current`'s resourceVersion.
+    pub fn patch_node(&mut self, pid: u32, current: &Node, wanted: &Node) -> ApiResult<Node> {
+        let name = current.metadata.name.clone().unwrap_or_default();
+        if self.now < self.node_writes_denied_until {
+            return Err(ApiError::Denied(format!("admission webhook denied the update of Node {name}")));
+        }
+        let rv = self.next_rv();
+        let now = self.now;
+        let Some(stored) = self.nodes.get(&name) else { return Err(ApiError::NotFound(name)) };
+        if stored.metadata.resource_version != current.metadata.resource_version {
+            return Err(ApiError::Conflict(name));
+        }
+        let before = taints_of(stored);
+        let mut patched = stored.clone();
+        patched.spec.get_or_insert_with(Default::default).taints = Some(taints_of(wanted));
+        patched.metadata.annotations = wanted.metadata.annotations.clone();
+        let mut written: Node = roundtrip(&patched);
+        written.metadata.resource_version = Some(rv);
+        let after = taints_of(&written);
+        for taint in &after {
+            if !before.iter().any(|b| taint_key(b) == taint_key(taint)) {
+                self.provenance.entry(taint_key(taint)).or_insert(Adder::Coroner { pid });
+            }
+        }
+        let before_annotations = stored.metadata.annotations.clone().unwrap_or_default();
+        let after_annotations = written.metadata.annotations.clone().unwrap_or_default();
+        self.log.push(Record::NodeWrite {
+            at: now,
+            sent: self.call_started,
+            pid,
+            node: name.clone(),
+            before,
+            after,
+            before_annotations,
+            after_annotations,
+        });
+        self.nodes.insert(name.clone(), written.clone());
+        self.changes.push(Change::Node(name));
+        Ok(written)
+    }
+
+    /// `None`: no Lease in kube-node-lease; `Some(renewTime)` otherwise.
+    pub fn node_lease(&self, node: &str) -> Option<Option<Timestamp>> {
+        self.leases.get(node).copied()
+    }
+
+    /// The leader Lease as a process reads it: renewTime on the holder's clock.
+    pub fn leader_lease(&self) -> Lease {
+        let holder_offset = self.leader.holder.and_then(|h| self.processes.get(&h)).map_or(0, |p| p.clock_offset);
+        Lease {
+            spec: Some(LeaseSpec {
+                holder_identity: self.leader.holder.map(|h| format!("p{h}")),
+                renew_time: Some(MicroTime(self.wall(self.leader.renewed + holder_offset))),
+                lease_duration_seconds: Some(i32::try_from(self.leader.duration / SECOND).unwrap_or(15)),
+                ..LeaseSpec::default()
+            }),
+            ..Lease::default()
+        }
+    }
+
+    pub fn binding(&self, name: &str) -> Option<BmcBinding> {
+        self.bindings.get(name).cloned()
+    }
+
+    pub fn binding_list(&self) -> Vec<BmcBinding> {
+        self.bindings.values().cloned().collect()
+    }
+
+    pub fn write_binding_status(&mut self, name: &str, status: &BmcBindingStatus) -> ApiResult<()> {
+        let rv = self.next_rv();
+        let binding = self.bindings.get_mut(name).ok_or_else(|| ApiError::NotFound(name.into()))?;
+        binding.status = Some(roundtrip(status));
+        binding.metadata.resource_version = Some(rv);
+        Ok(())
+    }
+
+    /// The version of a credentials Secret, if it exists.
+    pub fn secret(&self, name: &str) -> Option<u32> {
+        self.secrets.get(name).copied()
+    }
+
+    pub fn pods_on(&self, node: &str) -> Vec<Pod> {
+        self.pods
+            .iter()
+            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
+            .cloned()
+            .collect()
+    }
+
+    /// Process `pid` force-deletes a pod (under its UID) for `remediation`.
+    pub fn delete_pod(&mut self, pid: u32, remediation: &str, pod: &Pod) -> ApiResult<()> {
+        let before = self.pods.len();
+        self.pods.retain(|p| p.metadata.uid != pod.metadata.uid);
+        if self.pods.len() == before {
+            return Err(ApiError::NotFound(pod.metadata.name.clone().unwrap_or_default()));
+        }
+        let node = pod.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
+        self.log.push(Record::PodDeleted {
+            at: self.now,
+            sent: self.call_started,
+            pid,
+            remediation: remediation.into(),
+            node,
+        });
+        Ok(())
+    }
+
+    pub fn attachments_on(&self, node: &str) -> usize {
+        self.attachments.get(node).copied().unwrap_or(0)
     }
 }
 

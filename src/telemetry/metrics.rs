@@ -289,6 +289,7 @@ mod tests {
         released.evidence.as_mut().unwrap().release = Some(ReleaseEvidence {
             kind: crate::api::ReleaseKind::BmcProof,
             attestation: None,
+            adopted_from: None,
             strategy: RemediationStrategy::OutOfServiceTaint,
             node_ready: "Unknown".into(),
             lease_renew_time: None,

@@ -1,0 +1,499 @@
+//! A lab: the simulator's in-memory world without its faults, one coroner process, and the power
+//! device a test picks, so an ordinary test runs the real fence loop — [`driver::apply`] and
+//! [`driver::cleanup`] under the finalizer helper ([`super::reconcile`]) — against a small world:
+//! one Node (`Ready=Unknown`, its Lease long stale), its BmcBinding and credentials Secret, and the
+//! remediation NHC created. The objects behave as in the simulator (the same [`Truth`] methods:
+//! resourceVersion preconditions, the apiserver's JSON round trip, finalizers); left out are the
+//! faults, the crash points and the executor.
+//!
+//! Two clocks: real time under tokio, for a real `RedfishClient` (tests/redfish.rs); virtual time
+//! for a [`Scripted`] device (unit tests), where a run is deterministic and takes no wall time.
+
+use std::{
+    sync::{Arc, Mutex, PoisonError},
+    time::Duration as StdDuration,
+};
+
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
+use kube::ResourceExt;
+
+use super::{
+    Finalizer,
+    exec::{Micros, SECOND, micros},
+    script::{Script, Scripted},
+    world::Truth,
+};
+use crate::{
+    api::{
+        BmcBinding, BmcBindingStatus, CoronerRemediation, CoronerRemediationSpec, CoronerRemediationStatus, Phase,
+        conditions,
+    },
+    controller::LeaseTracker,
+    driver::{
+        self, Admissions, ApiResult, LoopSettings, Next, World,
+        ports::{Clock, Cluster, Device, Devices, Events, Leadership, NodeLeases, Nodes, Remediations},
+    },
+    fence::{Mono, Notice},
+    gates::{LeaseSighting, StormLimits},
+    telemetry::Metrics,
+};
+
+pub const NAMESPACE: &str = "coroner";
+/// The lab's one process, as the simulator numbers processes (its instance is `p1/<term>`).
+const PID: u32 = 1;
+/// kube-runtime's error policy in coroner: a failed reconcile runs again after this.
+const ERROR_REQUEUE: StdDuration = StdDuration::from_secs(2);
+/// A run that reconciles this often without ending is a loop that does not converge.
+const MAX_RECONCILES: usize = 20_000;
+
+/// What the lab's world holds at the start (see [`Lab::new`]).
+#[derive(Clone, Debug)]
+pub struct Setup {
+    /// The node to fence; the remediation has its name, as NHC names it.
+    pub node: String,
+    /// The systemUUID its kubelet reported.
+    pub system_uuid: String,
+    /// The remediation's spec (NHC copies it from the template).
+    pub spec: CoronerRemediationSpec,
+}
+
+impl Setup {
+    /// Node `worker-1`, reporting `system_uuid`.
+    pub fn new(system_uuid: &str, spec: CoronerRemediationSpec) -> Self {
+        Self { node: "worker-1".into(), system_uuid: system_uuid.into(), spec }
+    }
+}
+
+/// The lab's time: the machine's clock, or a virtual one that moves only when the loop (or a
+/// scripted device's latency) sleeps.
+#[derive(Clone, Debug)]
+pub struct LabClock {
+    epoch: Timestamp,
+    virtual_now: Option<Arc<Mutex<Micros>>>,
+}
+
+impl LabClock {
+    pub fn real() -> Self {
+        // Whole microseconds: the times the world derives from it (a Lease's renewTime) are the
+        // apiserver's MicroTimes.
+        let now = Timestamp::now();
+        let epoch = Timestamp::from_microsecond(now.as_microsecond()).unwrap_or(now);
+        Self { epoch, virtual_now: None }
+    }
+
+    /// Virtual time from the simulator's epoch.
+    pub fn virtual_time() -> Self {
+        Self { epoch: Truth::new(NAMESPACE).epoch, virtual_now: Some(Arc::default()) }
+    }
+
+    /// Time since the lab began.
+    pub fn micros(&self) -> Micros {
+        match &self.virtual_now {
+            Some(now) => *now.lock().unwrap_or_else(PoisonError::into_inner),
+            None => i64::try_from(Timestamp::now().duration_since(self.epoch).as_micros()).unwrap_or(Micros::MAX),
+        }
+    }
+
+    pub fn now(&self) -> Timestamp {
+        match &self.virtual_now {
+            Some(_) => self.epoch + SignedDuration::from_micros(self.micros()),
+            None => Timestamp::now(),
+        }
+    }
+
+    pub async fn sleep(&self, duration: StdDuration) {
+        match &self.virtual_now {
+            Some(now) => *now.lock().unwrap_or_else(PoisonError::into_inner) += micros(duration),
+            None => tokio::time::sleep(duration).await,
+        }
+    }
+}
+
+/// What dies with the process: its leadership term, its Lease sightings, what it knew of the fence
+/// and its client's serial.
+struct Incarnation {
+    term: u64,
+    tracker: LeaseTracker,
+    serial: u64,
+}
+
+/// How long the lab's process has been running when the lab begins: it has watched the node's Lease
+/// (which did not change) that long.
+const UPTIME: StdDuration = StdDuration::from_secs(3600);
+
+pub struct Lab<D> {
+    name: String,
+    clock: LabClock,
+    truth: Mutex<Truth>,
+    device: D,
+    settings: LoopSettings,
+    metrics: Metrics,
+    admissions: tokio::sync::Mutex<Admissions>,
+    incarnation: Mutex<Incarnation>,
+    memories: driver::Memories,
+    /// When the current process started, on the lab's clock.
+    started: Mutex<Micros>,
+    /// Every status coroner wrote, in order.
+    history: Mutex<Vec<CoronerRemediationStatus>>,
+    /// Events published: the kind of object they regard, and the notice.
+    events: Mutex<Vec<(String, Notice)>>,
+    /// Errors reconciles returned (the controller retries them).
+    errors: Mutex<Vec<String>>,
+    /// How long a run may take before it counts as one that never ends.
+    pub limit: StdDuration,
+}
+
+impl Lab<Scripted> {
+    /// A lab on virtual time whose BMC answers from `script`.
+    pub fn scripted(setup: &Setup, script: Script) -> Self {
+        let clock = LabClock::virtual_time();
+        let device = Scripted::new(script, clock.clone());
+        Self::new(setup, clock, device)
+    }
+}
+
+impl<D: Device + Clone> Lab<D> {
+    /// The world of `setup`, its binding leading to `device`'s origin. The process has been running
+    /// (and watching the node's Lease, which has not changed) for an hour.
+    pub fn new(setup: &Setup, clock: LabClock, device: D) -> Self {
+        let mut truth = Truth::new(NAMESPACE);
+        truth.epoch = clock.epoch;
+        truth.now = clock.micros();
+        let node = setup.node.as_str();
+        truth.add_node_as(node, &setup.system_uuid, &format!("{node}-boot-1"), conditions::UNKNOWN, &[]);
+        truth.add_binding(node, node, &device.origin(), None);
+        truth.create_remediation(node, node, &setup.spec);
+        let tracker = LeaseTracker::default();
+        for (node, renewed) in &truth.leases {
+            tracker.observe(node, *renewed, StdDuration::ZERO);
+        }
+        tracker.set_synced(true);
+        let started = clock.micros() - micros(UPTIME);
+        let limit = match clock.virtual_now {
+            Some(_) => StdDuration::from_secs(3600),
+            None => StdDuration::from_secs(120),
+        };
+        Self {
+            name: node.into(),
+            clock,
+            truth: Mutex::new(truth),
+            device,
+            settings: LoopSettings {
+                namespace: NAMESPACE.into(),
+                limits: StormLimits { max_concurrent: 3, max_per_window: 5, window: StdDuration::from_secs(600) },
+                request_timeout: StdDuration::from_secs(2),
+                read_retries: 1,
+            },
+            metrics: Metrics::new().0,
+            admissions: tokio::sync::Mutex::default(),
+            incarnation: Mutex::new(Incarnation { term: 1, tracker, serial: 1 }),
+            memories: driver::Memories::default(),
+            started: Mutex::new(started),
+            history: Mutex::default(),
+            events: Mutex::default(),
+            errors: Mutex::default(),
+            limit,
+        }
+    }
+
+    /// Reads or changes the world (between reconciles): another Node, a kubelet that reports, …
+    pub fn world<T>(&self, f: impl FnOnce(&mut Truth) -> T) -> T {
+        let mut truth = self.truth.lock().unwrap_or_else(PoisonError::into_inner);
+        truth.now = self.clock.micros();
+        truth.call_started = truth.now;
+        f(&mut truth)
+    }
+
+    pub fn device(&self) -> &D {
+        &self.device
+    }
+
+    pub fn clock(&self) -> &LabClock {
+        &self.clock
+    }
+
+    /// The remediation's status now (the last one written once the remediation is gone).
+    pub fn status(&self) -> CoronerRemediationStatus {
+        match self.world(|t| t.remediation(&self.name)) {
+            Some(remediation) => remediation.status.unwrap_or_default(),
+            None => lock(&self.history).last().cloned().unwrap_or_default(),
+        }
+    }
+
+    /// Every status coroner wrote, in order.
+    pub fn history(&self) -> Vec<CoronerRemediationStatus> {
+        lock(&self.history).clone()
+    }
+
+    /// The phases the remediation went through, in order.
+    pub fn phases(&self) -> Vec<Phase> {
+        let mut phases: Vec<Phase> = Vec::new();
+        for status in lock(&self.history).iter() {
+            let phase = crate::fence::phase_of(status);
+            if phases.last() != Some(&phase) {
+                phases.push(phase);
+            }
+        }
+        phases
+    }
+
+    /// The reasons of the Events published on the remediation, in order.
+    pub fn reasons(&self) -> Vec<String> {
+        lock(&self.events)
+            .iter()
+            .filter(|(kind, _)| kind == "CoronerRemediation")
+            .map(|(_, notice)| notice.reason.clone())
+            .collect()
+    }
+
+    /// The errors reconciles returned, in order.
+    pub fn errors(&self) -> Vec<String> {
+        lock(&self.errors).clone()
+    }
+
+    /// The process restarts: a new leadership term (its instance changes), no Lease sightings (the
+    /// first list counts as a renewal seen now), no admissions in memory.
+    pub fn restart(&self) {
+        *lock(&self.started) = self.clock.micros();
+        let tracker = LeaseTracker::default();
+        let now = self.mono();
+        for (node, renewed) in self.world(|t| t.leases.clone()) {
+            tracker.observe(&node, renewed, now);
+        }
+        tracker.set_synced(true);
+        lock(&self.memories).clear();
+        let mut incarnation = lock(&self.incarnation);
+        incarnation.term += 1;
+        incarnation.serial += 1;
+        incarnation.tracker = tracker;
+        if let Ok(mut admissions) = self.admissions.try_lock() {
+            *admissions = Admissions::default();
+        }
+    }
+
+    /// One reconcile, as kube-runtime's controller runs it. The Lease watch delivers first.
+    pub async fn reconcile(&self) -> Result<Next, driver::Error> {
+        let now = self.mono();
+        let tracker = lock(&self.incarnation).tracker.clone();
+        for (node, renewed) in self.world(|t| t.leases.clone()) {
+            tracker.observe(&node, renewed, now);
+        }
+        let result = super::reconcile(self, &self.name).await;
+        if let Err(error) = &result {
+            lock(&self.errors).push(error.to_string());
+        }
+        result
+    }
+
+    /// Runs the remediation until nothing would wake its controller (it ended, waits for a change no
+    /// one makes, or is gone) and returns its status.
+    pub async fn run(&self) -> CoronerRemediationStatus {
+        self.run_until(|_| false).await
+    }
+
+    /// Reconciles as the controller would — at once after any change (coroner's own writes
+    /// included), after the requeue's delay, [`ERROR_REQUEUE`] after an error — until `until` holds
+    /// after a reconcile, or nothing would wake the controller. Panics past [`Lab::limit`].
+    pub async fn run_until(&self, until: impl Fn(&CoronerRemediationStatus) -> bool) -> CoronerRemediationStatus {
+        let deadline = self.clock.micros() + micros(self.limit);
+        for _ in 0..MAX_RECONCILES {
+            self.world(|t| t.changes.clear());
+            let next = self.reconcile().await;
+            let status = self.status();
+            if until(&status) {
+                return status;
+            }
+            let changed = self.world(|t| !t.changes.is_empty());
+            let wait = match next {
+                Ok(Next::Requeue(after)) => Some(after),
+                Ok(Next::AwaitChange) => None,
+                Err(_) => Some(ERROR_REQUEUE),
+            };
+            match (changed, wait) {
+                (true, _) => {}
+                (false, None) => return status,
+                (false, Some(after)) => self.clock.sleep(after).await,
+            }
+            assert!(
+                self.clock.micros() < deadline,
+                "the remediation did not settle within {:?} (phase {:?}, errors {:?})",
+                self.limit,
+                status.phase,
+                self.errors()
+            );
+        }
+        panic!("{MAX_RECONCILES} reconciles and the remediation still changes: {:?}", self.status());
+    }
+
+    /// Seconds since the lab began (virtual or real).
+    pub fn seconds(&self) -> f64 {
+        self.clock.micros() as f64 / SECOND as f64
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl<D: Device + Clone> Finalizer for Lab<D> {
+    async fn set_finalizer(&self, remediation: &CoronerRemediation, present: bool) -> ApiResult<()> {
+        let expected = remediation.resource_version();
+        self.world(|t| t.set_finalizer(&remediation.name_any(), expected.as_deref(), present))
+    }
+}
+
+impl<D> Clock for Lab<D> {
+    fn now(&self) -> Timestamp {
+        self.clock.now()
+    }
+
+    fn mono(&self) -> Mono {
+        micros_to_mono(self.clock.micros() - *lock(&self.started))
+    }
+}
+
+fn micros_to_mono(micros: Micros) -> Mono {
+    super::exec::duration(micros)
+}
+
+impl<D: Device + Clone> Remediations for Lab<D> {
+    async fn remediation(&self, name: &str) -> ApiResult<Option<CoronerRemediation>> {
+        Ok(self.world(|t| t.remediation(name)))
+    }
+
+    async fn remediations(&self) -> ApiResult<Vec<CoronerRemediation>> {
+        Ok(self.world(|t| t.remediation_list()))
+    }
+
+    async fn write_status(
+        &self,
+        current: &CoronerRemediation,
+        status: CoronerRemediationStatus,
+    ) -> ApiResult<CoronerRemediation> {
+        let expected = current.resource_version();
+        let written = self.world(|t| t.write_status(&current.name_any(), expected.as_deref(), &status))?;
+        lock(&self.history).push(written.status.clone().unwrap_or_default());
+        Ok(written)
+    }
+}
+
+impl<D: Device + Clone> Nodes for Lab<D> {
+    async fn node(&self, name: &str) -> ApiResult<Option<Node>> {
+        Ok(self.world(|t| t.node(name)))
+    }
+
+    async fn nodes(&self) -> ApiResult<Vec<Node>> {
+        Ok(self.world(|t| t.node_list()))
+    }
+
+    async fn patch_node(&self, current: &Node, wanted: &Node) -> ApiResult<Node> {
+        self.world(|t| t.patch_node(PID, current, wanted))
+    }
+}
+
+impl<D: Device + Clone> NodeLeases for Lab<D> {
+    async fn node_lease(&self, node: &str) -> ApiResult<Option<Option<Timestamp>>> {
+        Ok(self.world(|t| t.node_lease(node)))
+    }
+
+    fn lease_sighting(&self, node: &str, now: Mono) -> LeaseSighting {
+        lock(&self.incarnation).tracker.sighting(node, now)
+    }
+}
+
+impl<D: Device + Clone> Leadership for Lab<D> {
+    fn instance(&self) -> String {
+        format!("p{PID}/{}", lock(&self.incarnation).term)
+    }
+
+    fn own_node(&self) -> Option<&str> {
+        None
+    }
+
+    /// The lab's process is the only replica and always leads.
+    async fn ensure_leader(&self, _need: StdDuration) -> Result<(), String> {
+        Ok(())
+    }
+
+    async fn hand_over(&self, _node_to_fence: &str) -> ApiResult<bool> {
+        Ok(false)
+    }
+}
+
+impl<D: Device + Clone> Cluster for Lab<D> {
+    async fn bindings(&self) -> ApiResult<Vec<BmcBinding>> {
+        Ok(self.world(|t| t.binding_list()))
+    }
+
+    async fn binding(&self, name: &str) -> ApiResult<Option<BmcBinding>> {
+        Ok(self.world(|t| t.binding(name)))
+    }
+
+    async fn write_binding_status(
+        &self,
+        name: &str,
+        _old: Option<&BmcBindingStatus>,
+        status: &BmcBindingStatus,
+    ) -> ApiResult<()> {
+        self.world(|t| t.write_binding_status(name, status))
+    }
+
+    async fn etcd_pods(&self) -> ApiResult<Vec<Pod>> {
+        Ok(Vec::new())
+    }
+
+    async fn pods_on(&self, node: &str) -> ApiResult<Vec<Pod>> {
+        Ok(self.world(|t| t.pods_on(node)))
+    }
+
+    async fn delete_pod(&self, pod: &Pod) -> ApiResult<()> {
+        self.world(|t| t.delete_pod(PID, &self.name, pod))
+    }
+
+    async fn volume_attachments_on(&self, node: &str) -> ApiResult<usize> {
+        Ok(self.world(|t| t.attachments_on(node)))
+    }
+}
+
+impl<D: Device + Clone> Events for Lab<D> {
+    async fn publish(&self, regarding: &ObjectReference, notice: &Notice, _action: &str) {
+        lock(&self.events).push((regarding.kind.clone().unwrap_or_default(), notice.clone()));
+    }
+}
+
+impl<D: Device + Clone> Devices for Lab<D> {
+    type Device = D;
+
+    /// The test's device, once the binding's credentials Secret exists.
+    async fn device(&self, binding: &BmcBinding) -> ApiResult<Result<(D, u64), String>> {
+        let secret = &binding.spec.credentials_secret_ref.name;
+        let serial = lock(&self.incarnation).serial;
+        Ok(match self.world(|t| t.secret(secret)) {
+            Some(_) => Ok((self.device.clone(), serial)),
+            None => Err(format!("BmcBinding {}: credentials Secret {secret} does not exist", binding.name_any())),
+        })
+    }
+
+    fn forget_device(&self, _binding: &BmcBinding) {
+        lock(&self.incarnation).serial += 1;
+    }
+}
+
+impl<D: Device + Clone> World for Lab<D> {
+    fn settings(&self) -> &LoopSettings {
+        &self.settings
+    }
+
+    fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    fn admissions(&self) -> &tokio::sync::Mutex<Admissions> {
+        &self.admissions
+    }
+
+    fn memories(&self) -> &driver::Memories {
+        &self.memories
+    }
+}
