@@ -8,6 +8,8 @@
 
 mod observe;
 #[cfg(test)]
+mod props;
+#[cfg(test)]
 mod tests;
 
 use std::time::Duration as StdDuration;

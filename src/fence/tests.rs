@@ -557,6 +557,46 @@ fn anything_but_off_breaks_the_run() {
 }
 
 #[test]
+fn on_a_bmc_with_several_systems_only_the_nodes_is_read_and_reset() {
+    let script = Script::machine(OTHER_UUID, true).system("2", NODE_UUID, true);
+    let lab = lab(off_spec(), script);
+    let status = run(&lab);
+    assert_eq!(phase_of(&status), Phase::Done);
+    assert_eq!(status.evidence.unwrap().identity.unwrap().system_path, "/redfish/v1/Systems/2");
+    for (_, request) in lab.device().requests() {
+        if let Request::Read(path) | Request::Reset(path, _) = request {
+            assert_eq!(path, "/redfish/v1/Systems/2");
+        }
+    }
+    assert!(lab.device().is_on("1") && !lab.device().is_on("2"));
+}
+
+#[test]
+fn a_slow_bmc_still_proves_the_power_off_on_readings_spanning_settle() {
+    // Every request takes 700 ms of the fence's time.
+    let lab = lab(off_spec(), machine(true).latency(StdDuration::from_millis(700)));
+    let status = run(&lab);
+    assert_eq!(phase_of(&status), Phase::Done);
+    let proof = proof_of(&status);
+    let span = proof.last.last().unwrap().at.0.duration_since(proof.first[0].at.0);
+    assert!(span >= secs(2), "{proof:?}");
+    assert_eq!(lab.device().resets(), [ResetType::ForceOff]);
+}
+
+#[test]
+fn a_failed_force_off_is_recorded_and_the_next_attempt_sends_another() {
+    let busy =
+        BmcError::Status { method: "POST", path: "/redfish/v1/Systems/1".into(), status: 503, detail: String::new() };
+    let lab = lab(off_spec(), machine(true).resets([ResetAnswer::Fails(busy)]));
+    let status = run(&lab);
+    assert_eq!(lab.device().resets(), [ResetType::ForceOff, ResetType::ForceOff]);
+    let power_off = status.evidence.unwrap().power_off.unwrap();
+    let results: Vec<_> = power_off.resets.iter().map(|r| (r.attempt, r.result.contains("503"))).collect();
+    assert_eq!(results, [(1, true), (2, false)]);
+    assert_eq!((phase_of(&lab.status()), power_off.proof.map(|p| p.count)), (Phase::Done, Some(3)));
+}
+
+#[test]
 fn readings_from_before_a_restart_never_count() {
     let lab = lab(off_spec(), machine(true));
     let two_off = |s: &CoronerRemediationStatus| {

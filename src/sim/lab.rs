@@ -20,7 +20,7 @@ use kube::ResourceExt;
 
 use super::{
     Finalizer,
-    exec::{Micros, SECOND, micros},
+    exec::{Micros, micros},
     script::{Script, Scripted},
     world::Truth,
 };
@@ -324,11 +324,6 @@ impl<D: Device + Clone> Lab<D> {
             );
         }
         panic!("{MAX_RECONCILES} reconciles and the remediation still changes: {:?}", self.status());
-    }
-
-    /// Seconds since the lab began (virtual or real).
-    pub fn seconds(&self) -> f64 {
-        self.clock.micros() as f64 / SECOND as f64
     }
 }
 
