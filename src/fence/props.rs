@@ -109,7 +109,12 @@ fn arb_uuid() -> impl Strategy<Value = String> {
 
 fn arb_reading() -> impl Strategy<Value = Result<PowerReading, BmcFailure>> {
     prop_oneof![
-        8 => (arb_uuid(), arb_power_state()).prop_map(|(uuid, power_state)| Ok(PowerReading { uuid, power_state })),
+        8 => (arb_uuid(), arb_power_state()).prop_map(|(uuid, power_state)| Ok(PowerReading {
+            uuid,
+            power_state,
+            sampled: Sampled::default(),
+            through: DeviceMark::default(),
+        })),
         1 => arb_failure().prop_map(Err),
     ]
 }
@@ -128,6 +133,7 @@ fn arb_identity() -> impl Strategy<Value = Result<IdentityFound, IdentityProblem
                 reset_target: None,
             },
             claims: claim.into_iter().map(|uuid| Claim { owner: "Node worker-2".into(), uuid }).collect(),
+            through: DeviceMark::default(),
         },
     );
     prop_oneof![
@@ -154,11 +160,16 @@ fn arb_verdict() -> impl Strategy<Value = VerdictInput> {
     ]
 }
 
-/// The checked release: done (at the step's time), or the node turned out alive.
-fn arb_release() -> impl Strategy<Value = Result<(bool, Option<u32>), String>> {
+/// The checked release: done (at the step's time), or why not.
+fn arb_release() -> impl Strategy<Value = Result<(bool, Option<u32>), ReleaseRefusal>> {
+    let node = || "worker-1".to_owned();
     prop_oneof![
         6 => (any::<bool>(), proptest::option::of(0u32..5)).prop_map(Ok),
-        1 => message().prop_map(Err),
+        1 => Just(Err(ReleaseRefusal::Node(NodeRefusal::Awake { node: node(), ready: "True".into() }))),
+        1 => Just(Err(ReleaseRefusal::Node(NodeRefusal::LeaseRenewed { node: node(), renewed: base() }))),
+        1 => Just(Err(ReleaseRefusal::ProofExpired)),
+        1 => message().prop_map(|why| Err(ReleaseRefusal::WriteRefused(why))),
+        1 => Just(Err(ReleaseRefusal::DidNotTakeEffect { node: node(), renewed: base() })),
     ]
 }
 
@@ -183,9 +194,10 @@ fn arb_node() -> impl Strategy<Value = NodeSnapshot> {
         prop_oneof![3 => Just("boot-1"), 1 => Just("boot-2")],
         lease,
         any::<bool>(),
+        proptest::bool::weighted(0.1),
         prop_oneof![9 => Just("node-uid"), 1 => Just("node-uid-2")],
     )
-        .prop_map(|(ready, boot, lease, out_of_service_owned, uid)| NodeSnapshot {
+        .prop_map(|(ready, boot, lease, out_of_service, released, uid)| NodeSnapshot {
             name: "worker-1".into(),
             uid: uid.into(),
             ready,
@@ -193,7 +205,9 @@ fn arb_node() -> impl Strategy<Value = NodeSnapshot> {
             system_uuid: NODE_UUID.into(),
             lease_present: lease.is_some(),
             lease_renew_time: lease.map(|secs| base() + SignedDuration::from_secs(secs)),
-            out_of_service_owned,
+            out_of_service: out_of_service.then(|| "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute".into()),
+            released_at: released.then(base),
+            ..NodeSnapshot::default()
         })
 }
 
@@ -240,7 +254,7 @@ struct Step {
     identity: Result<IdentityFound, IdentityProblem>,
     reading: Result<PowerReading, BmcFailure>,
     reset_result: Result<u16, BmcFailure>,
-    release: Result<(bool, Option<u32>), String>,
+    release: Result<(bool, Option<u32>), ReleaseRefusal>,
     workloads: Workloads,
 }
 
@@ -318,6 +332,9 @@ struct Run<'a> {
     status: CoronerRemediationStatus,
     /// As the apiserver stored it.
     stored: CoronerRemediationStatus,
+    /// What the process running the steps remembers; another process starts with nothing.
+    memory: Memory,
+    memory_of: usize,
     now: Timestamp,
     fed: Vec<Fed>,
     resets_decided: Vec<Timestamp>,
@@ -342,16 +359,34 @@ fn proof_of(status: &CoronerRemediationStatus) -> Option<&OffRun> {
     status.evidence.as_ref()?.power_off.as_ref()?.proof.as_ref()
 }
 
+const TIMING: Timing = Timing { request_timeout: std::time::Duration::from_secs(5), read_retries: 1 };
+
 impl<'a> Run<'a> {
-    fn ctx<'b>(&self, step: &Step, node: &'b NodeSnapshot) -> Context<'b>
+    /// The process's monotonic clock: the time since the run began (every process started then).
+    fn mono(&self) -> Mono {
+        std::time::Duration::from_micros(u64::try_from(self.now.duration_since(base()).as_micros()).unwrap_or(0))
+    }
+
+    fn ctx<'b>(&self, step: &Step, node: &'b NodeSnapshot, memory: &'b Memory) -> Context<'b>
     where
         'a: 'b,
     {
         Context {
             now: self.now,
+            mono: self.mono(),
             instance: INSTANCES[step.instance],
             node,
             hold_power_action: step.hold.then_some(self.hold),
+            memory,
+            timing: TIMING,
+        }
+    }
+
+    /// Another process runs this step: it knows nothing the previous one remembered.
+    fn process(&mut self, step: &Step) {
+        if step.instance != self.memory_of {
+            self.memory = Memory::default();
+            self.memory_of = step.instance;
         }
     }
 
@@ -365,7 +400,10 @@ impl<'a> Run<'a> {
                 VerdictInput::Refuse(reason, message) => Verdict::Refuse { reason: *reason, message: message.clone() },
             }),
             Kind::Identity => Observation::Identity(step.identity.clone()),
-            Kind::Power => Observation::Power(step.reading.clone()),
+            Kind::Power => Observation::Power(step.reading.clone().map(|reading| PowerReading {
+                sampled: Sampled { requested: self.mono(), answered: self.mono() },
+                ..reading
+            })),
             Kind::Answer(action) => Observation::ResetAnswered { action, result: step.reset_result.clone() },
             Kind::Release => Observation::Release(step.release.clone().map(|(taint_owned, pods_deleted)| Released {
                 at: self.now,
@@ -385,7 +423,7 @@ impl<'a> Run<'a> {
             Plan::Admit => Kind::Admission,
             Plan::VerifyIdentity => Kind::Identity,
             Plan::ReadPower { .. } => Kind::Power,
-            Plan::Release => Kind::Release,
+            Plan::Release | Plan::RecordRelease => Kind::Release,
             Plan::CheckWorkloads => Kind::Workloads,
             Plan::Idle => Kind::Nothing,
         }
@@ -393,10 +431,12 @@ impl<'a> Run<'a> {
 
     /// One step: `next` on the status as the apiserver hands it back, checked; the status moves on.
     fn step(&mut self, observation: Observation, step: &Step, node: &NodeSnapshot) -> Result<Decision, TestCaseError> {
-        let ctx = self.ctx(step, node);
+        self.process(step);
+        let memory = self.memory.clone();
+        let ctx = self.ctx(step, node, &memory);
         let old = self.stored.clone();
         let decision = next(self.spec, &old, observation.clone(), ctx);
-        // The same decision whether the status came from memory or from the apiserver.
+        // The same decision whether the status came from the process or from the apiserver.
         let from_memory = next(self.spec, &self.status, observation.clone(), ctx);
         prop_assert_eq!(json(&from_memory.status), json(&decision.status));
         prop_assert_eq!(
@@ -411,6 +451,7 @@ impl<'a> Run<'a> {
             self.resets_decided.push(self.now);
         }
         self.keeps(&old, &decision, &observation, ctx)?;
+        self.memory = decision.memory.clone();
         self.set(decision.status.clone())?;
         Ok(decision)
     }
@@ -537,15 +578,20 @@ impl<'a> Run<'a> {
                 }
                 Some(Event::LeaderOnTarget) => {}
                 None => {
+                    self.process(step);
                     let old = self.stored.clone();
-                    let plan = plan(self.spec, &old, self.ctx(step, node));
-                    // Only this process's own proof, spanning settle, lets the plan release.
+                    let memory = self.memory.clone();
+                    let plan = plan(self.spec, &old, self.ctx(step, node, &memory));
+                    // Only this process's own proof, spanning settle and still fresh, lets the plan
+                    // release.
                     if plan == Plan::Release {
                         let ours = |p: &OffRun| p.instance == INSTANCES[step.instance] && spans_settle(p, self.spec);
                         prop_assert!(
-                            proof_of(&old).is_some_and(ours),
+                            proof_of(&old).is_some_and(ours) && self.memory.proof.is_some(),
                             "Release planned without a proof of this process"
                         );
+                        let deadline = proof_deadline(self.spec, &self.memory, TIMING);
+                        prop_assert!(deadline.is_some_and(|d| self.mono() < d), "Release planned on a stale proof");
                     }
                     let kind = if conforming { Self::planned(&plan) } else { step.kind };
                     let decision = self.step(self.observation(kind, step, node), step, node)?;
@@ -588,7 +634,18 @@ impl<'a> Run<'a> {
         let status = start(&CoronerRemediationStatus::default(), "worker-1", base()).map(|d| d.status);
         let status = status.unwrap_or_default();
         let (stored, _) = persisted(&status);
-        Run { spec, hold, nodes, status, stored, now: base(), fed: Vec::new(), resets_decided: Vec::new() }
+        Run {
+            spec,
+            hold,
+            nodes,
+            status,
+            stored,
+            memory: Memory::default(),
+            memory_of: 0,
+            now: base(),
+            fed: Vec::new(),
+            resets_decided: Vec::new(),
+        }
     }
 }
 
@@ -611,7 +668,7 @@ fn arb_nodes() -> impl Strategy<Value = Vec<NodeSnapshot>> {
         system_uuid: NODE_UUID.into(),
         lease_present: true,
         lease_renew_time: Some(base() - SignedDuration::from_secs(600)),
-        out_of_service_owned: false,
+        ..NodeSnapshot::default()
     };
     proptest::collection::vec(arb_node(), 2).prop_map(move |others| {
         let mut nodes = vec![admitted.clone()];
