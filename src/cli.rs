@@ -107,6 +107,11 @@ pub struct ControllerArgs {
     #[arg(long, env = "CORONER_VERIFY_CONCURRENCY", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
     pub verify_concurrency: u16,
 
+    /// How often (±10 %) a released machine's power is read again while coroner's out-of-service
+    /// taint is on its node: the guard after the release.
+    #[arg(long, env = "CORONER_GUARD_INTERVAL", default_value = "10s")]
+    pub guard_interval: api::Duration,
+
     /// This replica's pod (the leader's identity); default $POD_NAME, else a random name.
     #[arg(long, env = "CORONER_POD_NAME")]
     pub pod_name: Option<String>,
@@ -232,6 +237,7 @@ async fn run_controller(args: ControllerArgs) -> Result<(), CliError> {
             window: args.fence_window.get(),
         },
         verify: VerifySettings { interval: args.verify_interval.get(), concurrency: args.verify_concurrency },
+        guard_interval: args.guard_interval.get(),
         election,
         node_name,
         pod_name,

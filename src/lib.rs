@@ -3,7 +3,7 @@
 //! It releases a dead node's workloads only after proving, through the node's own BMC, that the
 //! machine behind it is that node and that its power reads back Off.
 //!
-//! Pure decisions: [`attestation`], [`contract`], [`fence`], [`gates`], [`identity`], [`taints`].
+//! Pure decisions: [`attestation`], [`contract`], [`fence`], [`gates`], [`guard`], [`identity`], [`taints`].
 //! The one fence loop, over small I/O traits: [`driver`]. Thin I/O: [`bmc`] (Redfish), [`cluster`]
 //! (Kubernetes), wired by [`controller`] and [`cli`].
 
@@ -17,6 +17,7 @@ pub mod controller;
 pub mod driver;
 pub mod fence;
 pub mod gates;
+pub mod guard;
 pub mod identity;
 pub mod leader;
 #[cfg(feature = "sim")]

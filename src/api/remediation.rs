@@ -94,6 +94,20 @@ pub struct CoronerRemediationSpec {
     /// control-plane node is being fenced; `Never` refuses them.
     #[serde(default)]
     pub control_plane: ControlPlanePolicy,
+
+    /// After the release, while coroner's out-of-service taint is on the node, coroner keeps reading
+    /// the machine's power. A reading of anything but `Off` that coroner did not cause is always a
+    /// Warning (`ReleasedMachinePoweredOn`); `Enforce` also switches the machine off again, unless the
+    /// Node carries `coroner.dev/power-on-approved`; `Alert` only reports.
+    #[serde(default)]
+    pub guard: GuardPolicy,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum GuardPolicy {
+    #[default]
+    Enforce,
+    Alert,
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
@@ -176,6 +190,7 @@ impl Default for CoronerRemediationSpec {
             remediate_ready_false: false,
             lease_freshness: defaults::lease_freshness(),
             control_plane: ControlPlanePolicy::default(),
+            guard: GuardPolicy::default(),
         }
     }
 }
@@ -293,6 +308,34 @@ pub struct CoronerRemediationStatus {
 
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_update_time: Option<Time>,
+
+    /// The guard after the release: what it last found that was worth a write, and a ForceOff it
+    /// decided (persisted before it is sent, as every BMC mutation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guard: Option<GuardStatus>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GuardStatus {
+    /// When the guard last read something other than `Off` (or could not read), and what.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_finding: Option<GuardFinding>,
+    /// A ForceOff the guard decided: sent once the status carrying it is written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intent: Option<Intent>,
+    /// How many times the guard switched the released machine off again.
+    #[serde(default)]
+    #[schemars(extend("format" = "int32"))]
+    pub enforced: u32,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GuardFinding {
+    pub at: MicroTime,
+    /// The power read (`On`, `PoweringOn`, …), or the error that made the guard blind.
+    pub seen: String,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]

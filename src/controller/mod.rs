@@ -71,6 +71,8 @@ pub struct Settings {
     pub bmc: BmcSettings,
     pub limits: StormLimits,
     pub verify: VerifySettings,
+    /// How often the guard reads a released machine.
+    pub guard_interval: StdDuration,
     /// `None`: no leader election (one replica acts alone).
     pub election: Option<Election>,
     /// The node and pod this replica runs as: the leader never fences its own node.
@@ -85,7 +87,8 @@ pub struct Context {
     fence: LoopSettings,
     /// This process's monotonic epoch.
     pub started: std::time::Instant,
-    memories: driver::Memories,
+    pub(crate) memories: driver::Memories,
+    pub(crate) origins: driver::Origins,
     pub recorder: Recorder,
     pub metrics: Metrics,
     pub leases: LeaseTracker,
@@ -145,6 +148,7 @@ impl Context {
             limits: settings.limits,
             request_timeout: settings.bmc.request_timeout,
             read_retries: settings.bmc.read_retries,
+            guard_interval: settings.guard_interval,
         };
         Self {
             client,
@@ -152,6 +156,7 @@ impl Context {
             fence,
             started: std::time::Instant::now(),
             memories: driver::Memories::default(),
+            origins: driver::Origins::default(),
             recorder,
             metrics,
             leases: LeaseTracker::default(),

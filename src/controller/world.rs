@@ -20,7 +20,7 @@ use crate::{
     bmc::{self, Bmc, BmcError, RedfishClient, ResetType, SystemReading},
     cluster,
     driver::{
-        Admissions, ApiResult, LoopSettings, Memories, World,
+        self, Admissions, ApiResult, LoopSettings, Memories, World,
         ports::{Clock, Cluster, Device, Devices, Events, Leadership, NodeLeases, Nodes, Remediations},
     },
     fence::{Mono, Notice},
@@ -240,5 +240,9 @@ impl World for Context {
 
     fn memories(&self) -> &Memories {
         &self.memories
+    }
+
+    fn origins(&self) -> &driver::Origins {
+        &self.origins
     }
 }

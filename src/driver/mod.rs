@@ -32,9 +32,10 @@ use crate::{
         NodeSnapshot, Observation, Plan, PowerReading, ReleaseRefusal, Released, Sampled, Timing, Verdict, Workloads,
     },
     gates::{self, Gate, GateInputs},
+    guard,
     identity::Claim,
     taints::{self, CoronerTaint},
-    telemetry::{self, StageLabels},
+    telemetry::{self, NodeLabels, StageLabels},
     verification::{self, Check},
 };
 
@@ -53,6 +54,24 @@ pub struct Admissions {
 
 /// What this process knows of each fence, by remediation UID ([`fence::Memory`]).
 pub type Memories = std::sync::Mutex<BTreeMap<String, Memory>>;
+
+/// One request at a time per BMC origin from this process: the guard's readings take no storm-limit
+/// slot, but wait while another request to the same BMC is in flight.
+#[derive(Debug, Default)]
+pub struct Origins {
+    locks: std::sync::Mutex<BTreeMap<String, std::sync::Arc<tokio::sync::Mutex<()>>>>,
+}
+
+impl Origins {
+    /// Waits for the origin's turn; the turn lasts as long as the guard is held.
+    pub async fn turn(&self, origin: &str) -> tokio::sync::OwnedMutexGuard<()> {
+        let lock = {
+            let mut locks = self.locks.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            locks.entry(origin.to_owned()).or_default().clone()
+        };
+        lock.lock_owned().await
+    }
+}
 
 /// What the controller does after a reconcile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,14 +113,34 @@ pub async fn apply<W: World>(world: &W, cached: &CoronerRemediation) -> Result<N
 }
 
 /// The finalizer: remove the taints this remediation owns (if the node still exists), then let go.
+/// Before that, the bootID check one last time: NHC deletes the remediation about two seconds after
+/// the node is Ready, so a node that never went down is reported on the Node.
 pub async fn cleanup<W: World>(world: &W, remediation: &CoronerRemediation) -> Result<Next, Error> {
     let uid = remediation.uid().ok_or(Error::Incomplete("uid"))?;
     if let Some(node) = node_of(remediation) {
+        if let Some(found) = world.node(&node).await? {
+            let snapshot = NodeSnapshot::new(&found, world.node_lease(&node).await?, &uid);
+            let status = remediation.status.clone().unwrap_or_default();
+            if let Some(message) = guard::fence_did_not_take_effect(&status, &snapshot) {
+                world.metrics().fence_did_not_take_effect.get_or_create(&NodeLabels { node: node.clone() }).inc();
+                let notice = fence::Notice { warning: true, reason: guard::DID_NOT_TAKE_EFFECT.into(), message };
+                world.publish(&found.object_ref(&()), &notice, "Cleanup").await;
+            }
+        }
         remove_owned_taints(world, &node, &uid).await?;
         info!(node, "removed the taints this remediation owned");
     }
     forget(world, &uid);
     Ok(Next::AwaitChange)
+}
+
+/// The sooner of two wake-ups.
+fn sooner(next: Next, guard: Option<StdDuration>) -> Next {
+    match (next, guard) {
+        (Next::Requeue(after), Some(guard)) => Next::Requeue(after.min(guard)),
+        (Next::AwaitChange, Some(guard)) => Next::Requeue(guard),
+        (next, None) => next,
+    }
 }
 
 /// The node a remediation fences: the one admitted (its name is frozen into the evidence), else NHC's
@@ -183,7 +222,13 @@ impl<'a, W: World> Fence<'a, W> {
             if let Some(decision) = fence::timed_out(&self.status(), now) {
                 self.commit(decision, None).await?;
             }
-            return self.settle_taints().await.map(|()| Next::AwaitChange);
+            self.settle_taints().await?;
+            // NHC gave up on the remediation, not on the released machine.
+            let guard = match self.world.node(&self.node_name).await? {
+                Some(node) => self.guard(&node).await?,
+                None => None,
+            };
+            return Ok(sooner(Next::AwaitChange, guard));
         }
         let Some(node) = self.world.node(&self.node_name).await? else {
             if let Some(decision) = fence::node_missing(&self.status(), &self.node_name, now) {
@@ -197,7 +242,13 @@ impl<'a, W: World> Fence<'a, W> {
         if self.world.own_node() == Some(self.node_name.as_str()) && !fence::phase_of(&self.status()).is_terminal() {
             return self.leader_on_target(&node, now).await;
         }
-        let mut node = node;
+        let next = self.steps(node.clone()).await?;
+        let guard = self.guard(&node).await?;
+        Ok(sooner(next, guard))
+    }
+
+    /// The fence's steps, back to back while the state machine asks for no wait.
+    async fn steps(&mut self, mut node: Node) -> Result<Next, Error> {
         for _ in 0..MAX_STEPS {
             let status = self.status();
             // Admissions are serialised: the storm limits count what the others already took, and
@@ -304,9 +355,13 @@ impl<'a, W: World> Fence<'a, W> {
                 Ok(found) => found,
                 Err(failure) => return Ok(Err(failure)),
             };
-            let requested = self.world.mono();
-            let read = device.read(system_path).await;
-            let answered = self.world.mono();
+            let read = {
+                let _turn = self.world.origins().turn(&device.origin()).await;
+                let requested = self.world.mono();
+                let read = device.read(system_path).await;
+                (requested, read, self.world.mono())
+            };
+            let (requested, read, answered) = read;
             self.world.metrics().bmc(&binding, "read", read.as_ref().map_or_else(BmcError::category, |_| "ok"));
             match read {
                 Err(BmcError::Unauthorized(_)) if !fresh => {
@@ -509,14 +564,36 @@ impl<'a, W: World> Fence<'a, W> {
     /// Commits an observation made outside the step loop (a reset's answer, a refused action): the
     /// decision is taken again on the latest status if another write came first.
     async fn commit_observation(&mut self, observation: Observation, node: &Node) -> Result<(), Error> {
-        let name = self.remediation.name_any();
         let instance = self.world.instance();
         let lease = self.world.node_lease(&self.node_name).await?;
         let snapshot = NodeSnapshot::new(node, lease, &self.uid);
+        let spec = self.remediation.spec.clone();
+        let world = self.world;
+        self.commit_retrying(node, |status, memory| {
+            let context = fence::Context {
+                now: world.now(),
+                mono: world.mono(),
+                instance: &instance,
+                node: &snapshot,
+                hold_power_action: None,
+                memory,
+                timing: timing(world),
+            };
+            fence::next(&spec, status, observation.clone(), context)
+        })
+        .await
+    }
+
+    /// Commits `decide`'s decision on the latest status, deciding again after a conflict.
+    async fn commit_retrying(
+        &mut self,
+        node: &Node,
+        decide: impl Fn(&CoronerRemediationStatus, &Memory) -> Decision,
+    ) -> Result<(), Error> {
+        let name = self.remediation.name_any();
         for _ in 0..3 {
             let memory = remembered(self.world, &self.uid);
-            let context = self.context(&snapshot, &memory, &instance);
-            let decision = fence::next(&self.remediation.spec, &self.status(), observation.clone(), context);
+            let decision = decide(&self.status(), &memory);
             match self.commit(decision, Some(node)).await {
                 Err(Error::Api(ApiError::Conflict(_))) => {
                     self.remediation = self
@@ -596,6 +673,7 @@ impl<'a, W: World> Fence<'a, W> {
         let result = match (device, system) {
             (Ok((device, _)), Some(system)) => {
                 info!(reset = reset.as_str(), system = %system.path, "sending reset");
+                let _turn = self.world.origins().turn(&device.origin()).await;
                 let result = device.act(&system, reset).await;
                 self.world.metrics().bmc(&binding, "reset", result.as_ref().map_or_else(BmcError::category, |_| "ok"));
                 result.map_err(|e| BmcFailure::from(&e))
@@ -609,6 +687,94 @@ impl<'a, W: World> Fence<'a, W> {
         };
         // The answer must land: a reset left unanswered in status would be sent again.
         self.commit_observation(Observation::ResetAnswered { action: reset, result }, node).await
+    }
+
+    /// The guard after the release, and the bootID check, on every reconcile while this fence's
+    /// release stands. Returns when the guard reads again.
+    async fn guard(&mut self, node: &Node) -> Result<Option<StdDuration>, Error> {
+        let status = self.status();
+        if status.evidence.as_ref().and_then(|e| e.release.as_ref()).is_none() {
+            return Ok(None);
+        }
+        let lease = self.world.node_lease(&self.node_name).await?;
+        let snapshot = NodeSnapshot::new(node, lease, &self.uid);
+        let labels = NodeLabels { node: self.node_name.clone() };
+        if let Some(message) = guard::fence_did_not_take_effect(&status, &snapshot) {
+            let memory = remembered(self.world, &self.uid);
+            if let Some(decision) = guard::record_did_not_take_effect(&status, &memory, &message, self.world.now()) {
+                self.world.metrics().fence_did_not_take_effect.get_or_create(&labels).inc();
+                self.commit(decision, Some(node)).await?;
+            }
+        }
+        let status = self.status();
+        if !guard::guarded(&status, &snapshot) {
+            return Ok(None);
+        }
+        let interval = self.world.settings().guard_interval;
+        let memory = remembered(self.world, &self.uid);
+        if let Some(wait) = guard::due(&memory, self.world.mono(), interval, &self.uid) {
+            return Ok(Some(wait));
+        }
+        let Some(path) = status.evidence.as_ref().and_then(|e| e.identity.as_ref()).map(|i| i.system_path.clone())
+        else {
+            return Ok(None);
+        };
+        let read = self.read_power(&path).await?;
+        let reading = read.as_ref().map(|(_, reading)| reading.clone()).map_err(Clone::clone);
+        let finding = guard::assess(&status, &reading);
+        if matches!(finding, guard::Finding::Blind(_)) {
+            self.world.metrics().guard_blind_reads.get_or_create(&labels).inc();
+        }
+        let approval = node.annotations().get(guard::APPROVAL_ANNOTATION).map(String::as_str);
+        let instance = self.world.instance();
+        let watch = guard::Watch {
+            policy: self.spec().guard,
+            approval,
+            instance: &instance,
+            now: self.world.now(),
+            mono: self.world.mono(),
+        };
+        let decision = guard::next(&status, &memory, &finding, watch);
+        if decision.notices.iter().any(|n| n.reason == guard::POWERED_ON && n.warning)
+            && matches!(finding, guard::Finding::NotOff(_))
+        {
+            self.world.metrics().released_machine_powered_on.get_or_create(&labels).inc();
+        }
+        let reset = decision.reset;
+        self.commit(decision, Some(node)).await?;
+        if let (Some(ResetType::ForceOff), Ok((system, _))) = (reset, read) {
+            self.send_guard_reset(system, node).await?;
+        }
+        let memory = remembered(self.world, &self.uid);
+        Ok(Some(guard::jittered(interval, &self.uid, memory.guard_reads)))
+    }
+
+    /// The guard's ForceOff to a released machine that reads on again: its intent is persisted, the
+    /// remediation read again unchanged, the leader Lease outlasting the request; the reset goes to the
+    /// system whose answer (its UUID re-checked) asked for it. It takes no storm-limit slot.
+    async fn send_guard_reset(&mut self, system: SystemReading, node: &Node) -> Result<(), Error> {
+        let name = self.remediation.name_any();
+        let current =
+            self.world.remediation(&name).await?.ok_or_else(|| ApiError::NotFound(format!("remediation {name}")))?;
+        if !reset_still_wanted(&current, &self.remediation) {
+            return Ok(());
+        }
+        self.world.ensure_leader(self.world.settings().request_timeout).await.map_err(Error::NotLeader)?;
+        let result = match self.device_for_fence().await? {
+            Ok((device, _)) => {
+                let _turn = self.world.origins().turn(&device.origin()).await;
+                info!(system = %system.path, "the guard sends ForceOff to the released machine");
+                let result = device.act(&system, ResetType::ForceOff).await;
+                let binding = self.binding_name();
+                self.world.metrics().bmc(&binding, "reset", result.as_ref().map_or_else(BmcError::category, |_| "ok"));
+                result.map_err(|e| BmcFailure::from(&e))
+            }
+            Err(failure) => Err(failure),
+        };
+        let labels = NodeLabels { node: self.node_name.clone() };
+        self.world.metrics().guard_force_offs.get_or_create(&labels).inc();
+        let now = self.world.now();
+        self.commit_retrying(node, |status, memory| guard::answered(status, memory, &result, now)).await
     }
 
     /// Makes coroner's taints on the node match what the remediation's state wants.

@@ -9,7 +9,7 @@ use std::{future::Future, time::Duration as StdDuration};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
 
-use super::{Admissions, Memories};
+use super::{Admissions, Memories, Origins};
 use crate::{
     api::{BmcBinding, BmcBindingStatus, CoronerRemediation, CoronerRemediationStatus},
     bmc::{BmcError, ResetType, SystemReading},
@@ -175,6 +175,8 @@ pub struct LoopSettings {
     pub request_timeout: StdDuration,
     /// Extra tries of a BMC read: with the timeout, what bounds the gap between two readings.
     pub read_retries: u32,
+    /// How often the guard reads a released machine (±10 %).
+    pub guard_interval: StdDuration,
 }
 
 /// Everything one process of coroner touches.
@@ -186,4 +188,6 @@ pub trait World: Clock + Remediations + Nodes + NodeLeases + Leadership + Cluste
     fn admissions(&self) -> &tokio::sync::Mutex<Admissions>;
     /// What this process knows of each fence, never persisted.
     fn memories(&self) -> &Memories;
+    /// One request at a time per BMC origin, from this process.
+    fn origins(&self) -> &Origins;
 }

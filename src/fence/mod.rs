@@ -115,6 +115,9 @@ pub struct Memory {
     pub not_before: Option<Mono>,
     /// The device the identity was proven through.
     pub through: Option<DeviceMark>,
+    /// When the guard last read the released machine, and how many times it has.
+    pub guarded_at: Option<Mono>,
+    pub guard_reads: u64,
 }
 
 /// What stays fixed for one reconcile.
@@ -185,9 +188,19 @@ pub fn extended(run: Option<Run>, reading: Sampled, spec: &CoronerRemediationSpe
 }
 
 /// Whether a phase that holds a power-action slot has run past its deadline: `deadline` on this
-/// process's clock since `started` (a phase resumed by another process starts its clock afresh).
-pub fn past_deadline(started: Option<Mono>, now: Mono, deadline: StdDuration) -> bool {
+/// process's monotonic clock since `started`, or twice that on the wall clock since the persisted
+/// `since`. A process resuming a phase starts its own clock afresh (a failover does not eat the
+/// attempt), and the wall clock bounds the whole, so the deadline elapses even when no process lives
+/// long enough to see it on its own clock.
+pub fn past_deadline(
+    started: Option<Mono>,
+    now: Mono,
+    since: Option<Timestamp>,
+    wall: Timestamp,
+    deadline: StdDuration,
+) -> bool {
     started.is_some_and(|started| now.saturating_sub(started) >= deadline)
+        || since.is_some_and(|since| elapsed(since, wall) >= deadline * 2)
 }
 
 fn is_released(status: &CoronerRemediationStatus) -> bool {
@@ -448,7 +461,12 @@ impl<'a> Step<'a> {
         };
         let reset = self.reset.filter(|r| !phase.is_terminal() && intended(*r));
         if phase.is_terminal() {
-            self.memory = Memory::default();
+            // The fence is over; the guard after the release is not.
+            self.memory = Memory {
+                guarded_at: self.memory.guarded_at,
+                guard_reads: self.memory.guard_reads,
+                ..Memory::default()
+            };
         }
         self.status.progress = Some(self.progress);
         self.status.evidence = Some(self.evidence);
@@ -867,7 +885,14 @@ impl<'a> Step<'a> {
         if self.memory.attempt_started.is_none() {
             self.memory.attempt_started = Some(self.ctx.mono);
         }
-        if !past_deadline(self.memory.attempt_started, self.ctx.mono, self.spec.power_off_timeout.get()) {
+        let since = self.progress.attempt_started_at.as_ref().map(|t| t.0);
+        if !past_deadline(
+            self.memory.attempt_started,
+            self.ctx.mono,
+            since,
+            self.ctx.now,
+            self.spec.power_off_timeout.get(),
+        ) {
             return false;
         }
         let last = self.progress.last_error.clone().unwrap_or_else(|| "no unbroken run of Off readings".into());
@@ -1170,7 +1195,14 @@ impl<'a> Step<'a> {
         if self.memory.attempt_started.is_none() {
             self.memory.attempt_started = Some(self.ctx.mono);
         }
-        past_deadline(self.memory.attempt_started, self.ctx.mono, self.spec.power_off_timeout.get())
+        let since = self.progress.attempt_started_at.as_ref().map(|t| t.0);
+        past_deadline(
+            self.memory.attempt_started,
+            self.ctx.mono,
+            since,
+            self.ctx.now,
+            self.spec.power_off_timeout.get(),
+        )
     }
 
     fn powering_on(&mut self, reading: Result<PowerReading, BmcFailure>) {

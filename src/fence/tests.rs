@@ -41,8 +41,16 @@ fn node() -> NodeSnapshot {
 }
 
 /// What a process that has just started knows of a fence: nothing.
-static FORGOTTEN: Memory =
-    Memory { run: None, proof: None, attempt_started: None, last_requested: None, not_before: None, through: None };
+static FORGOTTEN: Memory = Memory {
+    run: None,
+    proof: None,
+    attempt_started: None,
+    last_requested: None,
+    not_before: None,
+    through: None,
+    guarded_at: None,
+    guard_reads: 0,
+};
 
 const TIMING: Timing = Timing { request_timeout: StdDuration::from_secs(5), read_retries: 1 };
 

@@ -34,14 +34,91 @@ fn oos(key: &str) -> bool {
 }
 
 impl Checker {
-    /// Judges the records written since the last call.
+    /// Judges the records written since the last call, and the deadlines that ran out.
     pub fn check(&mut self, truth: &Truth, scenario: &Scenario) -> Result<(), String> {
         while self.checked < truth.log.len() {
             let record = &truth.log[self.checked];
             self.checked += 1;
             self.judge(truth, scenario, record)?;
         }
+        self.guard_reported(truth)?;
+        self.fence_did_not_take_effect_reported(truth, scenario)
+    }
+
+    /// A power-on the world injects into a released machine is reported within 2 × the guard
+    /// interval (a `ReleasedMachinePoweredOn` Event), unless coroner's taint left the node, or a
+    /// process died or leadership moved meanwhile (nobody could read).
+    fn guard_reported(&self, truth: &Truth) -> Result<(), String> {
+        let bound = 2 * micros(super::GUARD_INTERVAL) + 2 * SECOND;
+        for (injected, node) in &truth.injected_on {
+            if truth.now < injected + bound {
+                continue;
+            }
+            let window = |at: &Micros| *at >= *injected && *at <= injected + bound;
+            let reported = truth.log.iter().any(
+                |r| matches!(r, Record::Event { at, reason, .. } if window(at) && reason == crate::guard::POWERED_ON),
+            );
+            let disrupted = truth.disruptions.iter().any(window);
+            let taint_left = truth.log.iter().any(|r| match r {
+                Record::NodeWrite { at, node: n, before, after, .. } => {
+                    window(at) && n == node && before.iter().any(|t| oos(&t.key)) && !after.iter().any(|t| oos(&t.key))
+                }
+                _ => false,
+            }) || !truth.released_by_coroner(node);
+            if !reported && !disrupted && !taint_left {
+                return Err(format!(
+                    "the world powered the released machine of {node} on at {}; no ReleasedMachinePoweredOn within {}",
+                    show(*injected),
+                    show(bound)
+                ));
+            }
+        }
         Ok(())
+    }
+
+    /// A lying BMC's release cannot be caught by a reading; the node coming back with its pre-fence
+    /// bootID must be: a `FenceDidNotTakeEffect` Event within 10 s of its kubelet's `Ready=True`.
+    fn fence_did_not_take_effect_reported(&self, truth: &Truth, scenario: &Scenario) -> Result<(), String> {
+        if scenario.bmc != super::scenario::BmcKind::LiesOff {
+            return Ok(());
+        }
+        let released = truth.log.iter().find_map(|r| match r {
+            Record::NodeWrite { at, before, after, .. }
+                if after.iter().any(|t| oos(&t.key)) && !before.iter().any(|t| oos(&t.key)) =>
+            {
+                Some(*at)
+            }
+            _ => None,
+        });
+        let Some(released) = released else { return Ok(()) };
+        let Some(machine) = truth.machine_of_node(super::TARGET) else { return Ok(()) };
+        // Never switched off since the release, and its kubelet reported Ready afterwards.
+        if !truth.machines[machine].on_at(released)
+            || truth.machines[machine].history.iter().any(|(at, on)| *at > released && !on)
+        {
+            return Ok(());
+        }
+        let back = truth
+            .life
+            .get(super::TARGET)
+            .and_then(|life| life.iter().find(|(at, kind)| *at > released && *kind == Life::Ready).map(|(at, _)| *at));
+        let Some(back) = back else { return Ok(()) };
+        if truth.now < back + 10 * SECOND || truth.disruptions.iter().any(|at| *at >= back && *at <= back + 10 * SECOND)
+        {
+            return Ok(());
+        }
+        let reported = truth.log.iter().any(|r| {
+            matches!(r, Record::Event { at, reason, .. } if *at >= back && reason == crate::guard::DID_NOT_TAKE_EFFECT)
+        });
+        if reported {
+            Ok(())
+        } else {
+            Err(format!(
+                "node {} came back at {} with the bootID it had before a fence that never took effect; no FenceDidNotTakeEffect",
+                super::TARGET,
+                show(back)
+            ))
+        }
     }
 
     fn judge(&mut self, truth: &Truth, scenario: &Scenario, record: &Record) -> Result<(), String> {
@@ -83,7 +160,7 @@ impl Checker {
                 released_on_proof(truth, scenario, remediation, node, *sent)
                     .map_err(|e| format!("p{pid} force-deleted a pod of {node} at {}: {e}", show(*at)))?;
             }
-            Record::Reset { at, pid, remediation, node, machine, on, intent, proven_path, path } => {
+            Record::Reset { at, pid, remediation, node, machine, on, intent, proven_path, path, guard } => {
                 let what = if *on { "On" } else { "ForceOff" };
                 let Some((instance, attempt, decided)) = intent else {
                     return Err(format!("p{pid} sent {what} to {path} at {} with no persisted intent", show(*at)));
@@ -109,7 +186,22 @@ impl Checker {
                         "p{pid} sent {what} to {path}, whose identity this fence did not prove ({proven_path:?})"
                     ));
                 }
-                if !*on && let Some(life) = shows_life(truth, node, remediation, *at, scenario) {
+                if *guard
+                    && let Some(approval) = truth
+                        .nodes
+                        .get(node)
+                        .and_then(|n| n.annotations().get(crate::guard::APPROVAL_ANNOTATION).cloned())
+                {
+                    return Err(format!(
+                        "p{pid}'s guard switched {node} off at {} although its return was approved ({approval:?})",
+                        show(*at)
+                    ));
+                }
+                // The guard switches a released machine that came back off again: by design.
+                if !*on
+                    && !*guard
+                    && let Some(life) = shows_life(truth, node, remediation, *at, scenario)
+                {
                     return Err(format!("p{pid} sent ForceOff to {node} at {}, which showed life: {life}", show(*at)));
                 }
                 if *on
@@ -142,7 +234,7 @@ impl Checker {
                 }
                 _ => {}
             },
-            Record::Read { .. } | Record::Proof { .. } => {}
+            Record::Read { .. } | Record::Proof { .. } | Record::Event { .. } => {}
         }
         Ok(())
     }
@@ -255,7 +347,9 @@ fn released_on_proof(
     let (Some(&(from, _, _, _)), Some(&(last_start, last_answer, _, _))) = (run.first(), run.last()) else {
         return Err(format!("no reading by p{pid} behind the proof of {remediation}"));
     };
-    if let Some((start, _, read, _)) = run.iter().find(|(_, _, read, off)| *read != machine || !off) {
+    if let Some((start, _, read, _)) = run.iter().find(|(_, _, read, off)| *read != machine || !off)
+        && scenario.bmc != super::scenario::BmcKind::LiesOff
+    {
         return Err(format!(
             "the proof's reading at {} was of {} and did not find {} off",
             show(*start),
@@ -263,7 +357,8 @@ fn released_on_proof(
             m.name
         ));
     }
-    if !m.off_throughout(from, last_answer) {
+    // A BMC that lies Off fools every reading: what must catch it comes after the release.
+    if scenario.bmc != super::scenario::BmcKind::LiesOff && !m.off_throughout(from, last_answer) {
         return Err(format!(
             "{} was on at some time between the proof's first reading ({}) and its last ({})",
             m.name,

@@ -132,6 +132,7 @@ pub struct Lab<D> {
     admissions: tokio::sync::Mutex<Admissions>,
     incarnation: Mutex<Incarnation>,
     memories: driver::Memories,
+    origins: driver::Origins,
     /// When the current process started, on the lab's clock.
     started: Mutex<Micros>,
     /// Every status coroner wrote, in order.
@@ -184,11 +185,13 @@ impl<D: Device + Clone> Lab<D> {
                 limits: StormLimits { max_concurrent: 3, max_per_window: 5, window: StdDuration::from_secs(600) },
                 request_timeout: StdDuration::from_secs(2),
                 read_retries: 1,
+                guard_interval: StdDuration::from_secs(10),
             },
             metrics: Metrics::new().0,
             admissions: tokio::sync::Mutex::default(),
             incarnation: Mutex::new(Incarnation { term: 1, tracker, serial: 1 }),
             memories: driver::Memories::default(),
+            origins: driver::Origins::default(),
             started: Mutex::new(started),
             history: Mutex::default(),
             events: Mutex::default(),
@@ -294,7 +297,8 @@ impl<D: Device + Clone> Lab<D> {
 
     /// Reconciles as the controller would — at once after any change (coroner's own writes
     /// included), after the requeue's delay, [`ERROR_REQUEUE`] after an error — until `until` holds
-    /// after a reconcile, or nothing would wake the controller. Panics past [`Lab::limit`].
+    /// after a reconcile, or nothing but the guard's timer would wake the controller. Panics past
+    /// [`Lab::limit`].
     pub async fn run_until(&self, until: impl Fn(&CoronerRemediationStatus) -> bool) -> CoronerRemediationStatus {
         let deadline = self.clock.micros() + micros(self.limit);
         for _ in 0..MAX_RECONCILES {
@@ -305,7 +309,11 @@ impl<D: Device + Clone> Lab<D> {
                 return status;
             }
             let changed = self.world(|t| !t.changes.is_empty());
+            // A fence that ended waits for nothing but the guard's next reading of its released
+            // machine: settled.
+            let ended = crate::fence::phase_of(&status).is_terminal();
             let wait = match next {
+                Ok(Next::Requeue(_)) if ended => None,
                 Ok(Next::Requeue(after)) => Some(after),
                 Ok(Next::AwaitChange) => None,
                 Err(_) => Some(ERROR_REQUEUE),
@@ -490,5 +498,9 @@ impl<D: Device + Clone> World for Lab<D> {
 
     fn memories(&self) -> &driver::Memories {
         &self.memories
+    }
+
+    fn origins(&self) -> &driver::Origins {
+        &self.origins
     }
 }

@@ -43,6 +43,8 @@ use crate::{
 const NAMESPACE: &str = "coroner";
 /// The BMC request timeout of the simulated processes.
 const REQUEST_TIMEOUT: Micros = 2 * SECOND;
+/// How often the simulated processes' guard reads a released machine.
+const GUARD_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
 const TARGET: &str = "worker-1";
 const OTHER: &str = "worker-2";
 const TARGET_UUID: &str = "4c4c4544-0031-3510-8052-b4c04f4e3132";
@@ -156,6 +158,7 @@ impl Run {
             limits: StormLimits { max_concurrent: 3, max_per_window: 5, window: std::time::Duration::from_secs(600) },
             request_timeout: exec::duration(request_timeout),
             read_retries: 1,
+            guard_interval: GUARD_INTERVAL,
         };
         let nhc = NhcPolicy { timeout: scenario.nhc_timeout };
         let mut run = Self {
@@ -391,8 +394,18 @@ impl Run {
             }
             Event::PowerOn => self.shared.with(|t| {
                 if let Some(m) = t.machine_of_node(TARGET) {
+                    if !t.machines[m].on && t.released_by_coroner(TARGET) {
+                        t.injected_on.push((now, TARGET.into()));
+                    }
                     t.schedule_power(m, true, now);
                 }
+            }),
+            Event::ApprovePowerOn => self.shared.with(|t| {
+                t.annotate_node(
+                    TARGET,
+                    crate::guard::APPROVAL_ANNOTATION,
+                    "alice: back to service after the PDU repair",
+                )
             }),
             Event::DenyNodeWrites { for_ } => self.shared.with(|t| t.node_writes_denied_until = now + for_),
             Event::ForeignOutOfService => self.shared.with(|t| {
@@ -478,6 +491,7 @@ impl Run {
 
     fn become_leader(&mut self, pid: u32) {
         let now = self.now();
+        self.shared.with(|t| t.disruptions.push(now));
         let names = self.shared.with(|t| {
             t.leader.holder = Some(pid);
             t.leader.renewed = now;
@@ -526,6 +540,8 @@ impl Run {
                 .collect()
         });
         for pid in dead {
+            let now = self.now();
+            self.shared.with(|t| t.disruptions.push(now));
             self.exec.kill(pid);
             self.processes.remove(&pid);
             self.controllers.remove(&pid);
@@ -737,6 +753,7 @@ fn build_world(truth: &mut Truth, scenario: &Scenario) {
         }
         BmcKind::Transitional => bmc.answers = world::PowerAnswers::Transitional,
         BmcKind::Unknowns => bmc.answers = world::PowerAnswers::SometimesUnknown,
+        BmcKind::LiesOff => bmc.answers = world::PowerAnswers::LiesOff,
         _ => {}
     }
     bmc.alive = scenario.death != Death::PowerLossWithBmc;

@@ -112,6 +112,7 @@ pub struct Process {
     /// Clients dropped so far: a rebuilt client always has a new serial.
     forgotten: Mutex<u64>,
     memories: Memories,
+    origins: crate::driver::Origins,
 }
 
 impl Process {
@@ -130,6 +131,7 @@ impl Process {
             clients: Mutex::default(),
             forgotten: Mutex::default(),
             memories: Memories::default(),
+            origins: crate::driver::Origins::default(),
         }
     }
 
@@ -335,9 +337,16 @@ impl Cluster for Process {
 }
 
 impl Events for Process {
-    async fn publish(&self, _regarding: &ObjectReference, _notice: &Notice, _action: &str) {
+    async fn publish(&self, regarding: &ObjectReference, notice: &Notice, _action: &str) {
         // Recording an Event is a call like any other: the process may die in it.
-        let _ = self.api(true, |_| Ok(())).await;
+        let pid = self.pid;
+        let kind = regarding.kind.clone().unwrap_or_default();
+        let _ = self
+            .api(true, |t| {
+                t.log.push(Record::Event { at: t.now, pid, kind, reason: notice.reason.clone() });
+                Ok(())
+            })
+            .await;
     }
 }
 
@@ -393,6 +402,10 @@ impl World for Process {
 
     fn memories(&self) -> &Memories {
         &self.memories
+    }
+
+    fn origins(&self) -> &crate::driver::Origins {
+        &self.origins
     }
 }
 
@@ -490,6 +503,7 @@ impl SimDevice {
         let system = &model.systems[index];
         let machine = &truth.machines[system.machine];
         let power = match (machine.on, machine.pending, model.answers) {
+            (_, _, PowerAnswers::LiesOff) => PowerState::Off,
             (true, Some((_, false)), PowerAnswers::Transitional) => PowerState::PoweringOff,
             (true, _, _) => PowerState::On,
             (false, _, _) => PowerState::Off,
@@ -582,12 +596,12 @@ impl Bmc for SimDevice {
             let at = t.now;
             let node = t.bindings_node(bmc);
             let stored = t.remediations.get(&remediation).and_then(|r| r.status.clone()).unwrap_or_default();
-            let intent = stored
-                .progress
-                .as_ref()
-                .and_then(|p| p.intent.as_ref())
-                .filter(|i| i.result.is_none())
-                .map(|i| (i.instance.clone(), i.attempt, i.decided_at.0.to_string()));
+            // The fence's intent, or the guard's after the release.
+            let fence_intent = stored.progress.as_ref().and_then(|p| p.intent.as_ref()).filter(|i| i.result.is_none());
+            let guard_intent = stored.guard.as_ref().and_then(|g| g.intent.as_ref()).filter(|i| i.result.is_none());
+            let guarding = fence_intent.is_none() && guard_intent.is_some();
+            let intent =
+                fence_intent.or(guard_intent).map(|i| (i.instance.clone(), i.attempt, i.decided_at.0.to_string()));
             let proven_path = stored.evidence.as_ref().and_then(|e| e.identity.as_ref()).map(|i| i.system_path.clone());
             let remediation = remediation.clone();
             t.log.push(Record::Reset {
@@ -600,8 +614,11 @@ impl Bmc for SimDevice {
                 intent,
                 proven_path,
                 path: path.clone(),
+                guard: guarding,
             });
-            t.schedule_power(machine, on, at + delay);
+            if t.bmcs[bmc].answers != PowerAnswers::LiesOff {
+                t.schedule_power(machine, on, at + delay);
+            }
             Ok(if on { 202 } else { 204 })
         })
         .await

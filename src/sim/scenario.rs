@@ -43,6 +43,9 @@ pub enum BmcKind {
     Clone,
     /// The binding leads to another node's BMC.
     Mismatch,
+    /// Accepts every reset, does nothing, and always reports `Off`: a lie no reading can catch. The
+    /// checks after the release must (a Lease renewed, the node back with its old bootID).
+    LiesOff,
 }
 
 /// Something the world does at a time.
@@ -82,6 +85,8 @@ pub enum Event {
     SlowApi { for_: Micros },
     /// The leader dies right after its next Node write takes effect, before it sees the answer.
     CrashAfterNextNodeWrite,
+    /// A person approves the released machine's return: `coroner.dev/power-on-approved` on the Node.
+    ApprovePowerOn,
 }
 
 /// When an event happens: at a time, or a while after the first remediation first enters a phase
@@ -234,6 +239,18 @@ impl Scenario {
             events.push((When::After(phase, rng.i64(SECOND..4 * SECOND)), Event::PowerGlitch { on_for }));
         }
         let nhc_timeout = (rng.u8(..3) == 0).then(|| rng.i64(30 * SECOND..180 * SECOND));
+        // Drawn last, so the scenarios drawn before keep their seeds: the guard after the release.
+        let mut bmc = bmc;
+        if rng.f64() < 0.06 {
+            bmc = BmcKind::LiesOff;
+        }
+        if rng.f64() < 0.15 {
+            let phase = if rng.bool() { Phase::Done } else { Phase::WaitingForRelease };
+            events.push((When::After(phase, rng.i64(SECOND..8 * SECOND)), Event::PowerOn));
+            if rng.bool() {
+                events.push((When::After(phase, rng.i64(0..SECOND)), Event::ApprovePowerOn));
+            }
+        }
         let expect = Self::expectation(death, bmc, &events, nhc_timeout, &faults);
         Self { seed, spec, death, bmc, faults, events, nhc_timeout, expect, horizon: 600 * SECOND + 500 * MS }
     }
@@ -264,6 +281,7 @@ impl Scenario {
         }
         match (death, bmc) {
             (Death::LeaseOnly, _) => Expect::Any,
+            (_, BmcKind::LiesOff) => Expect::Any,
             (Death::PowerLossWithBmc, _) | (_, BmcKind::Mismatch | BmcKind::Clone) => Expect::Refuse,
             (_, BmcKind::Slow | BmcKind::Flaky | BmcKind::Unknowns) => Expect::Any,
             _ => Expect::Release,

@@ -90,6 +90,8 @@ pub enum PowerAnswers {
     Transitional,
     /// An unknown value some of the time.
     SometimesUnknown,
+    /// `Off`, whatever the machine does; resets do nothing.
+    LiesOff,
 }
 
 #[derive(Clone, Debug)]
@@ -158,7 +160,11 @@ pub enum Record {
         /// The system's path in the identity evidence at that moment.
         proven_path: Option<String>,
         path: String,
+        /// Sent by the guard after the release.
+        guard: bool,
     },
+    /// An Event coroner published: on what kind of object, with what reason.
+    Event { at: Micros, pid: u32, kind: String, reason: String },
     /// A power reading of `machine` by coroner, for `remediation`: sampled somewhere in
     /// `[start, answer]`.
     Read { pid: u32, remediation: String, machine: usize, start: Micros, answer: Micros, off: bool },
@@ -237,6 +243,11 @@ pub struct Truth {
     pub now: Micros,
     /// When each node's kubelet reported: signs of life.
     pub life: BTreeMap<String, Vec<(Micros, Life)>>,
+    /// Power-ons the world injected into a released machine (coroner's out-of-service taint on its
+    /// node): the guard must report each.
+    pub injected_on: Vec<(Micros, String)>,
+    /// Process deaths and leadership changes: a guard cannot report while nobody leads.
+    pub disruptions: Vec<Micros>,
     /// Node Leases written since the processes' watches last heard of them.
     pub lease_changes: Vec<String>,
     /// NHC's deletions of remediations whose node turned healthy: when it became healthy.
@@ -304,6 +315,8 @@ impl Truth {
             changes: Vec::new(),
             now: 0,
             life: BTreeMap::new(),
+            injected_on: Vec::new(),
+            disruptions: Vec::new(),
             lease_changes: Vec::new(),
             healthy_since: BTreeMap::new(),
             nhc_nodes: BTreeMap::new(),
@@ -477,6 +490,24 @@ impl Truth {
         let stored: Taint = roundtrip(&taint);
         self.provenance.insert(taint_key(&stored), Adder::Someone(who.into()));
         n.spec.get_or_insert_with(Default::default).taints.get_or_insert_with(Vec::new).push(stored);
+        n.metadata.resource_version = Some(rv);
+        self.changes.push(Change::Node(node.into()));
+    }
+
+    /// Whether a remediation's exact out-of-service taint is on the node and its release recorded.
+    pub fn released_by_coroner(&self, node: &str) -> bool {
+        let Some(n) = self.nodes.get(node) else { return false };
+        self.remediations.values().any(|r| {
+            let released = r.status.as_ref().and_then(|s| s.evidence.as_ref()?.release.as_ref()).is_some();
+            released && r.metadata.uid.as_deref().is_some_and(|uid| crate::taints::release_on_node(n, uid).is_some())
+        })
+    }
+
+    /// A person annotates the Node.
+    pub fn annotate_node(&mut self, node: &str, key: &str, value: &str) {
+        let rv = self.next_rv();
+        let Some(n) = self.nodes.get_mut(node) else { return };
+        n.metadata.annotations.get_or_insert_with(Default::default).insert(key.into(), value.into());
         n.metadata.resource_version = Some(rv);
         self.changes.push(Change::Node(node.into()));
     }

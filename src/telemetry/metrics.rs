@@ -69,6 +69,14 @@ pub struct Metrics {
     pub reconcile_errors: Family<CategoryLabels, Counter>,
     pub leader: Gauge,
     pub leader_changes: Counter,
+    /// The guard after the release: a released machine read anything but Off.
+    pub released_machine_powered_on: Family<NodeLabels, Counter>,
+    /// Guard readings that could not tell (an error, another system's answer).
+    pub guard_blind_reads: Family<NodeLabels, Counter>,
+    /// ForceOffs the guard sent to a released machine.
+    pub guard_force_offs: Family<NodeLabels, Counter>,
+    /// A released node reported back with its pre-fence bootID: the fence did not take effect.
+    pub fence_did_not_take_effect: Family<NodeLabels, Counter>,
 }
 
 fn stage_histogram() -> Histogram {
@@ -91,6 +99,10 @@ impl Metrics {
             reconcile_errors: Family::default(),
             leader: Gauge::default(),
             leader_changes: Counter::default(),
+            released_machine_powered_on: Family::default(),
+            guard_blind_reads: Family::default(),
+            guard_force_offs: Family::default(),
+            fence_did_not_take_effect: Family::default(),
         };
         let mut registry = Registry::with_prefix("coroner");
         let m = metrics.clone();
@@ -134,6 +146,26 @@ impl Metrics {
         registry.register("reconcile_errors", "Reconcile errors by category", m.reconcile_errors);
         registry.register("leader", "1 while this replica is the leader", m.leader);
         registry.register("leader_changes", "Times this replica became the leader", m.leader_changes);
+        registry.register(
+            "released_machine_powered_on",
+            "Times a released machine read anything but Off that coroner did not cause, by node",
+            m.released_machine_powered_on,
+        );
+        registry.register(
+            "guard_blind_reads",
+            "Guard readings of a released machine that could not tell (errors count here, never as Off), by node",
+            m.guard_blind_reads,
+        );
+        registry.register(
+            "guard_force_offs",
+            "ForceOffs the guard sent to a released machine, by node",
+            m.guard_force_offs,
+        );
+        registry.register(
+            "fence_did_not_take_effect",
+            "Released nodes that reported back with their pre-fence bootID (they never went down), by node",
+            m.fence_did_not_take_effect,
+        );
         (metrics, registry)
     }
 

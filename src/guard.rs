@@ -1,0 +1,223 @@
+//! The guard after the release: a machine that reads anything but `Off` again while its workloads run
+//! elsewhere is exactly the double run coroner exists to prevent. While this remediation's own
+//! out-of-service taint is on the node, coroner keeps reading the system that proved it off, and a
+//! node that reports back with the bootID it had before the fence never went down at all. Pure
+//! decisions; the loop ([`crate::driver`]) reads, writes and sends.
+
+use std::time::Duration as StdDuration;
+
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+
+use crate::{
+    api::{CoronerRemediationStatus, GuardFinding, GuardPolicy, GuardStatus, Intent, PowerAction, conditions},
+    bmc::{PowerState, ResetType},
+    fence::{BmcFailure, Decision, Memory, Mono, NodeSnapshot, Notice, PowerReading},
+    identity,
+};
+
+/// On a Node: a person approved that the released machine runs again (the value says who and why).
+/// The guard then reports a power-on but does not switch the machine off.
+pub const APPROVAL_ANNOTATION: &str = "coroner.dev/power-on-approved";
+/// The guard's condition: `True` (reads Off), `False` (`ReleasedMachinePoweredOn`), `Unknown`
+/// (`GuardBlind`).
+pub const GUARD: &str = "Guard";
+/// `False` (`FenceDidNotTakeEffect`) when the node reported back with its pre-fence bootID.
+pub const FENCE_TOOK_EFFECT: &str = "FenceTookEffect";
+
+pub const POWERED_ON: &str = "ReleasedMachinePoweredOn";
+pub const BLIND: &str = "GuardBlind";
+pub const DID_NOT_TAKE_EFFECT: &str = "FenceDidNotTakeEffect";
+
+/// Whether the guard watches this fence's machine now: the release is recorded and not ended, and
+/// this remediation's own exact out-of-service taint is on the node (so a new leader resumes the
+/// watch from the Node alone).
+pub fn guarded(status: &CoronerRemediationStatus, node: &NodeSnapshot) -> bool {
+    let release = status.evidence.as_ref().and_then(|e| e.release.as_ref());
+    node.released_at.is_some() && release.is_some_and(|r| r.taint_removed_at.is_none())
+}
+
+/// The guard's period for one remediation: `interval` ± 10 %, drawn from the remediation's UID and
+/// the read it is for, so replicas and remediations do not read their BMCs in step.
+pub fn jittered(interval: StdDuration, uid: &str, read: u64) -> StdDuration {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in uid.bytes().chain(read.to_le_bytes()) {
+        hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+    }
+    let per_mille = hash % 201;
+    interval.mul_f64(0.9 + per_mille as f64 / 1000.0)
+}
+
+/// How long until the guard reads again (`None`: now).
+pub fn due(memory: &Memory, now: Mono, interval: StdDuration, uid: &str) -> Option<StdDuration> {
+    let last = memory.guarded_at?;
+    let next = last + jittered(interval, uid, memory.guard_reads);
+    (next > now).then(|| next - now)
+}
+
+/// What one guard reading says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Finding {
+    Off,
+    /// The verified system reads something else: the machine may be running.
+    NotOff(PowerState),
+    /// No reading, or one of another system: never counted as Off.
+    Blind(String),
+}
+
+/// A guard reading judged: only `Off` from the verified system is Off.
+pub fn assess(status: &CoronerRemediationStatus, reading: &Result<PowerReading, BmcFailure>) -> Finding {
+    let verified = status.evidence.as_ref().and_then(|e| e.identity.as_ref()).map(|i| i.bmc_uuid.as_str());
+    match reading {
+        Err(failure) => Finding::Blind(failure.message.clone()),
+        Ok(reading) => {
+            let same =
+                verified.and_then(identity::parse).zip(identity::parse(&reading.uuid)).is_some_and(|(a, b)| a == b);
+            match (same, &reading.power_state) {
+                (false, _) => {
+                    Finding::Blind(format!("the system now reports UUID {:?}, not the verified one", reading.uuid))
+                }
+                (true, PowerState::Off) => Finding::Off,
+                (true, other) => Finding::NotOff(other.clone()),
+            }
+        }
+    }
+}
+
+/// What one guard step knows besides the reading.
+#[derive(Clone, Copy, Debug)]
+pub struct Watch<'a> {
+    pub policy: GuardPolicy,
+    /// The Node's `coroner.dev/power-on-approved`, if it carries one.
+    pub approval: Option<&'a str>,
+    pub instance: &'a str,
+    pub now: Timestamp,
+    pub mono: Mono,
+}
+
+/// The guard's step for one reading. It writes status only when the finding changes (or it decides a
+/// ForceOff); with `Enforce` and no approval on the Node, a released machine that reads anything but
+/// Off is switched off again: the intent is persisted first, as for every BMC mutation.
+pub fn next(status: &CoronerRemediationStatus, memory: &Memory, finding: &Finding, watch: Watch<'_>) -> Decision {
+    let Watch { policy, approval, instance, now, mono } = watch;
+    let mut new = status.clone();
+    let mut notices = Vec::new();
+    let mut reset = None;
+    let guard = new.guard.get_or_insert_with(GuardStatus::default);
+    let finding_at = |seen: String| GuardFinding { at: MicroTime(now), seen };
+    let (state, reason, message) = match finding {
+        Finding::Off => (conditions::TRUE, "MachineOff", "the released machine reads Off".to_owned()),
+        Finding::NotOff(power) => {
+            guard.last_finding = Some(finding_at(power.to_string()));
+            let message =
+                format!("the released machine reads {power}: it may be running while its workloads run elsewhere");
+            (conditions::FALSE, POWERED_ON, message)
+        }
+        Finding::Blind(why) => {
+            guard.last_finding = Some(finding_at(why.clone()));
+            (conditions::UNKNOWN, BLIND, format!("the guard cannot read the released machine: {why}"))
+        }
+    };
+    let unanswered = guard.intent.as_ref().is_some_and(|i| i.result.is_none());
+    let changed = conditions::set(&mut new.conditions, GUARD, state, reason, &message, now);
+    if changed {
+        notices.push(Notice { warning: *finding != Finding::Off, reason: reason.to_owned(), message: message.clone() });
+    }
+    if let Finding::NotOff(_) = finding {
+        match (policy, approval) {
+            (GuardPolicy::Enforce, None) if !unanswered => {
+                new.guard.get_or_insert_with(GuardStatus::default).intent = Some(Intent {
+                    action: PowerAction::ForceOff,
+                    attempt: 1,
+                    decided_at: MicroTime(now),
+                    instance: instance.to_owned(),
+                    result: None,
+                });
+                reset = Some(ResetType::ForceOff);
+                notices.push(Notice {
+                    warning: true,
+                    reason: POWERED_ON.into(),
+                    message: format!("{message}; switching it off again (guard: Enforce)"),
+                });
+            }
+            (GuardPolicy::Enforce, Some(approved)) if changed => notices.push(Notice {
+                warning: false,
+                reason: "PowerOnApproved".into(),
+                message: format!(
+                    "the Node carries {APPROVAL_ANNOTATION}: {approved:?}; the guard leaves the machine on"
+                ),
+            }),
+            _ => {}
+        }
+    }
+    if new.guard.as_ref().is_some_and(|g| *g == GuardStatus::default()) {
+        new.guard = status.guard.clone();
+    }
+    let memory = Memory { guarded_at: Some(mono), guard_reads: memory.guard_reads + 1, ..memory.clone() };
+    if new != *status {
+        new.last_update_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now));
+    }
+    Decision { status: new, memory, reset, requeue: None, notices }
+}
+
+/// The answer to a guard's ForceOff, recorded on its intent.
+pub fn answered(
+    status: &CoronerRemediationStatus,
+    memory: &Memory,
+    result: &Result<u16, BmcFailure>,
+    now: Timestamp,
+) -> Decision {
+    let mut new = status.clone();
+    let text = match result {
+        Ok(code) => format!("HTTP {code}"),
+        Err(failure) => failure.message.clone(),
+    };
+    let guard = new.guard.get_or_insert_with(GuardStatus::default);
+    if let Some(intent) = guard.intent.as_mut() {
+        intent.result = Some(text.clone());
+    }
+    guard.enforced += 1;
+    new.last_update_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now));
+    let notice = Notice {
+        warning: true,
+        reason: "GuardForceOffSent".into(),
+        message: format!("the guard sent ForceOff to the released machine: {text}"),
+    };
+    Decision { status: new, memory: memory.clone(), reset: None, requeue: None, notices: vec![notice] }
+}
+
+/// bootID continuity: a fenced node that reports back (its kubelet posts `Ready` again) with the
+/// bootID it had when the fence was admitted never went down — the fence did not take effect. The
+/// strongest split-brain signal there is.
+pub fn fence_did_not_take_effect(status: &CoronerRemediationStatus, node: &NodeSnapshot) -> Option<String> {
+    let evidence = status.evidence.as_ref()?;
+    evidence.release.as_ref()?;
+    let before = evidence.node.as_ref()?.boot_id.as_str();
+    let reports = matches!(node.ready.as_deref(), Some(conditions::TRUE | conditions::FALSE));
+    (reports && !before.is_empty() && node.boot_id == before).then(|| {
+        format!(
+            "node {} reports Ready={} with bootID {before}, the one it had before the fence: it never went down, yet its workloads were released",
+            node.name,
+            node.ready.as_deref().unwrap_or_default()
+        )
+    })
+}
+
+/// The step that records [`fence_did_not_take_effect`] once, as a critical condition and Event.
+pub fn record_did_not_take_effect(
+    status: &CoronerRemediationStatus,
+    memory: &Memory,
+    message: &str,
+    now: Timestamp,
+) -> Option<Decision> {
+    let mut new = status.clone();
+    if !conditions::set(&mut new.conditions, FENCE_TOOK_EFFECT, conditions::FALSE, DID_NOT_TAKE_EFFECT, message, now) {
+        return None;
+    }
+    new.last_update_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now));
+    let notice = Notice { warning: true, reason: DID_NOT_TAKE_EFFECT.into(), message: message.to_owned() };
+    Some(Decision { status: new, memory: memory.clone(), reset: None, requeue: None, notices: vec![notice] })
+}
+
+#[cfg(test)]
+mod tests;

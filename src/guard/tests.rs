@@ -1,0 +1,189 @@
+use std::time::Duration as StdDuration;
+
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+
+use super::*;
+use crate::{
+    api::{Evidence, IdentityEvidence, NodeEvidence, ReleaseEvidence, ReleaseKind, RemediationStrategy, UuidMatch},
+    fence::{DeviceMark, Sampled},
+};
+
+const UUID: &str = "7f3b0c1e-0000-4000-8000-000000000001";
+
+fn t(secs: i64) -> Timestamp {
+    Timestamp::UNIX_EPOCH + SignedDuration::from_secs(1_800_000_000 + secs)
+}
+
+fn released() -> CoronerRemediationStatus {
+    CoronerRemediationStatus {
+        evidence: Some(Evidence {
+            node: Some(NodeEvidence {
+                name: "worker-1".into(),
+                uid: "node-uid".into(),
+                system_uuid: UUID.into(),
+                boot_id: "boot-1".into(),
+                ready: "Unknown".into(),
+                lease_present: true,
+                lease_renew_time: None,
+                admitted_at: MicroTime(t(0)),
+            }),
+            identity: Some(IdentityEvidence {
+                binding: "worker-1".into(),
+                endpoint: "https://bmc".into(),
+                system_id: "1".into(),
+                system_path: "/redfish/v1/Systems/1".into(),
+                bmc_uuid: UUID.into(),
+                node_uuid: UUID.into(),
+                match_kind: UuidMatch::Exact,
+                verified_at: MicroTime(t(1)),
+                tls_verified: true,
+            }),
+            release: Some(ReleaseEvidence {
+                kind: ReleaseKind::BmcProof,
+                attestation: None,
+                adopted_from: None,
+                strategy: RemediationStrategy::OutOfServiceTaint,
+                node_ready: "Unknown".into(),
+                lease_renew_time: None,
+                released_at: MicroTime(t(5)),
+                taint_owned: true,
+                pods_deleted: None,
+                taint_removed_at: None,
+                release_timed_out: false,
+            }),
+            ..Evidence::default()
+        }),
+        ..CoronerRemediationStatus::default()
+    }
+}
+
+fn node(released: bool) -> NodeSnapshot {
+    NodeSnapshot {
+        name: "worker-1".into(),
+        uid: "node-uid".into(),
+        ready: Some("Unknown".into()),
+        boot_id: "boot-1".into(),
+        released_at: released.then(|| t(5)),
+        ..NodeSnapshot::default()
+    }
+}
+
+fn reading(uuid: &str, power: PowerState) -> Result<PowerReading, BmcFailure> {
+    Ok(PowerReading {
+        uuid: uuid.into(),
+        power_state: power,
+        sampled: Sampled::default(),
+        through: DeviceMark::default(),
+    })
+}
+
+fn step(policy: GuardPolicy, status: &CoronerRemediationStatus, finding: &Finding, approval: Option<&str>) -> Decision {
+    let watch = Watch { policy, approval, instance: "p1/1", now: t(20), mono: StdDuration::from_secs(20) };
+    next(status, &Memory::default(), finding, watch)
+}
+
+fn condition(status: &CoronerRemediationStatus) -> (String, String) {
+    let c = conditions::find(&status.conditions, GUARD).unwrap();
+    (c.status.clone(), c.reason.clone())
+}
+
+#[test]
+fn the_guard_watches_only_while_this_fences_own_taint_is_on_the_node() {
+    assert!(guarded(&released(), &node(true)));
+    assert!(!guarded(&released(), &node(false)), "the taint is gone (or someone else's)");
+    assert!(!guarded(&CoronerRemediationStatus::default(), &node(true)), "no release recorded yet");
+    let mut ended = released();
+    ended.evidence.as_mut().unwrap().release.as_mut().unwrap().taint_removed_at = Some(MicroTime(t(9)));
+    assert!(!guarded(&ended, &node(true)), "Reboot removed it before powering on: its On is coroner's own");
+}
+
+#[test]
+fn only_off_from_the_verified_system_is_off() {
+    let status = released();
+    assert_eq!(assess(&status, &reading(UUID, PowerState::Off)), Finding::Off);
+    assert_eq!(assess(&status, &reading(UUID, PowerState::On)), Finding::NotOff(PowerState::On));
+    assert_eq!(assess(&status, &reading(UUID, PowerState::PoweringOn)), Finding::NotOff(PowerState::PoweringOn));
+    let other = "7f3b0c1e-0000-4000-8000-000000000002";
+    assert!(matches!(assess(&status, &reading(other, PowerState::Off)), Finding::Blind(_)), "another system's Off");
+    let failed =
+        Err(BmcFailure { transient: true, reason: crate::contract::Reason::BmcUnreachable, message: "timeout".into() });
+    assert!(matches!(assess(&status, &failed), Finding::Blind(_)), "an error never counts as Off");
+}
+
+#[test]
+fn a_machine_powered_on_behind_coronors_back_is_switched_off_again_with_enforce() {
+    let decision = step(GuardPolicy::Enforce, &released(), &Finding::NotOff(PowerState::On), None);
+    assert_eq!(decision.reset, Some(ResetType::ForceOff));
+    assert_eq!(condition(&decision.status), ("False".into(), POWERED_ON.into()));
+    let intent = decision.status.guard.as_ref().unwrap().intent.as_ref().unwrap();
+    assert_eq!((intent.action, intent.result.as_deref()), (PowerAction::ForceOff, None), "the intent comes first");
+    assert!(decision.notices.iter().any(|n| n.warning && n.reason == POWERED_ON));
+    // An unanswered intent is not decided twice.
+    let again = step(GuardPolicy::Enforce, &decision.status, &Finding::NotOff(PowerState::On), None);
+    assert_eq!(again.reset, None);
+}
+
+#[test]
+fn with_alert_or_an_approval_the_guard_only_reports() {
+    let alert = step(GuardPolicy::Alert, &released(), &Finding::NotOff(PowerState::On), None);
+    assert_eq!(alert.reset, None);
+    assert_eq!(condition(&alert.status), ("False".into(), POWERED_ON.into()));
+    let approved = step(
+        GuardPolicy::Enforce,
+        &released(),
+        &Finding::NotOff(PowerState::On),
+        Some("alice: back to service, INC-7"),
+    );
+    assert_eq!(approved.reset, None);
+    assert!(approved.notices.iter().any(|n| n.reason == "PowerOnApproved" && n.message.contains("INC-7")));
+}
+
+#[test]
+fn a_blind_guard_says_so_and_never_takes_it_for_off() {
+    let decision = step(GuardPolicy::Enforce, &released(), &Finding::Blind("timeout".into()), None);
+    assert_eq!((decision.reset, condition(&decision.status)), (None, ("Unknown".into(), BLIND.into())));
+    assert!(decision.notices.iter().any(|n| n.warning && n.reason == BLIND));
+}
+
+#[test]
+fn the_guard_writes_status_only_when_it_finds_something_new() {
+    let first = step(GuardPolicy::Enforce, &released(), &Finding::Off, None);
+    let quiet = step(GuardPolicy::Enforce, &first.status, &Finding::Off, None);
+    assert_eq!(quiet.status, first.status, "Off again: nothing to write");
+    assert!(quiet.notices.is_empty());
+    assert_eq!(quiet.memory.guard_reads, 1, "the read is remembered, not written");
+}
+
+#[test]
+fn the_guard_period_is_jittered_within_ten_percent_and_reproducible() {
+    let interval = StdDuration::from_secs(10);
+    for read in 0..100 {
+        let period = jittered(interval, "uid-1", read);
+        assert!(period >= StdDuration::from_secs(9) && period <= StdDuration::from_secs(11), "{period:?}");
+        assert_eq!(period, jittered(interval, "uid-1", read));
+    }
+    let memory = Memory { guarded_at: Some(StdDuration::from_secs(100)), ..Memory::default() };
+    assert!(due(&memory, StdDuration::from_secs(101), interval, "uid-1").is_some());
+    assert_eq!(due(&memory, StdDuration::from_secs(112), interval, "uid-1"), None);
+    assert_eq!(due(&Memory::default(), StdDuration::ZERO, interval, "uid-1"), None, "never read: now");
+}
+
+#[test]
+fn a_node_back_with_its_old_boot_id_never_went_down() {
+    let status = released();
+    let mut back = node(true);
+    back.ready = Some("True".into());
+    assert!(fence_did_not_take_effect(&status, &back).unwrap().contains("boot-1"));
+    back.boot_id = "boot-2".into();
+    assert_eq!(fence_did_not_take_effect(&status, &back), None, "a new boot: it did go down");
+    let silent = node(true);
+    assert_eq!(fence_did_not_take_effect(&status, &silent), None, "not reporting yet");
+    assert_eq!(fence_did_not_take_effect(&CoronerRemediationStatus::default(), &back), None, "nothing released");
+    let decision = record_did_not_take_effect(&status, &Memory::default(), "never went down", t(9)).unwrap();
+    assert_eq!(conditions::status_of(&decision.status.conditions, FENCE_TOOK_EFFECT), Some("False"));
+    assert!(
+        record_did_not_take_effect(&decision.status, &Memory::default(), "never went down", t(10)).is_none(),
+        "once"
+    );
+}
