@@ -7,7 +7,8 @@
 use std::time::Duration as StdDuration;
 
 use jiff::Timestamp;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::{api::core::v1::Node, apimachinery::pkg::apis::meta::v1::MicroTime};
+use kube::ResourceExt;
 
 use crate::{
     api::{CoronerRemediationStatus, GuardFinding, GuardPolicy, GuardStatus, Intent, PowerAction, conditions},
@@ -118,14 +119,15 @@ pub fn next(status: &CoronerRemediationStatus, memory: &Memory, finding: &Findin
             (conditions::UNKNOWN, BLIND, format!("the guard cannot read the released machine: {why}"))
         }
     };
-    let unanswered = guard.intent.as_ref().is_some_and(|i| i.result.is_none());
     let changed = conditions::set(&mut new.conditions, GUARD, state, reason, &message, now);
     if changed {
         notices.push(Notice { warning: *finding != Finding::Off, reason: reason.to_owned(), message: message.clone() });
     }
     if let Finding::NotOff(_) = finding {
         match (policy, approval) {
-            (GuardPolicy::Enforce, None) if !unanswered => {
+            // An earlier intent left unanswered (a crash, a hold) was sent or not: the machine still
+            // reads on, so this reading decides anew.
+            (GuardPolicy::Enforce, None) => {
                 new.guard.get_or_insert_with(GuardStatus::default).intent = Some(Intent {
                     action: PowerAction::ForceOff,
                     attempt: 1,
@@ -158,6 +160,51 @@ pub fn next(status: &CoronerRemediationStatus, memory: &Memory, finding: &Findin
         new.last_update_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now));
     }
     Decision { status: new, memory, reset, requeue: None, notices }
+}
+
+/// Why the guard does not send the ForceOff it decided: the Node, read again right before, no longer
+/// calls for it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum GuardHold {
+    #[error("the Node no longer exists")]
+    NodeGone,
+    #[error("this fence's out-of-service taint is no longer on the node: the release ended")]
+    ReleaseEnded,
+    #[error("the Node now carries {APPROVAL_ANNOTATION}: {0:?}")]
+    Approved(String),
+}
+
+/// Right before the guard's ForceOff, the Node read again must still call for it: this fence's own
+/// out-of-service taint on it (the release stands) and no approval of the power-on. The decision was
+/// taken on the Node as the reconcile began, which may be seconds old by now.
+pub fn may_enforce(
+    status: &CoronerRemediationStatus,
+    node: Option<&Node>,
+    remediation_uid: &str,
+) -> Result<(), GuardHold> {
+    let node = node.ok_or(GuardHold::NodeGone)?;
+    if !guarded(status, &NodeSnapshot::new(node, None, remediation_uid)) {
+        return Err(GuardHold::ReleaseEnded);
+    }
+    match node.annotations().get(APPROVAL_ANNOTATION) {
+        Some(approval) => Err(GuardHold::Approved(approval.clone())),
+        None => Ok(()),
+    }
+}
+
+/// A guard ForceOff not sent ([`may_enforce`]), recorded on its intent.
+pub fn withheld(status: &CoronerRemediationStatus, memory: &Memory, hold: &GuardHold, now: Timestamp) -> Decision {
+    let mut new = status.clone();
+    if let Some(intent) = new.guard.as_mut().and_then(|g| g.intent.as_mut()) {
+        intent.result = Some(format!("not sent: {hold}"));
+    }
+    new.last_update_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now));
+    let notice = Notice {
+        warning: false,
+        reason: "GuardForceOffWithheld".into(),
+        message: format!("the guard did not send ForceOff: {hold}"),
+    };
+    Decision { status: new, memory: memory.clone(), reset: None, requeue: None, notices: vec![notice] }
 }
 
 /// The answer to a guard's ForceOff, recorded on its intent.

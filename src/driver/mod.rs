@@ -52,8 +52,9 @@ pub struct Admissions {
     pub times: BTreeMap<String, Timestamp>,
 }
 
-/// What this process knows of each fence, by remediation UID ([`fence::Memory`]).
-pub type Memories = std::sync::Mutex<BTreeMap<String, Memory>>;
+/// What this process knows of each fence, by remediation UID ([`fence::Memory`]), with the instance
+/// (process and leadership term) that learnt it.
+pub type Memories = std::sync::Mutex<BTreeMap<String, (String, Memory)>>;
 
 /// One request at a time per BMC origin from this process: the guard's readings take no storm-limit
 /// slot, but wait while another request to the same BMC is in flight.
@@ -158,12 +159,21 @@ pub fn reset_still_wanted(current: &CoronerRemediation, intended: &CoronerRemedi
         && current.metadata.deletion_timestamp.is_none()
 }
 
+/// What this instance knows of the fence: a new leadership term of the same replica starts afresh
+/// (its proof, its attempt clock), as a new process would.
 fn remembered<W: World>(world: &W, uid: &str) -> Memory {
-    world.memories().lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(uid).cloned().unwrap_or_default()
+    let instance = world.instance();
+    let memories = world.memories().lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    memories.get(uid).filter(|(by, _)| *by == instance).map(|(_, memory)| memory.clone()).unwrap_or_default()
 }
 
 fn remember<W: World>(world: &W, uid: &str, memory: Memory) {
-    world.memories().lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(uid.to_owned(), memory);
+    let instance = world.instance();
+    world
+        .memories()
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .insert(uid.to_owned(), (instance, memory));
 }
 
 fn forget<W: World>(world: &W, uid: &str) {
@@ -222,9 +232,13 @@ impl<'a, W: World> Fence<'a, W> {
             if let Some(decision) = fence::timed_out(&self.status(), now) {
                 self.commit(decision, None).await?;
             }
-            self.settle_taints().await?;
             // NHC gave up on the remediation, not on the released machine.
-            let guard = match self.world.node(&self.node_name).await? {
+            let node = self.world.node(&self.node_name).await?;
+            if let Some(node) = &node {
+                self.check_boot_id(node).await?;
+            }
+            self.settle_taints().await?;
+            let guard = match node {
                 Some(node) => self.guard(&node).await?,
                 None => None,
             };
@@ -239,6 +253,8 @@ impl<'a, W: World> Fence<'a, W> {
         if let Some(decision) = fence::start(&self.status(), &self.node_name, now) {
             self.commit(decision, Some(&node)).await?;
         }
+        // First: nothing the fence's steps may fail on (a denied Node write) must hide this.
+        self.check_boot_id(&node).await?;
         if self.world.own_node() == Some(self.node_name.as_str()) && !fence::phase_of(&self.status()).is_terminal() {
             return self.leader_on_target(&node, now).await;
         }
@@ -689,24 +705,33 @@ impl<'a, W: World> Fence<'a, W> {
         self.commit_observation(Observation::ResetAnswered { action: reset, result }, node).await
     }
 
-    /// The guard after the release, and the bootID check, on every reconcile while this fence's
-    /// release stands. Returns when the guard reads again.
+    /// The bootID check, on every reconcile once the fence released the node: a node back with its
+    /// pre-fence bootID never went down ([`guard::fence_did_not_take_effect`]).
+    async fn check_boot_id(&mut self, node: &Node) -> Result<(), Error> {
+        let status = self.status();
+        if status.evidence.as_ref().and_then(|e| e.release.as_ref()).is_none() {
+            return Ok(());
+        }
+        let snapshot = NodeSnapshot::new(node, None, &self.uid);
+        let Some(message) = guard::fence_did_not_take_effect(&status, &snapshot) else { return Ok(()) };
+        let memory = remembered(self.world, &self.uid);
+        if let Some(decision) = guard::record_did_not_take_effect(&status, &memory, &message, self.world.now()) {
+            let labels = NodeLabels { node: self.node_name.clone() };
+            self.world.metrics().fence_did_not_take_effect.get_or_create(&labels).inc();
+            self.commit(decision, Some(node)).await?;
+        }
+        Ok(())
+    }
+
+    /// The guard after the release, on every reconcile while this fence's release stands. Returns
+    /// when the guard reads again.
     async fn guard(&mut self, node: &Node) -> Result<Option<StdDuration>, Error> {
         let status = self.status();
         if status.evidence.as_ref().and_then(|e| e.release.as_ref()).is_none() {
             return Ok(None);
         }
-        let lease = self.world.node_lease(&self.node_name).await?;
-        let snapshot = NodeSnapshot::new(node, lease, &self.uid);
+        let snapshot = NodeSnapshot::new(node, None, &self.uid);
         let labels = NodeLabels { node: self.node_name.clone() };
-        if let Some(message) = guard::fence_did_not_take_effect(&status, &snapshot) {
-            let memory = remembered(self.world, &self.uid);
-            if let Some(decision) = guard::record_did_not_take_effect(&status, &memory, &message, self.world.now()) {
-                self.world.metrics().fence_did_not_take_effect.get_or_create(&labels).inc();
-                self.commit(decision, Some(node)).await?;
-            }
-        }
-        let status = self.status();
         if !guard::guarded(&status, &snapshot) {
             return Ok(None);
         }
@@ -750,7 +775,8 @@ impl<'a, W: World> Fence<'a, W> {
     }
 
     /// The guard's ForceOff to a released machine that reads on again: its intent is persisted, the
-    /// remediation read again unchanged, the leader Lease outlasting the request; the reset goes to the
+    /// remediation read again unchanged, the Node read again still calling for it
+    /// ([`guard::may_enforce`]), the leader Lease outlasting the request; the reset goes to the
     /// system whose answer (its UUID re-checked) asked for it. It takes no storm-limit slot.
     async fn send_guard_reset(&mut self, system: SystemReading, node: &Node) -> Result<(), Error> {
         let name = self.remediation.name_any();
@@ -758,6 +784,12 @@ impl<'a, W: World> Fence<'a, W> {
             self.world.remediation(&name).await?.ok_or_else(|| ApiError::NotFound(format!("remediation {name}")))?;
         if !reset_still_wanted(&current, &self.remediation) {
             return Ok(());
+        }
+        let now_node = self.world.node(&self.node_name).await?;
+        if let Err(hold) = guard::may_enforce(&self.status(), now_node.as_ref(), &self.uid) {
+            info!(%hold, "the guard does not send ForceOff");
+            let now = self.world.now();
+            return self.commit_retrying(node, |status, memory| guard::withheld(status, memory, &hold, now)).await;
         }
         self.world.ensure_leader(self.world.settings().request_timeout).await.map_err(Error::NotLeader)?;
         let result = match self.device_for_fence().await? {

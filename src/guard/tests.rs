@@ -119,9 +119,44 @@ fn a_machine_powered_on_behind_coronors_back_is_switched_off_again_with_enforce(
     let intent = decision.status.guard.as_ref().unwrap().intent.as_ref().unwrap();
     assert_eq!((intent.action, intent.result.as_deref()), (PowerAction::ForceOff, None), "the intent comes first");
     assert!(decision.notices.iter().any(|n| n.warning && n.reason == POWERED_ON));
-    // An unanswered intent is not decided twice.
-    let again = step(GuardPolicy::Enforce, &decision.status, &Finding::NotOff(PowerState::On), None);
-    assert_eq!(again.reset, None);
+}
+
+#[test]
+fn a_machine_still_on_after_an_unanswered_intent_gets_a_new_one() {
+    let first = step(GuardPolicy::Enforce, &released(), &Finding::NotOff(PowerState::On), None);
+    let watch = Watch {
+        policy: GuardPolicy::Enforce,
+        approval: None,
+        instance: "p2/1",
+        now: t(40),
+        mono: StdDuration::from_secs(40),
+    };
+    let again = next(&first.status, &Memory::default(), &Finding::NotOff(PowerState::On), watch);
+    assert_eq!(again.reset, Some(ResetType::ForceOff), "sent or not, the machine still reads on");
+    let intent = again.status.guard.as_ref().unwrap().intent.as_ref().unwrap();
+    assert_eq!((intent.instance.as_str(), intent.decided_at.0, intent.result.as_deref()), ("p2/1", t(40), None));
+}
+
+#[test]
+fn the_guard_sends_no_force_off_once_the_node_read_again_no_longer_calls_for_it() {
+    let mut node = Node::default();
+    node.metadata.name = Some("worker-1".into());
+    node.metadata.uid = Some("node-uid".into());
+    assert_eq!(may_enforce(&released(), None, "rem-uid"), Err(GuardHold::NodeGone));
+    assert_eq!(may_enforce(&released(), Some(&node), "rem-uid"), Err(GuardHold::ReleaseEnded), "no owned taint");
+    let mut node =
+        crate::taints::with_taint(&node, crate::taints::CoronerTaint::OutOfService, "rem-uid", t(5)).unwrap();
+    assert_eq!(may_enforce(&released(), Some(&node), "rem-uid"), Ok(()));
+    node.metadata.annotations.get_or_insert_with(Default::default).insert(APPROVAL_ANNOTATION.into(), "alice".into());
+    assert_eq!(may_enforce(&released(), Some(&node), "rem-uid"), Err(GuardHold::Approved("alice".into())));
+    let decision = withheld(&first_intent(), &Memory::default(), &GuardHold::Approved("alice".into()), t(30));
+    let intent = decision.status.guard.as_ref().unwrap().intent.as_ref().unwrap();
+    assert!(intent.result.as_deref().is_some_and(|r| r.starts_with("not sent") && r.contains("alice")));
+    assert_eq!(decision.status.guard.as_ref().unwrap().enforced, 0, "nothing was sent");
+}
+
+fn first_intent() -> CoronerRemediationStatus {
+    step(GuardPolicy::Enforce, &released(), &Finding::NotOff(PowerState::On), None).status
 }
 
 #[test]

@@ -19,8 +19,6 @@ use crate::{
 
 /// A Lease renewal closer than this to a power action may not have reached coroner yet (its watch).
 const UNSEEN_LEASE: Micros = 2 * SECOND;
-/// Nor a Node's `Ready=True` this close (the Node read before acting).
-const UNSEEN_READY: Micros = 300 * super::exec::MS;
 
 #[derive(Debug, Default)]
 pub struct Checker {
@@ -41,15 +39,20 @@ impl Checker {
             self.checked += 1;
             self.judge(truth, scenario, record)?;
         }
-        self.guard_reported(truth)?;
+        self.guard_reported(truth, scenario)?;
         self.fence_did_not_take_effect_reported(truth, scenario)
     }
 
     /// A power-on the world injects into a released machine is reported within 2 × the guard
     /// interval (a `ReleasedMachinePoweredOn` Event), unless coroner's taint left the node, or a
-    /// process died or leadership moved meanwhile (nobody could read).
-    fn guard_reported(&self, truth: &Truth) -> Result<(), String> {
-        let bound = 2 * micros(super::GUARD_INTERVAL) + 2 * SECOND;
+    /// process died or leadership moved meanwhile (nobody could read). A slow apiserver slows each of
+    /// a guard round's calls (the Node, the status write, the Events): the bound grows by as many slow
+    /// answers.
+    fn guard_reported(&self, truth: &Truth, scenario: &Scenario) -> Result<(), String> {
+        let slow_api = scenario.faults.slow > 0.0
+            || scenario.events.iter().any(|(_, event)| matches!(event, super::scenario::Event::SlowApi { .. }));
+        let slowdown = if slow_api { 6 * scenario.faults.slow_latency } else { 0 };
+        let bound = 2 * micros(super::GUARD_INTERVAL) + 2 * SECOND + slowdown;
         for (injected, node) in &truth.injected_on {
             if truth.now < injected + bound {
                 continue;
@@ -67,9 +70,9 @@ impl Checker {
             }) || !truth.released_by_coroner(node);
             if !reported && !disrupted && !taint_left {
                 return Err(format!(
-                    "the world powered the released machine of {node} on at {}; no ReleasedMachinePoweredOn within {}",
+                    "the world powered the released machine of {node} on at {}; no ReleasedMachinePoweredOn by {}",
                     show(*injected),
-                    show(bound)
+                    show(injected + bound)
                 ));
             }
         }
@@ -103,6 +106,15 @@ impl Checker {
             .get(super::TARGET)
             .and_then(|life| life.iter().find(|(at, kind)| *at > released && *kind == Life::Ready).map(|(at, _)| *at));
         let Some(back) = back else { return Ok(()) };
+        // What coroner can know: the node back with the very bootID its Node showed at the release.
+        let boot_now = truth
+            .nodes
+            .get(super::TARGET)
+            .and_then(|n| n.status.as_ref()?.node_info.as_ref())
+            .map(|i| i.boot_id.as_str());
+        if boot_now != truth.boot_at_release.get(super::TARGET).map(String::as_str) {
+            return Ok(());
+        }
         if truth.now < back + 10 * SECOND || truth.disruptions.iter().any(|at| *at >= back && *at <= back + 10 * SECOND)
         {
             return Ok(());
@@ -200,7 +212,7 @@ impl Checker {
                 // The guard switches a released machine that came back off again: by design.
                 if !*on
                     && !*guard
-                    && let Some(life) = shows_life(truth, node, remediation, *at, scenario)
+                    && let Some(life) = shows_life(truth, (*pid, node, remediation), *at, intent, scenario)
                 {
                     return Err(format!("p{pid} sent ForceOff to {node} at {}, which showed life: {life}", show(*at)));
                 }
@@ -310,9 +322,9 @@ fn show(at: Micros) -> String {
 
 /// A release of `node` by `remediation`, sent at `sent`, rests on the proof coroner persisted: the
 /// readings that made it (and every reading the same process took since, which keeps it fresh) must
-/// really have found the node's machine off, the machine must have stayed off throughout them, and
-/// the last of them must have been fresh when the release was sent (`pollInterval` + the request
-/// timeout, from its request). A power-on after the last reading is the guard's to catch: no reading
+/// really have found the node's machine off, the machine must have stayed off throughout the span
+/// they claim (the first answer to the last request), and the last of them must have been fresh when
+/// the release was sent (`pollInterval` + the request timeout, from its request). A power-on after the last reading is the guard's to catch: no reading
 /// can see what happens after it.
 fn released_on_proof(
     truth: &Truth,
@@ -344,7 +356,7 @@ fn released_on_proof(
         .collect();
     let before_proof = reads.iter().filter(|(_, answer, _, _)| *answer <= proven).count();
     let run = &reads[before_proof.saturating_sub(count as usize)..];
-    let (Some(&(from, _, _, _)), Some(&(last_start, last_answer, _, _))) = (run.first(), run.last()) else {
+    let (Some(&(_, first_answer, _, _)), Some(&(last_start, _, _, _))) = (run.first(), run.last()) else {
         return Err(format!("no reading by p{pid} behind the proof of {remediation}"));
     };
     if let Some((start, _, read, _)) = run.iter().find(|(_, _, read, off)| *read != machine || !off)
@@ -357,13 +369,15 @@ fn released_on_proof(
             m.name
         ));
     }
-    // A BMC that lies Off fools every reading: what must catch it comes after the release.
-    if scenario.bmc != super::scenario::BmcKind::LiesOff && !m.off_throughout(from, last_answer) {
+    // The span the proof claims: from the first reading's answer to the last one's request (each value
+    // was sampled somewhere between its request and its answer). A BMC that lies Off fools every
+    // reading: what must catch it comes after the release.
+    if scenario.bmc != super::scenario::BmcKind::LiesOff && !m.off_throughout(first_answer, last_start) {
         return Err(format!(
-            "{} was on at some time between the proof's first reading ({}) and its last ({})",
+            "{} was on at some time between the proof's first answer ({}) and its last request ({})",
             m.name,
-            show(from),
-            show(last_answer)
+            show(first_answer),
+            show(last_start)
         ));
     }
     let freshness = micros(scenario.spec.poll_interval.get()) + super::REQUEST_TIMEOUT;
@@ -376,15 +390,21 @@ fn released_on_proof(
     Ok(())
 }
 
-/// Whether the node's kubelet reported (Ready=True or a Lease renewal) in the freshness window
-/// before `at`, early enough for coroner to have seen it; or whether the node is now excluded or
-/// another Node than the one admitted.
-fn shows_life(truth: &Truth, node: &str, remediation: &str, at: Micros, scenario: &Scenario) -> Option<String> {
+/// Whether the node showed life before the power action at `at`, early enough for coroner to have
+/// known: its kubelet renewed its Lease in the freshness window (not in the last moment, which the
+/// watch may not have brought yet), or reported `Ready=True` in that window, or a person labelled it
+/// excluded — those two before the process last read the Node (a power action rests on that read;
+/// one taken before the intent was persisted does not count as a re-check, and then everything up to
+/// the action counts); or the Node is another than the one admitted.
+fn shows_life(
+    truth: &Truth,
+    (pid, node, remediation): (u32, &str, &str),
+    at: Micros,
+    intent: &Option<(String, u32, String)>,
+    scenario: &Scenario,
+) -> Option<String> {
     let window = micros(scenario.spec.lease_freshness.get());
     let current = truth.nodes.get(node)?;
-    if current.labels().contains_key(contract::EXCLUDE_LABEL) {
-        return Some(format!("it is labelled {}", contract::EXCLUDE_LABEL));
-    }
     let admitted = truth
         .remediations
         .get(remediation)
@@ -392,16 +412,31 @@ fn shows_life(truth: &Truth, node: &str, remediation: &str, at: Micros, scenario
     if admitted.is_some_and(|uid| current.uid().as_ref() != Some(&uid)) {
         return Some("it is another Node than the one admitted (a new UID)".into());
     }
+    let decided = intent.as_ref().and_then(|(instance, attempt, decided)| {
+        truth.intents.get(&(remediation.to_owned(), format!("{instance}/{attempt}/{decided}"))).copied()
+    });
+    let last_read = truth
+        .node_reads
+        .get(&(pid, remediation.to_owned(), node.to_owned()))
+        .and_then(|reads| reads.iter().rev().find(|read| **read <= at).copied());
+    let seen_until = match (last_read, decided) {
+        (Some(read), Some(decided)) if read >= decided => read,
+        _ => at,
+    };
     truth
         .life
         .get(node)?
         .iter()
         .rev()
-        .find(|(t, kind)| {
-            let unseen = if *kind == Life::Lease { UNSEEN_LEASE } else { UNSEEN_READY };
-            *t <= at - unseen && *t >= at - window
+        .find(|(t, kind)| match kind {
+            Life::Lease => *t <= at - UNSEEN_LEASE && *t >= at - window,
+            Life::Ready => *t <= seen_until && *t >= at - window,
+            Life::Excluded => *t <= seen_until,
         })
-        .map(|(t, kind)| format!("its kubelet reported ({kind:?}) at {}", show(*t)))
+        .map(|(t, kind)| match kind {
+            Life::Excluded => format!("it was labelled {} at {}", contract::EXCLUDE_LABEL, show(*t)),
+            _ => format!("its kubelet reported ({kind:?}) at {}", show(*t)),
+        })
 }
 
 /// Whether coroner may take the out-of-service taint owned by remediation `owner` off its node now:

@@ -293,6 +293,9 @@ impl Run {
                             if *on { "On" } else { "ForceOff" }
                         ));
                     }
+                    world::Record::Event { pid, kind, reason, .. } => {
+                        lines.push(format!("p{pid} published {kind} Event {reason}"));
+                    }
                     world::Record::NodeWrite { pid, node, before, after, .. } if before.len() != after.len() => {
                         let keys = |t: &[k8s_openapi::api::core::v1::Taint]| {
                             t.iter().map(|t| t.key.clone()).collect::<Vec<_>>()

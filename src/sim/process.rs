@@ -248,7 +248,12 @@ impl Remediations for Process {
 
 impl Nodes for Process {
     async fn node(&self, name: &str) -> ApiResult<Option<Node>> {
-        self.api(false, |t| Ok(t.node(name))).await
+        let reader = (self.pid, self.shared.sched.current(), name.to_owned());
+        self.api(false, |t| {
+            t.node_reads.entry(reader).or_default().push(t.now);
+            Ok(t.node(name))
+        })
+        .await
     }
 
     async fn nodes(&self) -> ApiResult<Vec<Node>> {
@@ -599,9 +604,11 @@ impl Bmc for SimDevice {
             // The fence's intent, or the guard's after the release.
             let fence_intent = stored.progress.as_ref().and_then(|p| p.intent.as_ref()).filter(|i| i.result.is_none());
             let guard_intent = stored.guard.as_ref().and_then(|g| g.intent.as_ref()).filter(|i| i.result.is_none());
-            let guarding = fence_intent.is_none() && guard_intent.is_some();
-            let intent =
-                fence_intent.or(guard_intent).map(|i| (i.instance.clone(), i.attempt, i.decided_at.0.to_string()));
+            // After the release the fence sends only On: a ForceOff then is the guard's.
+            let released = stored.evidence.as_ref().is_some_and(|e| e.release.is_some());
+            let guarding = !on && released;
+            let intent = if guarding { guard_intent } else { fence_intent }
+                .map(|i| (i.instance.clone(), i.attempt, i.decided_at.0.to_string()));
             let proven_path = stored.evidence.as_ref().and_then(|e| e.identity.as_ref()).map(|i| i.system_path.clone());
             let remediation = remediation.clone();
             t.log.push(Record::Reset {

@@ -243,6 +243,14 @@ pub struct Truth {
     pub now: Micros,
     /// When each node's kubelet reported: signs of life.
     pub life: BTreeMap<String, Vec<(Micros, Life)>>,
+    /// When each process read each Node, by (process, the remediation it reconciled, Node): what it
+    /// could have known before acting.
+    pub node_reads: BTreeMap<(u32, String, String), Vec<Micros>>,
+    /// The bootID each Node showed when coroner released it: what a node that never went down
+    /// comes back with (a reboot the Node never reported before the fence is invisible to coroner).
+    pub boot_at_release: BTreeMap<String, String>,
+    /// When each BMC-mutation intent was first persisted, by (remediation, `instance/attempt/decided`).
+    pub intents: BTreeMap<(String, String), Micros>,
     /// Power-ons the world injected into a released machine (coroner's out-of-service taint on its
     /// node): the guard must report each.
     pub injected_on: Vec<(Micros, String)>,
@@ -264,6 +272,8 @@ pub enum Life {
     Lease,
     /// It reported `Ready=True` on the Node (coroner reads the Node right before acting).
     Ready,
+    /// A person labelled the Node excluded from remediation.
+    Excluded,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -315,6 +325,9 @@ impl Truth {
             changes: Vec::new(),
             now: 0,
             life: BTreeMap::new(),
+            node_reads: BTreeMap::new(),
+            boot_at_release: BTreeMap::new(),
+            intents: BTreeMap::new(),
             injected_on: Vec::new(),
             disruptions: Vec::new(),
             lease_changes: Vec::new(),
@@ -518,6 +531,7 @@ impl Truth {
         let Some(n) = self.nodes.get_mut(node) else { return };
         n.metadata.labels.get_or_insert_with(Default::default).insert(contract::EXCLUDE_LABEL.into(), "true".into());
         n.metadata.resource_version = Some(rv);
+        self.life.entry(node.into()).or_default().push((self.now, Life::Excluded));
         self.changes.push(Change::Node(node.into()));
     }
 
@@ -746,6 +760,14 @@ impl Truth {
             s.and_then(|s| s.evidence.as_ref()?.power_off.as_ref()?.proof.clone())
         };
         let old_proof = proof(stored.status.as_ref());
+        let intents = |s: &CoronerRemediationStatus| {
+            let fence = s.progress.as_ref().and_then(|p| p.intent.clone());
+            let guard = s.guard.as_ref().and_then(|g| g.intent.clone());
+            [fence, guard].into_iter().flatten().map(|i| format!("{}/{}/{}", i.instance, i.attempt, i.decided_at.0))
+        };
+        for key in intents(status) {
+            self.intents.entry((name.to_owned(), key)).or_insert(now);
+        }
         stored.status = Some(roundtrip(status));
         if let Some(new) = proof(stored.status.as_ref())
             && old_proof.as_ref() != Some(&new)
@@ -807,6 +829,12 @@ impl Truth {
             return Err(ApiError::Conflict(name));
         }
         let before = taints_of(stored);
+        if taints_of(wanted).iter().any(|t| t.key == CoronerTaint::OutOfService.key())
+            && !before.iter().any(|t| t.key == CoronerTaint::OutOfService.key())
+        {
+            let boot = stored.status.as_ref().and_then(|s| s.node_info.as_ref()).map(|i| i.boot_id.clone());
+            self.boot_at_release.insert(name.clone(), boot.unwrap_or_default());
+        }
         let mut patched = stored.clone();
         patched.spec.get_or_insert_with(Default::default).taints = Some(taints_of(wanted));
         patched.metadata.annotations = wanted.metadata.annotations.clone();
