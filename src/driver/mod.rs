@@ -229,11 +229,15 @@ impl<'a, W: World> Fence<'a, W> {
     async fn run(mut self) -> Result<Next, Error> {
         let now = self.world.now();
         if contract::timed_out_by_nhc(&self.remediation.metadata) {
-            if let Some(decision) = fence::timed_out(&self.status(), now) {
+            // NHC gave up on the remediation, not on the released machine: a release already on the
+            // Node is recorded first, so the guard and the bootID check keep watching it.
+            let node = self.world.node(&self.node_name).await?;
+            if let Some(node) = &node {
+                self.record_standing_release(node).await?;
+            }
+            if let Some(decision) = fence::timed_out(&self.status(), self.world.now()) {
                 self.commit(decision, None).await?;
             }
-            // NHC gave up on the remediation, not on the released machine.
-            let node = self.world.node(&self.node_name).await?;
             if let Some(node) = &node {
                 self.check_boot_id(node).await?;
             }
@@ -258,9 +262,10 @@ impl<'a, W: World> Fence<'a, W> {
         if self.world.own_node() == Some(self.node_name.as_str()) && !fence::phase_of(&self.status()).is_terminal() {
             return self.leader_on_target(&node, now).await;
         }
-        let next = self.steps(node.clone()).await?;
-        let guard = self.guard(&node).await?;
-        Ok(sooner(next, guard))
+        let next = self.steps(node.clone()).await;
+        // The guard watches the released machine even while a step keeps failing (a denied Node write).
+        let guard = self.guard(&node).await;
+        Ok(sooner(next?, guard?))
     }
 
     /// The fence's steps, back to back while the state machine asks for no wait.
@@ -348,13 +353,9 @@ impl<'a, W: World> Fence<'a, W> {
                     }
                 }))
             }
-            Plan::RecordRelease => Gathered::Plain(Observation::Release(Ok(Released {
-                at: snapshot.released_at.unwrap_or_else(|| self.world.now()),
-                node_ready: snapshot.ready.clone().unwrap_or_default(),
-                lease_renew_time: snapshot.lease_renew_time,
-                taint_owned: true,
-                pods_deleted: None,
-            }))),
+            Plan::RecordRelease => Gathered::Plain(Observation::Release(
+                standing_release(self.world, &self.status(), snapshot, &self.uid).await?,
+            )),
             Plan::CheckWorkloads => {
                 Gathered::Plain(Observation::Workloads(workloads(self.world, &self.node_name).await?))
             }
@@ -654,9 +655,9 @@ impl<'a, W: World> Fence<'a, W> {
 
     /// Sends the reset the persisted decision asked for (its intent is already in status), and
     /// records the answer. Everything that takes time comes first; right before the POST the
-    /// remediation is read again ([`reset_still_wanted`]), the node and its Lease are read again and
-    /// must still allow the action ([`fence::may_power_off`], [`fence::may_power_on`]), and the
-    /// leader Lease must outlast the request.
+    /// remediation is read again ([`reset_still_wanted`]), the BMC origin's turn is taken, the node
+    /// and its Lease are read again and must still allow the action ([`fence::may_power_off`],
+    /// [`fence::may_power_on`]), and the leader Lease must outlast the request.
     async fn send_reset(&mut self, reset: ResetType, system: Option<SystemReading>, node: &Node) -> Result<(), Error> {
         let binding = self.binding_name();
         let device = self.device_for_fence().await?;
@@ -667,6 +668,11 @@ impl<'a, W: World> Fence<'a, W> {
             info!(reset = reset.as_str(), "the remediation changed since the intent was written; not sending");
             return Ok(());
         }
+        // The origin's turn first: waiting for it must not age the checks that follow.
+        let turn = match &device {
+            Ok((device, _)) => Some(self.world.origins().turn(&device.origin()).await),
+            Err(_) => None,
+        };
         let now_node = self.world.node(&self.node_name).await?;
         let refusal = match &now_node {
             None => Some(NodeRefusal::Gone { node: self.node_name.clone() }),
@@ -689,7 +695,6 @@ impl<'a, W: World> Fence<'a, W> {
         let result = match (device, system) {
             (Ok((device, _)), Some(system)) => {
                 info!(reset = reset.as_str(), system = %system.path, "sending reset");
-                let _turn = self.world.origins().turn(&device.origin()).await;
                 let result = device.act(&system, reset).await;
                 self.world.metrics().bmc(&binding, "reset", result.as_ref().map_or_else(BmcError::category, |_| "ok"));
                 result.map_err(|e| BmcFailure::from(&e))
@@ -701,8 +706,30 @@ impl<'a, W: World> Fence<'a, W> {
                 message: "no fresh reading to reset from".into(),
             }),
         };
+        drop(turn);
         // The answer must land: a reset left unanswered in status would be sent again.
         self.commit_observation(Observation::ResetAnswered { action: reset, result }, node).await
+    }
+
+    /// A release on the Node that status does not know of (coroner stopped, or NHC timed the
+    /// remediation out, between the two writes): recorded before anything else decides on the status,
+    /// after the Lease check that follows every release ([`standing_release`]).
+    async fn record_standing_release(&mut self, node: &Node) -> Result<(), Error> {
+        let status = self.status();
+        let recorded = status.evidence.as_ref().is_some_and(|e| e.release.is_some());
+        if fence::phase_of(&status) != Phase::Releasing || recorded {
+            return Ok(());
+        }
+        let lease = self.world.node_lease(&self.node_name).await?;
+        let snapshot = NodeSnapshot::new(node, lease, &self.uid);
+        if snapshot.released_at.is_none() {
+            return Ok(());
+        }
+        let observation = Observation::Release(standing_release(self.world, &status, &snapshot, &self.uid).await?);
+        let memory = remembered(self.world, &self.uid);
+        let instance = self.world.instance();
+        let decision = fence::next(&self.spec(), &status, observation, self.context(&snapshot, &memory, &instance));
+        self.commit(decision, Some(node)).await
     }
 
     /// The bootID check, on every reconcile once the fence released the node: a node back with its
@@ -785,16 +812,22 @@ impl<'a, W: World> Fence<'a, W> {
         if !reset_still_wanted(&current, &self.remediation) {
             return Ok(());
         }
+        let device = self.device_for_fence().await?;
+        // The origin's turn first: waiting for it must not age the checks that follow.
+        let turn = match &device {
+            Ok((device, _)) => Some(self.world.origins().turn(&device.origin()).await),
+            Err(_) => None,
+        };
         let now_node = self.world.node(&self.node_name).await?;
         if let Err(hold) = guard::may_enforce(&self.status(), now_node.as_ref(), &self.uid) {
+            drop(turn);
             info!(%hold, "the guard does not send ForceOff");
             let now = self.world.now();
             return self.commit_retrying(node, |status, memory| guard::withheld(status, memory, &hold, now)).await;
         }
         self.world.ensure_leader(self.world.settings().request_timeout).await.map_err(Error::NotLeader)?;
-        let result = match self.device_for_fence().await? {
+        let result = match device {
             Ok((device, _)) => {
-                let _turn = self.world.origins().turn(&device.origin()).await;
                 info!(system = %system.path, "the guard sends ForceOff to the released machine");
                 let result = device.act(&system, ResetType::ForceOff).await;
                 let binding = self.binding_name();
@@ -803,6 +836,7 @@ impl<'a, W: World> Fence<'a, W> {
             }
             Err(failure) => Err(failure),
         };
+        drop(turn);
         let labels = NodeLabels { node: self.node_name.clone() };
         self.world.metrics().guard_force_offs.get_or_create(&labels).inc();
         let now = self.world.now();
@@ -994,8 +1028,8 @@ async fn release_with_taint<W: World>(
             taint_owned,
             pods_deleted: None,
         };
-        if let Some(at) = snapshot.released_at {
-            return Ok(Ok(released(at, true)));
+        if snapshot.released_at.is_some() {
+            return standing_release(world, status, &snapshot, owner_uid).await;
         }
         let now = world.now();
         let Some(updated) = taints::with_taint(&node, CoronerTaint::OutOfService, owner_uid, now) else {
@@ -1021,6 +1055,28 @@ async fn release_with_taint<W: World>(
     Err(Error::NodeConflicts(node_name.to_owned()))
 }
 
+/// This remediation's exact out-of-service taint found on the Node: a release written earlier, maybe
+/// by a process that stopped before it could read the Lease again. The same check as right after a
+/// release write: a Lease renewed since the power-off takes the taint back at once.
+async fn standing_release<W: World>(
+    world: &W,
+    status: &CoronerRemediationStatus,
+    snapshot: &NodeSnapshot,
+    owner_uid: &str,
+) -> Result<Result<Released, ReleaseRefusal>, Error> {
+    if let Err(NodeRefusal::LeaseRenewed { renewed, .. }) = fence::lease_unrenewed_since_power_off(status, snapshot) {
+        remove_owned_out_of_service(world, &snapshot.name, owner_uid).await?;
+        return Ok(Err(ReleaseRefusal::DidNotTakeEffect { node: snapshot.name.clone(), renewed }));
+    }
+    Ok(Ok(Released {
+        at: snapshot.released_at.unwrap_or_else(|| world.now()),
+        node_ready: snapshot.ready.clone().unwrap_or_default(),
+        lease_renew_time: snapshot.lease_renew_time,
+        taint_owned: true,
+        pods_deleted: None,
+    }))
+}
+
 async fn remove_owned_out_of_service<W: World>(world: &W, name: &str, owner_uid: &str) -> Result<(), Error> {
     update_node(world, name, |node| taints::without_owned(node, &[CoronerTaint::OutOfService], owner_uid))
         .await
@@ -1044,12 +1100,13 @@ async fn release_by_deletion<W: World>(
         Err(refusal) => return Ok(Err(ReleaseRefusal::Node(refusal))),
     };
     let mut deleted = 0;
+    let mut first = true;
     for pod in world.pods_on(node_name).await? {
         if fence::is_mirror_pod(&pod) {
             continue;
         }
-        // Deleting takes a while: the node must still be silent before each pod goes.
-        if deleted > 0
+        // Deleting takes a while: the node must still be silent before each further pod goes.
+        if !std::mem::take(&mut first)
             && let Err(refusal) = silent_node(world, spec, status, node_name, owner_uid).await?
         {
             return Ok(Err(ReleaseRefusal::Node(refusal)));

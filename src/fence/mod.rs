@@ -558,7 +558,15 @@ impl<'a> Step<'a> {
             self.ctx.node.name
         );
         self.notify(false, Reason::NodeFenced.as_str(), message.clone());
-        self.after_release(message);
+        match self.spec.action {
+            FenceAction::Off => self.after_release(message),
+            // Powering the machine on again is the fence it adopted: this one proved no identity to
+            // send On through, and holds no slot while it waits for the node.
+            FenceAction::Reboot => {
+                let message = format!("{message}; {from} powers the machine on again");
+                self.enter(Phase::WaitingForNode, Reason::WaitingForNode, message);
+            }
+        }
     }
 
     // VerifyingIdentity -----------------------------------------------------------------------------
@@ -739,7 +747,9 @@ impl<'a> Step<'a> {
                 if self.power_off_evidence().resets.is_empty() {
                     self.power_off_evidence().already_off = true;
                 }
-                self.progress.lease_renew_time_at_power_off.get_or_insert_with(|| lease_time(self.ctx.node));
+                // No power-off of coroner's: the Lease must not have changed since admission.
+                let baseline = self.admitted_lease_time();
+                self.progress.lease_renew_time_at_power_off.get_or_insert(baseline);
                 self.memory.run = Some(extended(None, reading.sampled, self.spec, self.ctx.timing));
                 self.mirror_run(&reading);
                 let message = format!(
@@ -761,6 +771,15 @@ impl<'a> Step<'a> {
                 self.progress.last_error = Some(failure.message);
                 self.check_attempt_deadline();
             }
+        }
+    }
+
+    /// The node's Lease as admission recorded it (the epoch for none, so any Lease that appears
+    /// later counts as a renewal); the Lease now for a fence admitted before this was recorded.
+    fn admitted_lease_time(&self) -> MicroTime {
+        match self.evidence.node.as_ref() {
+            Some(node) => MicroTime(node.lease_renew_time.as_ref().map_or(Timestamp::UNIX_EPOCH, |t| t.0)),
+            None => lease_time(self.ctx.node),
         }
     }
 
@@ -960,7 +979,10 @@ impl<'a> Step<'a> {
             Ok(reading) if reading.power_state == PowerState::Off => match self.memory.proof {
                 Some(proof) if unbroken(&proof.last, &reading.sampled, self.spec, self.ctx.timing) => {
                     self.memory.proof = Some(Run { last: reading.sampled, count: proof.count + 1, ..proof });
-                    self.requeue = Some(StdDuration::ZERO);
+                    // A release that keeps failing must not hold its slot on a proof kept fresh.
+                    if !self.check_attempt_deadline() {
+                        self.requeue = Some(StdDuration::ZERO);
+                    }
                 }
                 _ => {
                     self.memory.proof = None;
@@ -1065,7 +1087,10 @@ impl<'a> Step<'a> {
                 return self.fail(refusal.reason(), message);
             }
             Err(ReleaseRefusal::ProofExpired) => {
-                self.requeue = Some(StdDuration::ZERO);
+                self.progress.last_error = Some(ReleaseRefusal::ProofExpired.to_string());
+                if !self.check_attempt_deadline() {
+                    self.requeue = Some(StdDuration::ZERO);
+                }
                 return;
             }
             Err(ReleaseRefusal::WriteRefused(why)) => {

@@ -1078,3 +1078,39 @@ fn proof_boundary_is_inclusive_at_exactly_settle() {
     assert!(spans_settle(&run(0, 2), StdDuration::from_secs(2)));
     assert!(!spans_settle(&run(0, 1), StdDuration::from_secs(2)));
 }
+
+#[test]
+fn a_machine_already_off_is_judged_against_the_lease_admission_saw() {
+    let spec = spec();
+    let renewed = NodeSnapshot { lease_renew_time: Some(t(0)), ..node() };
+    // Admitted at t(-100)'s Lease; it was renewed before the first reading found the machine Off.
+    let decision = step(&spec, &verified(&spec), power(PowerState::Off), ctx(1, &renewed));
+    let baseline = decision.status.progress.as_ref().unwrap().lease_renew_time_at_power_off.clone();
+    assert_eq!(baseline, Some(MicroTime(t(-100))), "the renewal since admission is not the baseline");
+    let status = persisted(&decision.status);
+    assert!(matches!(lease_unrenewed_since_power_off(&status, &renewed), Err(NodeRefusal::LeaseRenewed { .. })));
+}
+
+#[test]
+fn an_adopted_release_with_reboot_waits_for_the_node_and_holds_no_slot() {
+    let spec = CoronerRemediationSpec { action: FenceAction::Reboot, ..spec() };
+    let node = node();
+    let adopt = Verdict::Adopt { from: "worker-1-first".into(), released_at: t(-5) };
+    let decision = step(&spec, &State::default(), Observation::Admission(adopt), ctx(0, &node));
+    let phase = decision.status.phase.unwrap();
+    assert_eq!(phase, Phase::WaitingForNode, "the fence it adopted powers the machine on");
+    assert!(!phase.holds_power_slot());
+    assert_eq!(decision.reset, None);
+    let release = decision.status.evidence.as_ref().unwrap().release.as_ref().unwrap();
+    assert_eq!((release.kind, release.adopted_from.as_deref()), (ReleaseKind::Adopted, Some("worker-1-first")));
+}
+
+#[test]
+fn a_release_that_keeps_expiring_ends_the_attempt_at_its_deadline() {
+    let spec = CoronerRemediationSpec { retry: crate::api::Retry { count: 1, ..spec().retry }, ..spec() };
+    let expired = Observation::Release(Err(ReleaseRefusal::ProofExpired));
+    let releasing = State::from(&release_step(&spec, expired.clone()));
+    assert_eq!(releasing.status.phase, Some(Phase::Releasing));
+    let late = step(&spec, &releasing, expired, ctx(62, &node()));
+    assert_eq!(succeeded(&late.status), ("False".into(), "ReleaseNotWritten".into()));
+}

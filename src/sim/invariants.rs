@@ -17,6 +17,9 @@ use crate::{
     taints::CoronerTaint,
 };
 
+/// How long a death or a leadership move may leave nobody leading: the leader Lease runs out (15 s),
+/// then another replica takes it at its next try.
+const LEADERLESS: Micros = 20 * SECOND;
 /// A Lease renewal closer than this to a power action may not have reached coroner yet (its watch).
 const UNSEEN_LEASE: Micros = 2 * SECOND;
 
@@ -45,7 +48,7 @@ impl Checker {
 
     /// A power-on the world injects into a released machine is reported within 2 × the guard
     /// interval (a `ReleasedMachinePoweredOn` Event), unless coroner's taint left the node, or a
-    /// process died or leadership moved meanwhile (nobody could read). A slow apiserver slows each of
+    /// process died or leadership moved meanwhile or shortly before (nobody could read). A slow apiserver slows each of
     /// a guard round's calls (the Node, the status write, the Events): the bound grows by as many slow
     /// answers.
     fn guard_reported(&self, truth: &Truth, scenario: &Scenario) -> Result<(), String> {
@@ -61,7 +64,7 @@ impl Checker {
             let reported = truth.log.iter().any(
                 |r| matches!(r, Record::Event { at, reason, .. } if window(at) && reason == crate::guard::POWERED_ON),
             );
-            let disrupted = truth.disruptions.iter().any(window);
+            let disrupted = truth.disruptions.iter().any(|at| *at >= injected - LEADERLESS && *at <= injected + bound);
             let taint_left = truth.log.iter().any(|r| match r {
                 Record::NodeWrite { at, node: n, before, after, .. } => {
                     window(at) && n == node && before.iter().any(|t| oos(&t.key)) && !after.iter().any(|t| oos(&t.key))
@@ -115,7 +118,8 @@ impl Checker {
         if boot_now != truth.boot_at_release.get(super::TARGET).map(String::as_str) {
             return Ok(());
         }
-        if truth.now < back + 10 * SECOND || truth.disruptions.iter().any(|at| *at >= back && *at <= back + 10 * SECOND)
+        if truth.now < back + 10 * SECOND
+            || truth.disruptions.iter().any(|at| *at >= back - LEADERLESS && *at <= back + 10 * SECOND)
         {
             return Ok(());
         }
@@ -216,9 +220,13 @@ impl Checker {
                 {
                     return Err(format!("p{pid} sent ForceOff to {node} at {}, which showed life: {life}", show(*at)));
                 }
+                // coroner acts on its last read of the Node: a taint added after it it could not see.
+                let seen = seen_until(truth, (*pid, node, remediation), *at, intent);
                 if *on
                     && let Some(n) = truth.nodes.get(node)
-                    && let Some(t) = super::world::taints_of(n).iter().find(|t| oos(&t.key))
+                    && let Some(t) = super::world::taints_of(n).iter().find(|t| {
+                        oos(&t.key) && truth.taint_added.get(&taint_key(t)).is_none_or(|added| *added <= seen)
+                    })
                 {
                     return Err(format!("p{pid} sent On to {node} at {} while {} is on it", show(*at), taint_key(t)));
                 }
@@ -412,17 +420,7 @@ fn shows_life(
     if admitted.is_some_and(|uid| current.uid().as_ref() != Some(&uid)) {
         return Some("it is another Node than the one admitted (a new UID)".into());
     }
-    let decided = intent.as_ref().and_then(|(instance, attempt, decided)| {
-        truth.intents.get(&(remediation.to_owned(), format!("{instance}/{attempt}/{decided}"))).copied()
-    });
-    let last_read = truth
-        .node_reads
-        .get(&(pid, remediation.to_owned(), node.to_owned()))
-        .and_then(|reads| reads.iter().rev().find(|read| **read <= at).copied());
-    let seen_until = match (last_read, decided) {
-        (Some(read), Some(decided)) if read >= decided => read,
-        _ => at,
-    };
+    let seen_until = seen_until(truth, (pid, node, remediation), at, intent);
     truth
         .life
         .get(node)?
@@ -437,6 +435,27 @@ fn shows_life(
             Life::Excluded => format!("it was labelled {} at {}", contract::EXCLUDE_LABEL, show(*t)),
             _ => format!("its kubelet reported ({kind:?}) at {}", show(*t)),
         })
+}
+
+/// Until when the process that acted at `at` had seen the Node: its last read of it, if that came
+/// after the intent was persisted (the re-check right before acting); else everything up to `at`.
+fn seen_until(
+    truth: &Truth,
+    (pid, node, remediation): (u32, &str, &str),
+    at: Micros,
+    intent: &Option<(String, u32, String)>,
+) -> Micros {
+    let decided = intent.as_ref().and_then(|(instance, attempt, decided)| {
+        truth.intents.get(&(remediation.to_owned(), format!("{instance}/{attempt}/{decided}"))).copied()
+    });
+    let last_read = truth
+        .node_reads
+        .get(&(pid, remediation.to_owned(), node.to_owned()))
+        .and_then(|reads| reads.iter().rev().find(|read| **read <= at).copied());
+    match (last_read, decided) {
+        (Some(read), Some(decided)) if read >= decided => read,
+        _ => at,
+    }
 }
 
 /// Whether coroner may take the out-of-service taint owned by remediation `owner` off its node now:

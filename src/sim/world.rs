@@ -246,6 +246,8 @@ pub struct Truth {
     /// When each process read each Node, by (process, the remediation it reconciled, Node): what it
     /// could have known before acting.
     pub node_reads: BTreeMap<(u32, String, String), Vec<Micros>>,
+    /// When each taint (by `key=value:effect@time`) was put on its Node, in true time.
+    pub taint_added: BTreeMap<String, Micros>,
     /// The bootID each Node showed when coroner released it: what a node that never went down
     /// comes back with (a reboot the Node never reported before the fence is invisible to coroner).
     pub boot_at_release: BTreeMap<String, String>,
@@ -327,6 +329,7 @@ impl Truth {
             life: BTreeMap::new(),
             node_reads: BTreeMap::new(),
             boot_at_release: BTreeMap::new(),
+            taint_added: BTreeMap::new(),
             intents: BTreeMap::new(),
             injected_on: Vec::new(),
             disruptions: Vec::new(),
@@ -502,6 +505,7 @@ impl Truth {
             Taint { key: key.into(), value: value.map(str::to_owned), effect: effect.into(), time_added: Some(at) };
         let stored: Taint = roundtrip(&taint);
         self.provenance.insert(taint_key(&stored), Adder::Someone(who.into()));
+        self.taint_added.insert(taint_key(&stored), self.now);
         n.spec.get_or_insert_with(Default::default).taints.get_or_insert_with(Vec::new).push(stored);
         n.metadata.resource_version = Some(rv);
         self.changes.push(Change::Node(node.into()));
