@@ -109,7 +109,7 @@ pub struct ControllerArgs {
 
     /// How often (±10 %) a released machine's power is read again while coroner's out-of-service
     /// taint is on its node: the guard after the release.
-    #[arg(long, env = "CORONER_GUARD_INTERVAL", default_value = "10s")]
+    #[arg(long, env = "CORONER_GUARD_INTERVAL", default_value = "10s", value_parser = period)]
     pub guard_interval: api::Duration,
 
     /// This replica's pod (the leader's identity); default $POD_NAME, else a random name.
@@ -119,6 +119,15 @@ pub struct ControllerArgs {
     /// The node this replica runs on (the leader never fences it); default $NODE_NAME.
     #[arg(long, env = "CORONER_NODE_NAME")]
     pub node_name: Option<String>,
+}
+
+/// A period of something coroner repeats against a BMC: zero would repeat it in a busy loop.
+fn period(text: &str) -> Result<api::Duration, String> {
+    let period: api::Duration = text.parse().map_err(|e: api::ParseDurationError| e.to_string())?;
+    if period.get().is_zero() {
+        return Err("must be longer than 0s".into());
+    }
+    Ok(period)
 }
 
 /// The error `main` reports before exiting non-zero.
@@ -281,4 +290,19 @@ async fn shutdown_signal() {
     }
     #[cfg(not(unix))]
     let _ = interrupt.await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_guard_interval_must_be_longer_than_zero() {
+        let parse = |interval: &str| Cli::try_parse_from(["coroner", "controller", "--guard-interval", interval]);
+        let refused = parse("0s").expect_err("a zero guard interval was accepted").to_string();
+        assert!(refused.contains("--guard-interval") && refused.contains("must be longer than 0s"), "{refused}");
+        assert!(parse("ten seconds").is_err());
+        let Command::Controller(args) = parse("2s").unwrap().command else { panic!("not the controller") };
+        assert_eq!(args.guard_interval.get(), StdDuration::from_secs(2));
+    }
 }

@@ -250,6 +250,22 @@ pub fn fence_did_not_take_effect(status: &CoronerRemediationStatus, node: &NodeS
     })
 }
 
+/// What the finalizer still has to report: [`fence_did_not_take_effect`], unless the remediation
+/// already records it (the reconcile that saw it first published the Event and counted it).
+pub fn unreported_did_not_take_effect(status: &CoronerRemediationStatus, node: &NodeSnapshot) -> Option<String> {
+    let recorded = conditions::find(&status.conditions, FENCE_TOOK_EFFECT)
+        .is_some_and(|c| c.status == conditions::FALSE && c.reason == DID_NOT_TAKE_EFFECT);
+    if recorded { None } else { fence_did_not_take_effect(status, node) }
+}
+
+/// An approval is for the release it was given under: when a remediation whose release stood goes,
+/// its finalizer takes `coroner.dev/power-on-approved` off the Node with its taints. One left behind
+/// would leave the node's next fence unguarded, silently.
+pub fn approval_ends(status: &CoronerRemediationStatus, node: &Node) -> bool {
+    let released = status.evidence.as_ref().is_some_and(|e| e.release.is_some());
+    released && node.annotations().contains_key(APPROVAL_ANNOTATION)
+}
+
 /// The step that records [`fence_did_not_take_effect`] once, as a critical condition and Event.
 pub fn record_did_not_take_effect(
     status: &CoronerRemediationStatus,

@@ -646,9 +646,25 @@ fn optional_objects_render_as_nhc_and_coroner_expect() {
             "CoronerFenceFailed",
             "CoronerRemediationStuck",
             "CoronerNodeLeftOff",
+            "CoronerReleasedMachinePoweredOn",
+            "CoronerFenceDidNotTakeEffect",
+            "CoronerGuardBlind",
             "CoronerLeaderChurn"
         ]
     );
+    // The guard's alerts: each on its metric, with its severity and a runbook.
+    for (alert, metric, severity) in [
+        ("CoronerReleasedMachinePoweredOn", "coroner_released_machine_powered_on_total", "warning"),
+        ("CoronerFenceDidNotTakeEffect", "coroner_fence_did_not_take_effect_total", "critical"),
+        ("CoronerGuardBlind", "coroner_guard_blind_reads_total", "warning"),
+    ] {
+        let rules = rule["spec"]["groups"][0]["rules"].as_array().unwrap();
+        let rule = rules.iter().find(|r| r["alert"] == alert).unwrap();
+        assert!(rule["expr"].as_str().unwrap_or_default().contains(metric), "{alert}: {}", rule["expr"]);
+        assert_eq!(rule["labels"]["severity"], severity, "{alert}");
+        let runbook = rule["annotations"]["runbook"].as_str().unwrap_or_default();
+        assert!(runbook.contains("docs/operations.md"), "{alert}'s runbook: {runbook}");
+    }
     let failed =
         rule["spec"]["groups"][0]["rules"].as_array().unwrap().iter().find(|r| r["alert"] == "CoronerFenceFailed");
     let runbook = failed.unwrap()["annotations"]["runbook"].as_str().unwrap_or_default();
@@ -692,6 +708,7 @@ fn bad_values_are_rejected_by_the_schema() {
         ("two leaders", "operator: {leaderElection: false}".to_owned(), "at '/replicas': value must be 1"),
         ("unknown flag", "operator: {maxFences: 3}".to_owned(), "additional properties 'maxFences' not allowed"),
         ("bad duration", "operator: {fenceWindow: 10 minutes}".to_owned(), "at '/operator/fenceWindow'"),
+        ("a zero guard interval", "operator: {guardInterval: 0s}".to_owned(), "at '/operator/guardInterval'"),
         (
             "binding without endpoint",
             format!("bmcBindings: [{{nodeName: w1, existingSecret: s, tls: {{certificateSHA256: '{pin}'}}}}]"),

@@ -113,22 +113,23 @@ pub async fn apply<W: World>(world: &W, cached: &CoronerRemediation) -> Result<N
     Fence::load(world, cached).await?.run().await
 }
 
-/// The finalizer: remove the taints this remediation owns (if the node still exists), then let go.
-/// Before that, the bootID check one last time: NHC deletes the remediation about two seconds after
-/// the node is Ready, so a node that never went down is reported on the Node.
+/// The finalizer: remove the taints this remediation owns and, once its release is over, the
+/// approval to power the released machine on ([`guard::approval_ends`]) — if the node still exists —,
+/// then let go. Before that, the bootID check one last time: NHC deletes the remediation about two
+/// seconds after the node is Ready, so a node that never went down is reported on the Node.
 pub async fn cleanup<W: World>(world: &W, remediation: &CoronerRemediation) -> Result<Next, Error> {
     let uid = remediation.uid().ok_or(Error::Incomplete("uid"))?;
+    let status = remediation.status.clone().unwrap_or_default();
     if let Some(node) = node_of(remediation) {
         if let Some(found) = world.node(&node).await? {
             let snapshot = NodeSnapshot::new(&found, world.node_lease(&node).await?, &uid);
-            let status = remediation.status.clone().unwrap_or_default();
-            if let Some(message) = guard::fence_did_not_take_effect(&status, &snapshot) {
+            if let Some(message) = guard::unreported_did_not_take_effect(&status, &snapshot) {
                 world.metrics().fence_did_not_take_effect.get_or_create(&NodeLabels { node: node.clone() }).inc();
                 let notice = fence::Notice { warning: true, reason: guard::DID_NOT_TAKE_EFFECT.into(), message };
                 world.publish(&found.object_ref(&()), &notice, "Cleanup").await;
             }
         }
-        remove_owned_taints(world, &node, &uid).await?;
+        remove_owned_taints(world, &node, &uid, &status).await?;
         info!(node, "removed the taints this remediation owned");
     }
     forget(world, &uid);
@@ -969,10 +970,22 @@ async fn align_taints<W: World>(
     .map(drop)
 }
 
-/// Removes every coroner taint this remediation owns (the finalizer's job).
-async fn remove_owned_taints<W: World>(world: &W, name: &str, owner_uid: &str) -> Result<(), Error> {
+/// Removes every coroner taint this remediation owns, and the approval its release ends (the
+/// finalizer's job).
+async fn remove_owned_taints<W: World>(
+    world: &W,
+    name: &str,
+    owner_uid: &str,
+    status: &CoronerRemediationStatus,
+) -> Result<(), Error> {
     update_node(world, name, |node| {
-        taints::without_owned(node, &[CoronerTaint::Fencing, CoronerTaint::OutOfService], owner_uid)
+        let removed = taints::without_owned(node, &[CoronerTaint::Fencing, CoronerTaint::OutOfService], owner_uid);
+        if !guard::approval_ends(status, node) {
+            return removed;
+        }
+        let mut updated = removed.unwrap_or_else(|| node.clone());
+        updated.annotations_mut().remove(guard::APPROVAL_ANNOTATION);
+        Some(updated)
     })
     .await
     .map(drop)

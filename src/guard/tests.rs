@@ -222,3 +222,88 @@ fn a_node_back_with_its_old_boot_id_never_went_down() {
         "once"
     );
 }
+
+#[test]
+fn the_finalizer_reports_a_fence_that_did_not_take_effect_only_if_no_reconcile_did() {
+    let status = released();
+    let mut back = node(true);
+    back.ready = Some("True".into());
+    assert!(unreported_did_not_take_effect(&status, &back).is_some());
+    let recorded = record_did_not_take_effect(&status, &Memory::default(), "never went down", t(9)).unwrap().status;
+    assert_eq!(unreported_did_not_take_effect(&recorded, &back), None, "the reconcile published and counted it");
+}
+
+fn k8s_node(annotations: &[(&str, &str)]) -> Node {
+    let mut node = Node::default();
+    node.metadata.annotations = Some(annotations.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
+    node
+}
+
+#[test]
+fn an_approval_ends_with_the_release_it_was_given_under() {
+    let approved = k8s_node(&[(APPROVAL_ANNOTATION, "alice: disks checked")]);
+    assert!(approval_ends(&released(), &approved));
+    assert!(!approval_ends(&released(), &k8s_node(&[])), "nothing to remove");
+    assert!(
+        !approval_ends(&CoronerRemediationStatus::default(), &approved),
+        "a remediation that released nothing leaves another's approval alone"
+    );
+}
+
+/// Through the loop: a node fenced with `Off`, its return approved, the remediation deleted (as NHC
+/// does once the node is healthy): the finalizer takes the approval with the taints, so the node's
+/// next fence is guarded again.
+#[test]
+fn the_finalizer_removes_the_approval_with_the_taints() {
+    use crate::{
+        api::{CoronerRemediationSpec, FenceAction},
+        sim::{
+            lab::{Lab, Setup},
+            script::Script,
+        },
+    };
+    let spec = CoronerRemediationSpec { action: FenceAction::Off, ..CoronerRemediationSpec::default() };
+    let lab = Lab::scripted(&Setup::new(UUID, spec), Script::machine(UUID, true));
+    let fenced = futures::executor::block_on(lab.run());
+    assert!(fenced.evidence.as_ref().and_then(|e| e.release.as_ref()).is_some(), "{fenced:?}");
+    lab.world(|t| t.annotate_node("worker-1", APPROVAL_ANNOTATION, "alice: disks checked"));
+    lab.world(|t| t.delete_remediation("worker-1"));
+    futures::executor::block_on(lab.run());
+    assert!(lab.world(|t| t.remediation("worker-1")).is_none(), "the finalizer let go");
+    let node = lab.world(|t| t.node("worker-1")).unwrap();
+    assert!(!node.annotations().contains_key(APPROVAL_ANNOTATION), "{:?}", node.metadata.annotations);
+    let taints = node.spec.and_then(|s| s.taints).unwrap_or_default();
+    assert!(!taints.iter().any(|t| t.key.starts_with("coroner.dev/") || t.key == "node.kubernetes.io/out-of-service"));
+}
+
+/// Through the loop: the node reports back with its old bootID; the reconcile records it (a Warning
+/// on the remediation and the Node, the metric); NHC's delete follows, and the finalizer does not
+/// report it a second time.
+#[test]
+fn a_fence_that_did_not_take_effect_is_reported_once_on_the_node() {
+    use crate::{
+        api::{CoronerRemediationSpec, FenceAction},
+        driver::World,
+        sim::{
+            lab::{Lab, Setup},
+            script::Script,
+        },
+        telemetry::NodeLabels,
+    };
+    let spec = CoronerRemediationSpec { action: FenceAction::Off, ..CoronerRemediationSpec::default() };
+    let lab = Lab::scripted(&Setup::new(UUID, spec), Script::machine(UUID, true));
+    futures::executor::block_on(lab.run());
+    lab.world(|t| t.set_ready("worker-1", conditions::TRUE, Some("worker-1-boot-1")));
+    let back = futures::executor::block_on(lab.run());
+    assert_eq!(
+        conditions::find(&back.conditions, FENCE_TOOK_EFFECT).map(|c| c.reason.as_str()),
+        Some(DID_NOT_TAKE_EFFECT)
+    );
+    lab.world(|t| t.delete_remediation("worker-1"));
+    futures::executor::block_on(lab.run());
+    assert!(lab.world(|t| t.remediation("worker-1")).is_none());
+    let on_node: Vec<String> = lab.reasons_on("Node").into_iter().filter(|r| r == DID_NOT_TAKE_EFFECT).collect();
+    assert_eq!(on_node.len(), 1, "{:?}", lab.reasons_on("Node"));
+    let counted = lab.metrics().fence_did_not_take_effect.get_or_create(&NodeLabels { node: "worker-1".into() }).get();
+    assert_eq!(counted, 1);
+}

@@ -243,11 +243,12 @@ impl<D: Device + Clone> Lab<D> {
 
     /// The reasons of the Events published on the remediation, in order.
     pub fn reasons(&self) -> Vec<String> {
-        lock(&self.events)
-            .iter()
-            .filter(|(kind, _)| kind == "CoronerRemediation")
-            .map(|(_, notice)| notice.reason.clone())
-            .collect()
+        self.reasons_on("CoronerRemediation")
+    }
+
+    /// The reasons of the Events published on objects of `kind` (e.g. `Node`), in order.
+    pub fn reasons_on(&self, kind: &str) -> Vec<String> {
+        lock(&self.events).iter().filter(|(k, _)| k == kind).map(|(_, notice)| notice.reason.clone()).collect()
     }
 
     /// The errors reconciles returned, in order.

@@ -16,7 +16,13 @@
 //!   p. machines whose BMC lost power with them: Succeeded=False, then an audited attestation releases
 //!      one (forged attester and spec updates rejected by the API server; a renewing Lease and an
 //!      expired attestation refused);
-//!   q. the out-of-service taint by hand: rejected for an ordinary admin, allowed for break-glass.
+//!   q. the out-of-service taint by hand: rejected for an ordinary admin, allowed for break-glass;
+//!   r. the guard after the release: a machine fenced with Off and powered on behind coroner's back is
+//!      switched off again; with `coroner.dev/power-on-approved` on the Node it is left on;
+//!   s. bootID continuity: a BMC that lies (accepts ForceOff, does nothing, reads Off) gets its node
+//!      released; back with its old bootID, it is `FenceDidNotTakeEffect` on the Node;
+//!   t. the node labelled `remediation.medik8s.io/exclude-from-remediation` mid-fence (a slow BMC,
+//!      between admission and the ForceOff): no reset at all, `NodeExcluded`.
 //!
 //! `make e2e ONLY=c,o` runs only those scenarios (by letter, see `SCENARIOS`), in the same world.
 
@@ -45,7 +51,7 @@ use kube::{
     api::{ListParams, Patch, PatchParams, PostParams},
 };
 use serde_json::json;
-use support::machine::{PASSWORD, USER, peers};
+use support::machine::{MachineSpec, PASSWORD, USER, peers};
 use world::{CORONER_NS, World, log, wait_for};
 
 const SHORT: Duration = Duration::from_secs(60);
@@ -196,6 +202,10 @@ async fn setup(world: &mut World) {
     for name in ["coroner-reboot", "coroner-primary", "coroner-secondary"] {
         templates.create(&PostParams::default(), &template(name, quick.clone())).await.unwrap();
     }
+    let mut off = quick.clone();
+    off["action"] = json!("Off");
+    off["guard"] = json!("Enforce");
+    templates.create(&PostParams::default(), &template("coroner-off", off)).await.unwrap();
     world.start_nhc();
     world.restart_coroners(2, &[]);
     let nodes = [
@@ -224,7 +234,15 @@ async fn setup(world: &mut World) {
             if pool == "control-plane" { "node-role.kubernetes.io/control-plane" } else { "e2e.coroner.dev/worker" };
         world.add_node(name, &uuid(n), &[(POOL, pool), (NAME, name), (role, "")], delay).await;
     }
-    for (name, ..) in nodes {
+    // Machines whose BMC misbehaves as scenarios s and t need.
+    let liar = MachineSpec { ignore_resets_report_off: true, ..MachineSpec::new(&uuid(101)) };
+    let slow = MachineSpec { response_delay: SLOW_BMC_SECONDS, ..MachineSpec::new(&uuid(111)) };
+    for (name, spec, pool) in
+        [(GUARDED, MachineSpec::new(&uuid(95)), "off"), (LIAR, liar, "off"), (EXCLUDED, slow, "main")]
+    {
+        world.add_node_with(name, spec, &[(POOL, pool), (NAME, name), ("e2e.coroner.dev/worker", "")]).await;
+    }
+    for name in nodes.iter().map(|n| n.0).chain([GUARDED, LIAR, EXCLUDED]) {
         wait_for(&format!("{name} Ready"), SHORT, || async {
             (ready(world, name).await.as_deref() == Some("True")).then_some(())
         })
@@ -249,22 +267,29 @@ async fn setup(world: &mut World) {
                         {"remediationTemplate": template_ref("coroner-secondary"), "order": 1, "timeout": "120s"}]},
         }))
         .await;
-    for (name, pool, max_unhealthy) in [("e2e-control-plane", "control-plane", 2), ("e2e-storm", "storm", 5)] {
+    for (name, pool, max_unhealthy, template) in [
+        ("e2e-control-plane", "control-plane", 2, "coroner-reboot"),
+        ("e2e-storm", "storm", 5, "coroner-reboot"),
+        ("e2e-off", "off", 2, "coroner-off"),
+    ] {
         world
             .create_nhc(json!({
                 "apiVersion": "remediation.medik8s.io/v1alpha1", "kind": "NodeHealthCheck",
                 "metadata": {"name": name},
                 "spec": {"selector": {"matchLabels": {POOL: pool}}, "unhealthyConditions": unhealthy, "maxUnhealthy": max_unhealthy,
-                         "remediationTemplate": template_ref("coroner-reboot")},
+                         "remediationTemplate": template_ref(template)},
             }))
             .await;
     }
-    log(format!("world ready: {} machines, NHC (main, escalation, control-plane, storm), coroner", world.nodes.len()));
+    log(format!(
+        "world ready: {} machines, NHC (main, escalation, control-plane, storm, off), coroner",
+        world.nodes.len()
+    ));
 }
 
 /// The scenarios in the order they run, by the letter `make e2e ONLY=…` names them with. Scenario f
 /// (checks over the whole run) always runs last.
-const SCENARIOS: [(char, &str); 15] = [
+const SCENARIOS: [(char, &str); 18] = [
     ('a', "partitioned node fenced, pods moved, rebooted"),
     ('b', "wrong mapping refused, escalation refused too, and NHC skips a failed template"),
     ('c', "unreachable BMC fails after retry.count; once fixed, deleting it retries; uninstall refused while fenced"),
@@ -280,6 +305,9 @@ const SCENARIOS: [(char, &str); 15] = [
     ('o', "a binding is verified again when its Secret or CA bundle appears or changes; TLS errors in words"),
     ('p', "BMC dead with its machine: released on an audited attestation, forgeries refused"),
     ('q', "the out-of-service taint by hand: ordinary admin rejected, break-glass allowed"),
+    ('r', "the guard: a released machine powered on behind coroner's back is switched off, unless approved"),
+    ('s', "bootID continuity: a lying BMC's node back with its old bootID is FenceDidNotTakeEffect"),
+    ('t', "a node excluded mid-fence gets no reset: NodeExcluded"),
 ];
 
 /// `CORONER_E2E_ONLY=a,c` (`make e2e ONLY=a,c`): the scenarios to run; all when unset or empty.
@@ -316,7 +344,10 @@ async fn suite() {
             'n' => scenario_n(&world).await,
             'o' => scenario_o(&mut world).await,
             'p' => scenario_p(&mut world).await,
-            _ => scenario_q(&world),
+            'q' => scenario_q(&world),
+            'r' => scenario_r(&mut world).await,
+            's' => scenario_s(&world).await,
+            _ => scenario_t(&world).await,
         }
         timings.push(format!("{name}: {:.1?}", scenario_started.elapsed()));
     }
@@ -977,6 +1008,12 @@ fn scenario_f(world: &World) {
     let events = timeline::node_events(&world.audit_log());
     let mut violations = Vec::new();
     for (name, node) in &world.nodes {
+        if node.spec.ignore_resets_report_off {
+            // Its BMC lies about power: no proof through it means anything (scenario s checks what
+            // catches that afterwards).
+            log(format!("f: {name} skipped: its BMC ignores resets and reads Off"));
+            continue;
+        }
         let power = timeline::power_changes(&node.machine.log());
         violations.extend(timeline::taints_follow_power(
             name,
@@ -1198,6 +1235,12 @@ async fn scenario_p(world: &mut World) {
     log("x-2: an expired attestation refused (AttestationExpired)");
 
     // The machines come back: NHC deletes the remediations, the finalizer removes the attested taint.
+    // x-1 is released, so its return is approved first (docs/operations.md), or the guard would
+    // switch it off again; the finalizer removes the approval too.
+    let approval =
+        json!({"metadata": {"annotations": {coroner::guard::APPROVAL_ANNOTATION: "alice: x-1 back after INC-4711"}}});
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(world.client.clone());
+    nodes.patch("x-1", &PatchParams::default(), &Patch::Merge(&approval)).await.unwrap();
     for node in ["x-1", "x-2"] {
         world.node_mut(node).restart_bmc();
     }
@@ -1459,4 +1502,235 @@ async fn scenario_o(world: &mut World) {
     secrets.delete("o-rotated", &Default::default()).await.unwrap();
     maps.delete("o-ca", &Default::default()).await.unwrap();
     world.restart_coroners(2, &[]);
+}
+
+/// Scenario r's node (pool "off": template `coroner-off`, `action: Off`, `guard: Enforce`).
+const GUARDED: &str = "guard-1";
+/// Scenario s's node, behind a BMC that accepts every reset, does nothing and then reads Off.
+const LIAR: &str = "liar-1";
+/// Scenario t's node, behind a BMC that answers every request this late.
+const EXCLUDED: &str = "excl-1";
+const SLOW_BMC_SECONDS: f64 = 1.0;
+/// The guard's period in scenario r.
+const GUARD_INTERVAL: Duration = Duration::from_secs(2);
+
+/// The sum over the running replicas of the metric sample `series` (name and labels as exported).
+async fn metric(world: &World, series: &str) -> f64 {
+    let mut total = 0.0;
+    for replica in &world.coroners {
+        let page = replica.metrics().await;
+        let value = page.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse::<f64>().ok());
+        total += value.unwrap_or(0.0);
+    }
+    total
+}
+
+fn resets(world: &World, node: &str, action: &str) -> usize {
+    world.node(node).machine.requests().iter().filter(|r| r.starts_with("POST") && r.ends_with(action)).count()
+}
+
+/// A person powers the machine on through its BMC, behind coroner's back (announced in the power log
+/// for scenario f: a power-on under the taint that is not coroner's).
+async fn power_on_by_hand(world: &World, node: &str) {
+    let machine = world.node(node);
+    machine.note(json!({"event": timeline::BY_HAND, "system": machine.spec.systems[0].1, "reset_type": "On"}));
+    let bmc = bmc_client(world, node);
+    let system = bmc.system(&machine.spec.systems[0].1).await.unwrap();
+    bmc.reset(&system, ResetType::On).await.unwrap();
+    log(format!("{node}: powered on by hand through its BMC"));
+}
+
+async fn guard_condition(world: &World, node: &str) -> Option<(String, String)> {
+    remediations(world, node).await.last().and_then(|r| condition(r, coroner::guard::GUARD))
+}
+
+/// The guard after the release: a node fenced with `Off` and still partitioned is powered on through
+/// its BMC; coroner reads it On within about a guard interval, warns (condition, Events, metric) and
+/// switches it off again. With `coroner.dev/power-on-approved` on the Node, the next power-on is
+/// reported and left alone. The partition then heals: the node returns to service, NHC deletes the
+/// remediation and the finalizer removes coroner's taints and the approval.
+async fn scenario_r(world: &mut World) {
+    let node = GUARDED;
+    let interval = format!("{}s", GUARD_INTERVAL.as_secs());
+    world.restart_coroners(2, &["--guard-interval", &interval]);
+    world.node(node).partition();
+    let fenced = heal_once_fenced_off(world, node).await;
+    let name = fenced.name_any();
+    wait_for(&format!("{node}: the guard reads the released machine Off"), SHORT, || async {
+        (guard_condition(world, node).await? == ("True".into(), "MachineOff".into())).then_some(())
+    })
+    .await;
+    assert_eq!(resets(world, node, "ForceOff"), 1, "{:?}", world.node(node).machine.requests());
+
+    let on = Instant::now();
+    power_on_by_hand(world, node).await;
+    for (namespace, regarding) in [(CORONER_NS, name.as_str()), ("default", node)] {
+        wait_for(&format!("{namespace}/{regarding}: a ReleasedMachinePoweredOn Event"), SHORT, || async {
+            let events = events_about(world, namespace, regarding, coroner::guard::POWERED_ON).await;
+            events.into_iter().find(|e| e.type_.as_deref() == Some("Warning"))
+        })
+        .await;
+    }
+    let warned = on.elapsed();
+    wait_for(&format!("{node}: switched off again"), SHORT, || async {
+        (world.node(node).power_state() == "Off").then_some(())
+    })
+    .await;
+    let off_again = on.elapsed();
+    assert_eq!(resets(world, node, "ForceOff"), 2, "the guard's ForceOff: {:?}", world.node(node).machine.requests());
+    // Its answer is recorded right after it.
+    wait_for(&format!("{node}: a GuardForceOffSent Event"), SHORT, || async {
+        events_about(world, CORONER_NS, &name, "GuardForceOffSent").await.pop()
+    })
+    .await;
+    let remediation = remediations(world, node).await.pop().unwrap();
+    let guard = remediation.status.as_ref().and_then(|s| s.guard.clone()).unwrap_or_default();
+    assert_eq!(guard.enforced, 1, "{guard:?}");
+    assert_eq!(succeeded(&remediation).unwrap().0, "True", "Succeeded stays True");
+    let series = |metric: &str| format!("{metric}{{node=\"{node}\"}}");
+    assert_eq!(metric(world, &series("coroner_released_machine_powered_on_total")).await, 1.0);
+    assert_eq!(metric(world, &series("coroner_guard_force_offs_total")).await, 1.0);
+    wait_for(&format!("{node}: the guard reads Off again"), SHORT, || async {
+        (guard_condition(world, node).await? == ("True".into(), "MachineOff".into())).then_some(())
+    })
+    .await;
+    log(format!(
+        "{node}: powered on behind coroner's back → ReleasedMachinePoweredOn after {warned:.1?}, Off again after {off_again:.1?} (guard interval {interval})"
+    ));
+
+    // The documented return to service: approve (who and why), then power on.
+    let approval = "alice: disks checked after INC-4711, returning it to service";
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(world.client.clone());
+    let patch = json!({"metadata": {"annotations": {coroner::guard::APPROVAL_ANNOTATION: approval}}});
+    nodes.patch(node, &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    power_on_by_hand(world, node).await;
+    let approved = wait_for(&format!("{node}: a PowerOnApproved Event"), SHORT, || async {
+        events_about(world, CORONER_NS, &name, "PowerOnApproved").await.into_iter().find_map(|e| e.note)
+    })
+    .await;
+    assert!(approved.contains(approval), "the Event quotes the approval: {approved}");
+    assert!(!events_about(world, "default", node, "PowerOnApproved").await.is_empty(), "on the Node too");
+    // Three more guard readings: it stays on.
+    tokio::time::sleep(GUARD_INTERVAL * 3).await;
+    assert_eq!(world.node(node).power_state(), "On", "the guard switched an approved machine off");
+    assert_eq!(resets(world, node, "ForceOff"), 2, "{:?}", world.node(node).machine.requests());
+    assert_eq!(guard_condition(world, node).await, Some(("False".into(), coroner::guard::POWERED_ON.into())));
+    assert_eq!(metric(world, &series("coroner_guard_force_offs_total")).await, 1.0);
+    log(format!("{node}: approved ({approval:?}) and powered on: PowerOnApproved, left on"));
+
+    // Back in service: the kubelet reports, NHC deletes the remediation, the finalizer cleans up.
+    world.node(node).heal();
+    wait_remediations_gone(world, node).await;
+    let keys = taint_keys(world, node).await;
+    assert!(
+        !keys.iter().any(|k| k.starts_with("coroner.dev/") || k == "node.kubernetes.io/out-of-service"),
+        "{keys:?}"
+    );
+    let annotations = world::node_object(&world.client, node).await.unwrap().metadata.annotations.unwrap_or_default();
+    assert!(!annotations.keys().any(|k| k.starts_with("coroner.dev/")), "{annotations:?}");
+    log(format!("{node}: back in service; coroner's taints and the approval are gone"));
+    world.restart_coroners(2, &[]);
+}
+
+/// A partitioned node fenced with `action: Off`: Succeeded=True and its out-of-service taint on. The
+/// partition stays (the machine is off, or says it is).
+async fn heal_once_fenced_off(world: &World, node: &str) -> CoronerRemediation {
+    let fenced =
+        wait_remediation(world, node, "Succeeded=True", LONG, |r| succeeded(r).is_some_and(|s| s.0 == "True")).await;
+    wait_for(&format!("{node}: out-of-service taint on"), SHORT, || async {
+        taint_keys(world, node).await.iter().any(|k| k == "node.kubernetes.io/out-of-service").then_some(())
+    })
+    .await;
+    fenced
+}
+
+/// bootID continuity: the BMC accepts the ForceOff and reads Off, but the machine never went down.
+/// The node is released on that lie; once the partition heals its kubelet reports Ready with the
+/// bootID it had before: `FenceDidNotTakeEffect` on the Node (its remediation, if NHC has not
+/// deleted it yet) and in the metric.
+async fn scenario_s(world: &World) {
+    let node = LIAR;
+    let before = boot_id(world, node).await;
+    world.node(node).partition();
+    let fenced = heal_once_fenced_off(world, node).await;
+    assert_eq!(world.node(node).power_state(), "On", "the machine never went off");
+    assert_eq!(resets(world, node, "ForceOff"), 1);
+    assert!(world.node(node).machine.power_changes().is_empty(), "{:?}", world.node(node).machine.power_changes());
+    log(format!("{node}: released by {} on a BMC that lied (it read Off, the machine ran on)", fenced.name_any()));
+
+    let healed = Instant::now();
+    world.node(node).heal();
+    // Until NHC deletes it (about 2 s after Ready), the remediation shows the condition too.
+    let seen = std::cell::RefCell::new(None);
+    let event = wait_for(&format!("{node}: FenceDidNotTakeEffect on the Node"), SHORT, || async {
+        let remediation = remediations(world, node).await.pop();
+        if let Some(c) = remediation.and_then(|r| condition(&r, coroner::guard::FENCE_TOOK_EFFECT)) {
+            *seen.borrow_mut() = Some(c);
+        }
+        let events = events_about(world, "default", node, coroner::guard::DID_NOT_TAKE_EFFECT).await;
+        events.into_iter().find(|e| e.type_.as_deref() == Some("Warning"))
+    })
+    .await;
+    let seen_condition = seen.into_inner();
+    let after = healed.elapsed();
+    assert_eq!(boot_id(world, node).await, before, "the node is back with the bootID it had before the fence");
+    assert!(event.note.as_deref().is_some_and(|n| n.contains(&before)), "{event:?}");
+    if let Some(condition) = &seen_condition {
+        assert_eq!(condition, &("False".into(), coroner::guard::DID_NOT_TAKE_EFFECT.into()));
+    }
+    let series = format!("coroner_fence_did_not_take_effect_total{{node=\"{node}\"}}");
+    wait_for(&format!("{series} counted"), SHORT, || async { (metric(world, &series).await > 0.0).then_some(()) })
+        .await;
+    wait_remediations_gone(world, node).await;
+    assert_eq!(metric(world, &series).await, 1.0, "one incident, counted once");
+    let events = events_about(world, "default", node, coroner::guard::DID_NOT_TAKE_EFFECT).await;
+    let count: i32 = events.iter().map(|e| e.series.as_ref().map_or(1, |s| s.count)).sum();
+    assert_eq!(count, 1, "one Event on the Node: {events:?}");
+    log(format!(
+        "{node}: back Ready with its old bootID → FenceDidNotTakeEffect on the Node after {after:.1?} (condition on the remediation: {})",
+        seen_condition.map_or("not seen before NHC deleted it".to_owned(), |c| format!("{c:?}"))
+    ));
+}
+
+/// The node is labelled `remediation.medik8s.io/exclude-from-remediation` after admission and
+/// before the ForceOff (its BMC answers each request a second late, so identity and the first power
+/// reading take seconds): the check right before the reset refuses, the remediation ends
+/// `NodeExcluded`, and the BMC sees no reset at all.
+async fn scenario_t(world: &World) {
+    let node = EXCLUDED;
+    let before = world.node(node).machine.requests().len();
+    world.node(node).partition();
+    let admitted = wait_remediation(world, node, "admitted", LONG, |r| {
+        r.status.as_ref().and_then(|s| s.evidence.as_ref()).and_then(|e| e.node.as_ref()).is_some()
+    })
+    .await;
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(world.client.clone());
+    let label = json!({"metadata": {"labels": {contract::EXCLUDE_LABEL: "true"}}});
+    nodes.patch(node, &PatchParams::default(), &Patch::Merge(&label)).await.unwrap();
+    let posts = |from: usize| -> Vec<String> {
+        world.node(node).machine.requests().into_iter().skip(from).filter(|r| r.starts_with("POST")).collect()
+    };
+    assert!(
+        posts(before).is_empty(),
+        "the ForceOff left before the label landed (phase {}): the slow BMC did not hold the fence long enough",
+        phase(&admitted)
+    );
+    log(format!("{node}: labelled {} while {}", contract::EXCLUDE_LABEL, phase(&admitted)));
+    let refused = wait_remediation(world, node, "Succeeded=False NodeExcluded", SHORT, |r| {
+        succeeded(r).is_some_and(|s| s.0 == "False")
+    })
+    .await;
+    assert_eq!(succeeded(&refused).unwrap().1, "NodeExcluded", "{:?}", refused.status);
+    assert!(succeeded_message(&refused).contains("no power action taken"), "{}", succeeded_message(&refused));
+    // Nothing more reaches the BMC, and nothing was released.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(posts(before), Vec::<String>::new(), "a reset reached the excluded node");
+    assert_eq!(world.node(node).power_state(), "On");
+    assert!(!taint_keys(world, node).await.iter().any(|k| k == "node.kubernetes.io/out-of-service"));
+    log(format!("{node}: {} ended NodeExcluded; the BMC saw no reset", refused.name_any()));
+
+    let unlabel = json!({"metadata": {"labels": {contract::EXCLUDE_LABEL: null}}});
+    nodes.patch(node, &PatchParams::default(), &Patch::Merge(&unlabel)).await.unwrap();
+    world.node(node).heal();
+    wait_remediations_gone(world, node).await;
 }

@@ -91,24 +91,45 @@ pub fn node_events(audit_log: &str) -> BTreeMap<String, Vec<NodeEvent>> {
 pub struct PowerChange {
     pub at: Timestamp,
     pub to_off: bool,
+    /// A power-on a person made through the BMC (announced in the log by a `by-hand` entry right
+    /// before its request), not coroner.
+    pub by_hand: bool,
 }
 
+/// The log entry a test writes right before it powers a machine on through its BMC itself.
+pub const BY_HAND: &str = "by-hand";
+
 pub fn power_changes(log: &[Value]) -> Vec<PowerChange> {
-    log.iter()
-        .filter(|e| e["event"] == "power")
-        .filter_map(|e| Some(PowerChange { at: e["t"].as_str()?.parse().ok()?, to_off: e["to"] == "Off" }))
-        .collect()
+    // A reset's request is logged once answered; the change it causes comes after it (or, when a
+    // read applies it first, just before): the change belongs to the last reset sent or announced.
+    let mut announced = false;
+    let mut last_reset_by_hand = false;
+    let mut changes = Vec::new();
+    for e in log {
+        if e["event"] == BY_HAND {
+            announced = true;
+        } else if e["event"] == "request" && e["method"] == "POST" {
+            last_reset_by_hand = std::mem::take(&mut announced);
+        } else if e["event"] == "power"
+            && let Some(at) = e["t"].as_str().and_then(|t| t.parse().ok())
+        {
+            let to_off = e["to"] == "Off";
+            changes.push(PowerChange { at, to_off, by_hand: !to_off && (announced || last_reset_by_hand) });
+        }
+    }
+    changes
 }
 
 /// Every out-of-service taint was added while the machine was off (coroner sends the write only
 /// after the proof, so the machine reads Off when the server receives it), and the machine was not
 /// powered on again before the write removing it had completed (coroner sends On only after that
-/// write's answer). Returns the violations.
+/// write's answer). A power-on made by hand while the taint is on is not coroner's (the guard
+/// answers it). Returns the violations.
 pub fn taints_follow_power(node: &str, events: &[NodeEvent], power: &[PowerChange]) -> Vec<String> {
     let mut violations = Vec::new();
     let off_at = |at: Timestamp| power.iter().rfind(|p| p.at <= at).is_some_and(|p| p.to_off);
     let on_between = |from: Timestamp, to: Option<Timestamp>| {
-        power.iter().find(|p| !p.to_off && p.at > from && to.is_none_or(|to| p.at < to)).map(|p| p.at)
+        power.iter().find(|p| !p.to_off && !p.by_hand && p.at > from && to.is_none_or(|to| p.at < to)).map(|p| p.at)
     };
     let mut added: Option<Timestamp> = None;
     for event in events {

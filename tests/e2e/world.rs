@@ -124,12 +124,18 @@ impl SimNode {
         let tmp = self.dir.join("power-state.lost");
         fs::write(&tmp, "Off\n").expect("write power state");
         fs::rename(&tmp, self.dir.join("power-state")).expect("replace power state");
-        let entry = json!({"t": jiff::Timestamp::now().to_string(), "event": "power", "system": self.spec.systems[0].1,
-                           "from": "On", "to": "Off", "cause": "power loss (BMC included)"});
+        self.note(json!({"event": "power", "system": self.spec.systems[0].1, "from": "On", "to": "Off",
+                         "cause": "power loss (BMC included)"}));
+        log(format!("{}: power lost, BMC included (machine off, BMC silent)", self.name));
+    }
+
+    /// Appends `entry`, stamped now, to the machine's power log: what happened to it outside its BMC,
+    /// for the checks over the whole run.
+    pub fn note(&self, mut entry: serde_json::Value) {
+        entry["t"] = json!(jiff::Timestamp::now().to_string());
         let mut power_log =
             fs::OpenOptions::new().append(true).create(true).open(self.dir.join("power.log")).expect("open power log");
         std::io::Write::write_all(&mut power_log, format!("{entry}\n").as_bytes()).expect("append power log");
-        log(format!("{}: power lost, BMC included (machine off, BMC silent)", self.name));
     }
 
     /// Replaces a stopped BMC with a fresh one on the same port (machine.py starts the machine On).
@@ -459,13 +465,16 @@ impl World {
         let kubeconfig = self.service_account_kubeconfig(CORONER_NS, "coroner");
         let mut command = Command::new(repo().join("target/debug/coroner"));
         command
-            .args(["controller", "--namespace", CORONER_NS, "--bmc-request-timeout", "2s"])
+            .args(["controller", "--namespace", CORONER_NS])
             .args(["--pod-name", &name, "--admin-address", &format!("127.0.0.1:{port}")])
-            .args(["--lease-duration", "10s"])
             .args(flags);
-        // A short verify period unless the scenario sets its own (clap refuses a flag given twice).
-        if !flags.contains(&"--verify-interval") {
-            command.args(["--verify-interval", "10s"]);
+        // The suite's short periods, unless the scenario sets its own (clap refuses a flag given twice).
+        for (flag, value) in
+            [("--bmc-request-timeout", "2s"), ("--lease-duration", "10s"), ("--verify-interval", "10s")]
+        {
+            if !flags.contains(&flag) {
+                command.args([flag, value]);
+            }
         }
         command.env("KUBECONFIG", &kubeconfig).env("RUST_LOG", "info,coroner=debug");
         let process = Process::spawn(&name, command, &self.dir.join(format!("{name}.log")));
@@ -518,9 +527,14 @@ impl World {
 
     /// Adds a simulated machine: its BMC (sushy), its node agent, a Secret and a BmcBinding.
     pub async fn add_node(&mut self, name: &str, uuid: &str, labels: &[(&str, &str)], delay: f64) {
+        self.add_node_with(name, MachineSpec { delay, ..MachineSpec::new(uuid) }, labels).await;
+    }
+
+    /// Adds a simulated machine whose BMC behaves as `spec` says (its first system is the node's).
+    pub async fn add_node_with(&mut self, name: &str, spec: MachineSpec, labels: &[(&str, &str)]) {
         let dir = self.dir.join("nodes").join(name);
         fs::create_dir_all(&dir).expect("node dir");
-        let spec = MachineSpec { delay, ..MachineSpec::new(uuid) };
+        let uuid = spec.systems[0].1.clone();
         let machine = Machine::start_in(&spec, &dir);
         let labels: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let mut command = Command::new(self.bin.join("node-agent"));

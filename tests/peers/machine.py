@@ -12,7 +12,9 @@ What this adds to sushy-tools' own main (which it runs in-process):
     it when due, so the power really changes even if nobody reads it;
   - power.log: one JSON line per power change and per HTTP request;
   - a state file with the current power state, for a simulated kubelet to read;
-  - faults on request: --disable-power-off, --redirect-systems-to (a BMC sending clients elsewhere);
+  - faults on request: --disable-power-off, --redirect-systems-to (a BMC sending clients elsewhere),
+    --ignore-resets-report-off (a BMC that lies: it accepts every reset, does nothing, and reads Off
+    after a ForceOff), --response-delay (a slow BMC);
   - scripted answers: --systems-page-size (a paginated Systems collection, optionally with a
     nextLink cycle), --duplicate-power-state (a system body that carries PowerState twice),
     --unreadable-system (a listed member that answers 404).
@@ -64,6 +66,12 @@ def parse_args():
                         '(a lenient JSON reader sees VALUE, a strict one refuses the body)')
     p.add_argument('--unreadable-system', action='append', default=[], metavar='NAME',
                    help='the system NAME (by name or UUID) stays listed but answers 404 (repeatable)')
+    p.add_argument('--ignore-resets-report-off', action='store_true',
+                   help='fault: every reset is answered as accepted and ignored (the real power, in the state '
+                        'file, stays as it was); after a ForceOff or GracefulShutdown the system reads Off until '
+                        'an On or a restart is requested (a lying BMC: a fence through it proves nothing)')
+    p.add_argument('--response-delay', type=float, default=0.0, metavar='SECONDS',
+                   help='answer every request SECONDS late (a slow BMC; the readiness probe excepted)')
     p.add_argument('--power-log', help='JSON-lines log (default DIR/power.log; appended to)')
     p.add_argument('--state-file', help='current power state (default DIR/power-state)')
     args = p.parse_args()
@@ -81,6 +89,8 @@ def parse_args():
         p.error('--user wants NAME:PASSWORD')
     if args.delay < 0:
         p.error('--delay must be >= 0')
+    if args.response_delay < 0:
+        p.error('--response-delay must be >= 0')
     if args.systems_page_size is not None and args.systems_page_size < 1:
         p.error('--systems-page-size must be >= 1')
     if args.systems_next_link_cycle and not args.systems_page_size:
@@ -169,7 +179,13 @@ def make_driver(base, error, args, plog):
         def __init__(self):
             super().__init__()
             self._power = {u: self._systems[u]['power_state'] for u in order}
+            self._lie = {}  # --ignore-resets-report-off: uuid -> the power state reported instead of the real one
             write_state(self._power)
+
+        def get_power_state(self, identity):
+            with self.lock:
+                system = self._get(identity)
+                return self._lie.get(system['uuid'], system['power_state'])
 
         def _get(self, identity):
             with self.lock:
@@ -190,6 +206,15 @@ def make_driver(base, error, args, plog):
             # Same state mapping as upstream FakeDriver.set_power_state, but the change is due exactly
             # args.delay seconds from now (upstream: int(time.time()) + random.randint(1, 11)).
             with self.lock:
+                if args.ignore_resets_report_off:
+                    system = self._get(identity)
+                    if state in ('ForceOff', 'GracefulShutdown'):
+                        self._lie[system['uuid']] = 'Off'
+                    else:
+                        self._lie.pop(system['uuid'], None)
+                    plog.write('reset-ignored', system=system['uuid'], reset_type=state, real=system['power_state'],
+                               reports=self._lie.get(system['uuid'], system['power_state']))
+                    return
                 due = time.time() + args.delay
                 system = self._get(identity)
                 pending = system.get('pending_power')
@@ -308,6 +333,18 @@ class ScriptedSystems:
         return [data]
 
 
+class SlowResponses:
+    """A slow BMC: every request is answered `delay` seconds late (the readiness probe excepted)."""
+
+    def __init__(self, app, delay):
+        self.app, self.delay = app, delay
+
+    def __call__(self, environ, start_response):
+        if not environ.get('HTTP_' + PROBE_HEADER.upper().replace('-', '_')):
+            time.sleep(self.delay)
+        return self.app(environ, start_response)
+
+
 class RequestLog:
     """Outermost WSGI layer, so it also sees the auth middleware's 401s. Logs no headers or bodies."""
 
@@ -404,10 +441,13 @@ def main():
                                         args.systems_next_link_cycle)
         if args.redirect_systems_to:
             app.wsgi_app = RedirectSystems(app.wsgi_app, args.redirect_systems_to)
+        if args.response_delay:
+            app.wsgi_app = SlowResponses(app.wsgi_app, args.response_delay)
         app.wsgi_app = RequestLog(app.wsgi_app, plog, aliases)
         threading.Thread(target=applier, args=(driver,), daemon=True, name='applier').start()
         threading.Thread(target=announce_ready, args=(args.port, ready_out), daemon=True, name='ready').start()
-        plog.write('start', pid=os.getpid(), port=args.port, delay=args.delay,
+        plog.write('start', pid=os.getpid(), port=args.port, delay=args.delay, response_delay=args.response_delay,
+                   ignore_resets_report_off=args.ignore_resets_report_off,
                    systems={uuid: args.power for _, uuid in args.systems})
         return upstream_run(*a, **kw)
 

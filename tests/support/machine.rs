@@ -77,6 +77,11 @@ pub struct MachineSpec {
     pub duplicate_power_state: Option<String>,
     /// Systems (by name) that stay listed but answer 404.
     pub unreadable_systems: Vec<String>,
+    /// A lying BMC: every reset is accepted and ignored (the machine keeps its real power), and after a
+    /// ForceOff the system reads Off until an On is requested.
+    pub ignore_resets_report_off: bool,
+    /// Seconds every request waits before it is answered (a slow BMC).
+    pub response_delay: f64,
 }
 
 impl MachineSpec {
@@ -92,6 +97,8 @@ impl MachineSpec {
             systems_next_link_cycle: false,
             duplicate_power_state: None,
             unreadable_systems: Vec::new(),
+            ignore_resets_report_off: false,
+            response_delay: 0.0,
         }
     }
 }
@@ -157,6 +164,12 @@ impl Machine {
         }
         for name in &spec.unreadable_systems {
             command.arg("--unreadable-system").arg(name);
+        }
+        if spec.ignore_resets_report_off {
+            command.arg("--ignore-resets-report-off");
+        }
+        if spec.response_delay > 0.0 {
+            command.arg("--response-delay").arg(spec.response_delay.to_string());
         }
         let mut child = command.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("start machine.py");
         let stdout = child.stdout.take().expect("machine stdout");
