@@ -1114,3 +1114,38 @@ fn a_release_that_keeps_expiring_ends_the_attempt_at_its_deadline() {
     let late = step(&spec, &releasing, expired, ctx(62, &node()));
     assert_eq!(succeeded(&late.status), ("False".into(), "ReleaseNotWritten".into()));
 }
+
+fn off_through(through: DeviceMark) -> Observation {
+    match power(PowerState::Off) {
+        Observation::Power(Ok(reading)) => Observation::Power(Ok(PowerReading { through, ..reading })),
+        other => other,
+    }
+}
+
+#[test]
+fn a_binding_change_after_the_reset_ends_the_attempt_and_the_next_proves_the_identity_again() {
+    let spec = spec();
+    let node = node();
+    let first = step(&spec, &confirming(&spec), off_through(DeviceMark::default()), ctx(2, &node));
+    assert_eq!(first.memory.run.map(|r| r.count), Some(1));
+    let changed =
+        step(&spec, &State::from(&first), off_through(DeviceMark { generation: 1, serial: 1 }), ctx(3, &node));
+    assert_eq!(changed.status.phase, Some(Phase::VerifyingIdentity), "a proof comes from where the reset went");
+    assert_eq!(succeeded(&changed.status), ("Unknown".into(), "AttemptFailed".into()));
+    assert!(changed.status.evidence.as_ref().unwrap().identity.is_none());
+    assert_eq!(changed.reset, None);
+}
+
+#[test]
+fn new_credentials_restart_the_run_at_the_next_reading() {
+    let spec = spec();
+    let node = node();
+    let first = step(&spec, &confirming(&spec), off_through(DeviceMark::default()), ctx(2, &node));
+    let second = step(&spec, &State::from(&first), off_through(DeviceMark::default()), ctx(3, &node));
+    assert_eq!(second.memory.run.map(|r| r.count), Some(2));
+    // The Secret changed: a client built anew answers; its reading is the first of a new run.
+    let rebuilt =
+        step(&spec, &State::from(&second), off_through(DeviceMark { generation: 0, serial: 1 }), ctx(4, &node));
+    assert_eq!(rebuilt.status.phase, Some(Phase::ConfirmingOff));
+    assert_eq!(rebuilt.memory.run.map(|r| r.count), Some(1));
+}

@@ -1,7 +1,7 @@
 use jiff::SignedDuration;
 use k8s_openapi::{
     api::core::v1::{NodeCondition, NodeStatus, PodCondition, PodSpec, PodStatus},
-    apimachinery::pkg::apis::meta::v1::{Condition, Time},
+    apimachinery::pkg::apis::meta::v1::{Condition, MicroTime, Time},
 };
 
 use super::*;
@@ -111,7 +111,11 @@ impl World {
     }
 
     fn gate(&self, gate: fn(&GateInputs<'_>) -> Gate) -> Gate {
-        gate(&GateInputs {
+        gate(&self.inputs())
+    }
+
+    fn inputs(&self) -> GateInputs<'_> {
+        GateInputs {
             remediation: &self.me,
             node: &self.node,
             namespace: "coroner",
@@ -123,7 +127,7 @@ impl World {
             remediations: &self.remediations,
             recent_admissions: &self.admissions,
             limits: self.limits,
-        })
+        }
     }
 
     /// Another remediation of a node with its own BMC.
@@ -429,4 +433,86 @@ fn piraeus_taints_change_no_decision() {
         with_taints.node.status = plain.node.status.clone();
         assert_eq!(with_taints.gate(evaluate), plain.gate(evaluate), "Ready={ready}");
     }
+}
+
+// One fence per node -------------------------------------------------------------------------------------
+
+/// Another remediation of the target node itself.
+fn sibling(world: &mut World, created: i64, phase: Phase) -> usize {
+    let node = world.node.name_any();
+    world.remediations.push(remediation(&format!("{node}-sib-{created}"), &node, created, phase, None));
+    world.remediations.len() - 1
+}
+
+#[test]
+fn the_oldest_live_remediation_of_a_node_fences_it_and_the_others_wait() {
+    for (created, phase, waits_for_it) in [
+        (50, Phase::Pending, true),
+        (200, Phase::ConfirmingOff, true),
+        (200, Phase::WaitingForNode, true),
+        (200, Phase::Pending, false),
+        (50, Phase::Done, false),
+        (50, Phase::Failed, false),
+    ] {
+        let mut world = World::new(node("w-9", Some("Unknown"), &[]));
+        sibling(&mut world, created, phase);
+        let gate = world.gate(one_fence_per_node);
+        assert_eq!(waits(&gate, Reason::NodeAlreadyBeingFenced), waits_for_it, "{created} {phase:?}: {gate:?}");
+    }
+}
+
+#[test]
+fn a_node_powered_on_by_a_sibling_waits_out_the_boot_grace_unless_it_is_back() {
+    let power_on = |sent: i64, back: bool| {
+        let mut world = World::new(node("w-9", Some("Unknown"), &[]));
+        let i = sibling(&mut world, 50, Phase::Done);
+        let status = world.remediations[i].status.get_or_insert_with(Default::default);
+        status.evidence.get_or_insert_with(Default::default).power_on = Some(crate::api::PowerOnEvidence {
+            sent_at: Some(MicroTime(t(sent))),
+            new_boot_id: back.then(|| "boot-2".into()),
+            ..Default::default()
+        });
+        world.gate(one_fence_per_node)
+    };
+    // The gate's clock is t(1000); the grace is 600 s.
+    assert!(waits(&power_on(401, false), Reason::NodeAlreadyBeingFenced), "599 s after the On");
+    assert_eq!(power_on(400, false), Gate::Admit, "600 s after the On");
+    assert_eq!(power_on(990, true), Gate::Admit, "the node is back with a new bootID");
+}
+
+#[test]
+fn a_siblings_release_is_adopted_only_while_its_exact_taint_is_on_the_node() {
+    let mut world = World::new(node("w-9", Some("Unknown"), &[]));
+    let i = sibling(&mut world, 50, Phase::Done);
+    let uid = world.remediations[i].metadata.uid.clone().unwrap();
+    let status = world.remediations[i].status.get_or_insert_with(Default::default);
+    status.evidence.get_or_insert_with(Default::default).release = Some(crate::api::ReleaseEvidence {
+        kind: crate::api::ReleaseKind::BmcProof,
+        attestation: None,
+        adopted_from: None,
+        strategy: crate::api::RemediationStrategy::OutOfServiceTaint,
+        node_ready: "Unknown".into(),
+        lease_renew_time: None,
+        released_at: MicroTime(t(900)),
+        taint_owned: true,
+        pods_deleted: None,
+        taint_removed_at: None,
+        release_timed_out: false,
+    });
+    assert_eq!(release_to_adopt(&world.inputs()), None, "the taint is not on the node");
+    world.node =
+        crate::taints::with_taint(&world.node, crate::taints::CoronerTaint::OutOfService, &uid, t(900)).unwrap();
+    let adopted = release_to_adopt(&world.inputs());
+    assert_eq!(adopted, Some(("w-9-sib-50".into(), t(900))));
+    // Someone else's out-of-service taint is not a release to stand on.
+    let mut world_foreign = World::new(node("w-9", Some("Unknown"), &[]));
+    world_foreign.remediations.push(world.remediations[i].clone());
+    world_foreign.node = crate::taints::with_taint(
+        &world_foreign.node,
+        crate::taints::CoronerTaint::OutOfService,
+        "uid-someone",
+        t(900),
+    )
+    .unwrap();
+    assert_eq!(release_to_adopt(&world_foreign.inputs()), None);
 }
