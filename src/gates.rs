@@ -231,19 +231,6 @@ fn node_of(remediation: &CoronerRemediation) -> &str {
     contract::node_name(&remediation.metadata).unwrap_or_default()
 }
 
-fn phase(remediation: &CoronerRemediation) -> Phase {
-    remediation.status.as_ref().and_then(|s| s.phase).unwrap_or_default()
-}
-
-fn being_fenced(remediation: &CoronerRemediation) -> bool {
-    phase(remediation).being_fenced()
-}
-
-/// Holding a power-action slot ([`Phase::holds_power_slot`]).
-pub fn in_power_action(remediation: &CoronerRemediation) -> bool {
-    phase(remediation).holds_power_slot()
-}
-
 /// How long after coroner powered a node on another remediation of it waits for the boot.
 pub const BOOT_GRACE: StdDuration = StdDuration::from_secs(600);
 
@@ -265,13 +252,15 @@ pub fn one_fence_per_node(inputs: &GateInputs<'_>) -> Gate {
             < (me.metadata.creation_timestamp.as_ref().map(|t| t.0), me.name_any())
     };
     // The oldest live remediation of the node fences it; the others wait for it to end.
-    if let Some(other) = siblings(inputs).find(|r| being_fenced(r) || (phase(r) == Phase::Pending && older(r))) {
+    if let Some(other) =
+        siblings(inputs).find(|r| Phase::of(r).being_fenced() || (Phase::of(r) == Phase::Pending && older(r)))
+    {
         return Gate::Wait(
             Reason::NodeAlreadyBeingFenced,
             format!(
                 "remediation {} of node {node} came first (phase {}): one fence per node",
                 other.name_any(),
-                phase(other).as_str()
+                Phase::of(other).as_str()
             ),
         );
     }
@@ -298,7 +287,7 @@ pub fn one_fence_per_node(inputs: &GateInputs<'_>) -> Gate {
 /// fencing the machine again. Returns that remediation and when it released.
 pub fn release_to_adopt(inputs: &GateInputs<'_>) -> Option<(String, Timestamp)> {
     siblings(inputs).find_map(|r| {
-        if phase(r) != Phase::Done || r.metadata.deletion_timestamp.is_some() {
+        if Phase::of(r) != Phase::Done || r.metadata.deletion_timestamp.is_some() {
             return None;
         }
         let release = r.status.as_ref()?.evidence.as_ref()?.release.as_ref()?;
@@ -329,7 +318,7 @@ pub fn control_plane_quorum(inputs: &GateInputs<'_>) -> Gate {
         inputs.nodes.iter().filter(|n| is_control_plane(n)).map(|n| (n.name_any(), n)).collect();
     let other_fence = inputs.remediations.iter().find(|r| {
         r.uid() != inputs.remediation.uid()
-            && being_fenced(r)
+            && Phase::of(r).being_fenced()
             && node_of(r) != target
             && control_plane.contains_key(node_of(r))
     });
@@ -392,7 +381,7 @@ pub fn storm(inputs: &GateInputs<'_>) -> Gate {
     let ahead: Vec<&CoronerRemediation> = inputs
         .remediations
         .iter()
-        .filter(|r| r.uid() != me.uid() && phase(r) == Phase::Pending && queued_reason(r) && older(r))
+        .filter(|r| r.uid() != me.uid() && Phase::of(r) == Phase::Pending && queued_reason(r) && older(r))
         .collect();
     let place = ahead.len() + 1;
     let queued = |why: String| Gate::Wait(Reason::Queued, format!("place {place} in the queue: {why}"));
@@ -400,7 +389,7 @@ pub fn storm(inputs: &GateInputs<'_>) -> Gate {
         return queued(format!("{} older remediations wait first (oldest: {})", ahead.len(), first.name_any()));
     }
     let others: Vec<&CoronerRemediation> =
-        inputs.remediations.iter().filter(|r| r.uid() != me.uid() && in_power_action(r)).collect();
+        inputs.remediations.iter().filter(|r| r.uid() != me.uid() && Phase::of(r).holds_power_slot()).collect();
     if others.len() >= count(inputs.limits.max_concurrent) {
         let names: Vec<_> = others.iter().map(|r| r.name_any()).collect();
         return queued(format!(

@@ -36,7 +36,7 @@ use crate::{
     cluster::{self, BindingError},
     contract::{self, Reason},
     driver::{self, Admissions, ApiError, ApiResult, LoopSettings},
-    gates::{self, StormLimits},
+    gates::StormLimits,
     leader::Election,
     telemetry::{Health, Metrics},
     verification,
@@ -269,7 +269,7 @@ fn error_policy<K>(_object: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action 
 }
 
 fn is_pending(remediation: &CoronerRemediation) -> bool {
-    remediation.status.as_ref().and_then(|s| s.phase).unwrap_or_default() == Phase::Pending
+    Phase::of(remediation) == Phase::Pending
 }
 
 /// Runs coroner until `shutdown` is cancelled: the controllers run only while this replica leads
@@ -406,7 +406,6 @@ async fn refresh_gauges(ctx: Arc<Context>, shutdown: CancellationToken) {
         }
         let now = Timestamp::now();
         if let Ok(list) = remediations.list(&ListParams::default()).await {
-            let phase = |r: &CoronerRemediation| r.status.as_ref().and_then(|s| s.phase).unwrap_or_default();
             let reason = |r: &CoronerRemediation| {
                 r.status
                     .as_ref()
@@ -414,18 +413,20 @@ async fn refresh_gauges(ctx: Arc<Context>, shutdown: CancellationToken) {
                     .map(|c| c.reason.clone())
                     .unwrap_or_default()
             };
-            let in_flight = list.items.iter().filter(|r| gates::in_power_action(r));
+            let in_flight = list.items.iter().filter(|r| Phase::of(r).holds_power_slot());
             metrics.remediations_in_flight.set(gauge_count(in_flight.count()));
             let queued =
-                list.items.iter().filter(|r| phase(r) == Phase::Pending && reason(r) == Reason::Queued.as_str());
+                list.items.iter().filter(|r| Phase::of(r) == Phase::Pending && reason(r) == Reason::Queued.as_str());
             metrics.remediations_queued.set(gauge_count(queued.count()));
             metrics.remediation_phase_seconds.clear();
             metrics.nodes_left_off_seconds.clear();
             for r in &list.items {
                 let Some(status) = r.status.as_ref() else { continue };
                 if let Some(since) = status.phase_since.as_ref() {
-                    let labels =
-                        crate::telemetry::PhaseLabels { remediation: r.name_any(), phase: phase(r).as_str().into() };
+                    let labels = crate::telemetry::PhaseLabels {
+                        remediation: r.name_any(),
+                        phase: Phase::of(r).as_str().into(),
+                    };
                     metrics
                         .remediation_phase_seconds
                         .get_or_create(&labels)
@@ -433,7 +434,7 @@ async fn refresh_gauges(ctx: Arc<Context>, shutdown: CancellationToken) {
                 }
                 let released = status.evidence.as_ref().and_then(|e| e.release.as_ref());
                 if r.spec.action == FenceAction::Off
-                    && phase(r) == Phase::Done
+                    && Phase::of(r) == Phase::Done
                     && let Some(released) = released
                 {
                     let node = contract::node_name(&r.metadata).unwrap_or_default().to_owned();

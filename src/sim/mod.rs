@@ -585,7 +585,7 @@ impl Run {
                 .iter()
                 .map(|(name, r)| {
                     let node = contract::node_name(&r.metadata).unwrap_or_default().to_owned();
-                    let pending = fence::phase_of(r.status.as_ref().unwrap_or(&Default::default())) == Phase::Pending;
+                    let pending = Phase::of(r) == Phase::Pending;
                     (name.clone(), node, pending)
                 })
                 .collect();
