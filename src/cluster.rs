@@ -1,5 +1,5 @@
 //! Thin Kubernetes reads and writes the controller needs beside the fence loop's traits: the node
-//! Lease, status writes, pods on a node, replicas, and what a BmcBinding refers to.
+//! Lease, status writes, pods on a node, and what a BmcBinding refers to.
 
 use std::time::Duration as StdDuration;
 
@@ -16,7 +16,6 @@ use kube::{
 use crate::{
     api::{BmcBinding, CaBundleKind, CoronerRemediation, CoronerRemediationStatus},
     bmc::{Credentials, Password, tls},
-    leader,
 };
 
 /// Where kubelets renew their Leases.
@@ -124,25 +123,3 @@ pub async fn trust(client: &Client, binding: &BmcBinding) -> Result<tls::Trust, 
 
 /// How long to wait before looking at an API object again after a transient error.
 pub const ERROR_REQUEUE: StdDuration = StdDuration::from_secs(2);
-
-/// How many other replicas of this coroner (pods with the same `app.kubernetes.io/name` and
-/// `app.kubernetes.io/instance` labels as `pod`) could take leadership over from a leader running on
-/// `node_to_fence` ([`leader::can_take_over`]).
-pub async fn ready_siblings(
-    client: &Client,
-    namespace: &str,
-    pod: &str,
-    node_to_fence: &str,
-) -> Result<usize, kube::Error> {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    let Some(me) = pods.get_opt(pod).await? else { return Ok(0) };
-    let selector: Vec<String> = ["app.kubernetes.io/name", "app.kubernetes.io/instance"]
-        .iter()
-        .filter_map(|key| me.labels().get(*key).map(|value| format!("{key}={value}")))
-        .collect();
-    if selector.is_empty() {
-        return Ok(0);
-    }
-    let others = pods.list(&ListParams::default().labels(&selector.join(","))).await?.items;
-    Ok(others.iter().filter(|p| leader::can_take_over(p, pod, node_to_fence)).count())
-}

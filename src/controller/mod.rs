@@ -1,8 +1,10 @@
-//! kube-runtime wiring: leader election, the controllers for remediations, templates, bindings and
-//! attestations, their shared context, the error policy and the gauges.
+//! kube-runtime wiring: the controllers for remediations, templates, bindings and attestations,
+//! their shared context, the error policy and the gauges. Leadership (the election loop, the
+//! hand-over) is in [`leader`].
 
 mod attestation;
 mod binding;
+mod leader;
 mod leases;
 mod remediation;
 mod template;
@@ -26,7 +28,6 @@ use kube::{
         watcher,
     },
 };
-use kube_lease_manager::LeaseManagerBuilder;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -273,84 +274,20 @@ fn is_pending(remediation: &CoronerRemediation) -> bool {
 }
 
 /// Runs coroner until `shutdown` is cancelled: the controllers run only while this replica leads
-/// (always, without election). On shutdown the controllers stop taking work and the Lease is released.
+/// ([`leader::run`]; always, without election). On shutdown the controllers stop taking work and the
+/// Lease is released.
 pub async fn run(ctx: Arc<Context>, health: Health, shutdown: CancellationToken) -> Result<(), Error> {
     tokio::spawn(ctx.leases.clone().run(ctx.client.clone(), ctx.started));
     tokio::spawn(refresh_gauges(ctx.clone(), shutdown.clone()));
-    let Some(election) = ctx.settings.election.clone() else {
-        health.set_ready(true);
-        ctx.metrics.leader.set(1);
-        run_controllers(ctx, shutdown).await;
-        return Ok(());
-    };
-    let seconds = election.lease_duration.as_secs().max(3);
-    let manager = LeaseManagerBuilder::new(ctx.client.clone(), &election.lease_name)
-        .with_namespace(&election.namespace)
-        .with_identity(&election.identity)
-        .with_duration(seconds)
-        // Renew at half-life: the Lease then always has at least half its duration left, which
-        // is what the check before a BMC mutation needs.
-        .with_grace((seconds / 2).max(1))
-        .build()
-        .await?;
-    health.set_ready(true);
-    info!(identity = %election.identity, lease = %election.lease_name, "standing for election");
-    loop {
-        tokio::select! {
-            () = shutdown.cancelled() => break,
-            changed = manager.changed() => match changed {
-                Ok(true) => {}
-                Ok(false) => continue,
-                Err(error) => {
-                    warn!(%error, "leader election");
-                    tokio::time::sleep(StdDuration::from_secs(1)).await;
-                    continue;
-                }
-            },
-        }
-        ctx.term.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-        info!(identity = %election.identity, "became the leader");
-        ctx.metrics.leader.set(1);
-        ctx.metrics.leader_changes.inc();
-        let term = shutdown.child_token();
-        let controllers = tokio::spawn(run_controllers(ctx.clone(), term.clone()));
-        let handing_over = loop {
-            tokio::select! {
-                () = shutdown.cancelled() => break false,
-                () = ctx.step_down.notified() => break true,
-                changed = manager.changed() => match changed {
-                    Ok(true) => {}
-                    Ok(false) => {
-                        warn!("lost leadership; in-flight fences send nothing more");
-                        break false;
-                    }
-                    Err(error) => {
-                        // Without renewals the Lease runs out; stop acting before someone else starts.
-                        warn!(%error, "cannot renew the leader Lease; stepping down");
-                        break true;
-                    }
-                },
-            }
-        };
-        term.cancel();
-        let _ = controllers.await;
-        ctx.metrics.leader.set(0);
-        if let Err(error) = manager.release().await {
-            warn!(%error, "could not release the leader Lease");
-        }
-        if shutdown.is_cancelled() {
-            break;
-        }
-        if handing_over {
-            info!("handed leadership over; standing aside for two Lease durations");
-            tokio::time::sleep(election.lease_duration * 2).await;
+    match ctx.settings.election.clone() {
+        Some(election) => leader::run(ctx, election, health, shutdown).await,
+        None => {
+            health.set_ready(true);
+            ctx.metrics.leader.set(1);
+            run_controllers(ctx, shutdown).await;
+            Ok(())
         }
     }
-    if let Err(error) = manager.release().await {
-        warn!(%error, "could not release the leader Lease");
-    }
-    ctx.metrics.leader.set(0);
-    Ok(())
 }
 
 /// The remediation, template and binding controllers, until `stop` is cancelled.

@@ -120,12 +120,7 @@ impl Leadership for Context {
     }
 
     async fn hand_over(&self, node_to_fence: &str) -> ApiResult<bool> {
-        let (Some(pod), Some(_)) = (&self.settings.pod_name, &self.settings.election) else { return Ok(false) };
-        let siblings = cluster::ready_siblings(&self.client, self.namespace(), pod, node_to_fence).await?;
-        if siblings > 0 {
-            self.step_down.notify_one();
-        }
-        Ok(siblings > 0)
+        super::leader::hand_over(self, node_to_fence).await
     }
 }
 
