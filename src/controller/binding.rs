@@ -92,9 +92,7 @@ fn referring(
     let referring: Vec<_> = bindings.state().into_iter().filter(|b| b.spec.refers_to(kind, &name)).collect();
     for binding in referring.iter().filter(|_| changed) {
         changes.mark(&binding.name_any());
-        if let Some(uid) = binding.uid() {
-            ctx.clients.forget(&uid);
-        }
+        ctx.clients.forget(binding);
         info!(binding = %binding.name_any(), "{kind:?} {name} changed: verifying the binding again");
     }
     referring.iter().map(|b| ObjectRef::from_obj(&**b)).collect()
@@ -170,9 +168,9 @@ async fn check(binding: &BmcBinding, ctx: &Context, referenced_changed: bool) ->
 }
 
 async fn verify(ctx: &Context, binding: &BmcBinding) -> Result<Check, Error> {
-    let client = match ctx.redfish_client(binding).await? {
+    let client = match ctx.clients.client(&ctx.client, binding).await? {
         Ok(client) => client,
-        Err(message) => return Ok(Check::Invalid(message)),
+        Err(unusable) => return Ok(Check::Invalid(unusable.to_string())),
     };
     let node_name = &binding.spec.node_name;
     let node = Api::<Node>::all(ctx.client.clone()).get_opt(node_name).await?;

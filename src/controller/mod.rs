@@ -12,6 +12,8 @@ mod world;
 
 pub use leases::LeaseTracker;
 
+pub use crate::access::BmcSettings;
+
 use std::{sync::Arc, time::Duration as StdDuration};
 
 use futures::StreamExt;
@@ -32,11 +34,11 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::{
+    access::Clients,
     api::{BmcBinding, CoronerRemediation, CoronerRemediationTemplate, FenceAction, Phase, conditions},
-    bmc::{RedfishClient, RedfishConfig},
-    cluster::{self, BindingError},
+    cluster,
     contract::{self, Reason},
-    driver::{self, Admissions, ApiError, ApiResult, LoopSettings},
+    driver::{self, Admissions, ApiError, LoopSettings},
     gates::StormLimits,
     leader::Election,
     telemetry::{Health, Metrics},
@@ -47,14 +49,6 @@ use crate::{
 pub const MANAGER: &str = "coroner";
 /// How often the gauges are recomputed.
 const GAUGE_PERIOD: StdDuration = StdDuration::from_secs(5);
-
-/// Settings for talking to BMCs.
-#[derive(Clone, Copy, Debug)]
-pub struct BmcSettings {
-    pub request_timeout: StdDuration,
-    pub read_retries: u32,
-    pub retry_backoff: StdDuration,
-}
 
 /// Continuous BmcBinding verification.
 #[derive(Clone, Copy, Debug)]
@@ -100,44 +94,8 @@ pub struct Context {
     pub step_down: tokio::sync::Notify,
     /// Leadership terms of this process: power readings from an earlier term never count.
     term: std::sync::atomic::AtomicU64,
-    clients: ClientCache,
-}
-
-/// How long a Redfish client (with the credentials and CA bundle it was built from) is reused: a fence
-/// polling every second does not re-read its Secret every second, and a rotated Secret is picked up
-/// within this time.
-const CLIENT_TTL: StdDuration = StdDuration::from_secs(60);
-
-/// Redfish clients by binding UID, with the binding resourceVersion they were built for and their
-/// serial (each client built gets a new one: the fence restarts its run of readings on a new client).
-#[derive(Default)]
-struct ClientCache {
-    entries: std::sync::Mutex<std::collections::HashMap<String, (String, std::time::Instant, RedfishClient, u64)>>,
-    serials: std::sync::atomic::AtomicU64,
-}
-
-impl ClientCache {
-    fn get(&self, binding: &BmcBinding) -> Option<(RedfishClient, u64)> {
-        let entries = self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let (version, built, client, serial) = entries.get(&binding.uid()?)?;
-        (Some(version) == binding.resource_version().as_ref() && built.elapsed() < CLIENT_TTL)
-            .then(|| (client.clone(), *serial))
-    }
-
-    /// Drops the binding's client: what it was built from (its Secret, its CA bundle) changed.
-    fn forget(&self, uid: &str) {
-        self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(uid);
-    }
-
-    /// Keeps a new client; returns its serial.
-    fn put(&self, binding: &BmcBinding, client: &RedfishClient) -> u64 {
-        let serial = self.serials.fetch_add(1, std::sync::atomic::Ordering::AcqRel) + 1;
-        if let (Some(uid), Some(version)) = (binding.uid(), binding.resource_version()) {
-            let mut entries = self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            entries.insert(uid, (version, std::time::Instant::now(), client.clone(), serial));
-        }
-        serial
-    }
+    /// The Redfish clients bindings describe (the fence's and the verifier's).
+    clients: Clients,
 }
 
 impl Context {
@@ -151,6 +109,7 @@ impl Context {
             read_retries: settings.bmc.read_retries,
             guard_interval: settings.guard_interval,
         };
+        let clients = Clients::new(settings.bmc);
         Self {
             client,
             settings,
@@ -164,7 +123,7 @@ impl Context {
             admissions: tokio::sync::Mutex::new(Admissions::default()),
             step_down: tokio::sync::Notify::new(),
             term: std::sync::atomic::AtomicU64::new(0),
-            clients: ClientCache::default(),
+            clients,
         }
     }
 
@@ -184,46 +143,6 @@ impl Context {
 
     fn bindings_api(&self) -> Api<BmcBinding> {
         Api::namespaced(self.client.clone(), self.namespace())
-    }
-
-    /// The Redfish client a binding describes. `Ok(Err(message))`: what the binding refers to (its
-    /// Secret, CA bundle, pin, endpoint) cannot be used.
-    async fn redfish_client(&self, binding: &BmcBinding) -> ApiResult<Result<(RedfishClient, u64), String>> {
-        if let Some(found) = self.clients.get(binding) {
-            return Ok(Ok(found));
-        }
-        let name = binding.name_any();
-        let (credentials, trust) =
-            match (cluster::credentials(&self.client, binding).await, cluster::trust(&self.client, binding).await) {
-                (Ok(credentials), Ok(trust)) => (credentials, trust),
-                (Err(BindingError::Kube(e)), _) | (_, Err(BindingError::Kube(e))) => return Err(ApiError::from(e)),
-                (Err(BindingError::Invalid(message)), _) | (_, Err(BindingError::Invalid(message))) => {
-                    return Ok(Err(format!("BmcBinding {name}: {message}")));
-                }
-            };
-        let bmc = self.settings.bmc;
-        let config = RedfishConfig {
-            endpoint: binding.spec.redfish.endpoint.clone(),
-            trust,
-            credentials,
-            request_timeout: bmc.request_timeout,
-            read_retries: bmc.read_retries,
-            retry_backoff: bmc.retry_backoff,
-        };
-        Ok(RedfishClient::new(config)
-            .map(|client| {
-                let serial = self.clients.put(binding, &client);
-                (client, serial)
-            })
-            .map_err(|e| format!("BmcBinding {name}: {e}")))
-    }
-
-    /// Drops a binding's cached client: the next one is built from its Secret and CA bundle as they
-    /// are now.
-    fn forget_client(&self, binding: &BmcBinding) {
-        if let Some(uid) = binding.uid() {
-            self.clients.forget(&uid);
-        }
     }
 }
 
@@ -397,48 +316,4 @@ async fn refresh_gauges(ctx: Arc<Context>, shutdown: CancellationToken) {
 
 fn gauge_count(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::{
-        api::{BmcBindingSpec, RedfishTarget, SecretRef, TlsPolicy},
-        bmc::{Credentials, Password, tls},
-    };
-
-    fn binding(version: &str) -> BmcBinding {
-        let mut binding = BmcBinding::new(
-            "b",
-            BmcBindingSpec {
-                node_name: "n".into(),
-                redfish: RedfishTarget { endpoint: "https://10.0.0.1".into(), system_id: None },
-                credentials_secret_ref: SecretRef { name: "s".into() },
-                tls: TlsPolicy::default(),
-            },
-        );
-        binding.metadata.uid = Some("uid-b".into());
-        binding.metadata.resource_version = Some(version.into());
-        binding
-    }
-
-    #[test]
-    fn a_client_is_reused_only_for_the_binding_version_it_was_built_for() {
-        let client = RedfishClient::new(RedfishConfig {
-            endpoint: "https://10.0.0.1".into(),
-            trust: tls::Trust { insecure_skip_verify: true, ..tls::Trust::default() },
-            credentials: Credentials { username: "u".into(), password: Password::new("p".into()) },
-            request_timeout: StdDuration::from_secs(1),
-            read_retries: 0,
-            retry_backoff: StdDuration::from_millis(1),
-        })
-        .unwrap();
-        let cache = ClientCache::default();
-        assert!(cache.get(&binding("1")).is_none());
-        cache.put(&binding("1"), &client);
-        assert!(cache.get(&binding("1")).is_some());
-        assert!(cache.get(&binding("2")).is_none(), "a changed binding builds a new client");
-        cache.forget("uid-b");
-        assert!(cache.get(&binding("1")).is_none(), "a changed Secret or CA bundle builds a new client");
-    }
 }

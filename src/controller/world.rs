@@ -16,6 +16,7 @@ use tracing::warn;
 
 use super::Context;
 use crate::{
+    access::Unusable,
     api::{BmcBinding, BmcBindingStatus, CoronerRemediation, CoronerRemediationStatus},
     bmc::{self, Bmc, BmcError, RedfishClient, ResetType, SystemReading},
     cluster,
@@ -211,12 +212,12 @@ impl Device for RedfishClient {
 impl Devices for Context {
     type Device = RedfishClient;
 
-    async fn device(&self, binding: &BmcBinding) -> ApiResult<Result<(RedfishClient, u64), String>> {
-        self.redfish_client(binding).await
+    async fn device(&self, binding: &BmcBinding) -> ApiResult<Result<(RedfishClient, u64), Unusable>> {
+        Ok(self.clients.client(&self.client, binding).await?)
     }
 
     fn forget_device(&self, binding: &BmcBinding) {
-        self.forget_client(binding);
+        self.clients.forget(binding);
     }
 }
 

@@ -452,7 +452,9 @@ impl<'a, W: World> Fence<'a, W> {
         };
         Ok(match self.world.device(&binding).await? {
             Ok((device, serial)) => Ok((device, mark(&binding, serial))),
-            Err(message) => Err(BmcFailure { transient: false, reason: Reason::BindingInvalid, message }),
+            Err(unusable) => {
+                Err(BmcFailure { transient: false, reason: unusable.reason(), message: unusable.to_string() })
+            }
         })
     }
 
@@ -477,7 +479,10 @@ impl<'a, W: World> Fence<'a, W> {
         };
         let (device, serial) = match self.world.device(binding).await? {
             Ok(found) => found,
-            Err(message) => return Ok(Err(IdentityProblem::Binding { reason: Reason::BindingInvalid, message })),
+            Err(unusable) => {
+                let (reason, message) = (unusable.reason(), unusable.to_string());
+                return Ok(Err(IdentityProblem::Binding { reason, message }));
+            }
         };
         let system = match node_system(self.world, binding, &device, &snapshot.system_uuid, "read").await {
             Ok(system) => system,

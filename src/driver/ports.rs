@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
 
 use super::{Admissions, Memories, Origins};
 use crate::{
+    access::Unusable,
     api::{BmcBinding, BmcBindingStatus, CoronerRemediation, CoronerRemediationStatus},
     bmc::{BmcError, ResetType, SystemReading},
     fence::{Mono, Notice},
@@ -155,12 +156,12 @@ pub trait Device: Send + Sync {
 pub trait Devices {
     type Device: Device;
     /// The device a binding describes, with the serial of the client built for it (a new serial after
-    /// each rebuild: new credentials, a new CA bundle). `Ok(Err(message))`: what the binding refers to
-    /// (its Secret, CA bundle, pin, endpoint) cannot be used.
+    /// each rebuild: new credentials, a new CA bundle). `Ok(Err(_))`: what the binding refers to (its
+    /// Secret, CA bundle, pin, endpoint) cannot be used.
     fn device(
         &self,
         binding: &BmcBinding,
-    ) -> impl Future<Output = ApiResult<Result<(Self::Device, u64), String>>> + Send;
+    ) -> impl Future<Output = ApiResult<Result<(Self::Device, u64), Unusable>>> + Send;
     /// Drops the binding's client: the next one is built from what the binding refers to now.
     fn forget_device(&self, binding: &BmcBinding);
 }

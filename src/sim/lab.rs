@@ -25,6 +25,7 @@ use super::{
     world::Truth,
 };
 use crate::{
+    access::{Cause, Unusable},
     api::{
         BmcBinding, BmcBindingStatus, CoronerRemediation, CoronerRemediationSpec, CoronerRemediationStatus, Phase,
         conditions,
@@ -469,12 +470,15 @@ impl<D: Device + Clone> Devices for Lab<D> {
     type Device = D;
 
     /// The test's device, once the binding's credentials Secret exists.
-    async fn device(&self, binding: &BmcBinding) -> ApiResult<Result<(D, u64), String>> {
+    async fn device(&self, binding: &BmcBinding) -> ApiResult<Result<(D, u64), Unusable>> {
         let secret = &binding.spec.credentials_secret_ref.name;
         let serial = lock(&self.incarnation).serial;
         Ok(match self.world(|t| t.secret(secret)) {
             Some(_) => Ok((self.device.clone(), serial)),
-            None => Err(format!("BmcBinding {}: credentials Secret {secret} does not exist", binding.name_any())),
+            None => {
+                let (namespace, name) = (binding.namespace().unwrap_or_default(), secret.clone());
+                Err(Unusable::new(binding, Cause::SecretMissing { namespace, name }))
+            }
         })
     }
 

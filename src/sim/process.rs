@@ -18,7 +18,9 @@ use super::{
     world::{PowerAnswers, Record, Truth},
 };
 use crate::{
+    access::{Cause, Unusable},
     api::{BmcBinding, BmcBindingStatus, CoronerRemediation, CoronerRemediationStatus},
+    bmc::SetupError,
     bmc::{self, Bmc, BmcError, PowerState, ResetType, SystemReading},
     controller::LeaseTracker,
     driver::{
@@ -353,7 +355,7 @@ impl Events for Process {
 impl Devices for Process {
     type Device = SimDevice;
 
-    async fn device(&self, binding: &BmcBinding) -> ApiResult<Result<(SimDevice, u64), String>> {
+    async fn device(&self, binding: &BmcBinding) -> ApiResult<Result<(SimDevice, u64), Unusable>> {
         let uid = binding.uid().unwrap_or_default();
         let version = binding.resource_version().unwrap_or_default();
         let now = self.shared.sched.now();
@@ -368,11 +370,13 @@ impl Devices for Process {
         let endpoint = binding.spec.redfish.endpoint.clone();
         let credentials = self.api(false, |t| Ok(t.secret(&secret))).await?;
         let Some(credentials) = credentials else {
-            return Ok(Err(format!("BmcBinding {}: credentials Secret {secret} does not exist", binding.name_any())));
+            let namespace = binding.namespace().unwrap_or_default();
+            return Ok(Err(Unusable::new(binding, Cause::SecretMissing { namespace, name: secret })));
         };
         let bmc = self.shared.with(|t| t.bmcs.iter().position(|b| endpoint.starts_with(&b.origin)));
         let Some(bmc) = bmc else {
-            return Ok(Err(format!("BmcBinding {}: endpoint {endpoint} leads nowhere", binding.name_any())));
+            let cause = SetupError::Endpoint(format!("endpoint {endpoint} leads nowhere"));
+            return Ok(Err(Unusable::new(binding, cause)));
         };
         let device = SimDevice { shared: self.shared.clone(), pid: self.pid, bmc, credentials };
         let mut clients = self.clients.lock().unwrap_or_else(PoisonError::into_inner);
