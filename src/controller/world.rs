@@ -26,6 +26,7 @@ use crate::{
     },
     fence::{Mono, Notice},
     gates::LeaseSighting,
+    leader,
     telemetry::Metrics,
     verification,
 };
@@ -113,7 +114,7 @@ impl Leadership for Context {
         self.settings.node_name.as_deref()
     }
 
-    async fn ensure_leader(&self, need: StdDuration) -> Result<(), String> {
+    async fn ensure_leader(&self, need: StdDuration) -> Result<(), leader::Refusal> {
         match &self.settings.election {
             Some(election) => election.ensure_leader(&self.client, need).await,
             None => Ok(()),

@@ -34,6 +34,7 @@ use crate::{
     gates::{self, Gate, GateInputs},
     guard,
     identity::Claim,
+    leader,
     taints::{self, CoronerTaint},
     telemetry::{self, NodeLabels, StageLabels},
     verification::{self, Check},
@@ -90,7 +91,7 @@ pub enum Error {
     #[error("the remediation has no {0}")]
     Incomplete(&'static str),
     #[error("not sending to the BMC: {0}")]
-    NotLeader(String),
+    NotLeader(#[from] leader::Refusal),
     #[error("the remediation's status kept changing under {0} writes")]
     StatusConflicts(u32),
 }
@@ -674,7 +675,7 @@ impl<'a, W: World> Fence<'a, W> {
                 .commit_observation(Observation::ActionRefused(refusal), now_node.as_ref().unwrap_or(node))
                 .await;
         }
-        self.world.ensure_leader(self.world.settings().request_timeout).await.map_err(Error::NotLeader)?;
+        self.world.ensure_leader(self.world.settings().request_timeout).await?;
         let result = match (device, system) {
             (Ok((device, _)), Some(system)) => {
                 info!(reset = reset.as_str(), system = %system.path, "sending reset");
@@ -764,7 +765,7 @@ impl<'a, W: World> Fence<'a, W> {
         if !reset_still_wanted(&current, &self.remediation) {
             return Ok(());
         }
-        self.world.ensure_leader(self.world.settings().request_timeout).await.map_err(Error::NotLeader)?;
+        self.world.ensure_leader(self.world.settings().request_timeout).await?;
         let result = match self.device_for_fence().await? {
             Ok((device, _)) => {
                 let _turn = self.world.origins().turn(&device.origin()).await;
@@ -935,7 +936,7 @@ async fn silent_node<W: World>(
 /// Whether a release may be written now: the leader Lease outlasting the write, and the proof still
 /// fresh ([`fence::proof_deadline`], on this process's monotonic clock).
 async fn may_write_release<W: World>(world: &W, deadline: Mono) -> Result<Result<(), ReleaseRefusal>, Error> {
-    world.ensure_leader(world.settings().request_timeout).await.map_err(Error::NotLeader)?;
+    world.ensure_leader(world.settings().request_timeout).await?;
     // Last, right before the write: the leader check itself takes time.
     if world.mono() >= deadline {
         return Ok(Err(ReleaseRefusal::ProofExpired));

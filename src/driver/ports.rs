@@ -16,6 +16,7 @@ use crate::{
     bmc::{BmcError, ResetType, SystemReading},
     fence::{Mono, Notice},
     gates::{LeaseSighting, StormLimits},
+    leader,
     telemetry::Metrics,
 };
 
@@ -102,7 +103,7 @@ pub trait Leadership {
     /// The node this replica runs on: its leader never fences it.
     fn own_node(&self) -> Option<&str>;
     /// Whether the leader Lease is still this replica's for longer than a request can take.
-    fn ensure_leader(&self, need: StdDuration) -> impl Future<Output = Result<(), String>> + Send;
+    fn ensure_leader(&self, need: StdDuration) -> impl Future<Output = Result<(), leader::Refusal>> + Send;
     /// Hands leadership to a replica that can fence `node_to_fence`, if there is one; `false` when
     /// there is none (or no election).
     fn hand_over(&self, node_to_fence: &str) -> impl Future<Output = ApiResult<bool>> + Send;

@@ -416,7 +416,7 @@ impl<D: Device + Clone> Leadership for Lab<D> {
     }
 
     /// The lab's process is the only replica and always leads.
-    async fn ensure_leader(&self, _need: StdDuration) -> Result<(), String> {
+    async fn ensure_leader(&self, _need: StdDuration) -> Result<(), crate::leader::Refusal> {
         Ok(())
     }
 

@@ -287,12 +287,9 @@ impl Leadership for Process {
         None
     }
 
-    async fn ensure_leader(&self, need: StdDuration) -> Result<(), String> {
+    async fn ensure_leader(&self, need: StdDuration) -> Result<(), leader::Refusal> {
         let pid = self.pid;
-        let lease = self
-            .api(false, |t| Ok(t.leader_lease()))
-            .await
-            .map_err(|e| format!("cannot read the leader Lease: {e}"))?;
+        let lease = self.api(false, |t| Ok(t.leader_lease())).await.map_err(leader::Refusal::Unreadable)?;
         leader::may_mutate(Some(&lease), &format!("p{pid}"), self.now(), need)
     }
 
