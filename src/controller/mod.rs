@@ -35,14 +35,12 @@ use tracing::{info, warn};
 
 use crate::{
     access::Clients,
-    api::{BmcBinding, CoronerRemediation, CoronerRemediationTemplate, FenceAction, Phase, conditions},
-    cluster,
-    contract::{self, Reason},
+    api::{BmcBinding, CoronerRemediation, CoronerRemediationTemplate, Phase},
+    cluster, contract,
     driver::{self, Admissions, ApiError, LoopSettings},
     gates::StormLimits,
     leader::Election,
-    telemetry::{Health, Metrics},
-    verification,
+    telemetry::{self, Health, Metrics},
 };
 
 /// The component name in Events and field managers.
@@ -249,71 +247,19 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
     info!("controllers stopped");
 }
 
-/// Recomputes the gauges from the API every few seconds: slots in use, the queue, bindings by state,
-/// time in phase, and nodes left off.
+/// Recomputes the gauges from the API every few seconds ([`telemetry::remediation_gauges`],
+/// [`telemetry::binding_gauges`]): a list that fails leaves its gauges as they were.
 async fn refresh_gauges(ctx: Arc<Context>, shutdown: CancellationToken) {
-    let remediations: Api<CoronerRemediation> = Api::namespaced(ctx.client.clone(), ctx.namespace());
-    let bindings: Api<BmcBinding> = Api::namespaced(ctx.client.clone(), ctx.namespace());
-    let metrics = &ctx.metrics;
     loop {
         tokio::select! {
             () = shutdown.cancelled() => return,
             () = tokio::time::sleep(GAUGE_PERIOD) => {}
         }
-        let now = Timestamp::now();
-        if let Ok(list) = remediations.list(&ListParams::default()).await {
-            let reason = |r: &CoronerRemediation| {
-                r.status
-                    .as_ref()
-                    .and_then(|s| conditions::find(&s.conditions, contract::SUCCEEDED))
-                    .map(|c| c.reason.clone())
-                    .unwrap_or_default()
-            };
-            let in_flight = list.items.iter().filter(|r| Phase::of(r).holds_power_slot());
-            metrics.remediations_in_flight.set(gauge_count(in_flight.count()));
-            let queued =
-                list.items.iter().filter(|r| Phase::of(r) == Phase::Pending && reason(r) == Reason::Queued.as_str());
-            metrics.remediations_queued.set(gauge_count(queued.count()));
-            metrics.remediation_phase_seconds.clear();
-            metrics.nodes_left_off_seconds.clear();
-            for r in &list.items {
-                let Some(status) = r.status.as_ref() else { continue };
-                if let Some(since) = status.phase_since.as_ref() {
-                    let labels = crate::telemetry::PhaseLabels {
-                        remediation: r.name_any(),
-                        phase: Phase::of(r).as_str().into(),
-                    };
-                    metrics
-                        .remediation_phase_seconds
-                        .get_or_create(&labels)
-                        .set(now.duration_since(since.0).as_secs_f64());
-                }
-                let released = status.evidence.as_ref().and_then(|e| e.release.as_ref());
-                if r.spec.action == FenceAction::Off
-                    && Phase::of(r) == Phase::Done
-                    && let Some(released) = released
-                {
-                    let node = contract::node_name(&r.metadata).unwrap_or_default().to_owned();
-                    metrics
-                        .nodes_left_off_seconds
-                        .get_or_create(&crate::telemetry::NodeLabels { node })
-                        .set(now.duration_since(released.released_at.0).as_secs_f64());
-                }
-            }
+        if let Ok(list) = ctx.remediations_api().list(&ListParams::default()).await {
+            ctx.metrics.set_remediation_gauges(&telemetry::remediation_gauges(&list.items, Timestamp::now()));
         }
-        if let Ok(list) = bindings.list(&ListParams::default()).await {
-            metrics.bmc_bindings.clear();
-            for state in ["verified", "unverified", "invalid"] {
-                let count = list.items.iter().filter(|b| verification::state(b.status.as_ref()) == state).count();
-                metrics
-                    .bmc_bindings
-                    .get_or_create(&crate::telemetry::StateLabels { state: state.into() })
-                    .set(gauge_count(count));
-            }
+        if let Ok(list) = ctx.bindings_api().list(&ListParams::default()).await {
+            ctx.metrics.set_binding_gauges(&telemetry::binding_gauges(&list.items));
         }
     }
-}
-
-fn gauge_count(n: usize) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
 }
