@@ -1,8 +1,6 @@
 //! Thin Kubernetes reads and writes the controller needs beside the fence loop's traits: the node
 //! Lease, status writes, and pods on a node.
 
-use std::time::Duration as StdDuration;
-
 use jiff::Timestamp;
 use k8s_openapi::api::{coordination::v1::Lease, core::v1::Pod};
 use kube::{
@@ -38,6 +36,3 @@ pub async fn pods_on(client: &Client, node_name: &str) -> Result<Vec<Pod>, kube:
     let pods: Api<Pod> = Api::all(client.clone());
     Ok(pods.list(&ListParams::default().fields(&format!("spec.nodeName={node_name}"))).await?.items)
 }
-
-/// How long to wait before looking at an API object again after a transient error.
-pub const ERROR_REQUEUE: StdDuration = StdDuration::from_secs(2);

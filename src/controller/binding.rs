@@ -62,7 +62,7 @@ pub async fn run(ctx: Arc<Context>, stop: CancellationToken) {
         )
         .graceful_shutdown_on(stop.cancelled_owned())
         .run(move |binding, ctx| reconcile(binding, ctx, reconcile_changes.clone()), super::error_policy, ctx.clone())
-        .for_each(|_| async {})
+        .for_each(super::settle(&ctx))
         .await;
 }
 

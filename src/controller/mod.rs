@@ -7,6 +7,7 @@ mod binding;
 mod leader;
 mod leases;
 mod remediation;
+pub mod retry;
 mod template;
 mod world;
 
@@ -20,7 +21,7 @@ use futures::StreamExt;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::{
-    Api, Client, ResourceExt,
+    Api, Client, Resource, ResourceExt,
     api::ListParams,
     runtime::{
         Controller,
@@ -36,7 +37,7 @@ use tracing::{info, warn};
 use crate::{
     access::Clients,
     api::{BmcBinding, CoronerRemediation, CoronerRemediationTemplate, Phase},
-    cluster, contract,
+    contract,
     driver::{self, Admissions, ApiError, LoopSettings},
     gates::StormLimits,
     leader::Election,
@@ -94,6 +95,8 @@ pub struct Context {
     term: std::sync::atomic::AtomicU64,
     /// The Redfish clients bindings describe (the fence's and the verifier's).
     clients: Clients,
+    /// Consecutive failed reconciles per object, for the error policy's backoff.
+    failures: retry::Failures,
 }
 
 impl Context {
@@ -122,6 +125,7 @@ impl Context {
             step_down: tokio::sync::Notify::new(),
             term: std::sync::atomic::AtomicU64::new(0),
             clients,
+            failures: retry::Failures::default(),
         }
     }
 
@@ -177,13 +181,35 @@ impl Error {
     }
 }
 
-fn error_policy<K>(_object: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action {
-    warn!(%error, category = error.category(), "reconcile failed; retrying");
+/// The error policy of every controller ([`retry`]: by the error's class, with a per-object
+/// backoff while the API server is unavailable).
+fn error_policy<K: Resource<DynamicType = ()>>(object: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action {
+    let class = retry::class(error);
+    let after = retry::retry_after(class, ctx.failures.failed(object.as_ref()));
+    match after {
+        Some(after) => warn!(%error, category = error.category(), ?class, ?after, "reconcile failed; retrying"),
+        None => {
+            warn!(%error, category = error.category(), ?class, "reconcile failed; waiting for a change of the object")
+        }
+    }
     ctx.metrics
         .reconcile_errors
         .get_or_create(&crate::telemetry::CategoryLabels { category: error.category().into() })
         .inc();
-    Action::requeue(cluster::ERROR_REQUEUE)
+    after.map_or_else(Action::await_change, Action::requeue)
+}
+
+/// What a controller does with each reconcile's result: a success restarts the object's backoff.
+fn settle<K: Resource<DynamicType = ()>, E>(
+    ctx: &Arc<Context>,
+) -> impl FnMut(Result<(ObjectRef<K>, Action), E>) -> std::future::Ready<()> + use<K, E> {
+    let ctx = ctx.clone();
+    move |result| {
+        if let Ok((object, _)) = result {
+            ctx.failures.succeeded(&object);
+        }
+        std::future::ready(())
+    }
 }
 
 fn is_pending(remediation: &CoronerRemediation) -> bool {
@@ -232,14 +258,14 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
         })
         .graceful_shutdown_on(stop.clone().cancelled_owned())
         .run(remediation::reconcile, error_policy, ctx.clone())
-        .for_each(|_| async {});
+        .for_each(settle(&ctx));
     let template_controller = Controller::new(
         Api::<CoronerRemediationTemplate>::namespaced(client.clone(), &namespace),
         watcher::Config::default(),
     )
     .graceful_shutdown_on(stop.clone().cancelled_owned())
     .run(template::reconcile, error_policy, ctx.clone())
-    .for_each(|_| async {});
+    .for_each(settle(&ctx));
     let attestation_controller = attestation::run(ctx.clone(), stop.clone());
     let binding_controller = binding::run(ctx.clone(), stop);
     info!(namespace, instance = %ctx.instance(), "controllers started");

@@ -31,6 +31,7 @@ use crate::{
         conditions,
     },
     controller::LeaseTracker,
+    controller::retry,
     driver::{
         self, Admissions, ApiResult, LoopSettings, Next, World,
         ports::{Clock, Cluster, Device, Devices, Events, Leadership, NodeLeases, Nodes, Remediations},
@@ -43,8 +44,6 @@ use crate::{
 pub const NAMESPACE: &str = "coroner";
 /// The lab's one process, as the simulator numbers processes (its instance is `p1/<term>`).
 const PID: u32 = 1;
-/// kube-runtime's error policy in coroner: a failed reconcile runs again after this.
-const ERROR_REQUEUE: StdDuration = StdDuration::from_secs(2);
 /// A run that reconciles this often without ending is a loop that does not converge.
 const MAX_RECONCILES: usize = 20_000;
 
@@ -297,14 +296,17 @@ impl<D: Device + Clone> Lab<D> {
     }
 
     /// Reconciles as the controller would — at once after any change (coroner's own writes
-    /// included), after the requeue's delay, [`ERROR_REQUEUE`] after an error — until `until` holds
+    /// included), after the requeue's delay, after an error as coroner's error policy says
+    /// ([`retry::retry_after`]) — until `until` holds
     /// after a reconcile, or nothing but the guard's timer would wake the controller. Panics past
     /// [`Lab::limit`].
     pub async fn run_until(&self, until: impl Fn(&CoronerRemediationStatus) -> bool) -> CoronerRemediationStatus {
         let deadline = self.clock.micros() + micros(self.limit);
+        let mut failures = 0;
         for _ in 0..MAX_RECONCILES {
             self.world(|t| t.changes.clear());
             let next = self.reconcile().await;
+            failures = if next.is_ok() { 0 } else { failures + 1 };
             let status = self.status();
             if until(&status) {
                 return status;
@@ -317,7 +319,7 @@ impl<D: Device + Clone> Lab<D> {
                 Ok(Next::Requeue(_)) if ended => None,
                 Ok(Next::Requeue(after)) => Some(after),
                 Ok(Next::AwaitChange) => None,
-                Err(_) => Some(ERROR_REQUEUE),
+                Err(error) => retry::retry_after(retry::fence_class(&error), failures),
             };
             match (changed, wait) {
                 (true, _) => {}

@@ -34,6 +34,7 @@ use world::{BmcModel, NhcPolicy, ProcState, Reach, SimSystem, Truth};
 use crate::{
     api::{CoronerRemediation, Phase},
     contract,
+    controller::retry,
     driver::{self, LoopSettings, Next, World, ports},
     fence,
     gates::StormLimits,
@@ -85,6 +86,8 @@ struct Controller {
     due: BTreeMap<String, Micros>,
     running: BTreeSet<String>,
     rerun: BTreeSet<String>,
+    /// Consecutive failed reconciles, for coroner's error policy.
+    failures: BTreeMap<String, u32>,
 }
 
 impl Controller {
@@ -98,7 +101,7 @@ impl Controller {
     }
 }
 
-type Completions = Arc<Mutex<Vec<(u32, String, Result<Next, String>)>>>;
+type Completions = Arc<Mutex<Vec<(u32, String, Result<Next, (String, retry::Class)>)>>>;
 
 struct Run {
     scenario: Scenario,
@@ -555,17 +558,24 @@ impl Run {
         let done: Vec<_> = std::mem::take(&mut *self.completions.lock().unwrap_or_else(PoisonError::into_inner));
         let now = self.now();
         for (pid, name, result) in done {
-            if let Err(error) = &result {
+            if let Err((error, _)) = &result {
                 let now = self.now();
                 self.story
                     .push(format!("t={:.3}s p{pid} reconcile of {name} failed: {error}", now as f64 / SECOND as f64));
             }
             let Some(controller) = self.controllers.get_mut(&pid) else { continue };
             controller.running.remove(&name);
+            if result.is_ok() {
+                controller.failures.remove(&name);
+            }
             let due = match result {
                 Ok(Next::Requeue(after)) => Some(now + micros(after)),
                 Ok(Next::AwaitChange) => None,
-                Err(_) => Some(now + 2 * SECOND),
+                Err((_, class)) => {
+                    let failures = controller.failures.entry(name.clone()).or_default();
+                    *failures += 1;
+                    retry::retry_after(class, *failures).map(|after| now + micros(after))
+                }
             };
             if let Some(due) = due {
                 controller.trigger(&name, due);
@@ -636,7 +646,9 @@ impl Run {
                     pid,
                     name.clone(),
                     Box::pin(async move {
-                        let result = reconcile(process.as_ref(), &name).await.map_err(|e| e.to_string());
+                        let result = reconcile(process.as_ref(), &name)
+                            .await
+                            .map_err(|e| (e.to_string(), retry::fence_class(&e)));
                         completions.lock().unwrap_or_else(PoisonError::into_inner).push((process.pid, name, result));
                     }),
                 );
