@@ -344,7 +344,10 @@ fn released_on_proof(
         .collect();
     let before_proof = reads.iter().filter(|(_, answer, _, _)| *answer <= proven).count();
     let run = &reads[before_proof.saturating_sub(count as usize)..];
-    let (Some(&(from, _, _, _)), Some(&(last_start, last_answer, _, _))) = (run.first(), run.last()) else {
+    // The machine must be off from the moment the BMC looked at it for the first reading (a reading's
+    // `answer` is within microseconds of that moment; its request may have left before the machine
+    // went off, and still found it off).
+    let (Some(&(_, from, _, _)), Some(&(last_start, last_answer, _, _))) = (run.first(), run.last()) else {
         return Err(format!("no reading by p{pid} behind the proof of {remediation}"));
     };
     if let Some((start, _, read, _)) = run.iter().find(|(_, _, read, off)| *read != machine || !off)
