@@ -37,7 +37,7 @@ use crate::{
     leader,
     taints::{self, CoronerTaint},
     telemetry::{self, NodeLabels, StageLabels},
-    verification::{self, Check},
+    verification::{self, FenceFinding},
 };
 
 /// Steps one reconcile may take back to back (admission → identity → first reading …).
@@ -281,7 +281,6 @@ impl<'a, W: World> Fence<'a, W> {
                 _ => self.observe(&plan, &snapshot, &memory).await?,
             };
             let (observation, system) = gathered.split();
-            let identity_observed = matches!(observation, Observation::Identity(_)).then(|| observation.clone());
             // The clocks as they stand after the observation, which may have taken a while.
             let context = fence::Context { now: self.world.now(), mono: self.world.mono(), ..context };
             let decision = fence::next(&spec, &status, observation, context);
@@ -294,9 +293,6 @@ impl<'a, W: World> Fence<'a, W> {
                 history.times.insert(self.uid.clone(), context.now);
             }
             drop(admissions);
-            if let Some(Observation::Identity(found)) = identity_observed {
-                self.record_verification(&found).await;
-            }
             if let Some(reset) = reset {
                 self.send_reset(reset, system, &node).await?;
             }
@@ -500,47 +496,37 @@ impl<'a, W: World> Fence<'a, W> {
         }))
     }
 
-    /// Records the fence's identity check on the binding's status too: an early warning for other
-    /// fences and for the binding's own verification.
-    async fn record_verification(&self, found: &Result<IdentityFound, IdentityProblem>) {
-        let check = match found {
-            Ok(found) => {
-                let status = self.status();
-                let proven = status.evidence.as_ref().and_then(|e| e.identity.as_ref()).map(|i| i.match_kind);
-                let refused = crate::api::conditions::find(&status.conditions, contract::SUCCEEDED).and_then(|c| {
-                    let reason = Reason::ALL.iter().copied().find(|r| r.as_str() == c.reason)?;
-                    Some((reason, c.message.clone()))
-                });
-                let identity = match (proven, refused) {
-                    (Some(matched), _) => Ok(matched),
-                    (None, Some((reason, message))) => Err((reason, message)),
-                    (None, None) => return,
-                };
-                let system = &found.system;
-                Check::Read {
-                    system_id: system.id.clone(),
-                    uuid: system.uuid.clone(),
-                    power_state: system.power_state.to_string(),
-                    identity,
-                }
-            }
-            Err(IdentityProblem::Bmc(failure)) => {
-                Check::Failed { reason: failure.reason, message: failure.message.clone() }
-            }
-            Err(IdentityProblem::Binding { .. }) => return,
+    /// Records what the fence found on its binding's status, once per fence ([`verification::fence_finding`]:
+    /// the proof, or the final refusal), so `kubectl get bmcb` shows what the fence last saw. The
+    /// binding is the one the identity was proven through, else the one binding naming the node.
+    /// Best-effort: a failure is logged and never fails the fence.
+    async fn record_on_binding(&self, finding: FenceFinding<'_>) {
+        if verification::fence_check(finding).is_none() {
+            return;
+        }
+        let proven_through = self.status().evidence.and_then(|e| e.identity).map(|i| i.binding);
+        let binding = match proven_through {
+            Some(name) => self.world.binding(&name).await.map_err(Error::from),
+            None => self.bindings_for_node().await.map(|bindings| match <[BmcBinding; 1]>::try_from(bindings) {
+                Ok([binding]) => Some(binding),
+                Err(_) => None,
+            }),
         };
-        let bindings = match self.bindings_for_node().await {
-            Ok(bindings) => bindings,
-            Err(_) => return,
+        let binding = match binding {
+            Ok(Some(binding)) => binding,
+            Ok(None) => return,
+            Err(error) => {
+                tracing::warn!(%error, "could not read the BmcBinding to record the fence's finding on it");
+                return;
+            }
         };
-        let [binding] = bindings.as_slice() else { return };
         let mut status = binding.status.clone().unwrap_or_default();
-        let notices = verification::record(&mut status, &check, binding, self.world.now());
-        if binding.status.as_ref() != Some(&status)
+        let (changed, notices) = verification::record_fence(&mut status, finding, &binding, self.world.now());
+        if changed
             && let Err(error) =
                 self.world.write_binding_status(&binding.name_any(), binding.status.as_ref(), &status).await
         {
-            tracing::warn!(%error, binding = %binding.name_any(), "could not record the verification on the BmcBinding");
+            tracing::warn!(%error, binding = %binding.name_any(), "could not record the fence's finding on the BmcBinding");
         }
         for notice in &notices {
             self.world.publish(&binding.object_ref(&()), notice, "Verify").await;
@@ -556,7 +542,11 @@ impl<'a, W: World> Fence<'a, W> {
         }
         remember(self.world, &self.uid, decision.memory);
         self.count_transition(&old);
-        let phase = fence::phase_of(&self.status());
+        let new = self.status();
+        if let Some(finding) = verification::fence_finding(&old, &new) {
+            self.record_on_binding(finding).await;
+        }
+        let phase = fence::phase_of(&new);
         for notice in &decision.notices {
             info!(reason = %notice.reason, warning = notice.warning, phase = phase.as_str(), "{}", notice.message);
             self.world.publish(&self.remediation.object_ref(&()), notice, phase.as_str()).await;

@@ -141,6 +141,10 @@ pub struct Lab<D> {
     events: Mutex<Vec<(String, Notice)>>,
     /// Errors reconciles returned (the controller retries them).
     errors: Mutex<Vec<String>>,
+    /// Every binding status coroner wrote, in order: the binding's name and the status.
+    binding_history: Mutex<Vec<(String, BmcBindingStatus)>>,
+    /// While set, the API server refuses binding status writes.
+    binding_writes_refused: std::sync::atomic::AtomicBool,
     /// How long a run may take before it counts as one that never ends.
     pub limit: StdDuration,
 }
@@ -196,6 +200,8 @@ impl<D: Device + Clone> Lab<D> {
             history: Mutex::default(),
             events: Mutex::default(),
             errors: Mutex::default(),
+            binding_history: Mutex::default(),
+            binding_writes_refused: std::sync::atomic::AtomicBool::new(false),
             limit,
         }
     }
@@ -248,6 +254,16 @@ impl<D: Device + Clone> Lab<D> {
             .filter(|(kind, _)| kind == "CoronerRemediation")
             .map(|(_, notice)| notice.reason.clone())
             .collect()
+    }
+
+    /// Every binding status coroner wrote, in order: the binding's name and the status.
+    pub fn binding_history(&self) -> Vec<(String, BmcBindingStatus)> {
+        lock(&self.binding_history).clone()
+    }
+
+    /// From now on the API server refuses every binding status write.
+    pub fn refuse_binding_status_writes(&self) {
+        self.binding_writes_refused.store(true, std::sync::atomic::Ordering::Release);
     }
 
     /// The errors reconciles returned, in order.
@@ -442,7 +458,12 @@ impl<D: Device + Clone> Cluster for Lab<D> {
         _old: Option<&BmcBindingStatus>,
         status: &BmcBindingStatus,
     ) -> ApiResult<()> {
-        self.world(|t| t.write_binding_status(name, status))
+        if self.binding_writes_refused.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(driver::ApiError::Denied(format!("bmcbindings/{name}/status: forbidden")));
+        }
+        self.world(|t| t.write_binding_status(name, status))?;
+        lock(&self.binding_history).push((name.to_owned(), status.clone()));
+        Ok(())
     }
 
     async fn etcd_pods(&self) -> ApiResult<Vec<Pod>> {
