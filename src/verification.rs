@@ -24,7 +24,8 @@ pub const TLS_VERIFIED: &str = "TLSVerified";
 /// The outcome of one look at a binding.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Check {
-    /// Another binding claims the same node or the same BMC system: nothing was asked of the BMC.
+    /// Another binding claims the same node: nothing was asked of the BMC. (Two nodes' bindings on
+    /// one BMC are settled by the identity read: `Refused` with `BindingConflict`.)
     Conflict(String),
     /// The binding's Secret, CA bundle or pin cannot be used: nothing was asked of the BMC.
     Invalid(String),
@@ -227,7 +228,9 @@ pub fn fence_check(finding: FenceFinding<'_>) -> Option<Check> {
         FenceFinding::Refused { reason, message } => {
             let message = contract::cause(message).to_owned();
             match reason {
-                Reason::BindingConflict => Some(Check::Conflict(message)),
+                // A fence refuses one binding for a conflict only after its BMC answered (the
+                // identity read settles it); a node claimed by several bindings has none to record on.
+                Reason::BindingConflict => Some(Check::Refused { reason, message }),
                 Reason::BindingInvalid => Some(Check::Invalid(message)),
                 Reason::BmcAuthenticationFailed
                 | Reason::BmcTlsVerificationFailed

@@ -458,7 +458,8 @@ impl<'a, W: World> Fence<'a, W> {
     /// Resolves the binding, reads the BMC's system (pinned, the only one, or the one whose UUID names
     /// the node) and collects every other claim on a machine. Other BMCs are never asked.
     async fn identity(&self, snapshot: &NodeSnapshot) -> Result<Result<IdentityFound, IdentityProblem>, Error> {
-        let bindings = self.bindings_for_node().await?;
+        let all = self.world.bindings().await?;
+        let bindings: Vec<&BmcBinding> = all.iter().filter(|b| b.spec.node_name == self.node_name).collect();
         let binding = match bindings.as_slice() {
             [binding] => binding,
             [] => {
@@ -485,6 +486,18 @@ impl<'a, W: World> Fence<'a, W> {
             Ok(system) => system,
             Err(problem) => return Ok(Err(problem)),
         };
+        // Another node's binding on the same BMC: what this read answered tells which is wrong.
+        let peers = origin_peers(self.world, binding, &all).await?;
+        let settled = gates::conflict_settled_by_identity(
+            &binding.name_any(),
+            &self.node_name,
+            &snapshot.system_uuid,
+            &system.uuid,
+            &peers,
+        );
+        if let Err(message) = settled {
+            return Ok(Err(IdentityProblem::Binding { reason: Reason::BindingConflict, message }));
+        }
         Ok(Ok(IdentityFound {
             binding: binding.name_any(),
             endpoint: binding.spec.redfish.endpoint.clone(),
@@ -832,6 +845,39 @@ pub async fn node_system<W: World>(
         }),
         Err(error) => Err(IdentityProblem::Bmc(BmcFailure::from(&error))),
     }
+}
+
+/// The bindings of other nodes that reach `binding`'s BMC without a distinct system
+/// ([`gates::Conflict::SameOrigin`]), with their nodes' systemUUIDs as the Nodes report them now: what
+/// [`gates::conflict_settled_by_identity`] judges the binding's identity read against.
+pub async fn origin_peers<W: World>(
+    world: &W,
+    binding: &BmcBinding,
+    all: &[BmcBinding],
+) -> Result<Vec<gates::OriginPeer>, Error> {
+    let conflicts = gates::binding_conflicts(all).remove(&binding.name_any()).unwrap_or_default();
+    let peers: Vec<(String, String)> = conflicts
+        .into_iter()
+        .filter_map(|conflict| match conflict {
+            gates::Conflict::SameOrigin { other, other_node, .. } => Some((other, other_node)),
+            gates::Conflict::SameNode { .. } => None,
+        })
+        .collect();
+    if peers.is_empty() {
+        return Ok(Vec::new());
+    }
+    let nodes = world.nodes().await?;
+    let uuid_of = |name: &str| {
+        let node = nodes.iter().find(|n| n.name_any() == name)?;
+        Some(node.status.as_ref()?.node_info.as_ref()?.system_uuid.clone())
+    };
+    Ok(peers
+        .into_iter()
+        .map(|(binding, node)| {
+            let node_uuid = uuid_of(&node).unwrap_or_default();
+            gates::OriginPeer { binding, node, node_uuid }
+        })
+        .collect())
 }
 
 /// Every other Node's systemUUID and every other binding's last verified UUID: what must not

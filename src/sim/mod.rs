@@ -774,9 +774,8 @@ fn build_world(truth: &mut Truth, scenario: &Scenario) {
     let target_origin =
         if scenario.bmc == BmcKind::Mismatch { "https://bmc-2.example:443" } else { "https://bmc-1.example:443" };
     truth.add_binding(TARGET, TARGET, target_origin, None);
-    if scenario.bmc != BmcKind::Mismatch {
-        truth.add_binding(OTHER, OTHER, "https://bmc-2.example:443", None);
-    }
+    // With Mismatch, the target's binding is a mistyped copy of the other node's.
+    truth.add_binding(OTHER, OTHER, "https://bmc-2.example:443", None);
     truth.add_pod(TARGET, "vm-a", false);
     truth.add_pod(TARGET, "agent", true);
     truth.attachments.insert(TARGET.into(), 1);
