@@ -138,7 +138,7 @@ reasons! {
     LeaderOnTargetNode => Waiting, NhcTimeout, "coroner's leader runs on the node to fence: it hands leadership to another ready replica, or waits";
     Queued => Waiting, NhcTimeout, "a storm limit is reached (concurrent fences, fences per window, or one action per BMC); the message gives the place in the queue";
     NoBmcBinding => Final, None, "no BmcBinding names this node";
-    BindingConflict => Final, None, "more than one BmcBinding claims this node";
+    BindingConflict => Final, None, "more than one BmcBinding claims this node, or this node's binding shares a BMC with another node's binding and the system it reached is not this node's machine (or is the other node's)";
     BindingInvalid => Final, None, "the BmcBinding cannot be used (missing Secret or CA bundle, bad key, bad pin)";
     BmcAuthenticationFailed => Final, None, "the BMC rejected the credentials (401/403)";
     BmcTlsVerificationFailed => Final, None, "the BMC's certificate did not verify against the CA bundle, pin or name";

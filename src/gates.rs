@@ -12,6 +12,7 @@ use crate::{
     api::{BmcBinding, ControlPlanePolicy, CoronerRemediation, Phase, conditions},
     contract::{self, Reason},
     fence::ready_status,
+    identity,
 };
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -119,69 +120,144 @@ fn system_of(binding: &BmcBinding) -> Option<&str> {
     binding.spec.redfish.system_id.as_deref().or_else(|| discovered?.system_id.as_deref())
 }
 
-/// For every binding in conflict: why. Two bindings conflict when they claim the same node, or reach
-/// the same BMC origin and the same system (an unknown system counts as the same: only a pin or a
-/// verification can tell two systems of one BMC apart).
-pub fn binding_conflicts(bindings: &[BmcBinding]) -> BTreeMap<String, String> {
-    let mut conflicts: BTreeMap<String, String> = BTreeMap::new();
+/// Why a binding conflicts with another.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Conflict {
+    /// Both name the same node: no reading can tell which one is meant. Final.
+    SameNode { other: String, node: String },
+    /// The other binding, of another node, reaches the same BMC origin and the two systems are not
+    /// told apart (the same pinned or verified system, or at least one unknown). The identity step
+    /// settles it ([`conflict_settled_by_identity`]).
+    SameOrigin { other: String, other_node: String, origin: String, system: Option<String> },
+}
+
+impl std::fmt::Display for Conflict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::SameNode { other, node } => write!(f, "conflicts with BmcBinding {other}: both claim node {node}"),
+            Self::SameOrigin { other, origin, system: Some(system), .. } => {
+                write!(f, "conflicts with BmcBinding {other}: both reach system {system} at {origin}")
+            }
+            Self::SameOrigin { other, origin, system: None, .. } => write!(
+                f,
+                "conflicts with BmcBinding {other}: both reach {origin} and at least one does not pin spec.redfish.systemId"
+            ),
+        }
+    }
+}
+
+/// For every binding in conflict: every conflict it is in. Two bindings conflict when they claim the
+/// same node, or reach the same BMC origin and the same system (an unknown system counts as the
+/// same: only a pin or a verification can tell two systems of one BMC apart).
+pub fn binding_conflicts(bindings: &[BmcBinding]) -> BTreeMap<String, Vec<Conflict>> {
+    let mut conflicts: BTreeMap<String, Vec<Conflict>> = BTreeMap::new();
     for (i, a) in bindings.iter().enumerate() {
         for b in &bindings[i + 1..] {
-            let why = if a.spec.node_name == b.spec.node_name {
-                Some(format!("both claim node {}", a.spec.node_name))
-            } else if origin(&a.spec.redfish.endpoint) == origin(&b.spec.redfish.endpoint) {
-                match (system_of(a), system_of(b)) {
+            let origin = origin(&a.spec.redfish.endpoint);
+            let pair = if a.spec.node_name == b.spec.node_name {
+                let node = a.spec.node_name.clone();
+                Some((
+                    Conflict::SameNode { other: b.name_any(), node: node.clone() },
+                    Conflict::SameNode { other: a.name_any(), node },
+                ))
+            } else if origin == self::origin(&b.spec.redfish.endpoint) {
+                let system = match (system_of(a), system_of(b)) {
                     (Some(x), Some(y)) if x != y => None,
-                    (Some(x), Some(_)) => {
-                        Some(format!("both reach system {x} at {}", origin(&a.spec.redfish.endpoint)))
-                    }
-                    _ => Some(format!(
-                        "both reach {} and at least one does not pin spec.redfish.systemId",
-                        origin(&a.spec.redfish.endpoint)
-                    )),
-                }
+                    (Some(x), Some(_)) => Some(Some(x.to_owned())),
+                    _ => Some(None),
+                };
+                system.map(|system| {
+                    let with = |other: &BmcBinding| Conflict::SameOrigin {
+                        other: other.name_any(),
+                        other_node: other.spec.node_name.clone(),
+                        origin: origin.clone(),
+                        system: system.clone(),
+                    };
+                    (with(b), with(a))
+                })
             } else {
                 None
             };
-            if let Some(why) = why {
-                conflicts
-                    .entry(a.name_any())
-                    .or_insert_with(|| format!("conflicts with BmcBinding {}: {why}", b.name_any()));
-                conflicts
-                    .entry(b.name_any())
-                    .or_insert_with(|| format!("conflicts with BmcBinding {}: {why}", a.name_any()));
+            if let Some((of_a, of_b)) = pair {
+                conflicts.entry(a.name_any()).or_default().push(of_a);
+                conflicts.entry(b.name_any()).or_default().push(of_b);
             }
         }
     }
     conflicts
 }
 
-/// Exactly one BmcBinding must name the node, and it must not conflict with another binding.
+/// Exactly one BmcBinding must name the node. A binding that reaches the same BMC as another
+/// node's binding, without a distinct system, passes: one mistyped binding must not stop another
+/// node's fence, and the identity step tells which of the two is wrong
+/// ([`conflict_settled_by_identity`]).
 pub fn binding_sane(node: &str, bindings: &[BmcBinding], namespace: &str) -> Gate {
     let mine: Vec<_> = bindings.iter().filter(|b| b.spec.node_name == node).collect();
-    let binding = match mine.as_slice() {
-        [binding] => binding,
-        [] => {
-            return Gate::Refuse(
-                Reason::NoBmcBinding,
-                format!(
-                    "no BmcBinding in namespace {namespace} has spec.nodeName {node}; create one with the node's Redfish endpoint, a credentials Secret and a CA bundle or certificate pin (see config/samples/bmc_binding.yaml)"
-                ),
-            );
-        }
+    match mine.as_slice() {
+        [_] => Gate::Admit,
+        [] => Gate::Refuse(
+            Reason::NoBmcBinding,
+            format!(
+                "no BmcBinding in namespace {namespace} has spec.nodeName {node}; create one with the node's Redfish endpoint, a credentials Secret and a CA bundle or certificate pin (see config/samples/bmc_binding.yaml)"
+            ),
+        ),
         several => {
             let names: Vec<_> = several.iter().map(|b| b.name_any()).collect();
-            return Gate::Refuse(
+            Gate::Refuse(
                 Reason::BindingConflict,
                 format!("BmcBindings {} all claim node {node}; keep exactly one", names.join(", ")),
-            );
+            )
         }
+    }
+}
+
+/// Another binding that reaches the same BMC without a distinct system ([`Conflict::SameOrigin`]),
+/// with the systemUUID its node's kubelet reports now (empty when the Node or its UUID is missing).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OriginPeer {
+    pub binding: String,
+    pub node: String,
+    pub node_uuid: String,
+}
+
+/// The identity step's rule for a binding in an origin conflict: it keeps working only when the
+/// system its BMC answered with, in this fence, reports the binding's own node's UUID (either byte
+/// order) and no peer's node's. Otherwise it is the binding in the wrong, and refused
+/// (`BindingConflict`) — its peers are not: each is judged by what its own fence reads. A stored
+/// verification (a binding's status) does not decide; only the UUID read now and the Nodes'
+/// systemUUIDs do.
+pub fn conflict_settled_by_identity(
+    binding: &str,
+    node: &str,
+    node_uuid: &str,
+    read_uuid: &str,
+    peers: &[OriginPeer],
+) -> Result<(), String> {
+    if peers.is_empty() {
+        return Ok(());
+    }
+    let names = |uuid: &str| {
+        identity::parse(uuid)
+            .zip(identity::parse(read_uuid))
+            .is_some_and(|(a, b)| identity::same_machine(a, b).is_some())
     };
-    match binding_conflicts(bindings).remove(&binding.name_any()) {
-        Some(why) => Gate::Refuse(
-            Reason::BindingConflict,
-            format!("BmcBinding {} {why}; coroner will not guess which machine it powers", binding.name_any()),
-        ),
-        None => Gate::Admit,
+    let owners: Vec<&OriginPeer> = peers.iter().filter(|p| names(&p.node_uuid)).collect();
+    let others: Vec<String> = peers.iter().map(|p| format!("BmcBinding {} (node {})", p.binding, p.node)).collect();
+    let shared =
+        format!("BmcBinding {binding} reaches the same BMC as {} without a distinct system", others.join(", "));
+    match (names(node_uuid), owners.as_slice()) {
+        (true, []) => Ok(()),
+        (false, [owner, ..]) => Err(format!(
+            "{shared}, and the system it reached reports UUID {read_uuid}, node {}'s: BmcBinding {binding} points at the wrong BMC or system; fix its spec.redfish (BmcBinding {} keeps working)",
+            owner.node, owner.binding
+        )),
+        (true, [owner, ..]) => Err(format!(
+            "{shared}, and the system it reached reports UUID {read_uuid}, which node {node} and node {} both report; coroner will not guess which machine it powers",
+            owner.node
+        )),
+        (false, []) => Err(format!(
+            "{shared}, and the system it reached reports UUID {read_uuid}, which is not node {node}'s systemUUID {node_uuid:?} (in either byte order); coroner will not guess which machine it powers"
+        )),
     }
 }
 
@@ -231,19 +307,6 @@ fn node_of(remediation: &CoronerRemediation) -> &str {
     contract::node_name(&remediation.metadata).unwrap_or_default()
 }
 
-fn phase(remediation: &CoronerRemediation) -> Phase {
-    remediation.status.as_ref().and_then(|s| s.phase).unwrap_or_default()
-}
-
-fn being_fenced(remediation: &CoronerRemediation) -> bool {
-    phase(remediation).being_fenced()
-}
-
-/// Holding a power-action slot ([`Phase::holds_power_slot`]).
-pub fn in_power_action(remediation: &CoronerRemediation) -> bool {
-    phase(remediation).holds_power_slot()
-}
-
 /// How long after coroner powered a node on another remediation of it waits for the boot.
 pub const BOOT_GRACE: StdDuration = StdDuration::from_secs(600);
 
@@ -265,13 +328,15 @@ pub fn one_fence_per_node(inputs: &GateInputs<'_>) -> Gate {
             < (me.metadata.creation_timestamp.as_ref().map(|t| t.0), me.name_any())
     };
     // The oldest live remediation of the node fences it; the others wait for it to end.
-    if let Some(other) = siblings(inputs).find(|r| being_fenced(r) || (phase(r) == Phase::Pending && older(r))) {
+    if let Some(other) =
+        siblings(inputs).find(|r| Phase::of(r).being_fenced() || (Phase::of(r) == Phase::Pending && older(r)))
+    {
         return Gate::Wait(
             Reason::NodeAlreadyBeingFenced,
             format!(
                 "remediation {} of node {node} came first (phase {}): one fence per node",
                 other.name_any(),
-                phase(other).as_str()
+                Phase::of(other).as_str()
             ),
         );
     }
@@ -298,7 +363,7 @@ pub fn one_fence_per_node(inputs: &GateInputs<'_>) -> Gate {
 /// fencing the machine again. Returns that remediation and when it released.
 pub fn release_to_adopt(inputs: &GateInputs<'_>) -> Option<(String, Timestamp)> {
     siblings(inputs).find_map(|r| {
-        if phase(r) != Phase::Done || r.metadata.deletion_timestamp.is_some() {
+        if Phase::of(r) != Phase::Done || r.metadata.deletion_timestamp.is_some() {
             return None;
         }
         let release = r.status.as_ref()?.evidence.as_ref()?.release.as_ref()?;
@@ -329,7 +394,7 @@ pub fn control_plane_quorum(inputs: &GateInputs<'_>) -> Gate {
         inputs.nodes.iter().filter(|n| is_control_plane(n)).map(|n| (n.name_any(), n)).collect();
     let other_fence = inputs.remediations.iter().find(|r| {
         r.uid() != inputs.remediation.uid()
-            && being_fenced(r)
+            && Phase::of(r).being_fenced()
             && node_of(r) != target
             && control_plane.contains_key(node_of(r))
     });
@@ -392,7 +457,7 @@ pub fn storm(inputs: &GateInputs<'_>) -> Gate {
     let ahead: Vec<&CoronerRemediation> = inputs
         .remediations
         .iter()
-        .filter(|r| r.uid() != me.uid() && phase(r) == Phase::Pending && queued_reason(r) && older(r))
+        .filter(|r| r.uid() != me.uid() && Phase::of(r) == Phase::Pending && queued_reason(r) && older(r))
         .collect();
     let place = ahead.len() + 1;
     let queued = |why: String| Gate::Wait(Reason::Queued, format!("place {place} in the queue: {why}"));
@@ -400,7 +465,7 @@ pub fn storm(inputs: &GateInputs<'_>) -> Gate {
         return queued(format!("{} older remediations wait first (oldest: {})", ahead.len(), first.name_any()));
     }
     let others: Vec<&CoronerRemediation> =
-        inputs.remediations.iter().filter(|r| r.uid() != me.uid() && in_power_action(r)).collect();
+        inputs.remediations.iter().filter(|r| r.uid() != me.uid() && Phase::of(r).holds_power_slot()).collect();
     if others.len() >= count(inputs.limits.max_concurrent) {
         let names: Vec<_> = others.iter().map(|r| r.name_any()).collect();
         return queued(format!(

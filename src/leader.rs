@@ -9,6 +9,8 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::{coordination::v1::Lease, core::v1::Pod};
 use kube::{Api, Client, ResourceExt};
 
+use crate::driver::ApiError;
+
 /// Tolerated clock difference between coroner and the API server that stamps nothing here but
 /// whose clients (other replicas) renew the Lease on their own clocks.
 pub const SKEW_MARGIN: StdDuration = StdDuration::from_secs(2);
@@ -22,24 +24,39 @@ pub struct Election {
     pub lease_duration: StdDuration,
 }
 
+/// Why this replica may not send a mutation now. Its Display is what the log and the error say.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    #[error("the leader Lease does not exist")]
+    NoLease,
+    #[error("the leader Lease has no renewTime")]
+    NoRenewTime,
+    #[error("leadership passed to {holder:?}")]
+    AnotherHolder { holder: String },
+    #[error(
+        "the leader Lease has {:.1}s left, less than the {:.1}s a BMC request may take plus the skew margin",
+        remaining.as_secs_f64(),
+        needed.as_secs_f64()
+    )]
+    TooLittleLeft { remaining: StdDuration, needed: StdDuration },
+    #[error("cannot read the leader Lease: {0}")]
+    Unreadable(ApiError),
+}
+
 /// Whether the holder `identity` may still send a request that can take `need`: the Lease must name
 /// it and, by its own renewTime and duration, outlast the request by the skew margin.
-pub fn may_mutate(lease: Option<&Lease>, identity: &str, now: Timestamp, need: StdDuration) -> Result<(), String> {
-    let spec = lease.and_then(|l| l.spec.as_ref()).ok_or("the leader Lease does not exist")?;
+pub fn may_mutate(lease: Option<&Lease>, identity: &str, now: Timestamp, need: StdDuration) -> Result<(), Refusal> {
+    let spec = lease.and_then(|l| l.spec.as_ref()).ok_or(Refusal::NoLease)?;
     let holder = spec.holder_identity.as_deref().unwrap_or_default();
     if holder != identity {
-        return Err(format!("leadership passed to {holder:?}"));
+        return Err(Refusal::AnotherHolder { holder: holder.to_owned() });
     }
-    let renewed = spec.renew_time.as_ref().ok_or("the leader Lease has no renewTime")?.0;
+    let renewed = spec.renew_time.as_ref().ok_or(Refusal::NoRenewTime)?.0;
     let duration = SignedDuration::from_secs(i64::from(spec.lease_duration_seconds.unwrap_or(0)));
     let remaining = StdDuration::try_from((renewed + duration).duration_since(now)).unwrap_or_default();
     let needed = need + SKEW_MARGIN;
     if remaining <= needed {
-        return Err(format!(
-            "the leader Lease has {:.1}s left, less than the {:.1}s a BMC request may take plus the skew margin",
-            remaining.as_secs_f64(),
-            needed.as_secs_f64()
-        ));
+        return Err(Refusal::TooLittleLeft { remaining, needed });
     }
     Ok(())
 }
@@ -62,9 +79,9 @@ pub fn can_take_over(candidate: &Pod, me: &str, node_to_fence: &str) -> bool {
 
 impl Election {
     /// Reads the Lease and applies [`may_mutate`].
-    pub async fn ensure_leader(&self, client: &Client, need: StdDuration) -> Result<(), String> {
+    pub async fn ensure_leader(&self, client: &Client, need: StdDuration) -> Result<(), Refusal> {
         let leases: Api<Lease> = Api::namespaced(client.clone(), &self.namespace);
-        let lease = leases.get_opt(&self.lease_name).await.map_err(|e| format!("cannot read the leader Lease: {e}"))?;
+        let lease = leases.get_opt(&self.lease_name).await.map_err(|e| Refusal::Unreadable(ApiError::from(e)))?;
         may_mutate(lease.as_ref(), &self.identity, Timestamp::now(), need)
     }
 }
@@ -127,15 +144,27 @@ mod tests {
     fn too_little_lease_left_means_no_request() {
         // 8 s left, 5 s + 2 s margin = 7 s needed: fine; 7 s left is not.
         assert_eq!(may_mutate(Some(&lease("a", 0, 15)), "a", t(7), StdDuration::from_secs(5)), Ok(()));
-        assert!(may_mutate(Some(&lease("a", 0, 15)), "a", t(8), StdDuration::from_secs(5)).is_err());
-        assert!(may_mutate(Some(&lease("a", 0, 15)), "a", t(30), StdDuration::from_secs(5)).is_err());
+        let short = may_mutate(Some(&lease("a", 0, 15)), "a", t(8), StdDuration::from_secs(5)).unwrap_err();
+        let needed = StdDuration::from_secs(7);
+        assert_eq!(short, Refusal::TooLittleLeft { remaining: StdDuration::from_secs(7), needed });
+        assert_eq!(
+            short.to_string(),
+            "the leader Lease has 7.0s left, less than the 7.0s a BMC request may take plus the skew margin"
+        );
+        assert_eq!(
+            may_mutate(Some(&lease("a", 0, 15)), "a", t(30), StdDuration::from_secs(5)),
+            Err(Refusal::TooLittleLeft { remaining: StdDuration::ZERO, needed })
+        );
     }
 
     #[test]
     fn another_holder_or_no_lease_means_no_request() {
-        assert!(
-            may_mutate(Some(&lease("b", 0, 15)), "a", t(1), StdDuration::from_secs(1)).unwrap_err().contains("\"b\"")
-        );
-        assert!(may_mutate(None, "a", t(1), StdDuration::from_secs(1)).is_err());
+        let passed = may_mutate(Some(&lease("b", 0, 15)), "a", t(1), StdDuration::from_secs(1)).unwrap_err();
+        assert_eq!(passed, Refusal::AnotherHolder { holder: "b".into() });
+        assert_eq!(passed.to_string(), "leadership passed to \"b\"");
+        assert_eq!(may_mutate(None, "a", t(1), StdDuration::from_secs(1)), Err(Refusal::NoLease));
+        let mut unrenewed = lease("a", 0, 15);
+        unrenewed.spec.as_mut().unwrap().renew_time = None;
+        assert_eq!(may_mutate(Some(&unrenewed), "a", t(1), StdDuration::from_secs(1)), Err(Refusal::NoRenewTime));
     }
 }

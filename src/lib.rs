@@ -5,8 +5,9 @@
 //!
 //! Pure decisions: [`attestation`], [`contract`], [`fence`], [`gates`], [`guard`], [`identity`], [`taints`].
 //! The one fence loop, over small I/O traits: [`driver`]. Thin I/O: [`bmc`] (Redfish), [`cluster`]
-//! (Kubernetes), wired by [`controller`] and [`cli`].
+//! (Kubernetes), [`access`] (a binding's client), wired by [`controller`] and [`cli`].
 
+pub mod access;
 pub mod api;
 pub mod attestation;
 pub mod bmc;

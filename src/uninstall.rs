@@ -11,7 +11,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
 use crate::{
-    api::{CoronerRemediation, conditions},
+    api::{CoronerRemediation, Phase, conditions},
     contract,
 };
 
@@ -39,7 +39,7 @@ pub fn blockers(remediations: &[CoronerRemediation]) -> Vec<Blocker> {
             Blocker {
                 name: r.metadata.name.clone().unwrap_or_default(),
                 node: contract::node_name(&r.metadata).unwrap_or_default().to_owned(),
-                phase: status.and_then(|s| s.phase).unwrap_or_default().as_str().to_owned(),
+                phase: Phase::of(r).as_str().to_owned(),
                 outcome: succeeded.map_or_else(
                     || "Succeeded not set yet".to_owned(),
                     |c| format!("Succeeded={} ({})", c.status, c.reason),

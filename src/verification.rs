@@ -8,10 +8,10 @@
 use std::time::Duration as StdDuration;
 
 use jiff::Timestamp;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use crate::{
-    api::{BmcBinding, BmcBindingStatus, TlsPolicy, UuidMatch, conditions},
+    api::{BmcBinding, BmcBindingStatus, CoronerRemediationStatus, Phase, TlsPolicy, UuidMatch, conditions},
     bmc::tls,
     contract::{self, Reason},
     fence::Notice,
@@ -24,7 +24,8 @@ pub const TLS_VERIFIED: &str = "TLSVerified";
 /// The outcome of one look at a binding.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Check {
-    /// Another binding claims the same node or the same BMC system: nothing was asked of the BMC.
+    /// Another binding claims the same node: nothing was asked of the BMC. (Two nodes' bindings on
+    /// one BMC are settled by the identity read: `Refused` with `BindingConflict`.)
     Conflict(String),
     /// The binding's Secret, CA bundle or pin cannot be used: nothing was asked of the BMC.
     Invalid(String),
@@ -227,7 +228,9 @@ pub fn fence_check(finding: FenceFinding<'_>) -> Option<Check> {
         FenceFinding::Refused { reason, message } => {
             let message = contract::cause(message).to_owned();
             match reason {
-                Reason::BindingConflict => Some(Check::Conflict(message)),
+                // A fence refuses one binding for a conflict only after its BMC answered (the
+                // identity read settles it); a node claimed by several bindings has none to record on.
+                Reason::BindingConflict => Some(Check::Refused { reason, message }),
                 Reason::BindingInvalid => Some(Check::Invalid(message)),
                 Reason::BmcAuthenticationFailed
                 | Reason::BmcTlsVerificationFailed
@@ -240,6 +243,36 @@ pub fn fence_check(finding: FenceFinding<'_>) -> Option<Check> {
                 _ => None,
             }
         }
+    }
+}
+
+/// What a fence's status write tells its binding, once per fence: the transition into `Releasing`
+/// is the proof (the identity it proved, its power read `Off`); `Succeeded` turning `False` is the
+/// final refusal (its reason and message). Anything else tells the binding nothing; so does the
+/// same status written again.
+pub fn fence_finding<'a>(
+    old: &CoronerRemediationStatus,
+    new: &'a CoronerRemediationStatus,
+) -> Option<FenceFinding<'a>> {
+    let phase = |s: &CoronerRemediationStatus| s.phase.unwrap_or_default();
+    fn failed(s: &CoronerRemediationStatus) -> Option<&Condition> {
+        conditions::find(&s.conditions, contract::SUCCEEDED).filter(|c| c.status == conditions::FALSE)
+    }
+    if phase(new) == Phase::Releasing && phase(old) != Phase::Releasing {
+        let identity = new.evidence.as_ref()?.identity.as_ref()?;
+        return Some(FenceFinding::Proven {
+            system_id: &identity.system_id,
+            uuid: &identity.bmc_uuid,
+            matched: identity.match_kind,
+            power_state: "Off",
+        });
+    }
+    match (failed(old), failed(new)) {
+        (None, Some(refused)) => {
+            let reason = Reason::ALL.iter().copied().find(|r| r.as_str() == refused.reason)?;
+            Some(FenceFinding::Refused { reason, message: &refused.message })
+        }
+        _ => None,
     }
 }
 
@@ -531,6 +564,54 @@ mod tests {
         let before = status.clone();
         assert_eq!(record_fence(&mut status, gate, &binding(false), at(50)), (false, vec![]));
         assert_eq!(status, before, "a gate's refusal says nothing about the binding");
+    }
+
+    #[test]
+    fn a_fence_tells_its_binding_at_the_transition_into_releasing_and_when_it_fails_only() {
+        use crate::api::{Evidence, IdentityEvidence};
+        let at = Timestamp::UNIX_EPOCH;
+        let status = |phase: Phase, reason: Reason| {
+            let mut status = CoronerRemediationStatus { phase: Some(phase), ..Default::default() };
+            contract::record(&mut status.conditions, reason, &contract::final_message(reason, "why"), at);
+            status.evidence = Some(Evidence {
+                identity: Some(IdentityEvidence {
+                    binding: "b".into(),
+                    endpoint: "https://bmc".into(),
+                    system_id: "1".into(),
+                    system_path: "/redfish/v1/Systems/1".into(),
+                    bmc_uuid: "u".into(),
+                    node_uuid: "u".into(),
+                    match_kind: UuidMatch::ByteSwapped,
+                    verified_at: k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(at),
+                    tls_verified: true,
+                }),
+                ..Evidence::default()
+            });
+            status
+        };
+        let confirming = status(Phase::ConfirmingOff, Reason::ConfirmingOff);
+        let releasing = status(Phase::Releasing, Reason::Releasing);
+        assert_eq!(
+            fence_finding(&confirming, &releasing),
+            Some(FenceFinding::Proven {
+                system_id: "1",
+                uuid: "u",
+                matched: UuidMatch::ByteSwapped,
+                power_state: "Off"
+            })
+        );
+        assert_eq!(fence_finding(&releasing, &releasing), None, "a proof kept fresh in Releasing is the same proof");
+        let done = status(Phase::Done, Reason::NodeFenced);
+        assert_eq!(fence_finding(&releasing, &done), None, "a release says nothing new about the binding");
+
+        let failed = status(Phase::Failed, Reason::IdentityChanged);
+        let Some(FenceFinding::Refused { reason, message }) = fence_finding(&confirming, &failed) else {
+            panic!("{:?}", fence_finding(&confirming, &failed))
+        };
+        assert_eq!(reason, Reason::IdentityChanged);
+        assert!(message.starts_with("why"));
+        assert_eq!(fence_finding(&failed, &failed), None, "once: Succeeded never leaves False");
+        assert_eq!(fence_finding(&confirming, &confirming), None);
     }
 
     #[test]

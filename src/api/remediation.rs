@@ -216,6 +216,11 @@ pub enum Phase {
 }
 
 impl Phase {
+    /// The phase a remediation's status records (`Pending` before the first write).
+    pub fn of(remediation: &CoronerRemediation) -> Self {
+        remediation.status.as_ref().and_then(|s| s.phase).unwrap_or_default()
+    }
+
     pub fn is_terminal(self) -> bool {
         match self {
             Self::Done | Self::Failed => true,

@@ -129,6 +129,21 @@ impl From<ResetType> for PowerAction {
     }
 }
 
+/// Why no client could be built for a BMC: nothing was sent. Every message names the endpoint
+/// without its userinfo.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SetupError {
+    /// Not an https URL, or one carrying credentials.
+    #[error("{0}")]
+    Endpoint(String),
+    /// The trust (CA bundle, pin, serverName) cannot make a TLS configuration.
+    #[error(transparent)]
+    Tls(#[from] tls::TlsConfigError),
+    /// The HTTP client itself could not be built.
+    #[error("BMC client setup failed: {0}")]
+    Http(String),
+}
+
 /// Every text in a `BmcError` that came from the BMC is [`bounded`], and no URL in one carries userinfo.
 #[derive(Clone, Debug, thiserror::Error)]
 pub enum BmcError {

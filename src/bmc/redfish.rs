@@ -9,8 +9,8 @@ use reqwest::{Method, StatusCode, Url, header, redirect};
 use serde_json::Value;
 
 use super::{
-    Bmc, BmcError, Credentials, MAX_MESSAGE_CHARS, MAX_VALUE_CHARS, PowerState, ResetType, SystemReading, bounded,
-    json,
+    Bmc, BmcError, Credentials, MAX_MESSAGE_CHARS, MAX_VALUE_CHARS, PowerState, ResetType, SetupError, SystemReading,
+    bounded, json,
     paths::{self, PathProblem},
     tls,
 };
@@ -68,22 +68,23 @@ fn protocol(path: &str, problem: impl Into<String>) -> BmcError {
 }
 
 impl RedfishClient {
-    pub fn new(config: RedfishConfig) -> Result<Self, BmcError> {
+    pub fn new(config: RedfishConfig) -> Result<Self, SetupError> {
         // Every message here names the endpoint without its userinfo: it goes into status and Events.
         let named = paths::without_userinfo(&config.endpoint);
-        let endpoint = Url::parse(&config.endpoint).map_err(|e| BmcError::Setup(format!("endpoint {named:?}: {e}")))?;
+        let endpoint =
+            Url::parse(&config.endpoint).map_err(|e| SetupError::Endpoint(format!("endpoint {named:?}: {e}")))?;
         if !endpoint.username().is_empty() || endpoint.password().is_some() {
             // Credentials belong in the Secret; an endpoint is copied into status and Events.
-            return Err(BmcError::Setup("the endpoint must not carry credentials (user@host)".into()));
+            return Err(SetupError::Endpoint("the endpoint must not carry credentials (user@host)".into()));
         }
         if endpoint.scheme() != "https" || endpoint.host_str().is_none() {
-            return Err(BmcError::Setup(format!("endpoint {named:?} must be an https URL")));
+            return Err(SetupError::Endpoint(format!("endpoint {named:?} must be an https URL")));
         }
         let service_root = match endpoint.path().trim_end_matches('/') {
             "" => "/redfish/v1".to_owned(),
             path => path.to_owned(),
         };
-        let tls = tls::client_config(&config.trust).map_err(|e| BmcError::Setup(e.to_string()))?;
+        let tls = tls::client_config(&config.trust).map_err(SetupError::Tls)?;
         let http = reqwest::Client::builder()
             .tls_backend_preconfigured(tls)
             .timeout(config.request_timeout)
@@ -93,7 +94,7 @@ impl RedfishClient {
             // A BMC sits on a management network: never send its credentials through a proxy.
             .no_proxy()
             .build()
-            .map_err(|e| BmcError::Setup(e.to_string()))?;
+            .map_err(|e| SetupError::Http(e.to_string()))?;
         Ok(Self {
             http,
             origin: endpoint,
@@ -654,7 +655,7 @@ mod tests {
             "admin:secret@10.0.0.1",
         ] {
             let error = RedfishClient::new(RedfishConfig { endpoint: endpoint.into(), ..client_config() }).unwrap_err();
-            assert!(matches!(error, BmcError::Setup(_)), "{endpoint}");
+            assert!(matches!(error, SetupError::Endpoint(_)), "{endpoint}");
             assert!(!format!("{error} {error:?}").contains("secret"), "{endpoint}: {error}");
         }
     }

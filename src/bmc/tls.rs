@@ -54,7 +54,7 @@ pub fn describe_source(reference: &CaBundleRef) -> String {
     format!("{:?} {} (key {})", reference.kind, reference.name, reference.key)
 }
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum TlsConfigError {
     #[error("the CA bundle holds no usable PEM certificate")]
     EmptyCaBundle,

@@ -68,8 +68,8 @@ pub(super) async fn run(ctx: Arc<Context>, stop: CancellationToken) {
             },
         )
         .graceful_shutdown_on(stop.cancelled_owned())
-        .run(reconcile, super::error_policy, ctx)
-        .for_each(|_| async {})
+        .run(reconcile, super::error_policy, ctx.clone())
+        .for_each(super::settle(&ctx))
         .await;
 }
 

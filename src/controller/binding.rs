@@ -29,6 +29,7 @@ use tracing::info;
 use super::{Context, Error};
 use crate::{
     api::{BmcBinding, CaBundleKind},
+    contract::Reason,
     driver::{self, ports::Events},
     fence::IdentityProblem,
     gates, identity,
@@ -62,7 +63,7 @@ pub async fn run(ctx: Arc<Context>, stop: CancellationToken) {
         )
         .graceful_shutdown_on(stop.cancelled_owned())
         .run(move |binding, ctx| reconcile(binding, ctx, reconcile_changes.clone()), super::error_policy, ctx.clone())
-        .for_each(|_| async {})
+        .for_each(super::settle(&ctx))
         .await;
 }
 
@@ -92,9 +93,7 @@ fn referring(
     let referring: Vec<_> = bindings.state().into_iter().filter(|b| b.spec.refers_to(kind, &name)).collect();
     for binding in referring.iter().filter(|_| changed) {
         changes.mark(&binding.name_any());
-        if let Some(uid) = binding.uid() {
-            ctx.clients.forget(&uid);
-        }
+        ctx.clients.forget(binding);
         info!(binding = %binding.name_any(), "{kind:?} {name} changed: verifying the binding again");
     }
     referring.iter().map(|b| ObjectRef::from_obj(&**b)).collect()
@@ -152,9 +151,12 @@ async fn check(binding: &BmcBinding, ctx: &Context, referenced_changed: bool) ->
     let name = binding.name_any();
     let api: Api<BmcBinding> = Api::namespaced(ctx.client.clone(), ctx.namespace());
     let all = api.list(&ListParams::default()).await?.items;
-    let check = match gates::binding_conflicts(&all).remove(&name) {
-        Some(why) => Check::Conflict(why),
-        None => verify(ctx, binding).await?,
+    // Two bindings of one node: no reading tells which is meant. Two nodes' bindings on one BMC:
+    // the identity read does ([`gates::conflict_settled_by_identity`]).
+    let conflicts = gates::binding_conflicts(&all).remove(&name).unwrap_or_default();
+    let check = match conflicts.iter().find(|c| matches!(c, gates::Conflict::SameNode { .. })) {
+        Some(conflict) => Check::Conflict(conflict.to_string()),
+        None => verify(ctx, binding, &all).await?,
     };
     let mut status = binding.status.clone().unwrap_or_default();
     let notices = verification::record(&mut status, &check, binding, Timestamp::now());
@@ -169,10 +171,10 @@ async fn check(binding: &BmcBinding, ctx: &Context, referenced_changed: bool) ->
     Ok(Action::requeue(jittered(interval)))
 }
 
-async fn verify(ctx: &Context, binding: &BmcBinding) -> Result<Check, Error> {
-    let client = match ctx.redfish_client(binding).await? {
+async fn verify(ctx: &Context, binding: &BmcBinding, all: &[BmcBinding]) -> Result<Check, Error> {
+    let client = match ctx.clients.client(&ctx.client, binding).await? {
         Ok(client) => client,
-        Err(message) => return Ok(Check::Invalid(message)),
+        Err(unusable) => return Ok(Check::Invalid(unusable.to_string())),
     };
     let node_name = &binding.spec.node_name;
     let node = Api::<Node>::all(ctx.client.clone()).get_opt(node_name).await?;
@@ -184,6 +186,12 @@ async fn verify(ctx: &Context, binding: &BmcBinding) -> Result<Check, Error> {
             return Ok(Check::Failed { reason: failure.reason, message: failure.message });
         }
     };
+    let peers = driver::origin_peers(ctx, binding, all).await?;
+    if let Err(message) =
+        gates::conflict_settled_by_identity(&binding.name_any(), node_name, &node_uuid, &system.uuid, &peers)
+    {
+        return Ok(Check::Refused { reason: Reason::BindingConflict, message });
+    }
     let claims = driver::claims(ctx, node_name, binding).await?;
     let verdict =
         identity::prove(&node_uuid, &system.uuid, &claims).map_err(|refusal| (refusal.reason(), refusal.to_string()));

@@ -1,14 +1,19 @@
-//! kube-runtime wiring: leader election, the controllers for remediations, templates, bindings and
-//! attestations, their shared context, the error policy and the gauges.
+//! kube-runtime wiring: the controllers for remediations, templates, bindings and attestations,
+//! their shared context, the error policy and the gauges. Leadership (the election loop, the
+//! hand-over) is in [`leader`].
 
 mod attestation;
 mod binding;
+mod leader;
 mod leases;
 mod remediation;
+pub mod retry;
 mod template;
 mod world;
 
 pub use leases::LeaseTracker;
+
+pub use crate::access::BmcSettings;
 
 use std::{sync::Arc, time::Duration as StdDuration};
 
@@ -16,7 +21,7 @@ use futures::StreamExt;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::{
-    Api, Client, ResourceExt,
+    Api, Client, Resource, ResourceExt,
     api::ListParams,
     runtime::{
         Controller,
@@ -26,34 +31,23 @@ use kube::{
         watcher,
     },
 };
-use kube_lease_manager::LeaseManagerBuilder;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::{
-    api::{BmcBinding, CoronerRemediation, CoronerRemediationTemplate, FenceAction, Phase, conditions},
-    bmc::{RedfishClient, RedfishConfig},
-    cluster::{self, BindingError},
-    contract::{self, Reason},
-    driver::{self, Admissions, ApiError, ApiResult, LoopSettings},
-    gates::{self, StormLimits},
+    access::Clients,
+    api::{BmcBinding, CoronerRemediation, CoronerRemediationTemplate, Phase},
+    contract,
+    driver::{self, Admissions, ApiError, LoopSettings},
+    gates::StormLimits,
     leader::Election,
-    telemetry::{Health, Metrics},
-    verification,
+    telemetry::{self, Health, Metrics},
 };
 
 /// The component name in Events and field managers.
 pub const MANAGER: &str = "coroner";
 /// How often the gauges are recomputed.
 const GAUGE_PERIOD: StdDuration = StdDuration::from_secs(5);
-
-/// Settings for talking to BMCs.
-#[derive(Clone, Copy, Debug)]
-pub struct BmcSettings {
-    pub request_timeout: StdDuration,
-    pub read_retries: u32,
-    pub retry_backoff: StdDuration,
-}
 
 /// Continuous BmcBinding verification.
 #[derive(Clone, Copy, Debug)]
@@ -99,44 +93,10 @@ pub struct Context {
     pub step_down: tokio::sync::Notify,
     /// Leadership terms of this process: power readings from an earlier term never count.
     term: std::sync::atomic::AtomicU64,
-    clients: ClientCache,
-}
-
-/// How long a Redfish client (with the credentials and CA bundle it was built from) is reused: a fence
-/// polling every second does not re-read its Secret every second, and a rotated Secret is picked up
-/// within this time.
-const CLIENT_TTL: StdDuration = StdDuration::from_secs(60);
-
-/// Redfish clients by binding UID, with the binding resourceVersion they were built for and their
-/// serial (each client built gets a new one: the fence restarts its run of readings on a new client).
-#[derive(Default)]
-struct ClientCache {
-    entries: std::sync::Mutex<std::collections::HashMap<String, (String, std::time::Instant, RedfishClient, u64)>>,
-    serials: std::sync::atomic::AtomicU64,
-}
-
-impl ClientCache {
-    fn get(&self, binding: &BmcBinding) -> Option<(RedfishClient, u64)> {
-        let entries = self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let (version, built, client, serial) = entries.get(&binding.uid()?)?;
-        (Some(version) == binding.resource_version().as_ref() && built.elapsed() < CLIENT_TTL)
-            .then(|| (client.clone(), *serial))
-    }
-
-    /// Drops the binding's client: what it was built from (its Secret, its CA bundle) changed.
-    fn forget(&self, uid: &str) {
-        self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(uid);
-    }
-
-    /// Keeps a new client; returns its serial.
-    fn put(&self, binding: &BmcBinding, client: &RedfishClient) -> u64 {
-        let serial = self.serials.fetch_add(1, std::sync::atomic::Ordering::AcqRel) + 1;
-        if let (Some(uid), Some(version)) = (binding.uid(), binding.resource_version()) {
-            let mut entries = self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            entries.insert(uid, (version, std::time::Instant::now(), client.clone(), serial));
-        }
-        serial
-    }
+    /// The Redfish clients bindings describe (the fence's and the verifier's).
+    clients: Clients,
+    /// Consecutive failed reconciles per object, for the error policy's backoff.
+    failures: retry::Failures,
 }
 
 impl Context {
@@ -150,6 +110,7 @@ impl Context {
             read_retries: settings.bmc.read_retries,
             guard_interval: settings.guard_interval,
         };
+        let clients = Clients::new(settings.bmc);
         Self {
             client,
             settings,
@@ -163,7 +124,8 @@ impl Context {
             admissions: tokio::sync::Mutex::new(Admissions::default()),
             step_down: tokio::sync::Notify::new(),
             term: std::sync::atomic::AtomicU64::new(0),
-            clients: ClientCache::default(),
+            clients,
+            failures: retry::Failures::default(),
         }
     }
 
@@ -183,46 +145,6 @@ impl Context {
 
     fn bindings_api(&self) -> Api<BmcBinding> {
         Api::namespaced(self.client.clone(), self.namespace())
-    }
-
-    /// The Redfish client a binding describes. `Ok(Err(message))`: what the binding refers to (its
-    /// Secret, CA bundle, pin, endpoint) cannot be used.
-    async fn redfish_client(&self, binding: &BmcBinding) -> ApiResult<Result<(RedfishClient, u64), String>> {
-        if let Some(found) = self.clients.get(binding) {
-            return Ok(Ok(found));
-        }
-        let name = binding.name_any();
-        let (credentials, trust) =
-            match (cluster::credentials(&self.client, binding).await, cluster::trust(&self.client, binding).await) {
-                (Ok(credentials), Ok(trust)) => (credentials, trust),
-                (Err(BindingError::Kube(e)), _) | (_, Err(BindingError::Kube(e))) => return Err(ApiError::from(e)),
-                (Err(BindingError::Invalid(message)), _) | (_, Err(BindingError::Invalid(message))) => {
-                    return Ok(Err(format!("BmcBinding {name}: {message}")));
-                }
-            };
-        let bmc = self.settings.bmc;
-        let config = RedfishConfig {
-            endpoint: binding.spec.redfish.endpoint.clone(),
-            trust,
-            credentials,
-            request_timeout: bmc.request_timeout,
-            read_retries: bmc.read_retries,
-            retry_backoff: bmc.retry_backoff,
-        };
-        Ok(RedfishClient::new(config)
-            .map(|client| {
-                let serial = self.clients.put(binding, &client);
-                (client, serial)
-            })
-            .map_err(|e| format!("BmcBinding {name}: {e}")))
-    }
-
-    /// Drops a binding's cached client: the next one is built from its Secret and CA bundle as they
-    /// are now.
-    fn forget_client(&self, binding: &BmcBinding) {
-        if let Some(uid) = binding.uid() {
-            self.clients.forget(&uid);
-        }
     }
 }
 
@@ -259,98 +181,56 @@ impl Error {
     }
 }
 
-fn error_policy<K>(_object: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action {
-    warn!(%error, category = error.category(), "reconcile failed; retrying");
+/// The error policy of every controller ([`retry`]: by the error's class, with a per-object
+/// backoff while the API server is unavailable).
+fn error_policy<K: Resource<DynamicType = ()>>(object: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action {
+    let class = retry::class(error);
+    let after = retry::retry_after(class, ctx.failures.failed(object.as_ref()));
+    match after {
+        Some(after) => warn!(%error, category = error.category(), ?class, ?after, "reconcile failed; retrying"),
+        None => {
+            warn!(%error, category = error.category(), ?class, "reconcile failed; waiting for a change of the object")
+        }
+    }
     ctx.metrics
         .reconcile_errors
         .get_or_create(&crate::telemetry::CategoryLabels { category: error.category().into() })
         .inc();
-    Action::requeue(cluster::ERROR_REQUEUE)
+    after.map_or_else(Action::await_change, Action::requeue)
+}
+
+/// What a controller does with each reconcile's result: a success restarts the object's backoff.
+fn settle<K: Resource<DynamicType = ()>, E>(
+    ctx: &Arc<Context>,
+) -> impl FnMut(Result<(ObjectRef<K>, Action), E>) -> std::future::Ready<()> + use<K, E> {
+    let ctx = ctx.clone();
+    move |result| {
+        if let Ok((object, _)) = result {
+            ctx.failures.succeeded(&object);
+        }
+        std::future::ready(())
+    }
 }
 
 fn is_pending(remediation: &CoronerRemediation) -> bool {
-    remediation.status.as_ref().and_then(|s| s.phase).unwrap_or_default() == Phase::Pending
+    Phase::of(remediation) == Phase::Pending
 }
 
 /// Runs coroner until `shutdown` is cancelled: the controllers run only while this replica leads
-/// (always, without election). On shutdown the controllers stop taking work and the Lease is released.
+/// ([`leader::run`]; always, without election). On shutdown the controllers stop taking work and the
+/// Lease is released.
 pub async fn run(ctx: Arc<Context>, health: Health, shutdown: CancellationToken) -> Result<(), Error> {
     tokio::spawn(ctx.leases.clone().run(ctx.client.clone(), ctx.started));
     tokio::spawn(refresh_gauges(ctx.clone(), shutdown.clone()));
-    let Some(election) = ctx.settings.election.clone() else {
-        health.set_ready(true);
-        ctx.metrics.leader.set(1);
-        run_controllers(ctx, shutdown).await;
-        return Ok(());
-    };
-    let seconds = election.lease_duration.as_secs().max(3);
-    let manager = LeaseManagerBuilder::new(ctx.client.clone(), &election.lease_name)
-        .with_namespace(&election.namespace)
-        .with_identity(&election.identity)
-        .with_duration(seconds)
-        // Renew at half-life: the Lease then always has at least half its duration left, which
-        // is what the check before a BMC mutation needs.
-        .with_grace((seconds / 2).max(1))
-        .build()
-        .await?;
-    health.set_ready(true);
-    info!(identity = %election.identity, lease = %election.lease_name, "standing for election");
-    loop {
-        tokio::select! {
-            () = shutdown.cancelled() => break,
-            changed = manager.changed() => match changed {
-                Ok(true) => {}
-                Ok(false) => continue,
-                Err(error) => {
-                    warn!(%error, "leader election");
-                    tokio::time::sleep(StdDuration::from_secs(1)).await;
-                    continue;
-                }
-            },
-        }
-        ctx.term.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-        info!(identity = %election.identity, "became the leader");
-        ctx.metrics.leader.set(1);
-        ctx.metrics.leader_changes.inc();
-        let term = shutdown.child_token();
-        let controllers = tokio::spawn(run_controllers(ctx.clone(), term.clone()));
-        let handing_over = loop {
-            tokio::select! {
-                () = shutdown.cancelled() => break false,
-                () = ctx.step_down.notified() => break true,
-                changed = manager.changed() => match changed {
-                    Ok(true) => {}
-                    Ok(false) => {
-                        warn!("lost leadership; in-flight fences send nothing more");
-                        break false;
-                    }
-                    Err(error) => {
-                        // Without renewals the Lease runs out; stop acting before someone else starts.
-                        warn!(%error, "cannot renew the leader Lease; stepping down");
-                        break true;
-                    }
-                },
-            }
-        };
-        term.cancel();
-        let _ = controllers.await;
-        ctx.metrics.leader.set(0);
-        if let Err(error) = manager.release().await {
-            warn!(%error, "could not release the leader Lease");
-        }
-        if shutdown.is_cancelled() {
-            break;
-        }
-        if handing_over {
-            info!("handed leadership over; standing aside for two Lease durations");
-            tokio::time::sleep(election.lease_duration * 2).await;
+    match ctx.settings.election.clone() {
+        Some(election) => leader::run(ctx, election, health, shutdown).await,
+        None => {
+            health.set_ready(true);
+            ctx.metrics.leader.set(1);
+            run_controllers(ctx, shutdown).await;
+            Ok(())
         }
     }
-    if let Err(error) = manager.release().await {
-        warn!(%error, "could not release the leader Lease");
-    }
-    ctx.metrics.leader.set(0);
-    Ok(())
 }
 
 /// The remediation, template and binding controllers, until `stop` is cancelled.
@@ -378,14 +258,14 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
         })
         .graceful_shutdown_on(stop.clone().cancelled_owned())
         .run(remediation::reconcile, error_policy, ctx.clone())
-        .for_each(|_| async {});
+        .for_each(settle(&ctx));
     let template_controller = Controller::new(
         Api::<CoronerRemediationTemplate>::namespaced(client.clone(), &namespace),
         watcher::Config::default(),
     )
     .graceful_shutdown_on(stop.clone().cancelled_owned())
     .run(template::reconcile, error_policy, ctx.clone())
-    .for_each(|_| async {});
+    .for_each(settle(&ctx));
     let attestation_controller = attestation::run(ctx.clone(), stop.clone());
     let binding_controller = binding::run(ctx.clone(), stop);
     info!(namespace, instance = %ctx.instance(), "controllers started");
@@ -393,114 +273,19 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
     info!("controllers stopped");
 }
 
-/// Recomputes the gauges from the API every few seconds: slots in use, the queue, bindings by state,
-/// time in phase, and nodes left off.
+/// Recomputes the gauges from the API every few seconds ([`telemetry::remediation_gauges`],
+/// [`telemetry::binding_gauges`]): a list that fails leaves its gauges as they were.
 async fn refresh_gauges(ctx: Arc<Context>, shutdown: CancellationToken) {
-    let remediations: Api<CoronerRemediation> = Api::namespaced(ctx.client.clone(), ctx.namespace());
-    let bindings: Api<BmcBinding> = Api::namespaced(ctx.client.clone(), ctx.namespace());
-    let metrics = &ctx.metrics;
     loop {
         tokio::select! {
             () = shutdown.cancelled() => return,
             () = tokio::time::sleep(GAUGE_PERIOD) => {}
         }
-        let now = Timestamp::now();
-        if let Ok(list) = remediations.list(&ListParams::default()).await {
-            let phase = |r: &CoronerRemediation| r.status.as_ref().and_then(|s| s.phase).unwrap_or_default();
-            let reason = |r: &CoronerRemediation| {
-                r.status
-                    .as_ref()
-                    .and_then(|s| conditions::find(&s.conditions, contract::SUCCEEDED))
-                    .map(|c| c.reason.clone())
-                    .unwrap_or_default()
-            };
-            let in_flight = list.items.iter().filter(|r| gates::in_power_action(r));
-            metrics.remediations_in_flight.set(gauge_count(in_flight.count()));
-            let queued =
-                list.items.iter().filter(|r| phase(r) == Phase::Pending && reason(r) == Reason::Queued.as_str());
-            metrics.remediations_queued.set(gauge_count(queued.count()));
-            metrics.remediation_phase_seconds.clear();
-            metrics.nodes_left_off_seconds.clear();
-            for r in &list.items {
-                let Some(status) = r.status.as_ref() else { continue };
-                if let Some(since) = status.phase_since.as_ref() {
-                    let labels =
-                        crate::telemetry::PhaseLabels { remediation: r.name_any(), phase: phase(r).as_str().into() };
-                    metrics
-                        .remediation_phase_seconds
-                        .get_or_create(&labels)
-                        .set(now.duration_since(since.0).as_secs_f64());
-                }
-                let released = status.evidence.as_ref().and_then(|e| e.release.as_ref());
-                if r.spec.action == FenceAction::Off
-                    && phase(r) == Phase::Done
-                    && let Some(released) = released
-                {
-                    let node = contract::node_name(&r.metadata).unwrap_or_default().to_owned();
-                    metrics
-                        .nodes_left_off_seconds
-                        .get_or_create(&crate::telemetry::NodeLabels { node })
-                        .set(now.duration_since(released.released_at.0).as_secs_f64());
-                }
-            }
+        if let Ok(list) = ctx.remediations_api().list(&ListParams::default()).await {
+            ctx.metrics.set_remediation_gauges(&telemetry::remediation_gauges(&list.items, Timestamp::now()));
         }
-        if let Ok(list) = bindings.list(&ListParams::default()).await {
-            metrics.bmc_bindings.clear();
-            for state in ["verified", "unverified", "invalid"] {
-                let count = list.items.iter().filter(|b| verification::state(b.status.as_ref()) == state).count();
-                metrics
-                    .bmc_bindings
-                    .get_or_create(&crate::telemetry::StateLabels { state: state.into() })
-                    .set(gauge_count(count));
-            }
+        if let Ok(list) = ctx.bindings_api().list(&ListParams::default()).await {
+            ctx.metrics.set_binding_gauges(&telemetry::binding_gauges(&list.items));
         }
-    }
-}
-
-fn gauge_count(n: usize) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::{
-        api::{BmcBindingSpec, RedfishTarget, SecretRef, TlsPolicy},
-        bmc::{Credentials, Password, tls},
-    };
-
-    fn binding(version: &str) -> BmcBinding {
-        let mut binding = BmcBinding::new(
-            "b",
-            BmcBindingSpec {
-                node_name: "n".into(),
-                redfish: RedfishTarget { endpoint: "https://10.0.0.1".into(), system_id: None },
-                credentials_secret_ref: SecretRef { name: "s".into() },
-                tls: TlsPolicy::default(),
-            },
-        );
-        binding.metadata.uid = Some("uid-b".into());
-        binding.metadata.resource_version = Some(version.into());
-        binding
-    }
-
-    #[test]
-    fn a_client_is_reused_only_for_the_binding_version_it_was_built_for() {
-        let client = RedfishClient::new(RedfishConfig {
-            endpoint: "https://10.0.0.1".into(),
-            trust: tls::Trust { insecure_skip_verify: true, ..tls::Trust::default() },
-            credentials: Credentials { username: "u".into(), password: Password::new("p".into()) },
-            request_timeout: StdDuration::from_secs(1),
-            read_retries: 0,
-            retry_backoff: StdDuration::from_millis(1),
-        })
-        .unwrap();
-        let cache = ClientCache::default();
-        assert!(cache.get(&binding("1")).is_none());
-        cache.put(&binding("1"), &client);
-        assert!(cache.get(&binding("1")).is_some());
-        assert!(cache.get(&binding("2")).is_none(), "a changed binding builds a new client");
-        cache.forget("uid-b");
-        assert!(cache.get(&binding("1")).is_none(), "a changed Secret or CA bundle builds a new client");
     }
 }

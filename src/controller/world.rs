@@ -16,6 +16,7 @@ use tracing::warn;
 
 use super::Context;
 use crate::{
+    access::Unusable,
     api::{BmcBinding, BmcBindingStatus, CoronerRemediation, CoronerRemediationStatus},
     bmc::{self, Bmc, BmcError, RedfishClient, ResetType, SystemReading},
     cluster,
@@ -25,6 +26,7 @@ use crate::{
     },
     fence::{Mono, Notice},
     gates::LeaseSighting,
+    leader,
     telemetry::Metrics,
     verification,
 };
@@ -112,7 +114,7 @@ impl Leadership for Context {
         self.settings.node_name.as_deref()
     }
 
-    async fn ensure_leader(&self, need: StdDuration) -> Result<(), String> {
+    async fn ensure_leader(&self, need: StdDuration) -> Result<(), leader::Refusal> {
         match &self.settings.election {
             Some(election) => election.ensure_leader(&self.client, need).await,
             None => Ok(()),
@@ -120,12 +122,7 @@ impl Leadership for Context {
     }
 
     async fn hand_over(&self, node_to_fence: &str) -> ApiResult<bool> {
-        let (Some(pod), Some(_)) = (&self.settings.pod_name, &self.settings.election) else { return Ok(false) };
-        let siblings = cluster::ready_siblings(&self.client, self.namespace(), pod, node_to_fence).await?;
-        if siblings > 0 {
-            self.step_down.notify_one();
-        }
-        Ok(siblings > 0)
+        super::leader::hand_over(self, node_to_fence).await
     }
 }
 
@@ -216,12 +213,12 @@ impl Device for RedfishClient {
 impl Devices for Context {
     type Device = RedfishClient;
 
-    async fn device(&self, binding: &BmcBinding) -> ApiResult<Result<(RedfishClient, u64), String>> {
-        self.redfish_client(binding).await
+    async fn device(&self, binding: &BmcBinding) -> ApiResult<Result<(RedfishClient, u64), Unusable>> {
+        Ok(self.clients.client(&self.client, binding).await?)
     }
 
     fn forget_device(&self, binding: &BmcBinding) {
-        self.forget_client(binding);
+        self.clients.forget(binding);
     }
 }
 

@@ -34,9 +34,10 @@ use crate::{
     gates::{self, Gate, GateInputs},
     guard,
     identity::Claim,
+    leader,
     taints::{self, CoronerTaint},
     telemetry::{self, NodeLabels, StageLabels},
-    verification::{self, Check},
+    verification::{self, FenceFinding},
 };
 
 /// Steps one reconcile may take back to back (admission → identity → first reading …).
@@ -91,7 +92,7 @@ pub enum Error {
     #[error("the remediation has no {0}")]
     Incomplete(&'static str),
     #[error("not sending to the BMC: {0}")]
-    NotLeader(String),
+    NotLeader(#[from] leader::Refusal),
     #[error("the remediation's status kept changing under {0} writes")]
     StatusConflicts(u32),
 }
@@ -302,7 +303,6 @@ impl<'a, W: World> Fence<'a, W> {
                 _ => self.observe(&plan, &snapshot, &memory).await?,
             };
             let (observation, system) = gathered.split();
-            let identity_observed = matches!(observation, Observation::Identity(_)).then(|| observation.clone());
             // The clocks as they stand after the observation, which may have taken a while.
             let context = fence::Context { now: self.world.now(), mono: self.world.mono(), ..context };
             let decision = fence::next(&spec, &status, observation, context);
@@ -315,9 +315,6 @@ impl<'a, W: World> Fence<'a, W> {
                 history.times.insert(self.uid.clone(), context.now);
             }
             drop(admissions);
-            if let Some(Observation::Identity(found)) = identity_observed {
-                self.record_verification(&found).await;
-            }
             if let Some(reset) = reset {
                 self.send_reset(reset, system, &node).await?;
             }
@@ -470,14 +467,17 @@ impl<'a, W: World> Fence<'a, W> {
         };
         Ok(match self.world.device(&binding).await? {
             Ok((device, serial)) => Ok((device, mark(&binding, serial))),
-            Err(message) => Err(BmcFailure { transient: false, reason: Reason::BindingInvalid, message }),
+            Err(unusable) => {
+                Err(BmcFailure { transient: false, reason: unusable.reason(), message: unusable.to_string() })
+            }
         })
     }
 
     /// Resolves the binding, reads the BMC's system (pinned, the only one, or the one whose UUID names
     /// the node) and collects every other claim on a machine. Other BMCs are never asked.
     async fn identity(&self, snapshot: &NodeSnapshot) -> Result<Result<IdentityFound, IdentityProblem>, Error> {
-        let bindings = self.bindings_for_node().await?;
+        let all = self.world.bindings().await?;
+        let bindings: Vec<&BmcBinding> = all.iter().filter(|b| b.spec.node_name == self.node_name).collect();
         let binding = match bindings.as_slice() {
             [binding] => binding,
             [] => {
@@ -495,12 +495,27 @@ impl<'a, W: World> Fence<'a, W> {
         };
         let (device, serial) = match self.world.device(binding).await? {
             Ok(found) => found,
-            Err(message) => return Ok(Err(IdentityProblem::Binding { reason: Reason::BindingInvalid, message })),
+            Err(unusable) => {
+                let (reason, message) = (unusable.reason(), unusable.to_string());
+                return Ok(Err(IdentityProblem::Binding { reason, message }));
+            }
         };
         let system = match node_system(self.world, binding, &device, &snapshot.system_uuid, "read").await {
             Ok(system) => system,
             Err(problem) => return Ok(Err(problem)),
         };
+        // Another node's binding on the same BMC: what this read answered tells which is wrong.
+        let peers = origin_peers(self.world, binding, &all).await?;
+        let settled = gates::conflict_settled_by_identity(
+            &binding.name_any(),
+            &self.node_name,
+            &snapshot.system_uuid,
+            &system.uuid,
+            &peers,
+        );
+        if let Err(message) = settled {
+            return Ok(Err(IdentityProblem::Binding { reason: Reason::BindingConflict, message }));
+        }
         Ok(Ok(IdentityFound {
             binding: binding.name_any(),
             endpoint: binding.spec.redfish.endpoint.clone(),
@@ -512,47 +527,37 @@ impl<'a, W: World> Fence<'a, W> {
         }))
     }
 
-    /// Records the fence's identity check on the binding's status too: an early warning for other
-    /// fences and for the binding's own verification.
-    async fn record_verification(&self, found: &Result<IdentityFound, IdentityProblem>) {
-        let check = match found {
-            Ok(found) => {
-                let status = self.status();
-                let proven = status.evidence.as_ref().and_then(|e| e.identity.as_ref()).map(|i| i.match_kind);
-                let refused = crate::api::conditions::find(&status.conditions, contract::SUCCEEDED).and_then(|c| {
-                    let reason = Reason::ALL.iter().copied().find(|r| r.as_str() == c.reason)?;
-                    Some((reason, c.message.clone()))
-                });
-                let identity = match (proven, refused) {
-                    (Some(matched), _) => Ok(matched),
-                    (None, Some((reason, message))) => Err((reason, message)),
-                    (None, None) => return,
-                };
-                let system = &found.system;
-                Check::Read {
-                    system_id: system.id.clone(),
-                    uuid: system.uuid.clone(),
-                    power_state: system.power_state.to_string(),
-                    identity,
-                }
-            }
-            Err(IdentityProblem::Bmc(failure)) => {
-                Check::Failed { reason: failure.reason, message: failure.message.clone() }
-            }
-            Err(IdentityProblem::Binding { .. }) => return,
+    /// Records what the fence found on its binding's status, once per fence ([`verification::fence_finding`]:
+    /// the proof, or the final refusal), so `kubectl get bmcb` shows what the fence last saw. The
+    /// binding is the one the identity was proven through, else the one binding naming the node.
+    /// Best-effort: a failure is logged and never fails the fence.
+    async fn record_on_binding(&self, finding: FenceFinding<'_>) {
+        if verification::fence_check(finding).is_none() {
+            return;
+        }
+        let proven_through = self.status().evidence.and_then(|e| e.identity).map(|i| i.binding);
+        let binding = match proven_through {
+            Some(name) => self.world.binding(&name).await.map_err(Error::from),
+            None => self.bindings_for_node().await.map(|bindings| match <[BmcBinding; 1]>::try_from(bindings) {
+                Ok([binding]) => Some(binding),
+                Err(_) => None,
+            }),
         };
-        let bindings = match self.bindings_for_node().await {
-            Ok(bindings) => bindings,
-            Err(_) => return,
+        let binding = match binding {
+            Ok(Some(binding)) => binding,
+            Ok(None) => return,
+            Err(error) => {
+                tracing::warn!(%error, "could not read the BmcBinding to record the fence's finding on it");
+                return;
+            }
         };
-        let [binding] = bindings.as_slice() else { return };
         let mut status = binding.status.clone().unwrap_or_default();
-        let notices = verification::record(&mut status, &check, binding, self.world.now());
-        if binding.status.as_ref() != Some(&status)
+        let (changed, notices) = verification::record_fence(&mut status, finding, &binding, self.world.now());
+        if changed
             && let Err(error) =
                 self.world.write_binding_status(&binding.name_any(), binding.status.as_ref(), &status).await
         {
-            tracing::warn!(%error, binding = %binding.name_any(), "could not record the verification on the BmcBinding");
+            tracing::warn!(%error, binding = %binding.name_any(), "could not record the fence's finding on the BmcBinding");
         }
         for notice in &notices {
             self.world.publish(&binding.object_ref(&()), notice, "Verify").await;
@@ -568,7 +573,11 @@ impl<'a, W: World> Fence<'a, W> {
         }
         remember(self.world, &self.uid, decision.memory);
         self.count_transition(&old);
-        let phase = fence::phase_of(&self.status());
+        let new = self.status();
+        if let Some(finding) = verification::fence_finding(&old, &new) {
+            self.record_on_binding(finding).await;
+        }
+        let phase = fence::phase_of(&new);
         for notice in &decision.notices {
             info!(reason = %notice.reason, warning = notice.warning, phase = phase.as_str(), "{}", notice.message);
             self.world.publish(&self.remediation.object_ref(&()), notice, phase.as_str()).await;
@@ -692,7 +701,7 @@ impl<'a, W: World> Fence<'a, W> {
                 .commit_observation(Observation::ActionRefused(refusal), now_node.as_ref().unwrap_or(node))
                 .await;
         }
-        self.world.ensure_leader(self.world.settings().request_timeout).await.map_err(Error::NotLeader)?;
+        self.world.ensure_leader(self.world.settings().request_timeout).await?;
         let result = match (device, system) {
             (Ok((device, _)), Some(system)) => {
                 info!(reset = reset.as_str(), system = %system.path, "sending reset");
@@ -826,7 +835,7 @@ impl<'a, W: World> Fence<'a, W> {
             let now = self.world.now();
             return self.commit_retrying(node, |status, memory| guard::withheld(status, memory, &hold, now)).await;
         }
-        self.world.ensure_leader(self.world.settings().request_timeout).await.map_err(Error::NotLeader)?;
+        self.world.ensure_leader(self.world.settings().request_timeout).await?;
         let result = match device {
             Ok((device, _)) => {
                 info!(system = %system.path, "the guard sends ForceOff to the released machine");
@@ -903,6 +912,39 @@ pub async fn node_system<W: World>(
         }),
         Err(error) => Err(IdentityProblem::Bmc(BmcFailure::from(&error))),
     }
+}
+
+/// The bindings of other nodes that reach `binding`'s BMC without a distinct system
+/// ([`gates::Conflict::SameOrigin`]), with their nodes' systemUUIDs as the Nodes report them now: what
+/// [`gates::conflict_settled_by_identity`] judges the binding's identity read against.
+pub async fn origin_peers<W: World>(
+    world: &W,
+    binding: &BmcBinding,
+    all: &[BmcBinding],
+) -> Result<Vec<gates::OriginPeer>, Error> {
+    let conflicts = gates::binding_conflicts(all).remove(&binding.name_any()).unwrap_or_default();
+    let peers: Vec<(String, String)> = conflicts
+        .into_iter()
+        .filter_map(|conflict| match conflict {
+            gates::Conflict::SameOrigin { other, other_node, .. } => Some((other, other_node)),
+            gates::Conflict::SameNode { .. } => None,
+        })
+        .collect();
+    if peers.is_empty() {
+        return Ok(Vec::new());
+    }
+    let nodes = world.nodes().await?;
+    let uuid_of = |name: &str| {
+        let node = nodes.iter().find(|n| n.name_any() == name)?;
+        Some(node.status.as_ref()?.node_info.as_ref()?.system_uuid.clone())
+    };
+    Ok(peers
+        .into_iter()
+        .map(|(binding, node)| {
+            let node_uuid = uuid_of(&node).unwrap_or_default();
+            gates::OriginPeer { binding, node, node_uuid }
+        })
+        .collect())
 }
 
 /// Every other Node's systemUUID and every other binding's last verified UUID: what must not
@@ -1009,7 +1051,7 @@ async fn silent_node<W: World>(
 /// Whether a release may be written now: the leader Lease outlasting the write, and the proof still
 /// fresh ([`fence::proof_deadline`], on this process's monotonic clock).
 async fn may_write_release<W: World>(world: &W, deadline: Mono) -> Result<Result<(), ReleaseRefusal>, Error> {
-    world.ensure_leader(world.settings().request_timeout).await.map_err(Error::NotLeader)?;
+    world.ensure_leader(world.settings().request_timeout).await?;
     // Last, right before the write: the leader check itself takes time.
     if world.mono() >= deadline {
         return Ok(Err(ReleaseRefusal::ProofExpired));

@@ -11,10 +11,12 @@ use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
 
 use super::{Admissions, Memories, Origins};
 use crate::{
+    access::Unusable,
     api::{BmcBinding, BmcBindingStatus, CoronerRemediation, CoronerRemediationStatus},
     bmc::{BmcError, ResetType, SystemReading},
     fence::{Mono, Notice},
     gates::{LeaseSighting, StormLimits},
+    leader,
     telemetry::Metrics,
 };
 
@@ -101,7 +103,7 @@ pub trait Leadership {
     /// The node this replica runs on: its leader never fences it.
     fn own_node(&self) -> Option<&str>;
     /// Whether the leader Lease is still this replica's for longer than a request can take.
-    fn ensure_leader(&self, need: StdDuration) -> impl Future<Output = Result<(), String>> + Send;
+    fn ensure_leader(&self, need: StdDuration) -> impl Future<Output = Result<(), leader::Refusal>> + Send;
     /// Hands leadership to a replica that can fence `node_to_fence`, if there is one; `false` when
     /// there is none (or no election).
     fn hand_over(&self, node_to_fence: &str) -> impl Future<Output = ApiResult<bool>> + Send;
@@ -155,12 +157,12 @@ pub trait Device: Send + Sync {
 pub trait Devices {
     type Device: Device;
     /// The device a binding describes, with the serial of the client built for it (a new serial after
-    /// each rebuild: new credentials, a new CA bundle). `Ok(Err(message))`: what the binding refers to
-    /// (its Secret, CA bundle, pin, endpoint) cannot be used.
+    /// each rebuild: new credentials, a new CA bundle). `Ok(Err(_))`: what the binding refers to (its
+    /// Secret, CA bundle, pin, endpoint) cannot be used.
     fn device(
         &self,
         binding: &BmcBinding,
-    ) -> impl Future<Output = ApiResult<Result<(Self::Device, u64), String>>> + Send;
+    ) -> impl Future<Output = ApiResult<Result<(Self::Device, u64), Unusable>>> + Send;
     /// Drops the binding's client: the next one is built from what the binding refers to now.
     fn forget_device(&self, binding: &BmcBinding);
 }

@@ -302,7 +302,16 @@ fn two_bindings_on_one_bmc_system_both_conflict() {
     ];
     let conflicts = binding_conflicts(&same);
     assert_eq!(conflicts.keys().collect::<Vec<_>>(), ["a", "b"]);
-    assert_eq!(reason(&binding_sane("n1", &same, "coroner")), Some(Reason::BindingConflict));
+    assert_eq!(
+        conflicts["a"],
+        [Conflict::SameOrigin {
+            other: "b".into(),
+            other_node: "n2".into(),
+            origin: "https://10.0.0.1".into(),
+            system: Some("1".into())
+        }]
+    );
+    assert_eq!(conflicts["a"][0].to_string(), "conflicts with BmcBinding b: both reach system 1 at https://10.0.0.1");
     // Different systems of one BMC (a blade chassis) are fine; a different port is another BMC.
     let blades = [binding("a", "n1", "https://10.0.0.1", Some("1")), binding("b", "n2", "https://10.0.0.1", Some("2"))];
     assert!(binding_conflicts(&blades).is_empty());
@@ -326,6 +335,72 @@ fn an_unknown_system_on_a_shared_bmc_conflicts_until_pinned_or_verified() {
     // A spec change (new generation) makes what verification found stale.
     unpinned[1].metadata.generation = Some(2);
     assert_eq!(binding_conflicts(&unpinned).len(), 2);
+}
+
+#[test]
+fn two_bindings_of_one_node_conflict_whatever_they_reach() {
+    let two = [binding("a", "n", "https://10.0.0.1", None), binding("b", "n", "https://10.0.0.2", None)];
+    assert_eq!(binding_conflicts(&two)["b"], [Conflict::SameNode { other: "a".into(), node: "n".into() }]);
+    assert_eq!(binding_conflicts(&two)["b"][0].to_string(), "conflicts with BmcBinding a: both claim node n");
+}
+
+#[test]
+fn the_gate_lets_an_origin_only_conflict_through_to_the_identity_step() {
+    // n2's binding is mistyped: it points at n1's BMC. Neither node's fence is refused here.
+    let mistyped = [binding("a", "n1", "https://10.0.0.1", None), binding("b", "n2", "https://10.0.0.1", None)];
+    assert_eq!(binding_conflicts(&mistyped).len(), 2);
+    assert_eq!(binding_sane("n1", &mistyped, "coroner"), Gate::Admit);
+    assert_eq!(binding_sane("n2", &mistyped, "coroner"), Gate::Admit);
+}
+
+const N1_UUID: &str = "7f3b0c1e-0000-4000-8000-000000000001";
+const N1_SWAPPED: &str = "1e0c3b7f-0000-0040-8000-000000000001";
+const N2_UUID: &str = "7f3b0c1e-0000-4000-8000-000000000002";
+const NOBODY_UUID: &str = "7f3b0c1e-0000-4000-8000-000000000003";
+
+fn peer(binding: &str, node: &str, uuid: &str) -> OriginPeer {
+    OriginPeer { binding: binding.into(), node: node.into(), node_uuid: uuid.into() }
+}
+
+#[test]
+fn a_binding_whose_bmc_answers_with_its_own_node_s_uuid_keeps_working_despite_the_conflict() {
+    let peers = [peer("b", "n2", N2_UUID)];
+    assert_eq!(conflict_settled_by_identity("a", "n1", N1_UUID, N1_UUID, &peers), Ok(()));
+    assert_eq!(conflict_settled_by_identity("a", "n1", N1_UUID, N1_SWAPPED, &peers), Ok(()), "either byte order");
+    assert_eq!(
+        conflict_settled_by_identity("a", "n1", N1_UUID, &N1_UUID.to_uppercase(), &peers),
+        Ok(()),
+        "the same UUID in another case"
+    );
+}
+
+#[test]
+fn a_binding_whose_bmc_answers_with_another_binding_s_node_s_uuid_is_the_one_refused() {
+    // b (n2's) reached n1's machine: b is refused, and names the binding that keeps working.
+    let refused = conflict_settled_by_identity("b", "n2", N2_UUID, N1_UUID, &[peer("a", "n1", N1_UUID)]).unwrap_err();
+    assert!(refused.contains("BmcBinding b reaches the same BMC as BmcBinding a (node n1)"), "{refused}");
+    assert!(refused.contains(&format!("reports UUID {N1_UUID}, node n1's")), "{refused}");
+    assert!(refused.contains("fix its spec.redfish (BmcBinding a keeps working)"), "{refused}");
+}
+
+#[test]
+fn a_binding_whose_bmc_answers_with_nobody_s_uuid_is_refused() {
+    let refused = conflict_settled_by_identity("a", "n1", N1_UUID, NOBODY_UUID, &[peer("b", "n2", N2_UUID)]);
+    assert!(refused.unwrap_err().contains("which is not node n1's systemUUID"));
+    // A node whose UUID is unknown or unusable settles nothing either.
+    assert!(conflict_settled_by_identity("a", "n1", "", NOBODY_UUID, &[peer("b", "n2", N2_UUID)]).is_err());
+}
+
+#[test]
+fn a_uuid_both_nodes_report_settles_nothing() {
+    let refused = conflict_settled_by_identity("a", "n1", N1_UUID, N1_UUID, &[peer("b", "n2", N1_SWAPPED)]);
+    assert!(refused.unwrap_err().contains("which node n1 and node n2 both report"));
+}
+
+#[test]
+fn without_a_conflict_the_rule_has_nothing_to_settle() {
+    // The identity proof itself ([`crate::identity::prove`]) judges the UUID then.
+    assert_eq!(conflict_settled_by_identity("a", "n1", N1_UUID, NOBODY_UUID, &[]), Ok(()));
 }
 
 // Storm limits --------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ use super::{
 };
 use crate::{
     api::{FenceAction, Phase, conditions},
-    contract, fence, gates,
+    contract,
     taints::CoronerTaint,
 };
 
@@ -234,7 +234,7 @@ impl Checker {
                     .remediations
                     .values()
                     .filter(|r| r.name_any() != *remediation && contract::node_name(&r.metadata) == Some(node.as_str()))
-                    .filter(|r| !fence::phase_of(r.status.as_ref().unwrap_or(&Default::default())).is_terminal())
+                    .filter(|r| !Phase::of(r).is_terminal())
                     .filter(|r| {
                         r.metadata.creation_timestamp
                             < truth.remediations.get(remediation).and_then(|m| m.metadata.creation_timestamp.clone())
@@ -303,14 +303,14 @@ impl Checker {
         }
         for r in truth.remediations.values() {
             let since = r.status.as_ref().and_then(|s| s.phase_since.as_ref()).map(|t| t.0);
-            if gates::in_power_action(r)
+            if Phase::of(r).holds_power_slot()
                 && let Some(since) = since
                 && truth.wall(truth.now).duration_since(since).as_micros() as i64 > bound
             {
                 return Err(format!(
                     "{} holds a power-action slot in {} since {since}, past the bound",
                     r.name_any(),
-                    fence::phase_of(r.status.as_ref().unwrap_or(&Default::default())).as_str()
+                    Phase::of(r).as_str()
                 ));
             }
         }
@@ -463,7 +463,7 @@ fn seen_until(
 /// deleted or gone.
 fn release_may_end(truth: &Truth, owner: Option<&str>) -> bool {
     let Some(r) = truth.remediations.values().find(|r| r.uid().as_deref() == owner) else { return true };
-    let phase = fence::phase_of(r.status.as_ref().unwrap_or(&Default::default()));
+    let phase = Phase::of(r);
     r.metadata.deletion_timestamp.is_some()
         || matches!(phase, Phase::PoweringOn | Phase::WaitingForNode)
         || (phase == Phase::Done && r.spec.action == FenceAction::Reboot)

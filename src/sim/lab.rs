@@ -25,11 +25,13 @@ use super::{
     world::Truth,
 };
 use crate::{
+    access::{Cause, Unusable},
     api::{
         BmcBinding, BmcBindingStatus, CoronerRemediation, CoronerRemediationSpec, CoronerRemediationStatus, Phase,
         conditions,
     },
     controller::LeaseTracker,
+    controller::retry,
     driver::{
         self, Admissions, ApiResult, LoopSettings, Next, World,
         ports::{Clock, Cluster, Device, Devices, Events, Leadership, NodeLeases, Nodes, Remediations},
@@ -42,8 +44,6 @@ use crate::{
 pub const NAMESPACE: &str = "coroner";
 /// The lab's one process, as the simulator numbers processes (its instance is `p1/<term>`).
 const PID: u32 = 1;
-/// kube-runtime's error policy in coroner: a failed reconcile runs again after this.
-const ERROR_REQUEUE: StdDuration = StdDuration::from_secs(2);
 /// A run that reconciles this often without ending is a loop that does not converge.
 const MAX_RECONCILES: usize = 20_000;
 
@@ -141,6 +141,10 @@ pub struct Lab<D> {
     events: Mutex<Vec<(String, Notice)>>,
     /// Errors reconciles returned (the controller retries them).
     errors: Mutex<Vec<String>>,
+    /// Every binding status coroner wrote, in order: the binding's name and the status.
+    binding_history: Mutex<Vec<(String, BmcBindingStatus)>>,
+    /// While set, the API server refuses binding status writes.
+    binding_writes_refused: std::sync::atomic::AtomicBool,
     /// How long a run may take before it counts as one that never ends.
     pub limit: StdDuration,
 }
@@ -196,6 +200,8 @@ impl<D: Device + Clone> Lab<D> {
             history: Mutex::default(),
             events: Mutex::default(),
             errors: Mutex::default(),
+            binding_history: Mutex::default(),
+            binding_writes_refused: std::sync::atomic::AtomicBool::new(false),
             limit,
         }
     }
@@ -251,6 +257,16 @@ impl<D: Device + Clone> Lab<D> {
         lock(&self.events).iter().filter(|(k, _)| k == kind).map(|(_, notice)| notice.reason.clone()).collect()
     }
 
+    /// Every binding status coroner wrote, in order: the binding's name and the status.
+    pub fn binding_history(&self) -> Vec<(String, BmcBindingStatus)> {
+        lock(&self.binding_history).clone()
+    }
+
+    /// From now on the API server refuses every binding status write.
+    pub fn refuse_binding_status_writes(&self) {
+        self.binding_writes_refused.store(true, std::sync::atomic::Ordering::Release);
+    }
+
     /// The errors reconciles returned, in order.
     pub fn errors(&self) -> Vec<String> {
         lock(&self.errors).clone()
@@ -297,14 +313,17 @@ impl<D: Device + Clone> Lab<D> {
     }
 
     /// Reconciles as the controller would — at once after any change (coroner's own writes
-    /// included), after the requeue's delay, [`ERROR_REQUEUE`] after an error — until `until` holds
+    /// included), after the requeue's delay, after an error as coroner's error policy says
+    /// ([`retry::retry_after`]) — until `until` holds
     /// after a reconcile, or nothing but the guard's timer would wake the controller. Panics past
     /// [`Lab::limit`].
     pub async fn run_until(&self, until: impl Fn(&CoronerRemediationStatus) -> bool) -> CoronerRemediationStatus {
         let deadline = self.clock.micros() + micros(self.limit);
+        let mut failures = 0;
         for _ in 0..MAX_RECONCILES {
             self.world(|t| t.changes.clear());
             let next = self.reconcile().await;
+            failures = if next.is_ok() { 0 } else { failures + 1 };
             let status = self.status();
             if until(&status) {
                 return status;
@@ -317,7 +336,7 @@ impl<D: Device + Clone> Lab<D> {
                 Ok(Next::Requeue(_)) if ended => None,
                 Ok(Next::Requeue(after)) => Some(after),
                 Ok(Next::AwaitChange) => None,
-                Err(_) => Some(ERROR_REQUEUE),
+                Err(error) => retry::retry_after(retry::fence_class(&error), failures),
             };
             match (changed, wait) {
                 (true, _) => {}
@@ -416,7 +435,7 @@ impl<D: Device + Clone> Leadership for Lab<D> {
     }
 
     /// The lab's process is the only replica and always leads.
-    async fn ensure_leader(&self, _need: StdDuration) -> Result<(), String> {
+    async fn ensure_leader(&self, _need: StdDuration) -> Result<(), crate::leader::Refusal> {
         Ok(())
     }
 
@@ -440,7 +459,12 @@ impl<D: Device + Clone> Cluster for Lab<D> {
         _old: Option<&BmcBindingStatus>,
         status: &BmcBindingStatus,
     ) -> ApiResult<()> {
-        self.world(|t| t.write_binding_status(name, status))
+        if self.binding_writes_refused.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(driver::ApiError::Denied(format!("bmcbindings/{name}/status: forbidden")));
+        }
+        self.world(|t| t.write_binding_status(name, status))?;
+        lock(&self.binding_history).push((name.to_owned(), status.clone()));
+        Ok(())
     }
 
     async fn etcd_pods(&self) -> ApiResult<Vec<Pod>> {
@@ -470,12 +494,15 @@ impl<D: Device + Clone> Devices for Lab<D> {
     type Device = D;
 
     /// The test's device, once the binding's credentials Secret exists.
-    async fn device(&self, binding: &BmcBinding) -> ApiResult<Result<(D, u64), String>> {
+    async fn device(&self, binding: &BmcBinding) -> ApiResult<Result<(D, u64), Unusable>> {
         let secret = &binding.spec.credentials_secret_ref.name;
         let serial = lock(&self.incarnation).serial;
         Ok(match self.world(|t| t.secret(secret)) {
             Some(_) => Ok((self.device.clone(), serial)),
-            None => Err(format!("BmcBinding {}: credentials Secret {secret} does not exist", binding.name_any())),
+            None => {
+                let (namespace, name) = (binding.namespace().unwrap_or_default(), secret.clone());
+                Err(Unusable::new(binding, Cause::SecretMissing { namespace, name }))
+            }
         })
     }
 

@@ -34,6 +34,7 @@ use world::{BmcModel, NhcPolicy, ProcState, Reach, SimSystem, Truth};
 use crate::{
     api::{CoronerRemediation, Phase},
     contract,
+    controller::retry,
     driver::{self, LoopSettings, Next, World, ports},
     fence,
     gates::StormLimits,
@@ -85,6 +86,8 @@ struct Controller {
     due: BTreeMap<String, Micros>,
     running: BTreeSet<String>,
     rerun: BTreeSet<String>,
+    /// Consecutive failed reconciles, for coroner's error policy.
+    failures: BTreeMap<String, u32>,
 }
 
 impl Controller {
@@ -98,7 +101,7 @@ impl Controller {
     }
 }
 
-type Completions = Arc<Mutex<Vec<(u32, String, Result<Next, String>)>>>;
+type Completions = Arc<Mutex<Vec<(u32, String, Result<Next, (String, retry::Class)>)>>>;
 
 struct Run {
     scenario: Scenario,
@@ -558,17 +561,24 @@ impl Run {
         let done: Vec<_> = std::mem::take(&mut *self.completions.lock().unwrap_or_else(PoisonError::into_inner));
         let now = self.now();
         for (pid, name, result) in done {
-            if let Err(error) = &result {
+            if let Err((error, _)) = &result {
                 let now = self.now();
                 self.story
                     .push(format!("t={:.3}s p{pid} reconcile of {name} failed: {error}", now as f64 / SECOND as f64));
             }
             let Some(controller) = self.controllers.get_mut(&pid) else { continue };
             controller.running.remove(&name);
+            if result.is_ok() {
+                controller.failures.remove(&name);
+            }
             let due = match result {
                 Ok(Next::Requeue(after)) => Some(now + micros(after)),
                 Ok(Next::AwaitChange) => None,
-                Err(_) => Some(now + 2 * SECOND),
+                Err((_, class)) => {
+                    let failures = controller.failures.entry(name.clone()).or_default();
+                    *failures += 1;
+                    retry::retry_after(class, *failures).map(|after| now + micros(after))
+                }
             };
             if let Some(due) = due {
                 controller.trigger(&name, due);
@@ -588,7 +598,7 @@ impl Run {
                 .iter()
                 .map(|(name, r)| {
                     let node = contract::node_name(&r.metadata).unwrap_or_default().to_owned();
-                    let pending = fence::phase_of(r.status.as_ref().unwrap_or(&Default::default())) == Phase::Pending;
+                    let pending = Phase::of(r) == Phase::Pending;
                     (name.clone(), node, pending)
                 })
                 .collect();
@@ -639,7 +649,9 @@ impl Run {
                     pid,
                     name.clone(),
                     Box::pin(async move {
-                        let result = reconcile(process.as_ref(), &name).await.map_err(|e| e.to_string());
+                        let result = reconcile(process.as_ref(), &name)
+                            .await
+                            .map_err(|e| (e.to_string(), retry::fence_class(&e)));
                         completions.lock().unwrap_or_else(PoisonError::into_inner).push((process.pid, name, result));
                     }),
                 );
@@ -765,9 +777,8 @@ fn build_world(truth: &mut Truth, scenario: &Scenario) {
     let target_origin =
         if scenario.bmc == BmcKind::Mismatch { "https://bmc-2.example:443" } else { "https://bmc-1.example:443" };
     truth.add_binding(TARGET, TARGET, target_origin, None);
-    if scenario.bmc != BmcKind::Mismatch {
-        truth.add_binding(OTHER, OTHER, "https://bmc-2.example:443", None);
-    }
+    // With Mismatch, the target's binding is a mistyped copy of the other node's.
+    truth.add_binding(OTHER, OTHER, "https://bmc-2.example:443", None);
     truth.add_pod(TARGET, "vm-a", false);
     truth.add_pod(TARGET, "agent", true);
     truth.attachments.insert(TARGET.into(), 1);

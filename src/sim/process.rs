@@ -18,7 +18,9 @@ use super::{
     world::{PowerAnswers, Record, Truth},
 };
 use crate::{
+    access::{Cause, Unusable},
     api::{BmcBinding, BmcBindingStatus, CoronerRemediation, CoronerRemediationStatus},
+    bmc::SetupError,
     bmc::{self, Bmc, BmcError, PowerState, ResetType, SystemReading},
     controller::LeaseTracker,
     driver::{
@@ -290,12 +292,9 @@ impl Leadership for Process {
         None
     }
 
-    async fn ensure_leader(&self, need: StdDuration) -> Result<(), String> {
+    async fn ensure_leader(&self, need: StdDuration) -> Result<(), leader::Refusal> {
         let pid = self.pid;
-        let lease = self
-            .api(false, |t| Ok(t.leader_lease()))
-            .await
-            .map_err(|e| format!("cannot read the leader Lease: {e}"))?;
+        let lease = self.api(false, |t| Ok(t.leader_lease())).await.map_err(leader::Refusal::Unreadable)?;
         leader::may_mutate(Some(&lease), &format!("p{pid}"), self.now(), need)
     }
 
@@ -358,7 +357,7 @@ impl Events for Process {
 impl Devices for Process {
     type Device = SimDevice;
 
-    async fn device(&self, binding: &BmcBinding) -> ApiResult<Result<(SimDevice, u64), String>> {
+    async fn device(&self, binding: &BmcBinding) -> ApiResult<Result<(SimDevice, u64), Unusable>> {
         let uid = binding.uid().unwrap_or_default();
         let version = binding.resource_version().unwrap_or_default();
         let now = self.shared.sched.now();
@@ -373,11 +372,13 @@ impl Devices for Process {
         let endpoint = binding.spec.redfish.endpoint.clone();
         let credentials = self.api(false, |t| Ok(t.secret(&secret))).await?;
         let Some(credentials) = credentials else {
-            return Ok(Err(format!("BmcBinding {}: credentials Secret {secret} does not exist", binding.name_any())));
+            let namespace = binding.namespace().unwrap_or_default();
+            return Ok(Err(Unusable::new(binding, Cause::SecretMissing { namespace, name: secret })));
         };
         let bmc = self.shared.with(|t| t.bmcs.iter().position(|b| endpoint.starts_with(&b.origin)));
         let Some(bmc) = bmc else {
-            return Ok(Err(format!("BmcBinding {}: endpoint {endpoint} leads nowhere", binding.name_any())));
+            let cause = SetupError::Endpoint(format!("endpoint {endpoint} leads nowhere"));
+            return Ok(Err(Unusable::new(binding, cause)));
         };
         let device = SimDevice { shared: self.shared.clone(), pid: self.pid, bmc, credentials };
         let mut clients = self.clients.lock().unwrap_or_else(PoisonError::into_inner);

@@ -41,7 +41,8 @@ pub enum BmcKind {
     MultiSystem,
     /// Another system of the same BMC reports the node's UUID too (a cloned UUID), and comes first.
     Clone,
-    /// The binding leads to another node's BMC.
+    /// The binding leads to another node's BMC, which that node's own binding names too (a mistyped
+    /// copy): the identity read refuses the target's binding (`BindingConflict`), not the other's.
     Mismatch,
     /// Accepts every reset, does nothing, and always reports `Off`: a lie no reading can catch. The
     /// checks after the release must (a Lease renewed, the node back with its old bootID).

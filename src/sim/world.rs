@@ -165,8 +165,8 @@ pub enum Record {
     },
     /// An Event coroner published: on what kind of object, with what reason.
     Event { at: Micros, pid: u32, kind: String, reason: String },
-    /// A power reading of `machine` by coroner, for `remediation`: sampled somewhere in
-    /// `[start, answer]`.
+    /// A power reading of `machine` by coroner, for `remediation`: requested at `start`; the BMC
+    /// looked at the machine a microsecond or two before `answer`.
     Read { pid: u32, remediation: String, machine: usize, start: Micros, answer: Micros, off: bool },
     /// A Node write by coroner: the taints before and after.
     NodeWrite {

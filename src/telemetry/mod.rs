@@ -32,9 +32,11 @@ fn colours(terminal: bool, no_color: bool) -> bool {
 }
 
 mod admin;
+mod gauges;
 mod metrics;
 
 pub use admin::{Health, serve};
+pub use gauges::{RemediationGauges, binding_gauges, remediation_gauges};
 pub use metrics::{
     CategoryLabels, Metrics, NodeLabels, OutcomeLabels, PhaseLabels, StageLabels, StateLabels, decided_outcome,
     stage_durations,

@@ -1,0 +1,183 @@
+//! The error policy, by error class: an object that is invalid as it stands waits for a change of
+//! it (a retry would fail the same way); a conflict is retried soon (someone else wrote first: read
+//! again, decide again); an unavailable or refusing API server is retried with a backoff that grows
+//! with each consecutive failure of the same object and restarts after its next success; anything
+//! else is retried after a short flat wait.
+
+use std::{
+    collections::HashMap,
+    sync::{Mutex, PoisonError},
+    time::Duration as StdDuration,
+};
+
+use kube::{Resource, ResourceExt, runtime::reflector::ObjectRef};
+
+use super::Error;
+use crate::driver::{self, ApiError};
+
+/// A conflict: read again and decide again, almost at once.
+pub const CONFLICT_RETRY: StdDuration = StdDuration::from_millis(500);
+/// The first retry after the API server was unavailable; each consecutive failure doubles it…
+pub const BACKOFF_FIRST: StdDuration = StdDuration::from_secs(1);
+/// … up to this. The watches re-list once the API server answers again, which wakes every object
+/// at once, so a long backoff does not delay the recovery.
+pub const BACKOFF_MAX: StdDuration = StdDuration::from_secs(30);
+/// Anything else (an object gone since it was read, leadership about to pass).
+pub const OTHER_RETRY: StdDuration = StdDuration::from_secs(2);
+
+/// What a failed reconcile's error says about retrying it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Class {
+    /// The object lacks what coroner needs (NHC's node-name annotation, a uid): only a change of it
+    /// can help.
+    Invalid,
+    /// Another writer came first (HTTP 409, or a Node or status that kept changing).
+    Conflict,
+    /// The API server did not answer, answered 5xx, or refused the request as sent (RBAC, an
+    /// admission policy): that changes outside the object, on its own time.
+    Unavailable,
+    Other,
+}
+
+fn api_class(error: &ApiError) -> Class {
+    match error {
+        ApiError::Conflict(_) => Class::Conflict,
+        ApiError::Unavailable(_) | ApiError::Denied(_) => Class::Unavailable,
+        ApiError::NotFound(_) => Class::Other,
+    }
+}
+
+fn kube_class(error: &kube::Error) -> Class {
+    match error {
+        kube::Error::Api(status) if status.code == 409 => Class::Conflict,
+        kube::Error::Api(status) if status.code == 404 => Class::Other,
+        _ => Class::Unavailable,
+    }
+}
+
+/// The class of the fence loop's errors (the simulator's model of the controller uses it too).
+pub fn fence_class(error: &driver::Error) -> Class {
+    match error {
+        driver::Error::Incomplete(_) => Class::Invalid,
+        driver::Error::NodeConflicts(_) | driver::Error::StatusConflicts(_) => Class::Conflict,
+        driver::Error::Api(e) | driver::Error::NotLeader(crate::leader::Refusal::Unreadable(e)) => api_class(e),
+        driver::Error::NotLeader(_) => Class::Other,
+    }
+}
+
+pub fn class(error: &Error) -> Class {
+    use kube::runtime::finalizer::Error as Finalizer;
+    match error {
+        Error::Fence(e) => fence_class(e),
+        Error::Api(e) => api_class(e),
+        Error::Kube(e) => kube_class(e),
+        Error::Finalizer(inner) => match inner.as_ref() {
+            Finalizer::ApplyFailed(e) | Finalizer::CleanupFailed(e) => class(e),
+            Finalizer::AddFinalizer(e) | Finalizer::RemoveFinalizer(e) => kube_class(e),
+            Finalizer::UnnamedObject | Finalizer::InvalidFinalizer => Class::Invalid,
+        },
+        Error::Election(_) => Class::Unavailable,
+    }
+}
+
+/// When to reconcile again after the `failures`-th consecutive failure (1 for the first) of this
+/// class; `None`: when the object changes.
+pub fn retry_after(class: Class, failures: u32) -> Option<StdDuration> {
+    match class {
+        Class::Invalid => None,
+        Class::Conflict => Some(CONFLICT_RETRY),
+        Class::Unavailable => {
+            let doublings = failures.saturating_sub(1).min(16);
+            Some(BACKOFF_FIRST.saturating_mul(1 << doublings).min(BACKOFF_MAX))
+        }
+        Class::Other => Some(OTHER_RETRY),
+    }
+}
+
+/// Consecutive failed reconciles per object; a success forgets them.
+#[derive(Debug, Default)]
+pub struct Failures(Mutex<HashMap<String, u32>>);
+
+impl Failures {
+    /// Counts a failure of the object; returns how many in a row.
+    pub fn failed<K: Resource<DynamicType = ()>>(&self, object: &K) -> u32 {
+        let key = format!("{}/{}/{}", K::kind(&()), object.namespace().unwrap_or_default(), object.name_any());
+        let mut counts = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let count = counts.entry(key).or_default();
+        *count = count.saturating_add(1);
+        *count
+    }
+
+    pub fn succeeded<K: Resource<DynamicType = ()>>(&self, object: &ObjectRef<K>) {
+        let key = format!("{}/{}/{}", K::kind(&()), object.namespace.as_deref().unwrap_or_default(), object.name);
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).remove(&key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{api::CoronerRemediation, leader::Refusal};
+
+    fn secs(n: u64) -> Option<StdDuration> {
+        Some(StdDuration::from_secs(n))
+    }
+
+    #[test]
+    fn an_invalid_object_waits_for_a_change_of_it() {
+        assert_eq!(class(&Error::Fence(driver::Error::Incomplete("node name"))), Class::Invalid);
+        assert_eq!(retry_after(Class::Invalid, 1), None);
+        assert_eq!(retry_after(Class::Invalid, 7), None);
+    }
+
+    #[test]
+    fn a_conflict_is_retried_soon() {
+        for error in [
+            Error::Api(ApiError::Conflict("rv".into())),
+            Error::Fence(driver::Error::Api(ApiError::Conflict("rv".into()))),
+            Error::Fence(driver::Error::NodeConflicts("n".into())),
+            Error::Fence(driver::Error::StatusConflicts(3)),
+        ] {
+            assert_eq!(class(&error), Class::Conflict, "{error}");
+        }
+        assert_eq!(retry_after(Class::Conflict, 1), Some(CONFLICT_RETRY));
+        assert_eq!(retry_after(Class::Conflict, 9), Some(CONFLICT_RETRY), "no growth: each retry reads afresh");
+    }
+
+    #[test]
+    fn an_unavailable_api_backs_off_from_one_second_doubling_to_thirty() {
+        for error in [
+            Error::Api(ApiError::Unavailable("connection refused".into())),
+            Error::Api(ApiError::Denied("forbidden".into())),
+            Error::Fence(driver::Error::NotLeader(Refusal::Unreadable(ApiError::Unavailable("timeout".into())))),
+        ] {
+            assert_eq!(class(&error), Class::Unavailable, "{error}");
+        }
+        let waits: Vec<_> = (1..=8).map(|n| retry_after(Class::Unavailable, n)).collect();
+        assert_eq!(waits, [secs(1), secs(2), secs(4), secs(8), secs(16), secs(30), secs(30), secs(30)]);
+        assert_eq!(retry_after(Class::Unavailable, u32::MAX), secs(30));
+    }
+
+    #[test]
+    fn anything_else_is_retried_after_two_seconds() {
+        for error in [
+            Error::Api(ApiError::NotFound("remediation r".into())),
+            Error::Fence(driver::Error::NotLeader(Refusal::AnotherHolder { holder: "b".into() })),
+        ] {
+            assert_eq!(class(&error), Class::Other, "{error}");
+        }
+        assert_eq!(retry_after(Class::Other, 5), secs(2));
+    }
+
+    #[test]
+    fn a_success_restarts_the_count_of_failures() {
+        let failures = Failures::default();
+        let mut r = CoronerRemediation::new("r", Default::default());
+        r.metadata.namespace = Some("ns".into());
+        let other = CoronerRemediation::new("other", Default::default());
+        assert_eq!((failures.failed(&r), failures.failed(&r), failures.failed(&other)), (1, 2, 1));
+        failures.succeeded(&ObjectRef::from_obj(&r));
+        assert_eq!(failures.failed(&r), 1);
+        assert_eq!(failures.failed(&other), 2, "another object's count is its own");
+    }
+}
