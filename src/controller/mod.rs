@@ -35,7 +35,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::{
-    access::Clients,
+    access::{self, Clients},
     api::{BmcBinding, CoronerRemediation, CoronerRemediationTemplate, Phase},
     contract,
     driver::{self, Admissions, ApiError, LoopSettings},
@@ -267,10 +267,32 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
     .run(template::reconcile, error_policy, ctx.clone())
     .for_each(settle(&ctx));
     let attestation_controller = attestation::run(ctx.clone(), stop.clone());
-    let binding_controller = binding::run(ctx.clone(), stop);
+    let binding_controller = binding::run(ctx.clone(), stop.clone());
     info!(namespace, instance = %ctx.instance(), "controllers started");
-    futures::join!(remediation_controller, template_controller, binding_controller, attestation_controller);
-    info!("controllers stopped");
+    let grace = shutdown_grace(ctx.settings.election.as_ref(), &ctx.settings.bmc);
+    // A controller told to stop before its cache filled never finishes its graceful shutdown
+    // (kube-runtime holds its runner until the store is ready, and nothing feeds the store any
+    // more): after the grace the controllers are dropped, which aborts their reconciles as a crash
+    // would, and the fence is built to survive a crash at any await.
+    tokio::select! {
+        _ = async { futures::join!(remediation_controller, template_controller, binding_controller, attestation_controller) } => {
+            info!("controllers stopped");
+        }
+        () = async { stop.cancelled().await; tokio::time::sleep(grace).await } => {
+            warn!(?grace, "controllers did not stop within the grace; dropped, their reconciles aborted");
+        }
+    }
+}
+
+/// How long stopping controllers may take for in-flight reconciles to finish. With an election,
+/// the Lease duration: the Lease is no longer renewed once the controllers are told to stop, and a
+/// reconcile may not send anything once too little of it is left. Without one, one BMC read with
+/// its retries and one action.
+fn shutdown_grace(election: Option<&Election>, bmc: &access::BmcSettings) -> StdDuration {
+    match election {
+        Some(election) => election.lease_duration,
+        None => bmc.request_timeout * (2 + bmc.read_retries),
+    }
 }
 
 /// Recomputes the gauges from the API every few seconds ([`telemetry::remediation_gauges`],
@@ -287,5 +309,32 @@ async fn refresh_gauges(ctx: Arc<Context>, shutdown: CancellationToken) {
         if let Ok(list) = ctx.bindings_api().list(&ListParams::default()).await {
             ctx.metrics.set_binding_gauges(&telemetry::binding_gauges(&list.items));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BMC: access::BmcSettings = access::BmcSettings {
+        request_timeout: StdDuration::from_secs(10),
+        read_retries: 2,
+        retry_backoff: StdDuration::from_millis(250),
+    };
+
+    #[test]
+    fn an_elected_replica_waits_for_its_reconciles_as_long_as_its_unrenewed_lease_lets_them_act() {
+        let election = Election {
+            lease_name: "coroner-leader".into(),
+            namespace: "coroner-system".into(),
+            identity: "coroner-0".into(),
+            lease_duration: StdDuration::from_secs(15),
+        };
+        assert_eq!(shutdown_grace(Some(&election), &BMC), StdDuration::from_secs(15));
+    }
+
+    #[test]
+    fn a_replica_without_election_waits_for_one_read_with_its_retries_and_one_action() {
+        assert_eq!(shutdown_grace(None, &BMC), StdDuration::from_secs(40));
     }
 }

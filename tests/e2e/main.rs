@@ -289,7 +289,7 @@ async fn setup(world: &mut World) {
 
 /// The scenarios in the order they run, by the letter `make e2e ONLY=…` names them with. Scenario f
 /// (checks over the whole run) always runs last.
-const SCENARIOS: [(char, &str); 18] = [
+const SCENARIOS: [(char, &str); 19] = [
     ('a', "partitioned node fenced, pods moved, rebooted"),
     ('b', "wrong mapping refused, escalation refused too, and NHC skips a failed template"),
     ('c', "unreachable BMC fails after retry.count; once fixed, deleting it retries; uninstall refused while fenced"),
@@ -308,6 +308,7 @@ const SCENARIOS: [(char, &str); 18] = [
     ('r', "the guard: a released machine powered on behind coroner's back is switched off, unless approved"),
     ('s', "bootID continuity: a lying BMC's node back with its old bootID is FenceDidNotTakeEffect"),
     ('t', "a node excluded mid-fence gets no reset: NodeExcluded"),
+    ('u', "a leader stopped while its caches fill still exits"),
 ];
 
 /// `CORONER_E2E_ONLY=a,c` (`make e2e ONLY=a,c`): the scenarios to run; all when unset or empty.
@@ -347,7 +348,8 @@ async fn suite() {
             'q' => scenario_q(&world),
             'r' => scenario_r(&mut world).await,
             's' => scenario_s(&world).await,
-            _ => scenario_t(&world).await,
+            't' => scenario_t(&world).await,
+            _ => scenario_u(&mut world).await,
         }
         timings.push(format!("{name}: {:.1?}", scenario_started.elapsed()));
     }
@@ -1258,6 +1260,32 @@ async fn scenario_p(world: &mut World) {
     let (ok, out) = coroner_cli(&alice_config, &["x-1", "--clear"]);
     assert!(ok && out.contains("deleted") && out.contains("stays released"), "{out}");
     log("x-1: back and healthy; NHC deleted the remediation and its finalizer the taint; attestation cleared");
+}
+
+/// SIGTERM right after a replica became the leader, before its controllers' caches filled: it exits
+/// (kube-runtime alone would wait for stores that nothing feeds any more). `stop_coroners` fails the
+/// scenario if a replica outlives its bound.
+async fn scenario_u(world: &mut World) {
+    world.restart_coroners(0, &[]);
+    for _ in 0..3 {
+        let name = world.start_coroner(&[]);
+        let log_file = world.dir.join(format!("{name}.log"));
+        // Polled often: the caches fill within a tenth of a second.
+        let started = Instant::now();
+        while !std::fs::read_to_string(&log_file).unwrap_or_default().contains("controllers started") {
+            assert!(started.elapsed() < SHORT, "{name}: its controllers never started");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        world.stop_coroners();
+        let text = std::fs::read_to_string(&log_file).unwrap_or_default();
+        let how = if text.contains("did not stop within the grace") {
+            "after the grace, its reconciles aborted"
+        } else {
+            "its controllers stopped"
+        };
+        log(format!("{name}: SIGTERM as its controllers started: exited ({how})"));
+    }
+    world.restart_coroners(2, &[]);
 }
 
 /// The out-of-service taint by hand: the guard policy rejects an ordinary admin (even system:masters)

@@ -55,20 +55,42 @@ impl Process {
     }
 
     pub fn kill(&mut self, signal: &str) {
+        self.signal(signal);
+        let _ = self.child.wait();
+    }
+
+    fn signal(&self, signal: &str) {
         let _ =
             Command::new("kill").arg(format!("-{signal}")).arg(self.pid().to_string()).stderr(Stdio::null()).status();
-        let _ = self.child.wait();
     }
 
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
     }
+
+    /// Waits up to `bound` for the process to exit; `false`: it still ran, and was killed (SIGKILL).
+    fn exited_within(&mut self, bound: Duration) -> bool {
+        let started = Instant::now();
+        while self.is_running() {
+            if started.elapsed() > bound {
+                self.kill("KILL");
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        true
+    }
 }
+
+/// How long a process may take to exit after SIGTERM: a coroner's shutdown grace is its Lease
+/// duration (10 s here), plus releasing the Lease.
+const EXIT_BOUND: Duration = Duration::from_secs(30);
 
 impl Drop for Process {
     fn drop(&mut self) {
         if self.is_running() {
-            self.kill("TERM");
+            self.signal("TERM");
+            self.exited_within(EXIT_BOUND);
         }
     }
 }
@@ -499,10 +521,24 @@ impl World {
 
     /// Replaces every replica (SIGTERM) with `replicas` new ones started with `flags`.
     pub fn restart_coroners(&mut self, replicas: usize, flags: &[&str]) {
-        self.coroners.clear();
+        self.stop_coroners();
         for _ in 0..replicas {
             self.start_coroner(flags);
         }
+    }
+
+    /// Stops every replica with SIGTERM, as a pod's termination does; a replica that does not exit
+    /// within the bound is a defect (a rolling update would hang on it).
+    pub fn stop_coroners(&mut self) {
+        for replica in &self.coroners {
+            replica.process.signal("TERM");
+        }
+        let hung: Vec<String> = self
+            .coroners
+            .drain(..)
+            .filter_map(|mut r| (!r.process.exited_within(EXIT_BOUND)).then_some(r.name))
+            .collect();
+        assert!(hung.is_empty(), "{hung:?} did not exit within {EXIT_BOUND:?} of SIGTERM (killed)");
     }
 
     /// Who the leader Lease names, whether or not that replica still runs.
