@@ -340,7 +340,7 @@ async fn a_second_system_with_the_nodes_uuid_makes_identity_ambiguous_pinned_or_
         assert_eq!(refusal.reason(), contract::Reason::IdentityAmbiguous);
     }
     let (status, _) = fence(&bmc, &spec(), UUID, &[]).await;
-    assert_eq!(reason(&status).0, "False");
+    assert_eq!(reason(&status), ("False".into(), "IdentityAmbiguous".into()), "the fence says the real cause");
     assert_eq!(resets(&machine), Vec::<String>::new());
 }
 

@@ -215,17 +215,16 @@ pub trait Bmc: Send + Sync {
     fn reset(&self, system: &SystemReading, reset: ResetType) -> impl Future<Output = Result<u16, BmcError>> + Send;
 }
 
-/// The system a BMC's fence goes through, the old way's shape: [`discover`] and
-/// [`crate::identity::select`] (with no verifier scan). `Ok(Err(uuids))` when no system is the node's.
-/// A refusal that shape cannot say (another system reports the node's UUID, a member could not be
-/// read, a path answered as two UUIDs) is a [`BmcError::Protocol`] carrying the refusal's text, and a
-/// transient member failure is that member's error. Transitional: the fence loop should call
-/// `discover` and `select`, which say every refusal with its own reason.
+/// The system a BMC's fence goes through: [`discover`] and [`crate::identity::select`] (with no
+/// verifier scan). `Ok(Err(refusal))` when the BMC answered and identity is refused with its own
+/// reason (no system is the node's, another system reports the node's UUID, a member could not be
+/// read, a path answered as two UUIDs); a transient member failure is that member's error, so the
+/// fence retries it. A refusal `prove` repeats on the one candidate returns that candidate.
 pub async fn find_system<B: Bmc>(
     bmc: &B,
     pinned: Option<&str>,
     node_uuid: &str,
-) -> Result<Result<SystemReading, Vec<String>>, BmcError> {
+) -> Result<Result<SystemReading, crate::identity::IdentityRefusal>, BmcError> {
     use crate::identity::{IdentityRefusal, select};
 
     let discovery = discover(bmc, pinned, None).await?;
@@ -238,25 +237,19 @@ pub async fn find_system<B: Bmc>(
         (None, [only]) => Some(&only.system),
         _ => None,
     };
+    let member_error = |transient_only: bool| {
+        let mut unreadable = discovery.unreadable.iter();
+        unreadable.find(|u| !transient_only || u.error.is_transient()).map(|u| Err(u.error.clone()))
+    };
     match refusal {
         // No candidate, so no pin: every unread member is unexcused, and its failure is the cause.
-        IdentityRefusal::Unread { .. } => Err(discovery
-            .unreadable
-            .into_iter()
-            .next()
-            .map_or_else(|| BmcError::Protocol { path: "Systems".into(), problem: refusal.to_string() }, |u| u.error)),
-        IdentityRefusal::MemberUnreadable { transient: true, .. } => Err(discovery
-            .unreadable
-            .into_iter()
-            .find(|u| u.error.is_transient())
-            .map_or_else(|| BmcError::Protocol { path: "Systems".into(), problem: refusal.to_string() }, |u| u.error)),
+        IdentityRefusal::Unread { .. } => member_error(false).unwrap_or(Ok(Err(refusal))),
+        IdentityRefusal::MemberUnreadable { transient: true, .. } => member_error(true).unwrap_or(Ok(Err(refusal))),
         IdentityRefusal::SharedOnBmc { .. }
         | IdentityRefusal::MemberUnreadable { .. }
-        | IdentityRefusal::Unstable { .. } => {
-            Err(BmcError::Protocol { path: "Systems".into(), problem: refusal.to_string() })
-        }
+        | IdentityRefusal::Unstable { .. } => Ok(Err(refusal)),
         // `prove` refuses these again, with their own reasons, on the system that is returned.
-        _ => Ok(only.cloned().ok_or_else(|| discovery.readings().map(|s| s.uuid.clone()).collect())),
+        _ => Ok(only.cloned().ok_or(refusal)),
     }
 }
 

@@ -901,14 +901,9 @@ pub async fn node_system<W: World>(
     world.metrics().bmc(&binding.name_any(), operation, found.as_ref().map_or_else(BmcError::category, |_| "ok"));
     match found {
         Ok(Ok(system)) => Ok(system),
-        Ok(Err(uuids)) => Err(IdentityProblem::Binding {
-            reason: Reason::IdentityMismatch,
-            message: format!(
-                "none of the {} systems at {} ({}) has the node's systemUUID {node_uuid} in either byte order",
-                uuids.len(),
-                device.origin(),
-                uuids.join(", ")
-            ),
+        Ok(Err(refusal)) => Err(IdentityProblem::Binding {
+            reason: refusal.reason(),
+            message: format!("{refusal} (BMC {})", device.origin()),
         }),
         Err(error) => Err(IdentityProblem::Bmc(BmcFailure::from(&error))),
     }

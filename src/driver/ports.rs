@@ -142,12 +142,12 @@ pub trait Device: Send + Sync {
     /// scheme://host:port: one power action per origin at a time.
     fn origin(&self) -> String;
     /// The target the fence goes through: the pinned one, the only one, or the one whose UUID names
-    /// the node. `Ok(Err(uuids))` when several exist and none matches.
+    /// the node. `Ok(Err(refusal))` when the device answered and identity is refused.
     fn find(
         &self,
         pinned: Option<&str>,
         node_uuid: &str,
-    ) -> impl Future<Output = Result<Result<SystemReading, Vec<String>>, BmcError>> + Send;
+    ) -> impl Future<Output = Result<Result<SystemReading, crate::identity::IdentityRefusal>, BmcError>> + Send;
     /// One reading of the target at `path`: its identity and power, from the same answer.
     fn read(&self, path: &str) -> impl Future<Output = Result<SystemReading, BmcError>> + Send;
     /// One power action, never retried. Returns the device's status code.

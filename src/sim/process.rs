@@ -642,7 +642,7 @@ impl Device for SimDevice {
         &self,
         pinned: Option<&str>,
         node_uuid: &str,
-    ) -> Result<Result<SystemReading, Vec<String>>, BmcError> {
+    ) -> Result<Result<SystemReading, crate::identity::IdentityRefusal>, BmcError> {
         bmc::find_system(self, pinned, node_uuid).await
     }
 
