@@ -74,8 +74,9 @@ pub struct ControllerArgs {
     #[arg(long, env = "CORONER_MAX_CONCURRENT_FENCES", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_concurrent_fences: u32,
 
-    /// At most this many power-offs per --fence-window, so a switch failure cannot switch off every
-    /// partitioned but healthy node within a minute.
+    /// At most this many fences admitted per --fence-window, so a switch failure cannot switch off
+    /// every partitioned but healthy node within a minute. A fence counts when it is admitted, before
+    /// anyone knows whether it will reach a power-off (one refused later still counts).
     #[arg(long, env = "CORONER_MAX_FENCES_PER_WINDOW", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_fences_per_window: u32,
 

@@ -440,7 +440,7 @@ pub fn control_plane_quorum(inputs: &GateInputs<'_>) -> Gate {
 
 /// Storm limits, in the order a queue needs them: first come, first served; at most
 /// `max_concurrent` power actions at once; never two on one BMC origin; at most `max_per_window`
-/// power-offs per `window`.
+/// fences admitted per `window` (counted at admission: each one may power a node off).
 pub fn storm(inputs: &GateInputs<'_>) -> Gate {
     let me = inputs.remediation;
     let my_created = me.metadata.creation_timestamp.as_ref().map(|t| t.0);
@@ -489,7 +489,7 @@ pub fn storm(inputs: &GateInputs<'_>) -> Gate {
         recent.sort();
         let next_slot = recent[recent.len() - count(inputs.limits.max_per_window)] + inputs.limits.window;
         return queued(format!(
-            "{} power-offs in the last {}s (--max-fences-per-window {}); next slot at {next_slot}",
+            "{} fences admitted in the last {}s (--max-fences-per-window {}); next slot at {next_slot}",
             recent.len(),
             inputs.limits.window.as_secs(),
             inputs.limits.max_per_window

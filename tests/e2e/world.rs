@@ -491,9 +491,14 @@ impl World {
             .args(["--pod-name", &name, "--admin-address", &format!("127.0.0.1:{port}")])
             .args(flags);
         // The suite's short periods, unless the scenario sets its own (clap refuses a flag given twice).
-        for (flag, value) in
-            [("--bmc-request-timeout", "2s"), ("--lease-duration", "10s"), ("--verify-interval", "10s")]
-        {
+        // The scenarios' fences share one window: the default 5 admissions per 10 minutes would queue
+        // the fifth scenario's (scenario i tests the budget with its own).
+        for (flag, value) in [
+            ("--bmc-request-timeout", "2s"),
+            ("--lease-duration", "10s"),
+            ("--verify-interval", "10s"),
+            ("--max-fences-per-window", "100"),
+        ] {
             if !flags.contains(&flag) {
                 command.args([flag, value]);
             }
