@@ -11,9 +11,12 @@ use k8s_openapi::{api::core::v1::Node, apimachinery::pkg::apis::meta::v1::MicroT
 use kube::ResourceExt;
 
 use crate::{
-    api::{CoronerRemediationStatus, GuardFinding, GuardPolicy, GuardStatus, Intent, PowerAction, conditions},
+    api::{
+        CoronerRemediationStatus, GuardFinding, GuardPolicy, GuardStatus, IdentityEvidence, Intent, PowerAction,
+        conditions,
+    },
     bmc::{PowerState, ResetType},
-    fence::{BmcFailure, Decision, Memory, Mono, NodeSnapshot, Notice, PowerReading},
+    fence::{BmcFailure, Decision, IdentityFound, Memory, Mono, NodeSnapshot, Notice, PowerReading},
     identity,
 };
 
@@ -83,6 +86,39 @@ pub fn assess(status: &CoronerRemediationStatus, reading: &Result<PowerReading, 
             }
         }
     }
+}
+
+/// An attested release proved no system: nothing tells the guard which machine to read. It takes the
+/// fence's way to one in what the BMC answers now (the binding naming the node, the system whose UUID
+/// names it, no other claim on that UUID: [`identity::prove`]) and records it as the release's
+/// identity, through which it reads, and enforces, from then on. `Err`: the guard stays blind, and
+/// this is why.
+pub fn identify(
+    status: &CoronerRemediationStatus,
+    found: Result<IdentityFound, String>,
+    node_uuid: &str,
+    now: Timestamp,
+) -> Result<(CoronerRemediationStatus, Notice), String> {
+    let found = found?;
+    let matched = identity::prove(node_uuid, &found.system.uuid, &found.claims).map_err(|r| r.to_string())?;
+    let message = format!(
+        "the guard found the released machine: BMC system {} at {} has UUID {} ({matched:?} match with the node's systemUUID {node_uuid}); it reads its power from now on",
+        found.system.id, found.endpoint, found.system.uuid
+    );
+    let mut new = status.clone();
+    new.evidence.get_or_insert_with(Default::default).identity = Some(IdentityEvidence {
+        binding: found.binding,
+        endpoint: found.endpoint,
+        system_id: found.system.id,
+        system_path: found.system.path,
+        bmc_uuid: found.system.uuid,
+        node_uuid: node_uuid.to_owned(),
+        match_kind: matched,
+        verified_at: MicroTime(now),
+        tls_verified: found.tls_verified,
+    });
+    new.last_update_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now));
+    Ok((new, Notice { warning: false, reason: "GuardIdentityVerified".into(), message }))
 }
 
 /// What one guard step knows besides the reading.

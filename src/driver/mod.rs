@@ -777,13 +777,32 @@ impl<'a, W: World> Fence<'a, W> {
         if let Some(wait) = guard::due(&memory, self.world.mono(), interval, &self.uid) {
             return Ok(Some(wait));
         }
-        let Some(path) = status.evidence.as_ref().and_then(|e| e.identity.as_ref()).map(|i| i.system_path.clone())
-        else {
-            return Ok(None);
+        let path = status.evidence.as_ref().and_then(|e| e.identity.as_ref()).map(|i| i.system_path.clone());
+        let (read, finding) = match path {
+            Some(path) => {
+                let read = self.read_power(&path).await?;
+                let reading = read.as_ref().map(|(_, reading)| reading.clone()).map_err(Clone::clone);
+                let finding = guard::assess(&status, &reading);
+                (Some(read), finding)
+            }
+            // An attested release: the machine is found first, through the binding, as a fence does.
+            None => {
+                let found = match self.identity(&snapshot).await? {
+                    Ok(found) => Ok(found),
+                    Err(IdentityProblem::Binding { message, .. }) => Err(message),
+                    Err(IdentityProblem::Bmc(failure)) => Err(failure.message),
+                };
+                match guard::identify(&status, found, &snapshot.system_uuid, self.world.now()) {
+                    Ok((status, notice)) => {
+                        let memory = memory.clone();
+                        let decision = Decision { status, memory, reset: None, requeue: None, notices: vec![notice] };
+                        self.commit(decision, Some(node)).await?;
+                        return Ok(Some(StdDuration::ZERO));
+                    }
+                    Err(why) => (None, guard::Finding::Blind(why)),
+                }
+            }
         };
-        let read = self.read_power(&path).await?;
-        let reading = read.as_ref().map(|(_, reading)| reading.clone()).map_err(Clone::clone);
-        let finding = guard::assess(&status, &reading);
         if matches!(finding, guard::Finding::Blind(_)) {
             self.world.metrics().guard_blind_reads.get_or_create(&labels).inc();
         }
@@ -804,7 +823,7 @@ impl<'a, W: World> Fence<'a, W> {
         }
         let reset = decision.reset;
         self.commit(decision, Some(node)).await?;
-        if let (Some(ResetType::ForceOff), Ok((system, _))) = (reset, read) {
+        if let (Some(ResetType::ForceOff), Some(Ok((system, _)))) = (reset, read) {
             self.send_guard_reset(system, node).await?;
         }
         let memory = remembered(self.world, &self.uid);

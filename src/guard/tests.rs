@@ -307,3 +307,53 @@ fn a_fence_that_did_not_take_effect_is_reported_once_on_the_node() {
     let counted = lab.metrics().fence_did_not_take_effect.get_or_create(&NodeLabels { node: "worker-1".into() }).get();
     assert_eq!(counted, 1);
 }
+
+fn attested() -> CoronerRemediationStatus {
+    let mut status = released();
+    let evidence = status.evidence.as_mut().unwrap();
+    evidence.identity = None;
+    evidence.release.as_mut().unwrap().kind = ReleaseKind::OperatorAttested;
+    status
+}
+
+fn found(uuid: &str, claims: Vec<identity::Claim>) -> IdentityFound {
+    IdentityFound {
+        binding: "worker-1".into(),
+        endpoint: "https://bmc".into(),
+        tls_verified: true,
+        system: crate::bmc::SystemReading {
+            id: "1".into(),
+            path: "/redfish/v1/Systems/1".into(),
+            uuid: uuid.into(),
+            power_state: PowerState::On,
+            reset_target: None,
+        },
+        claims,
+        through: DeviceMark::default(),
+    }
+}
+
+#[test]
+fn after_an_attested_release_the_guard_records_the_system_whose_uuid_names_the_node() {
+    let (status, notice) = identify(&attested(), Ok(found(UUID, Vec::new())), UUID, t(30)).unwrap();
+    let identity = status.evidence.unwrap().identity.unwrap();
+    assert_eq!((identity.system_path.as_str(), identity.bmc_uuid.as_str()), ("/redfish/v1/Systems/1", UUID));
+    assert_eq!(identity.verified_at, MicroTime(t(30)));
+    assert_eq!(notice.reason, "GuardIdentityVerified");
+    assert!(!notice.warning);
+}
+
+#[test]
+fn after_an_attested_release_the_guard_stays_blind_on_another_machine_a_claimed_uuid_or_no_answer() {
+    let other = "7f3b0c1e-0000-4000-8000-000000000002";
+    let why = identify(&attested(), Ok(found(other, Vec::new())), UUID, t(30)).unwrap_err();
+    assert!(why.contains("not the node's systemUUID"), "{why}");
+    let claimed = vec![identity::Claim { owner: "Node worker-2".into(), uuid: UUID.into() }];
+    let why = identify(&attested(), Ok(found(UUID, claimed)), UUID, t(30)).unwrap_err();
+    assert!(why.contains("worker-2"), "{why}");
+    let why = identify(&attested(), Err("BMC unreachable: connection refused".into()), UUID, t(30)).unwrap_err();
+    assert_eq!(why, "BMC unreachable: connection refused");
+    let decision = step(GuardPolicy::Enforce, &attested(), &Finding::Blind(why), None);
+    assert_eq!(condition(&decision.status), ("Unknown".into(), BLIND.into()));
+    assert_eq!(decision.reset, None);
+}

@@ -195,7 +195,9 @@ pub fn stage_durations(old: &CoronerRemediationStatus, new: &CoronerRemediationS
     let mut stages = Vec::new();
     let admitted = after.node.as_ref().map(|n| &n.admitted_at);
     let verified = after.identity.as_ref().map(|i| &i.verified_at);
+    // An identity found after the release (the guard's, after an attested one) is no fence stage.
     if before.identity.is_none()
+        && before.release.is_none()
         && let Some(s) = seconds(admitted, verified)
     {
         stages.push(("identity", s));

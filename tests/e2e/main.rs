@@ -1236,6 +1236,15 @@ async fn scenario_p(world: &mut World) {
     admin.delete("x-2", &Default::default()).await.unwrap();
     log("x-2: an expired attestation refused (AttestationExpired)");
 
+    // The guard watches x-1 as after any release; nothing proved which system is x-1's, and its BMC
+    // is dead: blind, never taken for Off.
+    let blind = wait_remediation(world, "x-1", "Guard=Unknown GuardBlind", SHORT, |r| {
+        condition(r, coroner::guard::GUARD) == Some(("Unknown".into(), coroner::guard::BLIND.into()))
+    })
+    .await;
+    assert!(blind.status.as_ref().unwrap().evidence.as_ref().unwrap().identity.is_none());
+    log("x-1: the guard watches the attested release: GuardBlind while its BMC is dead");
+
     // The machines come back: NHC deletes the remediations, the finalizer removes the attested taint.
     // x-1 is released, so its return is approved first (docs/operations.md), or the guard would
     // switch it off again; the finalizer removes the approval too.
