@@ -1210,3 +1210,29 @@ async fn workloads<W: World>(world: &W, node_name: &str) -> Result<Workloads, Er
 fn count(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn remediation(version: &str) -> CoronerRemediation {
+        let mut r = CoronerRemediation::new("worker-1-abcde", Default::default());
+        r.metadata.resource_version = Some(version.into());
+        r
+    }
+
+    #[test]
+    fn a_reset_is_still_wanted_only_by_the_unchanged_remediation_neither_timed_out_nor_deleted() {
+        let intended = remediation("7");
+        assert!(reset_still_wanted(&remediation("7"), &intended));
+        assert!(!reset_still_wanted(&remediation("8"), &intended), "changed since the intent was persisted");
+        let mut timed_out = remediation("7");
+        timed_out.metadata.annotations =
+            Some([(contract::TIMED_OUT_ANNOTATION.to_owned(), "2026-12-01T10:00:00Z".to_owned())].into());
+        assert!(!reset_still_wanted(&timed_out, &intended), "NHC gave up on it");
+        let mut deleted = remediation("7");
+        deleted.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Timestamp::UNIX_EPOCH));
+        assert!(!reset_still_wanted(&deleted, &intended), "being deleted");
+    }
+}

@@ -1249,3 +1249,19 @@ fn new_credentials_restart_the_run_at_the_next_reading() {
     assert_eq!(rebuilt.status.phase, Some(Phase::ConfirmingOff));
     assert_eq!(rebuilt.memory.run.map(|r| r.count), Some(1));
 }
+
+#[test]
+fn a_phase_deadline_runs_on_this_process_clock_and_twice_as_long_on_the_wall_clock() {
+    let deadline = StdDuration::from_secs(60);
+    let wall = |secs: i64| Timestamp::UNIX_EPOCH + SignedDuration::from_secs(1_800_000_000 + secs);
+    let mono = StdDuration::from_secs;
+    // This process's own clock: the deadline itself.
+    assert!(!past_deadline(Some(mono(10)), mono(69), None, wall(0), deadline));
+    assert!(past_deadline(Some(mono(10)), mono(70), None, wall(0), deadline));
+    // A process that resumed the phase starts afresh: a failover does not eat the attempt...
+    assert!(!past_deadline(Some(mono(0)), mono(5), Some(wall(0)), wall(100), deadline));
+    // ...but the wall clock since the persisted start bounds the whole, even for no process at all.
+    assert!(past_deadline(Some(mono(0)), mono(5), Some(wall(0)), wall(120), deadline));
+    assert!(past_deadline(None, mono(0), Some(wall(0)), wall(120), deadline));
+    assert!(!past_deadline(None, mono(0), None, wall(10_000), deadline), "nothing started, nothing elapses");
+}
