@@ -1265,3 +1265,32 @@ fn a_phase_deadline_runs_on_this_process_clock_and_twice_as_long_on_the_wall_clo
     assert!(past_deadline(None, mono(0), Some(wall(0)), wall(120), deadline));
     assert!(!past_deadline(None, mono(0), None, wall(10_000), deadline), "nothing started, nothing elapses");
 }
+
+#[test]
+fn a_lease_renewed_right_after_the_release_write_takes_the_taint_back_at_once() {
+    let lab = lab(off_spec(), machine(true));
+    lab.renew_lease_right_after_the_release();
+    let status = run(&lab);
+    assert_eq!(succeeded(&status), ("False".into(), "FenceDidNotTakeEffect".into()));
+    assert!(status.evidence.as_ref().unwrap().release.is_none(), "no release is recorded");
+    let node = lab.world(|t| t.nodes["worker-1"].clone());
+    let keys: Vec<String> = node.spec.and_then(|s| s.taints).unwrap_or_default().into_iter().map(|t| t.key).collect();
+    assert!(!keys.iter().any(|k| k == crate::taints::OUT_OF_SERVICE_KEY), "the taint is taken back: {keys:?}");
+}
+
+#[test]
+fn a_spec_edited_mid_fence_changes_nothing_the_fence_was_admitted_with() {
+    let lab = lab(off_spec(), machine(true));
+    let one_off = |s: &CoronerRemediationStatus| {
+        s.progress.as_ref().and_then(|p| p.off_run.as_ref()).is_some_and(|run| run.count == 1)
+    };
+    futures::executor::block_on(lab.run_until(one_off));
+    lab.world(|t| {
+        let remediation = t.remediations.values_mut().next().unwrap();
+        remediation.spec.action = FenceAction::Reboot;
+        remediation.metadata.generation = remediation.metadata.generation.map(|g| g + 1);
+    });
+    let status = run(&lab);
+    assert_eq!(phase_of(&status), Phase::Done);
+    assert_eq!(lab.device().resets(), [ResetType::ForceOff], "no power-on: the fence was admitted with Off");
+}

@@ -145,6 +145,9 @@ pub struct Lab<D> {
     binding_history: Mutex<Vec<(String, BmcBindingStatus)>>,
     /// While set, the API server refuses binding status writes.
     binding_writes_refused: std::sync::atomic::AtomicBool,
+    /// The kubelet renews the node's Lease right after the next Node write that adds an
+    /// out-of-service taint.
+    renew_after_taint: std::sync::atomic::AtomicBool,
     /// How long a run may take before it counts as one that never ends.
     pub limit: StdDuration,
 }
@@ -202,6 +205,7 @@ impl<D: Device + Clone> Lab<D> {
             errors: Mutex::default(),
             binding_history: Mutex::default(),
             binding_writes_refused: std::sync::atomic::AtomicBool::new(false),
+            renew_after_taint: std::sync::atomic::AtomicBool::new(false),
             limit,
         }
     }
@@ -265,6 +269,12 @@ impl<D: Device + Clone> Lab<D> {
     /// From now on the API server refuses every binding status write.
     pub fn refuse_binding_status_writes(&self) {
         self.binding_writes_refused.store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// The node's kubelet renews its Lease right after the next Node write that adds an out-of-service
+    /// taint: between the release write and the Lease read that follows it.
+    pub fn renew_lease_right_after_the_release(&self) {
+        self.renew_after_taint.store(true, std::sync::atomic::Ordering::Release);
     }
 
     /// The errors reconciles returned, in order.
@@ -411,7 +421,16 @@ impl<D: Device + Clone> Nodes for Lab<D> {
     }
 
     async fn patch_node(&self, current: &Node, wanted: &Node) -> ApiResult<Node> {
-        self.world(|t| t.patch_node(PID, current, wanted))
+        let taints = |n: &Node| {
+            let taints = n.spec.as_ref().and_then(|s| s.taints.as_ref());
+            taints.map_or(0, |t| t.iter().filter(|t| t.key == crate::taints::OUT_OF_SERVICE_KEY).count())
+        };
+        let written = self.world(|t| t.patch_node(PID, current, wanted))?;
+        if taints(wanted) > taints(current) && self.renew_after_taint.swap(false, std::sync::atomic::Ordering::AcqRel) {
+            let now = self.clock.now();
+            self.world(|t| t.renew_lease(&written.name_any(), now));
+        }
+        Ok(written)
     }
 }
 

@@ -587,7 +587,7 @@ impl Truth {
         self.changes.push(Change::Node(node.into()));
     }
 
-    fn renew_lease(&mut self, node: &str, wall: Timestamp) {
+    pub(super) fn renew_lease(&mut self, node: &str, wall: Timestamp) {
         self.leases.insert(node.into(), Some(wall));
         self.lease_changes.push(node.into());
         self.life.entry(node.into()).or_default().push((self.now, Life::Lease));
