@@ -88,6 +88,21 @@ pub fn assess(status: &CoronerRemediationStatus, reading: &Result<PowerReading, 
     }
 }
 
+/// The systemUUID the guard looks for after an attested release: the one the Node had when the fence
+/// was admitted, and only while the Node still reports it (other hardware under the same name is not
+/// the released machine). `Err`: the guard stays blind, and this is why.
+pub fn identity_target(status: &CoronerRemediationStatus, node: &NodeSnapshot) -> Result<String, String> {
+    let admitted = status.evidence.as_ref().and_then(|e| e.node.as_ref()).map(|n| n.system_uuid.as_str());
+    match admitted {
+        None | Some("") => Err("no systemUUID was recorded when the fence was admitted".into()),
+        Some(uuid) if uuid != node.system_uuid => Err(format!(
+            "the Node now reports systemUUID {:?}, not {uuid}, which it had when the fence was admitted",
+            node.system_uuid
+        )),
+        Some(uuid) => Ok(uuid.to_owned()),
+    }
+}
+
 /// An attested release proved no system: nothing tells the guard which machine to read. It takes the
 /// fence's way to one in what the BMC answers now (the binding naming the node, the system whose UUID
 /// names it, no other claim on that UUID: [`identity::prove`]) and records it as the release's

@@ -787,12 +787,17 @@ impl<'a, W: World> Fence<'a, W> {
             }
             // An attested release: the machine is found first, through the binding, as a fence does.
             None => {
-                let found = match self.identity(&snapshot).await? {
-                    Ok(found) => Ok(found),
-                    Err(IdentityProblem::Binding { message, .. }) => Err(message),
-                    Err(IdentityProblem::Bmc(failure)) => Err(failure.message),
+                let target = guard::identity_target(&status, &snapshot);
+                let found = match &target {
+                    Ok(_) => match self.identity(&snapshot).await? {
+                        Ok(found) => Ok(found),
+                        Err(IdentityProblem::Binding { message, .. }) => Err(message),
+                        Err(IdentityProblem::Bmc(failure)) => Err(failure.message),
+                    },
+                    Err(why) => Err(why.clone()),
                 };
-                match guard::identify(&status, found, &snapshot.system_uuid, self.world.now()) {
+                let uuid = target.unwrap_or_default();
+                match guard::identify(&status, found, &uuid, self.world.now()) {
                     Ok((status, notice)) => {
                         let memory = memory.clone();
                         let decision = Decision { status, memory, reset: None, requeue: None, notices: vec![notice] };

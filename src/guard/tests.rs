@@ -357,3 +357,17 @@ fn after_an_attested_release_the_guard_stays_blind_on_another_machine_a_claimed_
     assert_eq!(condition(&decision.status), ("Unknown".into(), BLIND.into()));
     assert_eq!(decision.reset, None);
 }
+
+#[test]
+fn the_guard_looks_for_the_uuid_admitted_and_only_while_the_node_still_reports_it() {
+    let status = attested();
+    let mut now = node(true);
+    now.system_uuid = UUID.into();
+    assert_eq!(identity_target(&status, &now), Ok(UUID.to_owned()));
+    now.system_uuid = "7f3b0c1e-0000-4000-8000-000000000009".into();
+    let why = identity_target(&status, &now).unwrap_err();
+    assert!(why.contains("not 7f3b0c1e-0000-4000-8000-000000000001"), "other hardware under the name: {why}");
+    let mut unrecorded = status;
+    unrecorded.evidence.as_mut().unwrap().node.as_mut().unwrap().system_uuid = String::new();
+    assert!(identity_target(&unrecorded, &now).is_err());
+}
