@@ -61,6 +61,8 @@ pub(super) async fn run(
         let controllers = tokio::spawn(run_controllers(ctx.clone(), term.clone()));
         let handing_over = loop {
             tokio::select! {
+                // A shutdown first: no renewal starts once it is asked for (the grace counts on it).
+                biased;
                 () = shutdown.cancelled() => break false,
                 () = ctx.step_down.notified() => break true,
                 changed = manager.changed() => match changed {

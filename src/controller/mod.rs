@@ -290,7 +290,8 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
 /// its retries and one action.
 fn shutdown_grace(election: Option<&Election>, bmc: &access::BmcSettings) -> StdDuration {
     match election {
-        Some(election) => election.lease_duration,
+        // As the Lease is written: whole seconds, at least 3.
+        Some(election) => election.lease_duration.max(StdDuration::from_secs(3)),
         None => bmc.request_timeout * (2 + bmc.read_retries),
     }
 }
