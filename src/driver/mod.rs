@@ -124,7 +124,10 @@ pub async fn cleanup<W: World>(world: &W, remediation: &CoronerRemediation) -> R
     if let Some(node) = node_of(remediation) {
         if let Some(found) = world.node(&node).await? {
             let snapshot = NodeSnapshot::new(&found, world.node_lease(&node).await?, &uid);
-            if let Some(message) = guard::unreported_did_not_take_effect(&status, &snapshot) {
+            if !remembered(world, &uid).finalizer_reported
+                && let Some(message) = guard::unreported_did_not_take_effect(&status, &snapshot)
+            {
+                remember(world, &uid, Memory { finalizer_reported: true, ..Memory::default() });
                 world.metrics().fence_did_not_take_effect.get_or_create(&NodeLabels { node: node.clone() }).inc();
                 let notice = fence::Notice { warning: true, reason: guard::DID_NOT_TAKE_EFFECT.into(), message };
                 world.publish(&found.object_ref(&()), &notice, "Cleanup").await;
@@ -133,7 +136,9 @@ pub async fn cleanup<W: World>(world: &W, remediation: &CoronerRemediation) -> R
         remove_owned_taints(world, &node, &uid, &status).await?;
         info!(node, "removed the taints this remediation owned");
     }
-    forget(world, &uid);
+    if !remembered(world, &uid).finalizer_reported {
+        forget(world, &uid);
+    }
     Ok(Next::AwaitChange)
 }
 
@@ -753,9 +758,10 @@ impl<'a, W: World> Fence<'a, W> {
         let Some(message) = guard::fence_did_not_take_effect(&status, &snapshot) else { return Ok(()) };
         let memory = remembered(self.world, &self.uid);
         if let Some(decision) = guard::record_did_not_take_effect(&status, &memory, &message, self.world.now()) {
+            // Counted once it is recorded: a write that conflicts is decided, and counted, again.
+            self.commit(decision, Some(node)).await?;
             let labels = NodeLabels { node: self.node_name.clone() };
             self.world.metrics().fence_did_not_take_effect.get_or_create(&labels).inc();
-            self.commit(decision, Some(node)).await?;
         }
         Ok(())
     }

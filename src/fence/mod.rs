@@ -118,6 +118,9 @@ pub struct Memory {
     /// When the guard last read the released machine, and how many times it has.
     pub guarded_at: Option<Mono>,
     pub guard_reads: u64,
+    /// The finalizer published `FenceDidNotTakeEffect` on the Node: a finalizer retried (its own
+    /// write conflicted) must not publish it again. Kept after the finalizer, for that retry.
+    pub finalizer_reported: bool,
 }
 
 /// What stays fixed for one reconcile.

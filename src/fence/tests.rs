@@ -50,6 +50,7 @@ static FORGOTTEN: Memory = Memory {
     through: None,
     guarded_at: None,
     guard_reads: 0,
+    finalizer_reported: false,
 };
 
 const TIMING: Timing = Timing { request_timeout: StdDuration::from_secs(5), read_retries: 1 };

@@ -371,3 +371,29 @@ fn the_guard_looks_for_the_uuid_admitted_and_only_while_the_node_still_reports_i
     unrecorded.evidence.as_mut().unwrap().node.as_mut().unwrap().system_uuid = String::new();
     assert!(identity_target(&unrecorded, &now).is_err());
 }
+
+#[test]
+fn a_finalizer_retried_after_a_conflict_reports_a_fence_that_did_not_take_effect_once() {
+    use crate::{
+        api::{CoronerRemediationSpec, FenceAction},
+        driver::{self, World},
+        sim::{
+            lab::{Lab, Setup},
+            script::Script,
+        },
+        telemetry::NodeLabels,
+    };
+    let spec = CoronerRemediationSpec { action: FenceAction::Off, ..CoronerRemediationSpec::default() };
+    let lab = Lab::scripted(&Setup::new(UUID, spec), Script::machine(UUID, true));
+    futures::executor::block_on(lab.run());
+    // Back with its old bootID, and deleted by NHC before any reconcile saw it: the finalizer reports.
+    lab.world(|t| t.set_ready("worker-1", conditions::TRUE, Some("worker-1-boot-1")));
+    let remediation = lab.world(|t| t.remediation("worker-1")).unwrap();
+    for _ in 0..2 {
+        futures::executor::block_on(driver::cleanup(&lab, &remediation)).unwrap();
+    }
+    let on_node: Vec<String> = lab.reasons_on("Node").into_iter().filter(|r| r == DID_NOT_TAKE_EFFECT).collect();
+    assert_eq!(on_node.len(), 1, "{:?}", lab.reasons_on("Node"));
+    let counted = lab.metrics().fence_did_not_take_effect.get_or_create(&NodeLabels { node: "worker-1".into() }).get();
+    assert_eq!(counted, 1);
+}
