@@ -202,7 +202,15 @@ impl Checker {
                         "p{pid} sent {what} to {path}, whose identity this fence did not prove ({proven_path:?})"
                     ));
                 }
+                // An approval counts once the guard could have read it: at its last Node read before the
+                // ForceOff (it reads the Node again right before sending).
+                let seen = seen_until(truth, (*pid, node, remediation), *at, intent);
+                let approved_by_then = truth
+                    .life
+                    .get(node)
+                    .is_some_and(|l| l.iter().any(|(t, life)| *life == Life::Approved && *t <= seen));
                 if *guard
+                    && approved_by_then
                     && let Some(approval) = truth
                         .nodes
                         .get(node)
@@ -430,6 +438,8 @@ fn shows_life(
             Life::Lease => *t <= at - UNSEEN_LEASE && *t >= at - window,
             Life::Ready => *t <= seen_until && *t >= at - window,
             Life::Excluded => *t <= seen_until,
+            // Not a sign of life: a person's word that the machine may run again (judged for the guard).
+            Life::Approved => false,
         })
         .map(|(t, kind)| match kind {
             Life::Excluded => format!("it was labelled {} at {}", contract::EXCLUDE_LABEL, show(*t)),

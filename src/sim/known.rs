@@ -212,4 +212,9 @@ pub const REGRESSIONS: &[(u64, &str)] = &[
         "oracle (soak): the proof's span was judged from the first request, not its answer (a ForceOff landing mid-request)",
     ),
     (10757, "oracle (soak): the guard's report bound ignored a slow apiserver"),
+    (2201, "oracle (soak): a leader's failover ended the only attempt at its wall-clock deadline"),
+    (5174, "error policy (soak): a 30 s backoff on API errors outlasted the fence's deadlines"),
+    (7525, "error policy (soak): a 30 s backoff on denied Node writes outlasted the guard's bound"),
+    (9556, "error policy (soak): a 30 s backoff on API errors outlasted the fence's deadlines"),
+    (9907, "oracle (soak): an approval given after the guard's last Node read before its ForceOff counted"),
 ];

@@ -411,7 +411,8 @@ impl Run {
                     TARGET,
                     crate::guard::APPROVAL_ANNOTATION,
                     "alice: back to service after the PDU repair",
-                )
+                );
+                t.life.entry(TARGET.into()).or_default().push((now, world::Life::Approved));
             }),
             Event::DenyNodeWrites { for_ } => self.shared.with(|t| t.node_writes_denied_until = now + for_),
             Event::ForeignOutOfService => self.shared.with(|t| {

@@ -252,7 +252,7 @@ impl Scenario {
                 events.push((When::After(phase, rng.i64(0..SECOND)), Event::ApprovePowerOn));
             }
         }
-        let expect = Self::expectation(death, bmc, &events, nhc_timeout, &faults);
+        let expect = Self::expectation(&spec, death, bmc, &events, nhc_timeout, &faults);
         Self { seed, spec, death, bmc, faults, events, nhc_timeout, expect, horizon: 600 * SECOND + 500 * MS }
     }
 
@@ -260,6 +260,7 @@ impl Scenario {
     /// changes it (a person's delete, a power-on, a partition healing, NHC's timeout, denied writes
     /// and dying BMCs make it safety-only).
     fn expectation(
+        spec: &CoronerRemediationSpec,
         death: Death,
         bmc: BmcKind,
         events: &[(When, Event)],
@@ -277,7 +278,15 @@ impl Scenario {
         // apiserver ages every proof before its release can be written: safety holds, the budget may
         // not, so such seeds are judged on safety only.
         let calm = faults.slow == 0.0 && faults.crash_before + faults.crash_after < 0.002;
-        if disturbed || !calm {
+        // A leader's death costs up to the leader Lease (15 s) before another acts, and a phase's
+        // deadline also runs on the wall clock (twice powerOffTimeout since the phase began): with a
+        // powerOffTimeout under the Lease, a death a few seconds into the only attempt ends it. Such
+        // seeds are judged on safety only.
+        let may_die = faults.crash_before + faults.crash_after > 0.0
+            || events.iter().any(|(_, e)| matches!(e, Event::CrashLeader | Event::CrashAfterNextNodeWrite));
+        let failover_can_end_the_attempt =
+            spec.retry.count == 1 && spec.power_off_timeout.get() < std::time::Duration::from_secs(15);
+        if disturbed || !calm || (may_die && failover_can_end_the_attempt) {
             return Expect::Any;
         }
         match (death, bmc) {

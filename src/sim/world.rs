@@ -276,6 +276,8 @@ pub enum Life {
     Ready,
     /// A person labelled the Node excluded from remediation.
     Excluded,
+    /// A person approved the released machine's power-on (`coroner.dev/power-on-approved`).
+    Approved,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
