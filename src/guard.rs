@@ -16,7 +16,7 @@ use crate::{
         conditions,
     },
     bmc::{PowerState, ResetType},
-    fence::{BmcFailure, Decision, IdentityFound, Memory, Mono, NodeSnapshot, Notice, PowerReading},
+    fence::{BmcFailure, Decision, IdentityFound, IdentityProblem, Memory, Mono, NodeSnapshot, Notice, PowerReading},
     identity,
 };
 
@@ -88,34 +88,46 @@ pub fn assess(status: &CoronerRemediationStatus, reading: &Result<PowerReading, 
     }
 }
 
+/// Why the guard cannot tell which machine an attested release left behind: it stays blind.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum Unidentified {
+    #[error("no systemUUID was recorded when the fence was admitted")]
+    NoAdmittedUuid,
+    #[error("the Node now reports systemUUID {now:?}, not {admitted}, which it had when the fence was admitted")]
+    OtherHardware { admitted: String, now: String },
+    /// The binding, its Secret or the BMC did not lead to a system.
+    #[error("{}", match .0 { IdentityProblem::Binding { message, .. } => message, IdentityProblem::Bmc(f) => &f.message })]
+    NotReached(IdentityProblem),
+    #[error(transparent)]
+    Refused(#[from] identity::IdentityRefusal),
+}
+
 /// The systemUUID the guard looks for after an attested release: the one the Node had when the fence
 /// was admitted, and only while the Node still reports it (other hardware under the same name is not
-/// the released machine). `Err`: the guard stays blind, and this is why.
-pub fn identity_target(status: &CoronerRemediationStatus, node: &NodeSnapshot) -> Result<String, String> {
+/// the released machine).
+pub fn identity_target(status: &CoronerRemediationStatus, node: &NodeSnapshot) -> Result<String, Unidentified> {
     let admitted = status.evidence.as_ref().and_then(|e| e.node.as_ref()).map(|n| n.system_uuid.as_str());
     match admitted {
-        None | Some("") => Err("no systemUUID was recorded when the fence was admitted".into()),
-        Some(uuid) if uuid != node.system_uuid => Err(format!(
-            "the Node now reports systemUUID {:?}, not {uuid}, which it had when the fence was admitted",
-            node.system_uuid
-        )),
+        None | Some("") => Err(Unidentified::NoAdmittedUuid),
+        Some(uuid) if uuid != node.system_uuid => {
+            Err(Unidentified::OtherHardware { admitted: uuid.to_owned(), now: node.system_uuid.clone() })
+        }
         Some(uuid) => Ok(uuid.to_owned()),
     }
 }
 
 /// An attested release proved no system: nothing tells the guard which machine to read. It takes the
 /// fence's way to one in what the BMC answers now (the binding naming the node, the system whose UUID
-/// names it, no other claim on that UUID: [`identity::prove`]) and records it as the release's
-/// identity, through which it reads, and enforces, from then on. `Err`: the guard stays blind, and
-/// this is why.
+/// is `node_uuid`, no other claim on that UUID: [`identity::prove`]) and records it as the release's
+/// identity, through which it reads, and enforces, from then on.
 pub fn identify(
     status: &CoronerRemediationStatus,
-    found: Result<IdentityFound, String>,
+    found: Result<IdentityFound, IdentityProblem>,
     node_uuid: &str,
     now: Timestamp,
-) -> Result<(CoronerRemediationStatus, Notice), String> {
-    let found = found?;
-    let matched = identity::prove(node_uuid, &found.system.uuid, &found.claims).map_err(|r| r.to_string())?;
+) -> Result<(CoronerRemediationStatus, Notice), Unidentified> {
+    let found = found.map_err(Unidentified::NotReached)?;
+    let matched = identity::prove(node_uuid, &found.system.uuid, &found.claims)?;
     let message = format!(
         "the guard found the released machine: BMC system {} at {} has UUID {} ({matched:?} match with the node's systemUUID {node_uuid}); it reads its power from now on",
         found.system.id, found.endpoint, found.system.uuid

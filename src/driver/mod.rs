@@ -793,24 +793,18 @@ impl<'a, W: World> Fence<'a, W> {
             }
             // An attested release: the machine is found first, through the binding, as a fence does.
             None => {
-                let target = guard::identity_target(&status, &snapshot);
-                let found = match &target {
-                    Ok(_) => match self.identity(&snapshot).await? {
-                        Ok(found) => Ok(found),
-                        Err(IdentityProblem::Binding { message, .. }) => Err(message),
-                        Err(IdentityProblem::Bmc(failure)) => Err(failure.message),
-                    },
-                    Err(why) => Err(why.clone()),
+                let identified = match guard::identity_target(&status, &snapshot) {
+                    Ok(uuid) => guard::identify(&status, self.identity(&snapshot).await?, &uuid, self.world.now()),
+                    Err(why) => Err(why),
                 };
-                let uuid = target.unwrap_or_default();
-                match guard::identify(&status, found, &uuid, self.world.now()) {
+                match identified {
                     Ok((status, notice)) => {
                         let memory = memory.clone();
                         let decision = Decision { status, memory, reset: None, requeue: None, notices: vec![notice] };
                         self.commit(decision, Some(node)).await?;
                         return Ok(Some(StdDuration::ZERO));
                     }
-                    Err(why) => (None, guard::Finding::Blind(why)),
+                    Err(why) => (None, guard::Finding::Blind(why.to_string())),
                 }
             }
         };

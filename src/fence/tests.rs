@@ -198,6 +198,14 @@ fn machine(on: bool) -> Script {
     Script::machine(NODE_UUID, on)
 }
 
+/// Runs the fence until its current run holds `count` Off readings.
+fn run_until_off_readings(lab: &Lab<Scripted>, count: u32) {
+    let reached = |s: &CoronerRemediationStatus| {
+        s.progress.as_ref().and_then(|p| p.off_run.as_ref()).is_some_and(|run| run.count == count)
+    };
+    futures::executor::block_on(lab.run_until(reached));
+}
+
 fn run(lab: &Lab<Scripted>) -> CoronerRemediationStatus {
     futures::executor::block_on(lab.run())
 }
@@ -708,10 +716,7 @@ fn a_failed_force_off_is_recorded_and_the_next_attempt_sends_another() {
 #[test]
 fn readings_from_before_a_restart_never_count() {
     let lab = lab(off_spec(), machine(true));
-    let two_off = |s: &CoronerRemediationStatus| {
-        s.progress.as_ref().and_then(|p| p.off_run.as_ref()).is_some_and(|run| run.count == 2)
-    };
-    futures::executor::block_on(lab.run_until(two_off));
+    run_until_off_readings(&lab, 2);
     let restarted_at = lab.clock().now();
     // Another coroner process: its first Off reading starts a run of its own.
     lab.restart();
@@ -1282,10 +1287,7 @@ fn a_lease_renewed_right_after_the_release_write_takes_the_taint_back_at_once() 
 #[test]
 fn a_spec_edited_mid_fence_changes_nothing_the_fence_was_admitted_with() {
     let lab = lab(off_spec(), machine(true));
-    let one_off = |s: &CoronerRemediationStatus| {
-        s.progress.as_ref().and_then(|p| p.off_run.as_ref()).is_some_and(|run| run.count == 1)
-    };
-    futures::executor::block_on(lab.run_until(one_off));
+    run_until_off_readings(&lab, 1);
     lab.world(|t| {
         let remediation = t.remediations.values_mut().next().unwrap();
         remediation.spec.action = FenceAction::Reboot;
