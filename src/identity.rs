@@ -5,12 +5,11 @@
 //! little-endian and firmware disagrees on which form to print, so the same machine may show its UUID
 //! with those fields byte-swapped. Both forms are accepted (and recorded), nothing looser is.
 
-use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::{
     api::UuidMatch,
-    bmc::{Discovery, MemberSet, SystemReading, bounded, paths},
+    bmc::{Discovery, SystemReading, bounded, paths},
     contract::Reason,
 };
 
@@ -42,7 +41,7 @@ pub enum IdentityRefusal {
     SharedOnBmc { uuid: String, systems: Vec<String> },
     #[error(
         "member {member} of the BMC's Systems collection could not be read ({problem}); without it coroner cannot rule out a second system with the node's UUID{}",
-        if *transient { "" } else { " (pin spec.redfish.systemId to fence while the binding's verification covers it)" }
+        if *transient { "" } else { " (fix or remove that member on the BMC)" }
     )]
     MemberUnreadable { member: String, problem: String, transient: bool },
     /// No system that was read is the node's, and one that could not be read may be: its failure is
@@ -163,45 +162,14 @@ pub struct Selected {
     pub matched: UuidMatch,
 }
 
-/// What a binding verifier's full scan established, for the fences that follow it on the same binding
-/// generation (a spec change makes it void): a fence whose BMC lists exactly these members reads only
-/// `system` ([`must_rescan`]).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Scan {
-    /// The member list the scan saw.
-    pub members: MemberSet,
-    /// The members it read: at this scan, or (a member it could not read under a pin) at the one before.
-    pub read: MemberSet,
-    /// The system it selected (its path, as it answered).
-    pub system: String,
-}
-
-impl Scan {
-    /// The record of a scan whose [`select`] succeeded.
-    pub fn record(discovery: &Discovery, selected: &Selected, previous: Option<&Scan>) -> Self {
-        let read = discovery
-            .members
-            .iter()
-            .filter(|m| discovery.answered(m) || previous.is_some_and(|p| p.read.contains(m)))
-            .collect();
-        Self { members: discovery.members.clone(), read, system: selected.system.path.clone() }
-    }
-}
-
-/// Whether a fence must read every member again: the BMC lists other members than the verifier's last
-/// scan read (or there is no such scan).
-pub fn must_rescan(listed: &MemberSet, verified: Option<&Scan>) -> bool {
-    verified.is_none_or(|scan| scan.members != *listed)
-}
-
 /// The identity rule on one BMC. The candidate is the pinned system, else the one system whose UUID
 /// names the node's machine (either byte order). Refused when the node's UUID cannot identify a
 /// machine; when the pinned system is another machine; when any other system of the BMC reports the
 /// node's UUID, pinned or not (a pin is an operator's statement; a cloned UUID defeats it too); when
-/// one path answered as two UUIDs; and when a member was not read — unless the binding pins its
-/// system and `verified` (the binding verifier's last scan) read that member. Claims from outside the
-/// BMC (other Nodes, other bindings) are [`prove`]'s.
-pub fn select(discovery: &Discovery, node_uuid: &str, verified: Option<&Scan>) -> Result<Selected, IdentityRefusal> {
+/// one path answered as two UUIDs; and when a member was not read, pinned or not (nothing read earlier
+/// stands in for it: what another read recorded anywhere a user may write could be forged). Claims
+/// from outside the BMC (other Nodes, other bindings) are [`prove`]'s.
+pub fn select(discovery: &Discovery, node_uuid: &str) -> Result<Selected, IdentityRefusal> {
     let node = usable_node_uuid(node_uuid)?;
     let matches = |s: &SystemReading| parse(&s.uuid).and_then(|u| same_machine(node, u));
     let same_uuid = |a: &SystemReading, b: &SystemReading| parse(&a.uuid) == parse(&b.uuid);
@@ -232,11 +200,9 @@ pub fn select(discovery: &Discovery, node_uuid: &str, verified: Option<&Scan>) -
         return Err(IdentityRefusal::SharedOnBmc { uuid: bounded(node_uuid, 64), systems });
     }
 
-    let pinned = discovery.pinned.is_some();
-    let verifier_read = |member: &str| verified.is_some_and(|scan| scan.read.contains(member));
-    let unexcused = discovery.unreadable.iter().find(|u| !(pinned && verifier_read(&u.member)));
+    let unexcused = discovery.unreadable.first();
     let tried = |member: &str| discovery.unreadable.iter().any(|u| paths::same_resource(&u.member, member));
-    let unattempted = discovery.members.iter().find(|m| !discovery.answered(m) && !tried(m) && !verifier_read(m));
+    let unattempted = discovery.members.iter().find(|m| !discovery.answered(m) && !tried(m));
 
     match (matching.as_slice(), unexcused, unattempted) {
         ([], Some(unread), _) => Err(IdentityRefusal::Unread {
@@ -252,7 +218,7 @@ pub fn select(discovery: &Discovery, node_uuid: &str, verified: Option<&Scan>) -
         }),
         (_, None, Some(member)) => Err(IdentityRefusal::MemberUnreadable {
             member: bounded(member, 160),
-            problem: "neither this discovery nor the binding's last verification read it".into(),
+            problem: "this discovery did not read it".into(),
             transient: false,
         }),
         ([(system, matched)], None, None) => Ok(Selected { system: (*system).clone(), matched: *matched }),
@@ -367,28 +333,23 @@ mod tests {
         }
     }
 
-    fn scan(read: &[&str]) -> Scan {
-        let paths: MemberSet = read.iter().map(|id| format!("/redfish/v1/Systems/{id}")).collect();
-        Scan { members: paths.clone(), read: paths, system: "/redfish/v1/Systems/b".into() }
-    }
-
     #[test]
     fn discovery_picks_the_one_matching_system_in_either_order() {
-        let found = select(&discovery(None, &[("a", OTHER), ("b", NODE_SWAPPED)], &[]), NODE, None).unwrap();
+        let found = select(&discovery(None, &[("a", OTHER), ("b", NODE_SWAPPED)], &[]), NODE).unwrap();
         assert_eq!((found.system.id.as_str(), found.matched), ("b", UuidMatch::ByteSwapped));
-        let only = select(&discovery(None, &[("a", NODE)], &[]), NODE, None).unwrap();
+        let only = select(&discovery(None, &[("a", NODE)], &[]), NODE).unwrap();
         assert_eq!((only.system.id.as_str(), only.matched), ("a", UuidMatch::Exact));
     }
 
     #[test]
     fn no_matching_system_is_a_mismatch_that_lists_what_the_bmc_reports() {
-        let refusal = select(&discovery(None, &[("a", OTHER)], &[]), NODE, None).unwrap_err();
+        let refusal = select(&discovery(None, &[("a", OTHER)], &[]), NODE).unwrap_err();
         assert_eq!(refusal, IdentityRefusal::NoSystem { node: NODE.into(), reported: vec![OTHER.into()] });
         assert_eq!(refusal.reason(), Reason::IdentityMismatch);
         let many: Vec<(String, String)> =
             (0..20).map(|i| (format!("s{i}"), format!("7f3b0c1e-0000-4000-8000-0000000001{i:02}"))).collect();
         let many: Vec<(&str, &str)> = many.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
-        let text = select(&discovery(None, &many, &[]), NODE, None).unwrap_err().to_string();
+        let text = select(&discovery(None, &many, &[]), NODE).unwrap_err().to_string();
         assert!(text.contains("none of the 20 systems") && text.contains("and 12 more"), "{text}");
     }
 
@@ -398,7 +359,7 @@ mod tests {
             let unpinned = discovery(None, &[("a", NODE), ("b", other)], &[]);
             let pinned = discovery(Some(reading("a", NODE)), &[("b", other)], &[]);
             for found in [unpinned, pinned] {
-                let refusal = select(&found, NODE, None).unwrap_err();
+                let refusal = select(&found, NODE).unwrap_err();
                 assert!(
                     matches!(&refusal, IdentityRefusal::SharedOnBmc { systems, .. } if systems.len() == 2),
                     "{refusal:?}"
@@ -417,7 +378,7 @@ mod tests {
             .systems
             .push(Answer { member: "/redfish/v1/Systems/self".into(), system: reading("a", &NODE.to_uppercase()) });
         found.members = ["/redfish/v1/Systems/a", "/redfish/v1/Systems/self"].into_iter().collect();
-        assert_eq!(select(&found, NODE, None).unwrap().system.id, "a");
+        assert_eq!(select(&found, NODE).unwrap().system.id, "a");
     }
 
     #[test]
@@ -425,38 +386,33 @@ mod tests {
         let mut found = discovery(Some(reading("a", NODE)), &[], &[]);
         found.systems.push(Answer { member: "/redfish/v1/Systems/alias".into(), system: reading("a", OTHER) });
         found.members = ["/redfish/v1/Systems/alias"].into_iter().collect();
-        let refusal = select(&found, NODE, None).unwrap_err();
+        let refusal = select(&found, NODE).unwrap_err();
         assert!(matches!(refusal, IdentityRefusal::Unstable { .. }), "{refusal:?}");
         assert_eq!(refusal.reason(), Reason::IdentityChanged);
     }
 
     #[test]
     fn a_pinned_system_that_is_another_machine_is_a_mismatch() {
-        let refusal = select(&discovery(Some(reading("a", OTHER)), &[("b", NODE)], &[]), NODE, None).unwrap_err();
+        let refusal = select(&discovery(Some(reading("a", OTHER)), &[("b", NODE)], &[]), NODE).unwrap_err();
         assert_eq!(refusal, IdentityRefusal::Mismatch { node: NODE.into(), bmc: OTHER.into() });
     }
 
     #[test]
-    fn an_unreadable_member_is_ambiguous_unless_pinned_and_read_by_the_verifier() {
+    fn an_unreadable_member_is_ambiguous_pinned_or_not() {
         let unpinned = discovery(None, &[("b", NODE)], &["c"]);
         let pinned = || discovery(Some(reading("b", NODE)), &[], &["c"]);
-        let verified = scan(&["b", "c"]);
-        let refusal = select(&unpinned, NODE, None).unwrap_err();
+        let refusal = select(&unpinned, NODE).unwrap_err();
         assert!(
             matches!(&refusal, IdentityRefusal::MemberUnreadable { member, transient: false, .. } if member == "/redfish/v1/Systems/c")
         );
         assert_eq!(refusal.reason(), Reason::IdentityAmbiguous);
         assert!(refusal.to_string().contains("HTTP 404"), "{refusal}");
-        // The verifier's scan excuses it only under a pin: without one, it is the UUID scan that selects.
-        assert!(select(&unpinned, NODE, Some(&verified)).is_err());
-        assert!(select(&pinned(), NODE, None).is_err());
-        assert!(select(&pinned(), NODE, Some(&scan(&["b"]))).is_err(), "the verifier never read c");
-        assert_eq!(select(&pinned(), NODE, Some(&verified)).unwrap().system.id, "b");
+        assert!(select(&pinned(), NODE).is_err(), "a pin does not excuse an unread member");
     }
 
     #[test]
     fn with_no_matching_system_an_unreadable_members_failure_is_the_reason() {
-        let refusal = select(&discovery(None, &[("a", OTHER)], &["c"]), NODE, None).unwrap_err();
+        let refusal = select(&discovery(None, &[("a", OTHER)], &["c"]), NODE).unwrap_err();
         assert!(
             matches!(&refusal, IdentityRefusal::Unread { member, .. } if member == "/redfish/v1/Systems/c"),
             "{refusal:?}"
@@ -473,51 +429,23 @@ mod tests {
             error: BmcError::Unreachable("timeout".into()),
         });
         found.members = ["/redfish/v1/Systems/b", "/redfish/v1/Systems/c"].into_iter().collect();
-        assert!(select(&found, NODE, None).unwrap_err().is_transient());
+        assert!(select(&found, NODE).unwrap_err().is_transient());
     }
 
     #[test]
-    fn a_member_not_read_counts_only_if_the_verifiers_scan_read_it() {
-        // The member list is the verifier's: the fence read only the system it found.
+    fn a_listed_member_this_discovery_did_not_read_is_ambiguous() {
         let mut found = discovery(None, &[("b", NODE)], &[]);
         found.members = ["/redfish/v1/Systems/a", "/redfish/v1/Systems/b"].into_iter().collect();
-        assert!(matches!(select(&found, NODE, None), Err(IdentityRefusal::MemberUnreadable { .. })));
-        assert_eq!(select(&found, NODE, Some(&scan(&["a", "b"]))).unwrap().system.id, "b");
+        assert!(matches!(select(&found, NODE), Err(IdentityRefusal::MemberUnreadable { .. })));
     }
 
     #[test]
     fn an_unusable_node_uuid_is_refused_before_any_system_is_looked_at() {
         let found = discovery(None, &[("a", "00000000-0000-0000-0000-000000000000")], &[]);
         assert!(matches!(
-            select(&found, "00000000-0000-0000-0000-000000000000", None),
+            select(&found, "00000000-0000-0000-0000-000000000000"),
             Err(IdentityRefusal::NodeUuidUnusable(..))
         ));
-    }
-
-    #[test]
-    fn a_fence_rescans_only_when_the_member_list_changed() {
-        let verified = scan(&["a", "b"]);
-        let same: MemberSet = ["/redfish/v1/Systems/b/", "/redfish/v1/Systems/a"].into_iter().collect();
-        let grown: MemberSet =
-            ["/redfish/v1/Systems/a", "/redfish/v1/Systems/b", "/redfish/v1/Systems/c"].into_iter().collect();
-        let shrunk: MemberSet = ["/redfish/v1/Systems/b"].into_iter().collect();
-        assert!(!must_rescan(&same, Some(&verified)));
-        assert!(must_rescan(&grown, Some(&verified)));
-        assert!(must_rescan(&shrunk, Some(&verified)));
-        assert!(must_rescan(&same, None));
-    }
-
-    #[test]
-    fn a_scan_records_what_it_read_and_carries_an_excused_member_forward() {
-        let found = discovery(Some(reading("b", NODE)), &[("a", OTHER)], &["c"]);
-        let previous = scan(&["a", "b", "c"]);
-        let selected = select(&found, NODE, Some(&previous)).unwrap();
-        let record = Scan::record(&found, &selected, Some(&previous));
-        assert_eq!(record.members, found.members);
-        assert_eq!(record.read, previous.read, "c is still covered by the scan that read it");
-        assert_eq!(record.system, "/redfish/v1/Systems/b");
-        let fresh = Scan::record(&found, &selected, None);
-        assert!(!fresh.read.contains("/redfish/v1/Systems/c"));
     }
 
     // Properties -----------------------------------------------------------------------------------------
@@ -575,7 +503,7 @@ mod tests {
             let rest: Vec<(&str, &str)> = members.iter().enumerate().filter(|(i, _)| Some(*i) != pin).map(|(_, (id, u))| (id.as_str(), *u)).collect();
             let found = discovery(pinned, &rest, &[]);
             let node_systems = uuids.iter().filter(|k| **k < 2).count();
-            match select(&found, NODE, None) {
+            match select(&found, NODE) {
                 Ok(selected) => {
                     prop_assert_eq!(node_systems, 1);
                     prop_assert!(same_machine(parse(NODE).unwrap(), parse(&selected.system.uuid).unwrap()).is_some());

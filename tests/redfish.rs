@@ -296,8 +296,8 @@ async fn every_page_of_the_systems_collection_is_read() {
     assert_eq!(bmc.systems().await.unwrap(), expected);
     assert_eq!(collection_reads(&machine), 3, "{:?}", machine.requests());
     // The node's system is on the last page; the two before it are read too, and are someone else's.
-    let discovery = bmc::discover(&bmc, None, None).await.unwrap();
-    assert_eq!(identity::select(&discovery, UUID, None).unwrap().system.uuid, UUID);
+    let discovery = bmc::discover(&bmc, None).await.unwrap();
+    assert_eq!(identity::select(&discovery, UUID).unwrap().system.uuid, UUID);
     assert_eq!(discovery.systems.len(), 3);
 }
 
@@ -334,8 +334,8 @@ async fn a_second_system_with_the_nodes_uuid_makes_identity_ambiguous_pinned_or_
     let machine = Machine::start(&machine_with(&[("node-1", UUID), ("clone", UUID_SWAPPED)]));
     let bmc = client(&machine);
     for pinned in [None, Some("node-1")] {
-        let discovery = bmc::discover(&bmc, pinned, None).await.unwrap();
-        let refusal = identity::select(&discovery, UUID, None).unwrap_err();
+        let discovery = bmc::discover(&bmc, pinned).await.unwrap();
+        let refusal = identity::select(&discovery, UUID).unwrap_err();
         assert!(matches!(&refusal, IdentityRefusal::SharedOnBmc { systems, .. } if systems.len() == 2), "{refusal:?}");
         assert_eq!(refusal.reason(), contract::Reason::IdentityAmbiguous);
     }
@@ -345,42 +345,17 @@ async fn a_second_system_with_the_nodes_uuid_makes_identity_ambiguous_pinned_or_
 }
 
 #[tokio::test]
-async fn an_unreadable_member_is_ambiguous_unless_pinned_and_read_by_the_verifier() {
+async fn an_unreadable_member_is_ambiguous_pinned_or_not() {
     let healthy = machine_with(&[("node-1", UUID), ("other", OTHER)]);
-    let broken = MachineSpec { unreadable_systems: vec!["other".into()], ..healthy.clone() };
-    // The verifier's earlier scan, while every member answered.
-    let before = Machine::start(&healthy);
-    let scanned = bmc::discover(&client(&before), Some("node-1"), None).await.unwrap();
-    let selected = identity::select(&scanned, UUID, None).unwrap();
-    let verified = identity::Scan::record(&scanned, &selected, None);
-    drop(before);
-
+    let broken = MachineSpec { unreadable_systems: vec!["other".into()], ..healthy };
     let machine = Machine::start(&broken);
     let bmc = client(&machine);
-    let unpinned = bmc::discover(&bmc, None, None).await.unwrap();
+    let unpinned = bmc::discover(&bmc, None).await.unwrap();
     assert_eq!(unpinned.unreadable.len(), 1);
-    for verified in [None, Some(&verified)] {
-        let refusal = identity::select(&unpinned, UUID, verified).unwrap_err();
-        assert!(matches!(refusal, IdentityRefusal::MemberUnreadable { .. }), "{refusal:?}");
-    }
-    let pinned = bmc::discover(&bmc, Some("node-1"), None).await.unwrap();
-    assert!(identity::select(&pinned, UUID, None).is_err(), "a pin alone does not cover an unread member");
-    assert_eq!(identity::select(&pinned, UUID, Some(&verified)).unwrap().system.uuid, UUID);
-}
-
-#[tokio::test]
-async fn a_fence_whose_member_list_is_the_verifiers_reads_only_the_verified_system() {
-    let machine = Machine::start(&machine_with(&[("node-0", OTHER), ("node-1", UUID), ("node-2", THIRD)]));
-    let bmc = client(&machine);
-    let full = bmc::discover(&bmc, None, None).await.unwrap();
-    let verified = identity::Scan::record(&full, &identity::select(&full, UUID, None).unwrap(), None);
-    let reads_before = machine.requests().len();
-    let quick = bmc::discover(&bmc, None, Some(&verified)).await.unwrap();
-    assert_eq!(identity::select(&quick, UUID, Some(&verified)).unwrap().system.uuid, UUID);
-    assert_eq!(
-        machine.requests()[reads_before..],
-        ["GET /redfish/v1/Systems".to_owned(), format!("GET /redfish/v1/Systems/{UUID}")]
-    );
+    let refusal = identity::select(&unpinned, UUID).unwrap_err();
+    assert!(matches!(refusal, IdentityRefusal::MemberUnreadable { .. }), "{refusal:?}");
+    let pinned = bmc::discover(&bmc, Some("node-1")).await.unwrap();
+    assert!(identity::select(&pinned, UUID).is_err(), "a pin does not cover an unread member");
 }
 
 #[tokio::test]

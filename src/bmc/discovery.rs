@@ -3,14 +3,10 @@
 
 use std::collections::BTreeSet;
 
-use serde::{Deserialize, Serialize};
-
 use super::{Bmc, BmcError, SystemReading, paths};
-use crate::identity::Scan;
 
-/// The members of a Systems collection as a sorted set of their paths, for comparing two listings
-/// (a fence rescans only when the BMC's list differs from the one its binding's verifier read).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// The members of a Systems collection as a set of their paths, one spelling per resource.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MemberSet(BTreeSet<String>);
 
 impl MemberSet {
@@ -85,23 +81,18 @@ impl Discovery {
     }
 }
 
-/// Reads the pinned system (if any), lists every member, and reads each member — or, when the list is
-/// the one `verified` records (the binding verifier's last full scan), only the system it found.
-/// `Err` only when the pinned system or the collection cannot be read; a member that cannot be read
-/// is recorded in [`Discovery::unreadable`], for [`crate::identity::select`] to judge.
-pub async fn discover<B: Bmc>(bmc: &B, pinned: Option<&str>, verified: Option<&Scan>) -> Result<Discovery, BmcError> {
+/// Reads the pinned system (if any), lists every member, and reads each member. `Err` only when the
+/// pinned system or the collection cannot be read; a member that cannot be read is recorded in
+/// [`Discovery::unreadable`], for [`crate::identity::select`] to judge.
+pub async fn discover<B: Bmc>(bmc: &B, pinned: Option<&str>) -> Result<Discovery, BmcError> {
     let pinned = match pinned {
         Some(id) => Some(bmc.discover_system(id).await?),
         None => None,
     };
     let listed = bmc.systems().await?;
     let members: MemberSet = listed.iter().collect();
-    let to_read: Vec<&str> = match verified {
-        Some(scan) if !crate::identity::must_rescan(&members, Some(scan)) => vec![scan.system.as_str()],
-        _ => listed.iter().map(String::as_str).collect(),
-    };
     let mut discovery = Discovery { members, pinned, systems: Vec::new(), unreadable: Vec::new() };
-    for member in to_read {
+    for member in listed.iter().map(String::as_str) {
         if discovery.answered(member) {
             continue;
         }

@@ -202,6 +202,8 @@ impl BmcError {
 
 /// What the fence needs from a BMC.
 pub trait Bmc: Send + Sync {
+    /// scheme://host:port: one power action per origin at a time.
+    fn origin(&self) -> String;
     /// Paths of every member of the Systems collection, following `Members@odata.nextLink` (bounded:
     /// a cycle, too many pages or too many members is a protocol error).
     fn systems(&self) -> impl Future<Output = Result<Vec<String>, BmcError>> + Send;
@@ -215,8 +217,7 @@ pub trait Bmc: Send + Sync {
     fn reset(&self, system: &SystemReading, reset: ResetType) -> impl Future<Output = Result<u16, BmcError>> + Send;
 }
 
-/// The system a BMC's fence goes through: [`discover`] and [`crate::identity::select`] (with no
-/// verifier scan). `Ok(Err(refusal))` when the BMC answered and identity is refused with its own
+/// The system a BMC's fence goes through: [`discover`] and [`crate::identity::select`]. `Ok(Err(refusal))` when the BMC answered and identity is refused with its own
 /// reason (no system is the node's, another system reports the node's UUID, a member could not be
 /// read, a path answered as two UUIDs); a transient member failure is that member's error, so the
 /// fence retries it. A refusal `prove` repeats on the one candidate returns that candidate.
@@ -227,8 +228,8 @@ pub async fn find_system<B: Bmc>(
 ) -> Result<Result<SystemReading, crate::identity::IdentityRefusal>, BmcError> {
     use crate::identity::{IdentityRefusal, select};
 
-    let discovery = discover(bmc, pinned, None).await?;
-    let refusal = match select(&discovery, node_uuid, None) {
+    let discovery = discover(bmc, pinned).await?;
+    let refusal = match select(&discovery, node_uuid) {
         Ok(selected) => return Ok(Ok(selected.system)),
         Err(refusal) => refusal,
     };

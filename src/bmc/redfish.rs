@@ -215,6 +215,10 @@ impl RedfishClient {
 }
 
 impl Bmc for RedfishClient {
+    fn origin(&self) -> String {
+        RedfishClient::origin(self)
+    }
+
     async fn systems(&self) -> Result<Vec<String>, BmcError> {
         let collection_path = format!("{}/Systems", self.service_root);
         let mut next = Some(collection_path.clone());

@@ -84,7 +84,7 @@ async fn reconcile(cached: Arc<CoronerAttestation>, ctx: Arc<Context>) -> Result
     if attestation.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
-    let mut admissions = ctx.admissions.lock().await;
+    let mut admissions = ctx.local.admissions.lock().await;
     match phase_of(&attestation) {
         AttestationPhase::Released => {
             // Each attested release keeps its slot of the fence window, also across restarts.

@@ -38,7 +38,7 @@ use crate::{
     access::{self, Clients},
     api::{BmcBinding, CoronerRemediation, CoronerRemediationTemplate, Phase},
     contract,
-    driver::{self, Admissions, ApiError, LoopSettings},
+    driver::{self, ApiError, LoopSettings},
     gates::StormLimits,
     leader::Election,
     telemetry::{self, Health, Metrics},
@@ -81,14 +81,11 @@ pub struct Context {
     fence: LoopSettings,
     /// This process's monotonic epoch.
     pub started: std::time::Instant,
-    pub(crate) memories: driver::Memories,
-    pub(crate) origins: driver::Origins,
+    /// What the fence loop keeps in memory: admissions, what each fence learnt, device origins' turns.
+    pub local: driver::Local,
     pub recorder: Recorder,
     pub metrics: Metrics,
     pub leases: LeaseTracker,
-    /// Admissions happen one at a time (so two remediations cannot both take the last slot), and
-    /// this remembers when fences were admitted, for the per-window budget.
-    pub admissions: tokio::sync::Mutex<Admissions>,
     /// Asks the leadership loop to hand leadership over to another replica.
     pub step_down: tokio::sync::Notify,
     /// Leadership terms of this process: power readings from an earlier term never count.
@@ -116,12 +113,10 @@ impl Context {
             settings,
             fence,
             started: std::time::Instant::now(),
-            memories: driver::Memories::default(),
-            origins: driver::Origins::default(),
+            local: driver::Local::default(),
             recorder,
             metrics,
             leases: LeaseTracker::default(),
-            admissions: tokio::sync::Mutex::new(Admissions::default()),
             step_down: tokio::sync::Notify::new(),
             term: std::sync::atomic::AtomicU64::new(0),
             clients,

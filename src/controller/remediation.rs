@@ -21,8 +21,8 @@ pub async fn reconcile(remediation: Arc<CoronerRemediation>, ctx: Arc<Context>) 
     let span = info_span!("remediation", name = %remediation.name_any(), node = %node);
     finalizer::finalizer(&api, contract::FINALIZER, remediation, |event| async {
         let next = match event {
-            finalizer::Event::Apply(remediation) => driver::apply(&*ctx, &remediation).await?,
-            finalizer::Event::Cleanup(remediation) => driver::cleanup(&*ctx, &remediation).await?,
+            finalizer::Event::Apply(remediation) => driver::apply(&*ctx, &ctx.local, &remediation).await?,
+            finalizer::Event::Cleanup(remediation) => driver::cleanup(&*ctx, &ctx.local, &remediation).await?,
         };
         Ok(match next {
             Next::Requeue(after) => Action::requeue(after),

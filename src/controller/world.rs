@@ -18,11 +18,11 @@ use super::Context;
 use crate::{
     access::Unusable,
     api::{BmcBinding, BmcBindingStatus, CoronerRemediation, CoronerRemediationStatus},
-    bmc::{self, Bmc, BmcError, RedfishClient, ResetType, SystemReading},
+    bmc::RedfishClient,
     cluster,
     driver::{
-        self, Admissions, ApiResult, LoopSettings, Memories, World,
-        ports::{Clock, Cluster, Device, Devices, Events, Leadership, NodeLeases, Nodes, Remediations},
+        ApiResult, LoopSettings, World,
+        ports::{Clock, Cluster, Devices, Events, Leadership, NodeLeases, Nodes, Remediations},
     },
     fence::{Mono, Notice},
     gates::LeaseSighting,
@@ -188,36 +188,14 @@ impl Events for Context {
     }
 }
 
-impl Device for RedfishClient {
-    fn origin(&self) -> String {
-        RedfishClient::origin(self)
-    }
-
-    async fn find(
-        &self,
-        pinned: Option<&str>,
-        node_uuid: &str,
-    ) -> Result<Result<SystemReading, crate::identity::IdentityRefusal>, BmcError> {
-        bmc::find_system(self, pinned, node_uuid).await
-    }
-
-    async fn read(&self, path: &str) -> Result<SystemReading, BmcError> {
-        self.system(path).await
-    }
-
-    async fn act(&self, system: &SystemReading, reset: ResetType) -> Result<u16, BmcError> {
-        self.reset(system, reset).await
-    }
-}
-
 impl Devices for Context {
-    type Device = RedfishClient;
+    type Target = RedfishClient;
 
-    async fn device(&self, binding: &BmcBinding) -> ApiResult<Result<(RedfishClient, u64), Unusable>> {
+    async fn target(&self, binding: &BmcBinding) -> ApiResult<Result<(RedfishClient, u64), Unusable>> {
         Ok(self.clients.client(&self.client, binding).await?)
     }
 
-    fn forget_device(&self, binding: &BmcBinding) {
+    fn forget_target(&self, binding: &BmcBinding) {
         self.clients.forget(binding);
     }
 }
@@ -229,17 +207,5 @@ impl World for Context {
 
     fn metrics(&self) -> &Metrics {
         &self.metrics
-    }
-
-    fn admissions(&self) -> &tokio::sync::Mutex<Admissions> {
-        &self.admissions
-    }
-
-    fn memories(&self) -> &Memories {
-        &self.memories
-    }
-
-    fn origins(&self) -> &driver::Origins {
-        &self.origins
     }
 }

@@ -2,7 +2,7 @@
 //! fence's release — one Node update under the resourceVersion it read, re-checking the node and its
 //! Lease for that very write — over the loop's traits, so the simulator's world can judge it too.
 
-use super::{ApiError, Error, MAX_CONFLICTS, World, update_node};
+use super::{ApiError, Error, MAX_CONFLICTS, World, release::update_node};
 use crate::{
     api::AttestedRelease,
     attestation::{self, Refusal, ReleasePlan},

@@ -1,65 +1,25 @@
 //! What the fence loop touches, as small traits: the remediations (read; status written under a
 //! resourceVersion precondition), the Nodes (read; written under a precondition), the nodes' Leases,
-//! the leader Lease, the rest of the cluster the gates and the release read, Events, the BMCs and
-//! the clock. Production implements them with kube and reqwest (`controller::Context`); the
-//! simulator (`crate::sim`) implements them in memory, with faults.
+//! the leader Lease, the rest of the cluster the gates and the release read, Events, the power
+//! devices and the clock. Production implements them with kube and reqwest (`controller::Context`);
+//! the simulator (`crate::sim`) implements them in memory, with faults. What a process only
+//! remembers is not here: it is [`super::Local`].
 
 use std::{future::Future, time::Duration as StdDuration};
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
 
-use super::{Admissions, Memories, Origins};
 use crate::{
     access::Unusable,
     api::{BmcBinding, BmcBindingStatus, CoronerRemediation, CoronerRemediationStatus},
-    bmc::{BmcError, ResetType, SystemReading},
+    bmc::{self, BmcError, ResetType, SystemReading},
+    cluster::ApiResult,
     fence::{Mono, Notice},
     gates::{LeaseSighting, StormLimits},
     leader,
     telemetry::Metrics,
 };
-
-/// A failed call to the Kubernetes API, by what the loop does about it.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum ApiError {
-    /// The object changed since it was read (HTTP 409): read again and decide again.
-    #[error("conflict: {0}")]
-    Conflict(String),
-    #[error("not found: {0}")]
-    NotFound(String),
-    /// Refused for good as sent (403, 422, an admission webhook or policy).
-    #[error("denied: {0}")]
-    Denied(String),
-    /// Transport trouble, timeouts, 5xx: may clear by itself.
-    #[error("Kubernetes API unavailable: {0}")]
-    Unavailable(String),
-}
-
-impl ApiError {
-    /// Event reason suffix and metric label.
-    pub fn category(&self) -> &'static str {
-        match self {
-            Self::Conflict(_) => "conflict",
-            Self::NotFound(_) => "not-found",
-            Self::Denied(_) => "denied",
-            Self::Unavailable(_) => "kube-api",
-        }
-    }
-}
-
-impl From<kube::Error> for ApiError {
-    fn from(error: kube::Error) -> Self {
-        match &error {
-            kube::Error::Api(status) if status.code == 409 => Self::Conflict(status.message.clone()),
-            kube::Error::Api(status) if status.code == 404 => Self::NotFound(status.message.clone()),
-            kube::Error::Api(status) if matches!(status.code, 400 | 403 | 422) => Self::Denied(status.message.clone()),
-            _ => Self::Unavailable(error.to_string()),
-        }
-    }
-}
-
-pub type ApiResult<T> = Result<T, ApiError>;
 
 /// This process's clocks.
 pub trait Clock {
@@ -136,9 +96,11 @@ pub trait Events {
     fn publish(&self, regarding: &ObjectReference, notice: &Notice, action: &str) -> impl Future<Output = ()> + Send;
 }
 
-/// One power device's service (a Redfish BMC today): finds the node's target, reads its power,
-/// acts on it.
-pub trait Device: Send + Sync {
+/// A power target with an identity of its own, which the fence proves before it acts: a Redfish
+/// system (through [`bmc::Bmc`], below), an IPMI BMC. Outlets that feed a machine have no identity of
+/// their own; they prove nothing about which machine they feed, and are a level's devices, not a
+/// target.
+pub trait Target: Send + Sync {
     /// scheme://host:port: one power action per origin at a time.
     fn origin(&self) -> String;
     /// The target the fence goes through: the pinned one, the only one, or the one whose UUID names
@@ -154,17 +116,41 @@ pub trait Device: Send + Sync {
     fn act(&self, system: &SystemReading, reset: ResetType) -> impl Future<Output = Result<u16, BmcError>> + Send;
 }
 
+/// The one Redfish adapter: whatever speaks Redfish's system operations (the real client, the
+/// simulator's BMCs, a scripted one) is a target through the same discovery and identity rule.
+impl<B: bmc::Bmc> Target for B {
+    fn origin(&self) -> String {
+        bmc::Bmc::origin(self)
+    }
+
+    async fn find(
+        &self,
+        pinned: Option<&str>,
+        node_uuid: &str,
+    ) -> Result<Result<SystemReading, crate::identity::IdentityRefusal>, BmcError> {
+        bmc::find_system(self, pinned, node_uuid).await
+    }
+
+    async fn read(&self, path: &str) -> Result<SystemReading, BmcError> {
+        self.system(path).await
+    }
+
+    async fn act(&self, system: &SystemReading, reset: ResetType) -> Result<u16, BmcError> {
+        self.reset(system, reset).await
+    }
+}
+
 pub trait Devices {
-    type Device: Device;
-    /// The device a binding describes, with the serial of the client built for it (a new serial after
-    /// each rebuild: new credentials, a new CA bundle). `Ok(Err(_))`: what the binding refers to (its
-    /// Secret, CA bundle, pin, endpoint) cannot be used.
-    fn device(
+    type Target: Target;
+    /// The target a binding describes, with the serial of the client built for it (a new serial
+    /// after each rebuild: new credentials, a new CA bundle). `Ok(Err(_))`: what the binding refers
+    /// to (its Secret, CA bundle, pin, endpoint) cannot be used.
+    fn target(
         &self,
         binding: &BmcBinding,
-    ) -> impl Future<Output = ApiResult<Result<(Self::Device, u64), Unusable>>> + Send;
+    ) -> impl Future<Output = ApiResult<Result<(Self::Target, u64), Unusable>>> + Send;
     /// Drops the binding's client: the next one is built from what the binding refers to now.
-    fn forget_device(&self, binding: &BmcBinding);
+    fn forget_target(&self, binding: &BmcBinding);
 }
 
 /// Fixed for the life of the process.
@@ -185,11 +171,4 @@ pub struct LoopSettings {
 pub trait World: Clock + Remediations + Nodes + NodeLeases + Leadership + Cluster + Events + Devices + Sync {
     fn settings(&self) -> &LoopSettings;
     fn metrics(&self) -> &Metrics;
-    /// Admissions happen one at a time in a process (so two remediations cannot both take the last
-    /// slot); this remembers when fences were admitted, for the per-window budget.
-    fn admissions(&self) -> &tokio::sync::Mutex<Admissions>;
-    /// What this process knows of each fence, never persisted.
-    fn memories(&self) -> &Memories;
-    /// One request at a time per BMC origin, from this process.
-    fn origins(&self) -> &Origins;
 }

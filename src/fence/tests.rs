@@ -636,7 +636,7 @@ fn a_binding_status_write_the_api_server_refuses_never_fails_the_fence() {
 
 /// Node worker-2, reporting `uuid`, healthy, with a binding that reaches the lab's BMC too.
 fn second_binding_on_the_same_bmc(lab: &Lab<Scripted>, uuid: &str) {
-    let origin = crate::driver::ports::Device::origin(lab.device());
+    let origin = crate::driver::ports::Target::origin(lab.device());
     lab.world(|t| {
         t.add_node_as("worker-2", uuid, "worker-2-boot-1", conditions::TRUE, &[]);
         t.add_binding("worker-2", "worker-2", &origin, None);

@@ -396,7 +396,7 @@ fn a_finalizer_retried_after_a_conflict_reports_a_fence_that_did_not_take_effect
     let lab = fenced_and_back_with_its_old_boot_id();
     let remediation = lab.world(|t| t.remediation("worker-1")).unwrap();
     for _ in 0..2 {
-        futures::executor::block_on(driver::cleanup(&lab, &remediation)).unwrap();
+        futures::executor::block_on(driver::cleanup(&lab, lab.local(), &remediation)).unwrap();
     }
     let on_node: Vec<String> = lab.reasons_on("Node").into_iter().filter(|r| r == DID_NOT_TAKE_EFFECT).collect();
     assert_eq!(on_node.len(), 1, "{:?}", lab.reasons_on("Node"));

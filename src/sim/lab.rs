@@ -33,8 +33,8 @@ use crate::{
     controller::LeaseTracker,
     controller::retry,
     driver::{
-        self, Admissions, ApiResult, LoopSettings, Next, World,
-        ports::{Clock, Cluster, Device, Devices, Events, Leadership, NodeLeases, Nodes, Remediations},
+        self, Admissions, ApiResult, Local, LoopSettings, Next, World,
+        ports::{Clock, Cluster, Devices, Events, Leadership, NodeLeases, Nodes, Remediations, Target},
     },
     fence::{Mono, Notice},
     gates::{LeaseSighting, StormLimits},
@@ -129,10 +129,8 @@ pub struct Lab<D> {
     device: D,
     settings: LoopSettings,
     metrics: Metrics,
-    admissions: tokio::sync::Mutex<Admissions>,
     incarnation: Mutex<Incarnation>,
-    memories: driver::Memories,
-    origins: driver::Origins,
+    local: Local,
     /// When the current process started, on the lab's clock.
     started: Mutex<Micros>,
     /// Every status coroner wrote, in order.
@@ -161,7 +159,7 @@ impl Lab<Scripted> {
     }
 }
 
-impl<D: Device + Clone> Lab<D> {
+impl<D: Target + Clone> Lab<D> {
     /// The world of `setup`, its binding leading to `device`'s origin. The process has been running
     /// (and watching the node's Lease, which has not changed) for an hour.
     pub fn new(setup: &Setup, clock: LabClock, device: D) -> Self {
@@ -195,10 +193,8 @@ impl<D: Device + Clone> Lab<D> {
                 guard_interval: StdDuration::from_secs(10),
             },
             metrics: Metrics::new().0,
-            admissions: tokio::sync::Mutex::default(),
             incarnation: Mutex::new(Incarnation { term: 1, tracker, serial: 1 }),
-            memories: driver::Memories::default(),
-            origins: driver::Origins::default(),
+            local: Local::default(),
             started: Mutex::new(started),
             history: Mutex::default(),
             events: Mutex::default(),
@@ -216,6 +212,11 @@ impl<D: Device + Clone> Lab<D> {
         truth.now = self.clock.micros();
         truth.call_started = truth.now;
         f(&mut truth)
+    }
+
+    /// What the lab's process keeps in memory.
+    pub fn local(&self) -> &Local {
+        &self.local
     }
 
     pub fn device(&self) -> &D {
@@ -292,12 +293,12 @@ impl<D: Device + Clone> Lab<D> {
             tracker.observe(&node, renewed, now);
         }
         tracker.set_synced(true);
-        lock(&self.memories).clear();
+        lock(&self.local.memories).clear();
         let mut incarnation = lock(&self.incarnation);
         incarnation.term += 1;
         incarnation.serial += 1;
         incarnation.tracker = tracker;
-        if let Ok(mut admissions) = self.admissions.try_lock() {
+        if let Ok(mut admissions) = self.local.admissions.try_lock() {
             *admissions = Admissions::default();
         }
     }
@@ -309,7 +310,7 @@ impl<D: Device + Clone> Lab<D> {
         for (node, renewed) in self.world(|t| t.leases.clone()) {
             tracker.observe(&node, renewed, now);
         }
-        let result = super::reconcile(self, &self.name).await;
+        let result = super::reconcile(self, &self.local, &self.name).await;
         if let Err(error) = &result {
             lock(&self.errors).push(error.to_string());
         }
@@ -369,7 +370,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-impl<D: Device + Clone> Finalizer for Lab<D> {
+impl<D: Target + Clone> Finalizer for Lab<D> {
     async fn set_finalizer(&self, remediation: &CoronerRemediation, present: bool) -> ApiResult<()> {
         let expected = remediation.resource_version();
         self.world(|t| t.set_finalizer(&remediation.name_any(), expected.as_deref(), present))
@@ -390,7 +391,7 @@ fn micros_to_mono(micros: Micros) -> Mono {
     super::exec::duration(micros)
 }
 
-impl<D: Device + Clone> Remediations for Lab<D> {
+impl<D: Target + Clone> Remediations for Lab<D> {
     async fn remediation(&self, name: &str) -> ApiResult<Option<CoronerRemediation>> {
         Ok(self.world(|t| t.remediation(name)))
     }
@@ -411,7 +412,7 @@ impl<D: Device + Clone> Remediations for Lab<D> {
     }
 }
 
-impl<D: Device + Clone> Nodes for Lab<D> {
+impl<D: Target + Clone> Nodes for Lab<D> {
     async fn node(&self, name: &str) -> ApiResult<Option<Node>> {
         Ok(self.world(|t| t.node(name)))
     }
@@ -434,7 +435,7 @@ impl<D: Device + Clone> Nodes for Lab<D> {
     }
 }
 
-impl<D: Device + Clone> NodeLeases for Lab<D> {
+impl<D: Target + Clone> NodeLeases for Lab<D> {
     async fn node_lease(&self, node: &str) -> ApiResult<Option<Option<Timestamp>>> {
         Ok(self.world(|t| t.node_lease(node)))
     }
@@ -444,7 +445,7 @@ impl<D: Device + Clone> NodeLeases for Lab<D> {
     }
 }
 
-impl<D: Device + Clone> Leadership for Lab<D> {
+impl<D: Target + Clone> Leadership for Lab<D> {
     fn instance(&self) -> String {
         format!("p{PID}/{}", lock(&self.incarnation).term)
     }
@@ -463,7 +464,7 @@ impl<D: Device + Clone> Leadership for Lab<D> {
     }
 }
 
-impl<D: Device + Clone> Cluster for Lab<D> {
+impl<D: Target + Clone> Cluster for Lab<D> {
     async fn bindings(&self) -> ApiResult<Vec<BmcBinding>> {
         Ok(self.world(|t| t.binding_list()))
     }
@@ -503,17 +504,17 @@ impl<D: Device + Clone> Cluster for Lab<D> {
     }
 }
 
-impl<D: Device + Clone> Events for Lab<D> {
+impl<D: Target + Clone> Events for Lab<D> {
     async fn publish(&self, regarding: &ObjectReference, notice: &Notice, _action: &str) {
         lock(&self.events).push((regarding.kind.clone().unwrap_or_default(), notice.clone()));
     }
 }
 
-impl<D: Device + Clone> Devices for Lab<D> {
-    type Device = D;
+impl<D: Target + Clone> Devices for Lab<D> {
+    type Target = D;
 
     /// The test's device, once the binding's credentials Secret exists.
-    async fn device(&self, binding: &BmcBinding) -> ApiResult<Result<(D, u64), Unusable>> {
+    async fn target(&self, binding: &BmcBinding) -> ApiResult<Result<(D, u64), Unusable>> {
         let secret = &binding.spec.credentials_secret_ref.name;
         let serial = lock(&self.incarnation).serial;
         Ok(match self.world(|t| t.secret(secret)) {
@@ -525,29 +526,17 @@ impl<D: Device + Clone> Devices for Lab<D> {
         })
     }
 
-    fn forget_device(&self, _binding: &BmcBinding) {
+    fn forget_target(&self, _binding: &BmcBinding) {
         lock(&self.incarnation).serial += 1;
     }
 }
 
-impl<D: Device + Clone> World for Lab<D> {
+impl<D: Target + Clone> World for Lab<D> {
     fn settings(&self) -> &LoopSettings {
         &self.settings
     }
 
     fn metrics(&self) -> &Metrics {
         &self.metrics
-    }
-
-    fn admissions(&self) -> &tokio::sync::Mutex<Admissions> {
-        &self.admissions
-    }
-
-    fn memories(&self) -> &driver::Memories {
-        &self.memories
-    }
-
-    fn origins(&self) -> &driver::Origins {
-        &self.origins
     }
 }

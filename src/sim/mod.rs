@@ -650,7 +650,7 @@ impl Run {
                     pid,
                     name.clone(),
                     Box::pin(async move {
-                        let result = reconcile(process.as_ref(), &name)
+                        let result = reconcile(process.as_ref(), &process.local, &name)
                             .await
                             .map_err(|e| (e.to_string(), retry::fence_class(&e)));
                         completions.lock().unwrap_or_else(PoisonError::into_inner).push((process.pid, name, result));
@@ -716,7 +716,11 @@ pub trait Finalizer {
 
 /// The remediation controller of one coroner process: kube-runtime's finalizer helper around the
 /// one fence loop, as `controller::remediation` wires it in production.
-pub async fn reconcile<W: World + Finalizer>(world: &W, name: &str) -> Result<Next, driver::Error> {
+pub async fn reconcile<W: World + Finalizer>(
+    world: &W,
+    local: &driver::Local,
+    name: &str,
+) -> Result<Next, driver::Error> {
     let Some(remediation): Option<CoronerRemediation> = world.remediation(name).await? else {
         return Ok(Next::AwaitChange);
     };
@@ -726,9 +730,9 @@ pub async fn reconcile<W: World + Finalizer>(world: &W, name: &str) -> Result<Ne
             world.set_finalizer(&remediation, true).await?;
             Ok(Next::AwaitChange)
         }
-        (false, true) => driver::apply(world, &remediation).await,
+        (false, true) => driver::apply(world, local, &remediation).await,
         (true, true) => {
-            driver::cleanup(world, &remediation).await?;
+            driver::cleanup(world, local, &remediation).await?;
             world.set_finalizer(&remediation, false).await?;
             Ok(Next::AwaitChange)
         }

@@ -21,11 +21,11 @@ use crate::{
     access::{Cause, Unusable},
     api::{BmcBinding, BmcBindingStatus, CoronerRemediation, CoronerRemediationStatus},
     bmc::SetupError,
-    bmc::{self, Bmc, BmcError, PowerState, ResetType, SystemReading},
+    bmc::{Bmc, BmcError, PowerState, ResetType, SystemReading},
     controller::LeaseTracker,
     driver::{
-        Admissions, ApiError, ApiResult, LoopSettings, Memories, World,
-        ports::{Clock, Cluster, Device, Devices, Events, Leadership, NodeLeases, Nodes, Remediations},
+        ApiError, ApiResult, Local, LoopSettings, World,
+        ports::{Clock, Cluster, Devices, Events, Leadership, NodeLeases, Nodes, Remediations},
     },
     fence::Notice,
     gates::LeaseSighting,
@@ -106,15 +106,14 @@ pub struct Process {
     shared: Arc<Shared>,
     settings: LoopSettings,
     metrics: Metrics,
-    admissions: tokio::sync::Mutex<Admissions>,
     pub tracker: LeaseTracker,
     /// Devices by binding UID, with the binding resourceVersion and when they were built (the
     /// production client cache: reused for 60 s while the binding is unchanged).
     clients: Mutex<BTreeMap<String, (String, Micros, SimDevice, u64)>>,
     /// Clients dropped so far: a rebuilt client always has a new serial.
     forgotten: Mutex<u64>,
-    memories: Memories,
-    origins: crate::driver::Origins,
+    /// What the loop keeps in memory in this process.
+    pub local: Local,
 }
 
 impl Process {
@@ -128,12 +127,10 @@ impl Process {
             shared,
             settings,
             metrics: Metrics::new().0,
-            admissions: tokio::sync::Mutex::default(),
             tracker: LeaseTracker::default(),
             clients: Mutex::default(),
             forgotten: Mutex::default(),
-            memories: Memories::default(),
-            origins: crate::driver::Origins::default(),
+            local: Local::default(),
         }
     }
 
@@ -355,9 +352,9 @@ impl Events for Process {
 }
 
 impl Devices for Process {
-    type Device = SimDevice;
+    type Target = SimDevice;
 
-    async fn device(&self, binding: &BmcBinding) -> ApiResult<Result<(SimDevice, u64), Unusable>> {
+    async fn target(&self, binding: &BmcBinding) -> ApiResult<Result<(SimDevice, u64), Unusable>> {
         let uid = binding.uid().unwrap_or_default();
         let version = binding.resource_version().unwrap_or_default();
         let now = self.shared.sched.now();
@@ -387,7 +384,7 @@ impl Devices for Process {
         Ok(Ok((device, serial)))
     }
 
-    fn forget_device(&self, binding: &BmcBinding) {
+    fn forget_target(&self, binding: &BmcBinding) {
         self.clients.lock().unwrap_or_else(PoisonError::into_inner).remove(&binding.uid().unwrap_or_default());
         *self.forgotten.lock().unwrap_or_else(PoisonError::into_inner) += 1;
     }
@@ -400,18 +397,6 @@ impl World for Process {
 
     fn metrics(&self) -> &Metrics {
         &self.metrics
-    }
-
-    fn admissions(&self) -> &tokio::sync::Mutex<Admissions> {
-        &self.admissions
-    }
-
-    fn memories(&self) -> &Memories {
-        &self.memories
-    }
-
-    fn origins(&self) -> &crate::driver::Origins {
-        &self.origins
     }
 }
 
@@ -557,6 +542,10 @@ impl SimDevice {
 }
 
 impl Bmc for SimDevice {
+    fn origin(&self) -> String {
+        self.shared.with(|t| t.bmcs[self.bmc].origin.clone())
+    }
+
     async fn systems(&self) -> Result<Vec<String>, BmcError> {
         let bmc = self.bmc;
         self.request(false, move |t, _| {
@@ -630,28 +619,6 @@ impl Bmc for SimDevice {
             Ok(if on { 202 } else { 204 })
         })
         .await
-    }
-}
-
-impl Device for SimDevice {
-    fn origin(&self) -> String {
-        self.shared.with(|t| t.bmcs[self.bmc].origin.clone())
-    }
-
-    async fn find(
-        &self,
-        pinned: Option<&str>,
-        node_uuid: &str,
-    ) -> Result<Result<SystemReading, crate::identity::IdentityRefusal>, BmcError> {
-        bmc::find_system(self, pinned, node_uuid).await
-    }
-
-    async fn read(&self, path: &str) -> Result<SystemReading, BmcError> {
-        self.system(path).await
-    }
-
-    async fn act(&self, system: &SystemReading, reset: ResetType) -> Result<u16, BmcError> {
-        self.reset(system, reset).await
     }
 }
 

@@ -15,12 +15,9 @@ use super::{
     exec::{Micros, micros},
     lab::LabClock,
 };
-use crate::{
-    bmc::{self, Bmc, BmcError, PowerState, ResetType, SystemReading},
-    driver::ports::Device,
-};
+use crate::bmc::{Bmc, BmcError, PowerState, ResetType, SystemReading};
 
-/// The answer to one power reading of the fence (`Device::read`).
+/// The answer to one power reading of the fence (`Target::read`).
 #[derive(Clone, Debug)]
 pub enum Read {
     /// What the power model says.
@@ -220,6 +217,10 @@ fn apply_due(state: &mut State, now: Micros) {
 }
 
 impl Bmc for Scripted {
+    fn origin(&self) -> String {
+        self.with(|s| s.script.origin.clone())
+    }
+
     async fn systems(&self) -> Result<Vec<String>, BmcError> {
         self.request(Request::List, |s, _| {
             Ok(s.script.systems.iter().map(|system| format!("/redfish/v1/Systems/{}", system.id)).collect())
@@ -257,27 +258,5 @@ impl Bmc for Scripted {
             }
         })
         .await
-    }
-}
-
-impl Device for Scripted {
-    fn origin(&self) -> String {
-        self.with(|s| s.script.origin.clone())
-    }
-
-    async fn find(
-        &self,
-        pinned: Option<&str>,
-        node_uuid: &str,
-    ) -> Result<Result<SystemReading, crate::identity::IdentityRefusal>, BmcError> {
-        bmc::find_system(self, pinned, node_uuid).await
-    }
-
-    async fn read(&self, path: &str) -> Result<SystemReading, BmcError> {
-        self.system(path).await
-    }
-
-    async fn act(&self, system: &SystemReading, reset: ResetType) -> Result<u16, BmcError> {
-        self.reset(system, reset).await
     }
 }

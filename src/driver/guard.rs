@@ -1,0 +1,96 @@
+//! After the release: the guard's readings of the released machine ([`crate::guard`] decides) and
+//! the bootID check.
+
+use super::*;
+
+impl<W: World> Fence<'_, W> {
+    /// The bootID check, on every reconcile once the fence released the node: a node back with its
+    /// pre-fence bootID never went down ([`crate::guard::fence_did_not_take_effect`]).
+    pub(super) async fn check_boot_id(&mut self, node: &Node) -> Result<(), Error> {
+        let status = self.status();
+        if status.evidence.as_ref().and_then(|e| e.release.as_ref()).is_none() {
+            return Ok(());
+        }
+        let snapshot = NodeSnapshot::new(node, None, &self.uid);
+        let Some(message) = crate::guard::fence_did_not_take_effect(&status, &snapshot) else { return Ok(()) };
+        let memory = self.remembered();
+        if let Some(decision) = crate::guard::record_did_not_take_effect(&status, &memory, &message, self.world.now()) {
+            // Counted once it is recorded: a write that conflicts is decided, and counted, again.
+            self.commit(decision, Some(node)).await?;
+            let labels = NodeLabels { node: self.node_name.clone() };
+            self.world.metrics().fence_did_not_take_effect.get_or_create(&labels).inc();
+        }
+        Ok(())
+    }
+
+    /// The guard after the release, on every reconcile while this fence's release stands. Returns
+    /// when the guard reads again.
+    pub(super) async fn guard(&mut self, node: &Node) -> Result<Option<StdDuration>, Error> {
+        let status = self.status();
+        if status.evidence.as_ref().and_then(|e| e.release.as_ref()).is_none() {
+            return Ok(None);
+        }
+        let snapshot = NodeSnapshot::new(node, None, &self.uid);
+        let labels = NodeLabels { node: self.node_name.clone() };
+        if !crate::guard::guarded(&status, &snapshot) {
+            return Ok(None);
+        }
+        let interval = self.world.settings().guard_interval;
+        let memory = self.remembered();
+        if let Some(wait) = crate::guard::due(&memory, self.world.mono(), interval, &self.uid) {
+            return Ok(Some(wait));
+        }
+        let path = status.evidence.as_ref().and_then(|e| e.identity.as_ref()).map(|i| i.system_path.clone());
+        let (read, finding) = match path {
+            Some(path) => {
+                let read = self.read_power(&path).await?;
+                let reading = read.as_ref().map(|(_, reading)| reading.clone()).map_err(Clone::clone);
+                let finding = crate::guard::assess(&status, &reading);
+                (Some(read), finding)
+            }
+            // An attested release: the machine is found first, through the binding, as a fence does.
+            None => {
+                let identified = match crate::guard::identity_target(&status, &snapshot) {
+                    Ok(uuid) => {
+                        crate::guard::identify(&status, self.identity(&snapshot).await?, &uuid, self.world.now())
+                    }
+                    Err(why) => Err(why),
+                };
+                match identified {
+                    Ok((status, notice)) => {
+                        let memory = memory.clone();
+                        let decision = Decision { status, memory, reset: None, requeue: None, notices: vec![notice] };
+                        self.commit(decision, Some(node)).await?;
+                        return Ok(Some(StdDuration::ZERO));
+                    }
+                    Err(why) => (None, crate::guard::Finding::Blind(why.to_string())),
+                }
+            }
+        };
+        if matches!(finding, crate::guard::Finding::Blind(_)) {
+            self.world.metrics().guard_blind_reads.get_or_create(&labels).inc();
+        }
+        let approval = node.annotations().get(crate::guard::APPROVAL_ANNOTATION).map(String::as_str);
+        let instance = self.world.instance();
+        let watch = crate::guard::Watch {
+            policy: self.spec().guard,
+            approval,
+            instance: &instance,
+            now: self.world.now(),
+            mono: self.world.mono(),
+        };
+        let decision = crate::guard::next(&status, &memory, &finding, watch);
+        if decision.notices.iter().any(|n| n.reason == crate::guard::POWERED_ON && n.warning)
+            && matches!(finding, crate::guard::Finding::NotOff(_))
+        {
+            self.world.metrics().released_machine_powered_on.get_or_create(&labels).inc();
+        }
+        let reset = decision.reset;
+        self.commit(decision, Some(node)).await?;
+        if let (Some(ResetType::ForceOff), Some(Ok((system, _)))) = (reset, read) {
+            self.send_guard_reset(system, node).await?;
+        }
+        let memory = self.remembered();
+        Ok(Some(crate::guard::jittered(interval, &self.uid, memory.guard_reads)))
+    }
+}

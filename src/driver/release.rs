@@ -1,0 +1,264 @@
+//! The release: the out-of-service taint in one Node update, or the pod deletions of
+//! `ResourceDeletion`, each under the re-checks that the node is still the silent one; coroner's
+//! taints brought in line with the fence's state.
+
+use super::*;
+
+impl<W: World> Fence<'_, W> {
+    /// A release on the Node that status does not know of (coroner stopped, or NHC timed the
+    /// remediation out, between the two writes): recorded before anything else decides on the status,
+    /// after the Lease check that follows every release ([`standing_release`]).
+    pub(super) async fn record_standing_release(&mut self, node: &Node) -> Result<(), Error> {
+        let status = self.status();
+        let recorded = status.evidence.as_ref().is_some_and(|e| e.release.is_some());
+        if fence::phase_of(&status) != Phase::Releasing || recorded {
+            return Ok(());
+        }
+        let lease = self.world.node_lease(&self.node_name).await?;
+        let snapshot = NodeSnapshot::new(node, lease, &self.uid);
+        if snapshot.released_at.is_none() {
+            return Ok(());
+        }
+        let observation = Observation::Release(standing_release(self.world, &status, &snapshot, &self.uid).await?);
+        let memory = self.remembered();
+        let instance = self.world.instance();
+        let decision = fence::next(&self.spec(), &status, observation, self.context(&snapshot, &memory, &instance));
+        self.commit(decision, Some(node)).await
+    }
+}
+
+/// Reads the node, lets `change` decide, and writes its taints and annotations as a patch under the
+/// resourceVersion it was read at; on a conflict it reads and decides again. `Ok(None)`: the node is
+/// gone or nothing to change.
+pub(super) async fn update_node<W: World>(
+    world: &W,
+    name: &str,
+    mut change: impl FnMut(&Node) -> Option<Node>,
+) -> Result<Option<Node>, Error> {
+    for _ in 0..MAX_CONFLICTS {
+        let Some(node) = world.node(name).await? else { return Ok(None) };
+        let Some(updated) = change(&node) else { return Ok(None) };
+        match world.patch_node(&node, &updated).await {
+            Ok(written) => return Ok(Some(written)),
+            Err(ApiError::Conflict(_)) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(Error::NodeConflicts(name.to_owned()))
+}
+
+/// Brings coroner's taints on the node in line with the remediation's state: adds the fencing taint
+/// when wanted, removes it when not, and removes the out-of-service taint this remediation owns only
+/// once the fence decided its release is over.
+pub(super) async fn align_taints<W: World>(
+    world: &W,
+    name: &str,
+    owner_uid: &str,
+    fencing: bool,
+    out_of_service_ends: bool,
+) -> Result<(), Error> {
+    let now = world.now();
+    update_node(world, name, |node| {
+        let mut unwanted = Vec::new();
+        if !fencing {
+            unwanted.push(CoronerTaint::Fencing);
+        }
+        if out_of_service_ends {
+            unwanted.push(CoronerTaint::OutOfService);
+        }
+        let removed = taints::without_owned(node, &unwanted, owner_uid);
+        let base = removed.as_ref().unwrap_or(node);
+        let added = if fencing { taints::with_taint(base, CoronerTaint::Fencing, owner_uid, now) } else { None };
+        added.or(removed)
+    })
+    .await
+    .map(drop)
+}
+
+/// Removes every coroner taint this remediation owns, and the approval its release ends (the
+/// finalizer's job).
+pub(super) async fn remove_owned_taints<W: World>(
+    world: &W,
+    name: &str,
+    owner_uid: &str,
+    status: &CoronerRemediationStatus,
+) -> Result<(), Error> {
+    update_node(world, name, |node| {
+        let removed = taints::without_owned(node, &[CoronerTaint::Fencing, CoronerTaint::OutOfService], owner_uid);
+        if !crate::guard::approval_ends(status, node) {
+            return removed;
+        }
+        let mut updated = removed.unwrap_or_else(|| node.clone());
+        updated.annotations_mut().remove(crate::guard::APPROVAL_ANNOTATION);
+        Some(updated)
+    })
+    .await
+    .map(drop)
+}
+
+/// The node as it is now with its current Lease, if `fence::release_check` holds on it.
+pub(super) async fn silent_node<W: World>(
+    world: &W,
+    spec: &CoronerRemediationSpec,
+    status: &CoronerRemediationStatus,
+    node_name: &str,
+    owner_uid: &str,
+) -> Result<Result<(Node, NodeSnapshot), NodeRefusal>, Error> {
+    let Some(node) = world.node(node_name).await? else {
+        return Ok(Err(NodeRefusal::Gone { node: node_name.to_owned() }));
+    };
+    let snapshot = NodeSnapshot::new(&node, world.node_lease(node_name).await?, owner_uid);
+    Ok(fence::release_check(spec, status, &snapshot).map(|()| (node, snapshot)))
+}
+
+/// Whether a release may be written now: the leader Lease outlasting the write, and the proof still
+/// fresh ([`fence::proof_deadline`], on this process's monotonic clock).
+pub(super) async fn may_write_release<W: World>(
+    world: &W,
+    deadline: Mono,
+) -> Result<Result<(), ReleaseRefusal>, Error> {
+    world.ensure_leader(world.settings().request_timeout).await?;
+    // Last, right before the write: the leader check itself takes time.
+    if world.mono() >= deadline {
+        return Ok(Err(ReleaseRefusal::ProofExpired));
+    }
+    Ok(Ok(()))
+}
+
+/// The release with the out-of-service taint: one Node patch under the read resourceVersion that
+/// adds the taint and its owner record, only if `fence::release_check` holds on exactly that Node and
+/// its current Lease, and only while the proof is fresh. Right after it the Lease is read again: a
+/// renewal since the power-off takes the taint back at once (`DidNotTakeEffect`).
+pub(super) async fn release_with_taint<W: World>(
+    world: &W,
+    spec: &CoronerRemediationSpec,
+    status: &CoronerRemediationStatus,
+    node_name: &str,
+    owner_uid: &str,
+    deadline: Mono,
+) -> Result<Result<Released, ReleaseRefusal>, Error> {
+    for _ in 0..MAX_CONFLICTS {
+        let (node, snapshot) = match silent_node(world, spec, status, node_name, owner_uid).await? {
+            Ok(silent) => silent,
+            Err(refusal) => return Ok(Err(ReleaseRefusal::Node(refusal))),
+        };
+        let released = |at, taint_owned| Released {
+            at,
+            node_ready: snapshot.ready.clone().unwrap_or_default(),
+            lease_renew_time: snapshot.lease_renew_time,
+            taint_owned,
+            pods_deleted: None,
+        };
+        if snapshot.released_at.is_some() {
+            return standing_release(world, status, &snapshot, owner_uid).await;
+        }
+        let now = world.now();
+        let Some(updated) = taints::with_taint(&node, CoronerTaint::OutOfService, owner_uid, now) else {
+            // Someone else's out-of-service taint is already there: not claimed.
+            return Ok(Ok(released(now, false)));
+        };
+        if let Err(refusal) = may_write_release(world, deadline).await? {
+            return Ok(Err(refusal));
+        }
+        match world.patch_node(&node, &updated).await {
+            Ok(_) => {}
+            Err(ApiError::Conflict(_)) => continue,
+            Err(ApiError::Denied(why)) => return Ok(Err(ReleaseRefusal::WriteRefused(why))),
+            Err(e) => return Err(e.into()),
+        }
+        let after = NodeSnapshot { lease_renew_time: world.node_lease(node_name).await?.flatten(), ..snapshot.clone() };
+        if let Err(NodeRefusal::LeaseRenewed { renewed, .. }) = fence::lease_unrenewed_since_power_off(status, &after) {
+            remove_owned_out_of_service(world, node_name, owner_uid).await?;
+            return Ok(Err(ReleaseRefusal::DidNotTakeEffect { node: node_name.to_owned(), renewed }));
+        }
+        return Ok(Ok(released(now, true)));
+    }
+    Err(Error::NodeConflicts(node_name.to_owned()))
+}
+
+/// This remediation's exact out-of-service taint found on the Node: a release written earlier, maybe
+/// by a process that stopped before it could read the Lease again. The same check as right after a
+/// release write: a Lease renewed since the power-off takes the taint back at once.
+pub(super) async fn standing_release<W: World>(
+    world: &W,
+    status: &CoronerRemediationStatus,
+    snapshot: &NodeSnapshot,
+    owner_uid: &str,
+) -> Result<Result<Released, ReleaseRefusal>, Error> {
+    if let Err(NodeRefusal::LeaseRenewed { renewed, .. }) = fence::lease_unrenewed_since_power_off(status, snapshot) {
+        remove_owned_out_of_service(world, &snapshot.name, owner_uid).await?;
+        return Ok(Err(ReleaseRefusal::DidNotTakeEffect { node: snapshot.name.clone(), renewed }));
+    }
+    Ok(Ok(Released {
+        at: snapshot.released_at.unwrap_or_else(|| world.now()),
+        node_ready: snapshot.ready.clone().unwrap_or_default(),
+        lease_renew_time: snapshot.lease_renew_time,
+        taint_owned: true,
+        pods_deleted: None,
+    }))
+}
+
+pub(super) async fn remove_owned_out_of_service<W: World>(world: &W, name: &str, owner_uid: &str) -> Result<(), Error> {
+    update_node(world, name, |node| taints::without_owned(node, &[CoronerTaint::OutOfService], owner_uid))
+        .await
+        .map(drop)
+}
+
+/// The release with `ResourceDeletion` (as FAR does): after the same check, force-delete every pod
+/// bound to the node (grace period 0, UID precondition), mirror pods excepted, checking the node and
+/// the proof's freshness again before each further pod. Never VolumeAttachments. Unlike the taint,
+/// this is not one atomic update.
+pub(super) async fn release_by_deletion<W: World>(
+    world: &W,
+    spec: &CoronerRemediationSpec,
+    status: &CoronerRemediationStatus,
+    node_name: &str,
+    owner_uid: &str,
+    deadline: Mono,
+) -> Result<Result<Released, ReleaseRefusal>, Error> {
+    let snapshot = match silent_node(world, spec, status, node_name, owner_uid).await? {
+        Ok((_, snapshot)) => snapshot,
+        Err(refusal) => return Ok(Err(ReleaseRefusal::Node(refusal))),
+    };
+    let mut deleted = 0;
+    let mut first = true;
+    for pod in world.pods_on(node_name).await? {
+        if fence::is_mirror_pod(&pod) {
+            continue;
+        }
+        // Deleting takes a while: the node must still be silent before each further pod goes.
+        if !std::mem::take(&mut first)
+            && let Err(refusal) = silent_node(world, spec, status, node_name, owner_uid).await?
+        {
+            return Ok(Err(ReleaseRefusal::Node(refusal)));
+        }
+        if let Err(refusal) = may_write_release(world, deadline).await? {
+            return Ok(Err(refusal));
+        }
+        match world.delete_pod(&pod).await {
+            Ok(()) => deleted += 1,
+            // Gone already (another remediator may delete the same pod), or replaced by a new pod.
+            Err(ApiError::NotFound(_) | ApiError::Conflict(_)) => {}
+            Err(ApiError::Denied(why)) => return Ok(Err(ReleaseRefusal::WriteRefused(why))),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(Ok(Released {
+        at: world.now(),
+        node_ready: snapshot.ready.unwrap_or_default(),
+        lease_renew_time: snapshot.lease_renew_time,
+        taint_owned: false,
+        pods_deleted: Some(deleted),
+    }))
+}
+
+/// What still holds the node: pods that are terminating or not yet evicted, and VolumeAttachments.
+pub(super) async fn workloads<W: World>(world: &W, node_name: &str) -> Result<Workloads, Error> {
+    let blocking_pods = world.pods_on(node_name).await?.iter().filter(|p| fence::pod_blocks_release(p)).count();
+    let volume_attachments = world.volume_attachments_on(node_name).await?;
+    Ok(Workloads { blocking_pods: count(blocking_pods), volume_attachments: count(volume_attachments) })
+}
+
+pub(super) fn count(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
