@@ -141,6 +141,10 @@ impl Context {
     fn bindings_api(&self) -> Api<BmcBinding> {
         Api::namespaced(self.client.clone(), self.namespace())
     }
+
+    fn attestations_api(&self) -> Api<crate::api::CoronerAttestation> {
+        Api::namespaced(self.client.clone(), self.namespace())
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

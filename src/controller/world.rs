@@ -4,12 +4,13 @@ use std::time::Duration as StdDuration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::{
+    admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding},
     core::v1::{Node, ObjectReference, Pod},
     storage::v1::VolumeAttachment,
 };
 use kube::{
     Api, ResourceExt,
-    api::{DeleteParams, ListParams, Patch, PatchParams, Preconditions},
+    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions},
     runtime::events::{Event, EventType},
 };
 use tracing::warn;
@@ -17,12 +18,15 @@ use tracing::warn;
 use super::Context;
 use crate::{
     access::Unusable,
-    api::{BmcBinding, BmcBindingStatus, CoronerRemediation, CoronerRemediationStatus},
+    api::{
+        BmcBinding, BmcBindingStatus, CoronerAttestation, CoronerAttestationStatus, CoronerRemediation,
+        CoronerRemediationStatus,
+    },
     bmc::RedfishClient,
     cluster,
     driver::{
         ApiResult, LoopSettings, World,
-        ports::{Clock, Cluster, Devices, Events, Leadership, NodeLeases, Nodes, Remediations},
+        ports::{Attestations, Clock, Cluster, Devices, Events, Leadership, NodeLeases, Nodes, Remediations},
     },
     fence::{Mono, Notice},
     gates::LeaseSighting,
@@ -170,6 +174,50 @@ impl Cluster for Context {
         let attachments: Api<VolumeAttachment> = Api::all(self.client.clone());
         let all = attachments.list(&ListParams::default()).await?.items;
         Ok(all.iter().filter(|va| va.spec.node_name == node).count())
+    }
+}
+
+impl Attestations for Context {
+    async fn attestation(&self, name: &str) -> ApiResult<Option<CoronerAttestation>> {
+        Ok(self.attestations_api().get_opt(name).await?)
+    }
+
+    async fn attestations(&self) -> ApiResult<Vec<CoronerAttestation>> {
+        Ok(self.attestations_api().list(&ListParams::default()).await?.items)
+    }
+
+    async fn write_attestation_status(
+        &self,
+        current: &CoronerAttestation,
+        status: CoronerAttestationStatus,
+    ) -> ApiResult<CoronerAttestation> {
+        let mut updated = current.clone();
+        updated.status = Some(status);
+        Ok(self.attestations_api().replace_status(&current.name_any(), &PostParams::default(), &updated).await?)
+    }
+
+    async fn admission_policies(
+        &self,
+    ) -> ApiResult<(Vec<ValidatingAdmissionPolicy>, Vec<ValidatingAdmissionPolicyBinding>)> {
+        let hidden = |e: &kube::Error| matches!(e, kube::Error::Api(s) if s.code == 403 || s.code == 404);
+        let policies =
+            match Api::<ValidatingAdmissionPolicy>::all(self.client.clone()).list(&ListParams::default()).await {
+                Ok(list) => list.items,
+                Err(e) if hidden(&e) => {
+                    warn!(error = %e, "cannot list ValidatingAdmissionPolicies: attestations are ignored");
+                    Vec::new()
+                }
+                Err(e) => return Err(e.into()),
+            };
+        let bindings = match Api::<ValidatingAdmissionPolicyBinding>::all(self.client.clone())
+            .list(&ListParams::default())
+            .await
+        {
+            Ok(list) => list.items,
+            Err(e) if hidden(&e) => Vec::new(),
+            Err(e) => return Err(e.into()),
+        };
+        Ok((policies, bindings))
     }
 }
 

@@ -8,7 +8,7 @@
 //! about (a BMC failure, a binding that cannot be used, a node that proved alive) travels inside `T`
 //! as an observation.
 
-pub mod attested;
+pub mod attest;
 mod guard;
 mod identity;
 pub mod ports;

@@ -8,11 +8,17 @@
 use std::{future::Future, time::Duration as StdDuration};
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
+use k8s_openapi::api::{
+    admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding},
+    core::v1::{Node, ObjectReference, Pod},
+};
 
 use crate::{
     access::Unusable,
-    api::{BmcBinding, BmcBindingStatus, CoronerRemediation, CoronerRemediationStatus},
+    api::{
+        BmcBinding, BmcBindingStatus, CoronerAttestation, CoronerAttestationStatus, CoronerRemediation,
+        CoronerRemediationStatus,
+    },
     bmc::{self, BmcError, ResetType, SystemReading},
     cluster::ApiResult,
     fence::{Mono, Notice},
@@ -89,6 +95,24 @@ pub trait Cluster {
     fn delete_pod(&self, pod: &Pod) -> impl Future<Output = ApiResult<()>> + Send;
     /// VolumeAttachments that name the node.
     fn volume_attachments_on(&self, node: &str) -> impl Future<Output = ApiResult<usize>> + Send;
+}
+
+/// Attestations, and the admission policies that make their attester unforgeable.
+pub trait Attestations {
+    fn attestation(&self, name: &str) -> impl Future<Output = ApiResult<Option<CoronerAttestation>>> + Send;
+    /// Every attestation in coroner's namespace.
+    fn attestations(&self) -> impl Future<Output = ApiResult<Vec<CoronerAttestation>>> + Send;
+    /// Writes `status` through the status subresource under `current`'s resourceVersion.
+    fn write_attestation_status(
+        &self,
+        current: &CoronerAttestation,
+        status: CoronerAttestationStatus,
+    ) -> impl Future<Output = ApiResult<CoronerAttestation>> + Send;
+    /// Every ValidatingAdmissionPolicy and binding. A cluster without the v1 API or an RBAC that
+    /// hides them reads as none (attestations are then ignored: `AttestationPolicyMissing`).
+    fn admission_policies(
+        &self,
+    ) -> impl Future<Output = ApiResult<(Vec<ValidatingAdmissionPolicy>, Vec<ValidatingAdmissionPolicyBinding>)>> + Send;
 }
 
 pub trait Events {
@@ -168,7 +192,9 @@ pub struct LoopSettings {
 }
 
 /// Everything one process of coroner touches.
-pub trait World: Clock + Remediations + Nodes + NodeLeases + Leadership + Cluster + Events + Devices + Sync {
+pub trait World:
+    Clock + Remediations + Nodes + NodeLeases + Leadership + Cluster + Attestations + Events + Devices + Sync
+{
     fn settings(&self) -> &LoopSettings;
     fn metrics(&self) -> &Metrics;
 }

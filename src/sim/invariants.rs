@@ -1,19 +1,22 @@
-//! The invariants, checked after every step against the simulated world's truth: what the machines
-//! really did, who really added a taint, what the kubelets really reported. coroner's own status is
-//! read only to know what it claimed.
+//! The invariants, judged from the world's record only (docs/simulation.md): the answers devices
+//! gave coroner and what they looked at, what coroner's writes did and when they took effect, what
+//! the machines really did, who really added a taint, what the kubelets and people really did.
+//! coroner's status is never read to decide what was released or what a proof rested on; the
+//! pure rules it shares with the product are the gap and freshness functions of docs/safety.md.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use kube::ResourceExt;
 
 use super::{
     exec::{Micros, SECOND, micros},
-    scenario::{Expect, Scenario},
-    world::{Adder, Life, Record, Truth, taint_key},
+    scenario::{BmcKind, Expect, Scenario},
+    world::{Adder, Answered, Caller, Life, Record, Truth, taint_key},
 };
 use crate::{
-    api::{FenceAction, Phase, conditions},
+    api::{FenceAction, GuardPolicy, Phase, conditions},
     contract,
+    fence::{self, Timing},
     taints::CoronerTaint,
 };
 
@@ -22,16 +25,41 @@ use crate::{
 const LEADERLESS: Micros = 20 * SECOND;
 /// A Lease renewal closer than this to a power action may not have reached coroner yet (its watch).
 const UNSEEN_LEASE: Micros = 2 * SECOND;
+/// The guard's slack beyond two intervals: one guard round (a reading with its retry, the status
+/// write of the intent, the re-reads before the request, the ForceOff itself) on a healthy apiserver.
+const GUARD_SLACK: Micros = 7 * SECOND;
+
+/// A release as the world's record shows it: which remediation's out-of-service taint (or pod
+/// deletion) took effect on which node, and when.
+#[derive(Clone, Debug)]
+struct Release {
+    /// The releasing remediation's UID and name (its owner annotation; the task that deleted pods).
+    uid: String,
+    remediation: String,
+    node: String,
+    at: Micros,
+}
 
 #[derive(Debug, Default)]
 pub struct Checker {
     checked: usize,
     /// Mutations per (process, remediation, persisted intent).
     mutations: BTreeMap<(u32, String, String), u32>,
+    releases: Vec<Release>,
+    /// Power-ons (their record's index) the guard invariant has judged.
+    judged: BTreeSet<usize>,
 }
 
 fn oos(key: &str) -> bool {
     key == CoronerTaint::OutOfService.key()
+}
+
+fn timing() -> Timing {
+    Timing { request_timeout: super::exec::duration(super::REQUEST_TIMEOUT), read_retries: 1 }
+}
+
+fn is_attestation(task: &str) -> bool {
+    task.starts_with("attestation/")
 }
 
 impl Checker {
@@ -42,41 +70,152 @@ impl Checker {
             self.checked += 1;
             self.judge(truth, scenario, record)?;
         }
-        self.guard_reported(truth, scenario)?;
+        self.guard_enforced(truth, scenario)?;
         self.fence_did_not_take_effect_reported(truth, scenario)
     }
 
-    /// A power-on the world injects into a released machine is reported within 2 × the guard
-    /// interval (a `ReleasedMachinePoweredOn` Event), unless coroner's taint left the node, or a
-    /// process died or leadership moved meanwhile or shortly before (nobody could read). A slow apiserver slows each of
-    /// a guard round's calls (the Node, the status write, the Events): the bound grows by as many slow
-    /// answers.
-    fn guard_reported(&self, truth: &Truth, scenario: &Scenario) -> Result<(), String> {
+    /// How long after the guard's device can see a powered-on released machine the guard has, at
+    /// most, to switch it off (`guard: Enforce`) or report it (`Alert`): two guard intervals and one
+    /// guard round ([`GUARD_SLACK`]); a slow apiserver slows each of a round's calls, and a seed that
+    /// killed the leader or moved leadership around then adds the time to elect a new one.
+    fn guard_bound(truth: &Truth, scenario: &Scenario, from: Micros) -> Micros {
         let slow_api = scenario.faults.slow > 0.0
             || scenario.events.iter().any(|(_, event)| matches!(event, super::scenario::Event::SlowApi { .. }));
         let slowdown = if slow_api { 6 * scenario.faults.slow_latency } else { 0 };
-        let bound = 2 * micros(super::GUARD_INTERVAL) + 2 * SECOND + slowdown;
-        for (injected, node) in &truth.injected_on {
-            if truth.now < injected + bound {
+        let bound = 2 * micros(super::GUARD_INTERVAL) + GUARD_SLACK + slowdown;
+        let disrupted = truth.disruptions.iter().any(|at| *at >= from - LEADERLESS && *at <= from + bound + LEADERLESS);
+        bound + if disrupted { LEADERLESS } else { 0 }
+    }
+
+    /// Until when a release stands (docs/safety.md, "After the release"): coroner ends it to power the
+    /// machine on (its out-of-service taint taken off, or its `On` sent), the remediation is deleted,
+    /// or the node reports `Ready=True`. A taint removed by someone else does not end it.
+    fn release_end(truth: &Truth, release: &Release) -> Micros {
+        let mut end = Micros::MAX;
+        for record in &truth.log {
+            let at = match record {
+                Record::NodeWrite { at, by, before, after, before_annotations, node, .. }
+                    if *at > release.at
+                        && *node == release.node
+                        && by.task == release.remediation
+                        && owner_of(before_annotations).as_deref() == Some(release.uid.as_str())
+                        && before.iter().any(|t| {
+                            oos(&t.key)
+                                && !after.iter().any(|a| taint_key(a) == taint_key(t))
+                                && matches!(truth.provenance.get(&taint_key(t)), Some(Adder::Coroner { .. }))
+                        }) =>
+                {
+                    *at
+                }
+                Record::Reset { at, by, on: true, .. } if *at > release.at && by.task == release.remediation => *at,
+                Record::Deleted { at, uid, .. } if *at >= release.at && *uid == release.uid => *at,
+                _ => continue,
+            };
+            end = end.min(at);
+        }
+        let ready = truth
+            .life
+            .get(&release.node)
+            .into_iter()
+            .flatten()
+            .find(|(t, kind)| *kind == Life::Ready && *t > release.at);
+        ready.map_or(end, |(t, _)| end.min(*t))
+    }
+
+    /// The guard judged by the machine: after a release under `guard: Enforce`, a machine the world
+    /// switched on (a person, a power-restore policy, a glitch the guard's reads can see, a lying BMC
+    /// that starts telling the truth) is switched off again by a ForceOff within the guard's bound,
+    /// counted from when its BMC answers; while its BMC is dark, `GuardBlind` within the bound. Under
+    /// `Alert`: `ReleasedMachinePoweredOn` within the bound, and no power-off. Exempt: an approval
+    /// given after the release and before the power-on; the release ending before the bound.
+    fn guard_enforced(&mut self, truth: &Truth, scenario: &Scenario) -> Result<(), String> {
+        for (index, record) in truth.log.iter().enumerate() {
+            let Record::PoweredOn { at: on, machine, .. } = record else { continue };
+            if self.judged.contains(&index) {
                 continue;
             }
-            let window = |at: &Micros| *at >= *injected && *at <= injected + bound;
-            let reported = truth.log.iter().any(
-                |r| matches!(r, Record::Event { at, reason, .. } if window(at) && reason == crate::guard::POWERED_ON),
-            );
-            let disrupted = truth.disruptions.iter().any(|at| *at >= injected - LEADERLESS && *at <= injected + bound);
-            let taint_left = truth.log.iter().any(|r| match r {
-                Record::NodeWrite { at, node: n, before, after, .. } => {
-                    window(at) && n == node && before.iter().any(|t| oos(&t.key)) && !after.iter().any(|t| oos(&t.key))
+            let (on, machine) = (*on, *machine);
+            let node = truth.machines[machine].node.clone();
+            let Some(release) =
+                self.releases.iter().find(|r| r.node == node && r.at <= on && Self::release_end(truth, r) > on)
+            else {
+                if self.releases.iter().all(|r| r.node != node || r.at > on) && truth.now > on + 600 * SECOND {
+                    self.judged.insert(index);
                 }
-                _ => false,
-            }) || !truth.released_by_coroner(node);
-            if !reported && !disrupted && !taint_left {
-                return Err(format!(
-                    "the world powered the released machine of {node} on at {}; no ReleasedMachinePoweredOn by {}",
-                    show(*injected),
-                    show(injected + bound)
-                ));
+                continue;
+            };
+            let bmc = bmc_of(truth, machine);
+            let bound = Self::guard_bound(truth, scenario, on);
+            let visible = bmc.and_then(|b| bmc_alive_from(truth, b, on, on + bound));
+            let from = visible.unwrap_or(on);
+            let deadline = from + bound;
+            if truth.now < deadline {
+                continue;
+            }
+            self.judged.insert(index);
+            if Self::release_end(truth, release) <= deadline {
+                continue;
+            }
+            let approved = truth
+                .life
+                .get(&node)
+                .into_iter()
+                .flatten()
+                .any(|(t, kind)| *kind == Life::Approved && *t >= release.at && *t <= on);
+            if approved {
+                continue;
+            }
+            let window = |at: &Micros| *at >= on && *at <= deadline;
+            let event = |reason: &str| {
+                truth
+                    .log
+                    .iter()
+                    .any(|r| matches!(r, Record::Event { at, reason: said, .. } if window(at) && said == reason))
+            };
+            if visible.is_none() {
+                if !event(crate::guard::BLIND) {
+                    return Err(format!(
+                        "the released machine of {node} was switched on at {} while its BMC was dark; no GuardBlind by {}",
+                        show(on),
+                        show(deadline)
+                    ));
+                }
+                continue;
+            }
+            let seen_on = truth.log.iter().any(|r| {
+                matches!(r, Record::Answer { machine: Some(m), sampled, truly_on: true, said: Answered::System { reported_off: false, .. }, .. }
+                    if *m == machine && *sampled >= from && *sampled <= deadline)
+            });
+            if !seen_on && !truth.machines[machine].on_at(deadline) {
+                continue;
+            }
+            let switched_off = truth
+                .log
+                .iter()
+                .any(|r| matches!(r, Record::Reset { at, machine: m, on: false, .. } if *m == machine && window(at)));
+            match scenario.spec.guard {
+                GuardPolicy::Enforce if !switched_off => {
+                    return Err(format!(
+                        "the world switched the released machine of {node} on at {} (its BMC answering from {}); no ForceOff by {}",
+                        show(on),
+                        show(from),
+                        show(deadline)
+                    ));
+                }
+                GuardPolicy::Alert if switched_off => {
+                    return Err(format!(
+                        "the guard (Alert) switched the released machine of {node} off after {}",
+                        show(on)
+                    ));
+                }
+                GuardPolicy::Alert if !event(crate::guard::POWERED_ON) => {
+                    return Err(format!(
+                        "the world switched the released machine of {node} on at {}; no ReleasedMachinePoweredOn by {}",
+                        show(on),
+                        show(deadline)
+                    ));
+                }
+                _ => {}
             }
         }
         Ok(())
@@ -139,18 +278,21 @@ impl Checker {
 
     fn judge(&mut self, truth: &Truth, scenario: &Scenario, record: &Record) -> Result<(), String> {
         match record {
-            Record::NodeWrite { at, sent, pid, node, before, after, before_annotations, after_annotations } => {
+            Record::NodeWrite { at, sent, by, node, before, after, before_annotations, after_annotations } => {
+                let pid = by.pid;
                 if after.iter().any(|t| oos(&t.key) && !before.iter().any(|b| taint_key(b) == taint_key(t))) {
-                    let owner = owner_of(after_annotations);
-                    let remediation = truth
-                        .remediations
-                        .values()
-                        .find(|r| r.uid() == owner)
-                        .map(|r| r.name_any())
-                        .unwrap_or_default();
-                    released_on_proof(truth, scenario, &remediation, node, *sent).map_err(|e| {
+                    let uid = owner_of(after_annotations).unwrap_or_default();
+                    let remediation = name_of(truth, &uid).unwrap_or_default();
+                    let release = Release { uid, remediation, node: node.clone(), at: *at };
+                    let judged = if is_attestation(&by.task) {
+                        attestation_holds(truth, scenario, by, &release)
+                    } else {
+                        proof_holds(truth, scenario, by, node, *sent, *at)
+                    };
+                    judged.map_err(|e| {
                         format!("p{pid} added the out-of-service taint to {node} at {}: {e}", show(*at))
                     })?;
+                    self.releases.push(release);
                 }
                 for removed in before.iter().filter(|b| !after.iter().any(|a| taint_key(a) == taint_key(b))) {
                     match truth.provenance.get(&taint_key(removed)) {
@@ -172,11 +314,16 @@ impl Checker {
                     }
                 }
             }
-            Record::PodDeleted { at, sent, pid, remediation, node } => {
-                released_on_proof(truth, scenario, remediation, node, *sent)
-                    .map_err(|e| format!("p{pid} force-deleted a pod of {node} at {}: {e}", show(*at)))?;
+            Record::PodDeleted { at, sent, by, node } => {
+                proof_holds(truth, scenario, by, node, *sent, *at)
+                    .map_err(|e| format!("p{} force-deleted a pod of {node} at {}: {e}", by.pid, show(*at)))?;
+                if !self.releases.iter().any(|r| r.remediation == by.task && r.node == *node) {
+                    let uid = uid_of(truth, &by.task).unwrap_or_default();
+                    self.releases.push(Release { uid, remediation: by.task.clone(), node: node.clone(), at: *at });
+                }
             }
-            Record::Reset { at, pid, remediation, node, machine, on, intent, proven_path, path, guard } => {
+            Record::Reset { at, by, node, machine, on, intent, proven_path, path, guard } => {
+                let (pid, remediation) = (&by.pid, &by.task);
                 let what = if *on { "On" } else { "ForceOff" };
                 let Some((instance, attempt, decided)) = intent else {
                     return Err(format!("p{pid} sent {what} to {path} at {} with no persisted intent", show(*at)));
@@ -262,34 +409,54 @@ impl Checker {
                 }
                 _ => {}
             },
-            Record::Read { .. } | Record::Proof { .. } | Record::Event { .. } => {}
+            Record::Answer { .. }
+            | Record::Event { .. }
+            | Record::PoweredOn { .. }
+            | Record::Deleted { .. }
+            | Record::Attested { .. }
+            | Record::BmcPower { .. }
+            | Record::TimedOut { .. } => {}
         }
         Ok(())
     }
 
     /// At the end: the liveness oracle, and no slot held for ever.
     pub fn finish(&self, truth: &Truth, scenario: &Scenario) -> Result<(), String> {
-        let spec = &scenario.spec;
-        let retries = i64::from(spec.retry.count);
-        let bound = micros(spec.lease_freshness.get())
-            + retries * (micros(spec.power_off_timeout.get()) + 2 * micros(spec.retry.interval.get()))
-            + 40 * SECOND;
-        // The clock restarts with every new leader: its Lease sightings start afresh.
+        let bound = scenario.liveness_bound();
+        // The clock restarts with every new leader: its Lease sightings start afresh. Crashes only
+        // restart it: the last leader lives to the end of the run.
         let start = truth.processes.values().filter(|p| p.term > 0).map(|p| p.started).max().unwrap_or(0);
+
         let decided = |want: &str| {
             truth.log.iter().find_map(|r| match r {
                 Record::Status { at, after, .. } if after.as_deref() == Some(want) => Some(*at),
                 _ => None,
             })
         };
+        // Released on a device's answers (an attested release is a person's, not the answers').
         let released = truth.log.iter().any(|r| match r {
-            Record::NodeWrite { before, after, .. } => {
-                after.iter().any(|t| oos(&t.key) && !before.iter().any(|b| taint_key(b) == taint_key(t)))
+            Record::NodeWrite { before, after, by, .. } => {
+                !is_attestation(&by.task)
+                    && after.iter().any(|t| oos(&t.key) && !before.iter().any(|b| taint_key(b) == taint_key(t)))
             }
             Record::PodDeleted { .. } => true,
             _ => false,
         });
+        // A run whose horizon came before the last leader's bound, undecided, has nothing to judge.
+        let outcome = decided(conditions::TRUE).or(decided(conditions::FALSE));
+        let cut_short = truth.now < start + bound && outcome.is_none();
+        // NodeHealthCheck's stamp stops the fence (no new step): a timeout before the outcome excuses it.
+        let timed_out = truth
+            .log
+            .iter()
+            .any(|r| matches!(r, Record::TimedOut { at, .. } if outcome.is_none_or(|decided| *at < decided)));
+        // A crash loop cannot hold a power-action slot: a phase's deadline also elapses on the wall
+        // clock, so two leadership changes or deaths before the outcome may end the attempts. One
+        // failover must not.
+        let crash_loop =
+            truth.disruptions.iter().filter(|at| **at > 0 && outcome.is_none_or(|d| **at < d)).count() >= 2;
         match scenario.expect {
+            _ if cut_short || timed_out || crash_loop => {}
             Expect::Release => match decided(conditions::TRUE) {
                 Some(at) if at <= start + bound => {}
                 Some(at) => return Err(format!("released at {}, after the bound {}", show(at), show(start + bound))),
@@ -326,82 +493,241 @@ impl Checker {
     }
 }
 
+fn show(at: Micros) -> String {
+    format!("t={:.3}s", at as f64 / SECOND as f64)
+}
+
 /// The remediation UID the out-of-service owner annotation names.
 fn owner_of(annotations: &BTreeMap<String, String>) -> Option<String> {
     let record = annotations.get(CoronerTaint::OutOfService.owner_annotation())?;
     serde_json::from_str::<crate::taints::Ownership>(record).ok().map(|o| o.uid)
 }
 
-fn show(at: Micros) -> String {
-    format!("t={:.3}s", at as f64 / SECOND as f64)
+/// A remediation by name, while it exists, with its UID; else the UID its deletion recorded.
+fn uid_of(truth: &Truth, remediation: &str) -> Option<String> {
+    truth.remediations.get(remediation).and_then(|r| r.uid()).or_else(|| {
+        truth.log.iter().find_map(|r| match r {
+            Record::Deleted { remediation: name, uid, .. } if name == remediation => Some(uid.clone()),
+            _ => None,
+        })
+    })
 }
 
-/// A release of `node` by `remediation`, sent at `sent`, rests on the proof coroner persisted: the
-/// readings that made it (and every reading the same process took since, which keeps it fresh) must
-/// really have found the node's machine off, the machine must have stayed off throughout the span
-/// they claim (the first answer to the last request), and the last of them must have been fresh when
-/// the release was sent (`pollInterval` + the request timeout, from its request). A power-on after the last reading is the guard's to catch: no reading
-/// can see what happens after it.
-fn released_on_proof(
-    truth: &Truth,
-    scenario: &Scenario,
-    remediation: &str,
-    node: &str,
-    sent: Micros,
-) -> Result<(), String> {
-    let machine = truth.machine_of_node(node).ok_or("the node has no machine")?;
-    let m = &truth.machines[machine];
-    let proof = truth.log.iter().rev().find_map(|r| match r {
-        Record::Proof { at: proven, remediation: of, pid, count } if of == remediation && *proven <= sent => {
-            Some((*proven, *pid, *count))
-        }
+/// A remediation's name by its UID (alive, or deleted since).
+fn name_of(truth: &Truth, uid: &str) -> Option<String> {
+    truth.remediations.values().find(|r| r.uid().as_deref() == Some(uid)).map(|r| r.name_any()).or_else(|| {
+        truth.log.iter().find_map(|r| match r {
+            Record::Deleted { remediation, uid: of, .. } if of == uid => Some(remediation.clone()),
+            _ => None,
+        })
+    })
+}
+
+/// Whether BMC `bmc` was powered and answering at `at`.
+fn bmc_alive_at(truth: &Truth, bmc: usize, at: Micros) -> bool {
+    truth
+        .log
+        .iter()
+        .rev()
+        .find_map(|r| match r {
+            Record::BmcPower { at: when, bmc: which, alive } if *which == bmc && *when <= at => Some(*alive),
+            _ => None,
+        })
+        .unwrap_or(true)
+}
+
+/// The first moment at or after `from` when BMC `bmc` answers, if it does before `until`.
+fn bmc_alive_from(truth: &Truth, bmc: usize, from: Micros, until: Micros) -> Option<Micros> {
+    if bmc_alive_at(truth, bmc, from) {
+        return Some(from);
+    }
+    truth.log.iter().find_map(|r| match r {
+        Record::BmcPower { at, bmc: which, alive: true } if *which == bmc && *at > from && *at <= until => Some(*at),
         _ => None,
-    });
-    let (proven, pid, count) = proof.ok_or_else(|| format!("{remediation} has no power-off proof"))?;
-    let reads: Vec<(Micros, Micros, usize, bool)> = truth
+    })
+}
+
+/// The BMC that serves `machine` (its first system of it).
+fn bmc_of(truth: &Truth, machine: usize) -> Option<usize> {
+    truth.bmcs.iter().position(|b| b.systems.iter().any(|s| s.machine == machine))
+}
+
+/// One reading in the record, as the proof rules see it.
+#[derive(Clone, Copy, Debug)]
+struct Reading {
+    requested: Micros,
+    sampled: Micros,
+    answered: Micros,
+    machine: Option<usize>,
+    off: bool,
+    truly_on: bool,
+}
+
+/// The system readings `by` received up to `until`, in order.
+fn readings_by(truth: &Truth, by: &Caller, until: Micros) -> Vec<Reading> {
+    truth
         .log
         .iter()
         .filter_map(|r| match r {
-            Record::Read { pid: by, remediation: of, machine, start, answer, off }
-                if *by == pid && of == remediation && *answer <= sent =>
+            Record::Answer { by: who, machine, requested, sampled, answered, truly_on, said, .. }
+                if who == by && *answered <= until =>
             {
-                Some((*start, *answer, *machine, *off))
+                // A failed try is retried within the same reading, and the gap rule bounds what it
+                // leaves unseen: only what a system answered counts.
+                let Answered::System { reported_off: off, .. } = said else { return None };
+                let off = *off;
+                Some(Reading {
+                    requested: *requested,
+                    sampled: *sampled,
+                    answered: *answered,
+                    machine: *machine,
+                    off,
+                    truly_on: *truly_on,
+                })
             }
             _ => None,
         })
-        .collect();
-    let before_proof = reads.iter().filter(|(_, answer, _, _)| *answer <= proven).count();
-    let run = &reads[before_proof.saturating_sub(count as usize)..];
-    let (Some(&(_, first_answer, _, _)), Some(&(last_start, _, _, _))) = (run.first(), run.last()) else {
-        return Err(format!("no reading by p{pid} behind the proof of {remediation}"));
+        .collect()
+}
+
+/// A release by BMC proof (docs/safety.md, "The proof"), sent by `by` at `sent` and in effect at
+/// `at`, judged from the answers that process received in its term for that remediation: they end in
+/// Off readings of the node's machine, dense by the gap rule, spanning `settle`, the last one fresh
+/// when the release was sent; the machine was truly off at every proving sample and stayed off until
+/// the release took effect — unless the world switched it on after the last proving reading's
+/// request (no reading can see that: the guard must). A BMC that lies Off consistently is exempt from
+/// the truth check only.
+fn proof_holds(
+    truth: &Truth,
+    scenario: &Scenario,
+    by: &Caller,
+    node: &str,
+    sent: Micros,
+    at: Micros,
+) -> Result<(), String> {
+    let machine = truth.machine_of_node(node).ok_or("the node has no machine")?;
+    let m = &truth.machines[machine];
+    let spec = &scenario.spec;
+    let readings = readings_by(truth, by, sent);
+    let trailing = readings.iter().rev().take_while(|r| r.off && r.machine == Some(machine)).count();
+    let run = &readings[readings.len() - trailing..];
+    let Some(last) = run.last() else {
+        let what = readings.last().map_or("no reading at all".to_owned(), |r| match r.machine {
+            Some(other) if other != machine => format!("its last reading was of {}", truth.machines[other].name),
+            _ => format!("its last reading ({}) was not Off", show(r.requested)),
+        });
+        return Err(format!("p{}/{} has no Off reading of {} behind it: {what}", by.pid, by.term, m.name));
     };
-    if let Some((start, _, read, _)) = run.iter().find(|(_, _, read, off)| *read != machine || !off)
-        && scenario.bmc != super::scenario::BmcKind::LiesOff
-    {
-        return Err(format!(
-            "the proof's reading at {} was of {} and did not find {} off",
-            show(*start),
-            truth.machines[*read].name,
-            m.name
-        ));
+    let gap = micros(fence::gap_bound(spec, timing()));
+    let mut first = run.len() - 1;
+    while first > 0 && run[first].answered - run[first - 1].requested <= gap {
+        first -= 1;
     }
-    // The span the proof claims: from the first reading's answer to the last one's request (each value
-    // was sampled somewhere between its request and its answer). A BMC that lies Off fools every
-    // reading: what must catch it comes after the release.
-    if scenario.bmc != super::scenario::BmcKind::LiesOff && !m.off_throughout(first_answer, last_start) {
+    let dense = &run[first..];
+    let settle = micros(spec.settle.get());
+    let Some(start) = dense.iter().rposition(|r| last.requested - r.answered >= settle) else {
         return Err(format!(
-            "{} was on at some time between the proof's first answer ({}) and its last request ({})",
+            "its dense Off readings of {} (from {}, gap bound {}) do not span settle {}",
             m.name,
-            show(first_answer),
-            show(last_start)
+            show(dense[0].requested),
+            show(gap),
+            show(settle)
         ));
-    }
-    let freshness = micros(scenario.spec.poll_interval.get()) + super::REQUEST_TIMEOUT;
-    if sent - last_start > freshness {
+    };
+    let proving = &dense[start..];
+    let fresh = micros(fence::freshness(spec, timing()));
+    if sent - last.requested > fresh {
         return Err(format!(
             "the proof's last reading ({}) was older than pollInterval + the request timeout when the release was sent",
-            show(last_start)
+            show(last.requested)
         ));
+    }
+    if scenario.bmc == BmcKind::LiesOff {
+        return Ok(());
+    }
+    if let Some(on) = proving.iter().find(|r| r.truly_on) {
+        return Err(format!("{} was on when the BMC sampled it for a proving reading at {}", m.name, show(on.sampled)));
+    }
+    // The world's own power-on after the last proving request is the guard's to catch.
+    let injected = truth.log.iter().find_map(|r| match r {
+        Record::PoweredOn { at: on, machine: which, .. } if *which == machine && *on > last.requested && *on <= at => {
+            Some(*on)
+        }
+        _ => None,
+    });
+    let until = injected.map_or(at, |on| on - 1);
+    if !m.off_throughout(proving[0].sampled, until) {
+        return Err(format!(
+            "{} was on at some time between the proof's first sample ({}) and the release taking effect ({})",
+            m.name,
+            show(proving[0].sampled),
+            show(at)
+        ));
+    }
+    Ok(())
+}
+
+/// When the world's record shows remediation `task`'s fence admitted: its first write of the fencing
+/// taint (or, never admitted, its creation).
+fn admitted_at(truth: &Truth, task: &str) -> Option<Micros> {
+    truth.log.iter().find_map(|r| match r {
+        Record::NodeWrite { at, by, before, after, .. }
+            if by.task == task
+                && after.iter().any(|t| t.key == CoronerTaint::Fencing.key())
+                && !before.iter().any(|t| t.key == CoronerTaint::Fencing.key()) =>
+        {
+            Some(*at)
+        }
+        _ => None,
+    })
+}
+
+/// A release by attestation (docs/safety.md, "Attestations"), in effect at `at`: an attestation of
+/// this node, not expired, about the Node object as it is; and nothing the fence recorded showed the
+/// machine alive — the last reading of the node's machine, if any, was Off; no kubelet renewal or
+/// `Ready=True` since the fence was admitted; no Lease fresh and no `Ready=True` now.
+fn attestation_holds(truth: &Truth, scenario: &Scenario, by: &Caller, release: &Release) -> Result<(), String> {
+    let name = by.task.trim_start_matches("attestation/");
+    let attestation = truth.attestations.get(name).ok_or_else(|| format!("attestation {name} does not exist"))?;
+    let created = truth.log.iter().find_map(|r| match r {
+        Record::Attested { at, name: of, .. } if of == name => Some(*at),
+        _ => None,
+    });
+    let created = created.ok_or_else(|| format!("nobody created attestation {name}"))?;
+    let node = truth.nodes.get(&release.node).ok_or("the node is gone")?;
+    if attestation.spec.node_name != release.node || node.uid().as_deref() != Some(attestation.spec.node_uid.as_str()) {
+        return Err(format!("attestation {name} is about another Node object"));
+    }
+    if release.at - created > micros(attestation.spec.valid_for.get()) {
+        return Err(format!("attestation {name} had expired"));
+    }
+    let machine = truth.machine_of_node(&release.node).ok_or("the node has no machine")?;
+    let fence = &release.remediation;
+    let last_reading = truth.log.iter().rev().find_map(|r| match r {
+        Record::Answer { by, machine: Some(of), said: Answered::System { reported_off, .. }, sampled, .. }
+            if by.task == *fence && *of == machine && *sampled <= release.at =>
+        {
+            Some((*reported_off, *sampled))
+        }
+        _ => None,
+    });
+    if let Some((false, sampled)) = last_reading {
+        return Err(format!(
+            "the fence's last reading of {} ({}) was not Off: the BMC showed the machine alive",
+            truth.machines[machine].name,
+            show(sampled)
+        ));
+    }
+    let since = admitted_at(truth, fence).unwrap_or(0);
+    let freshness = micros(scenario.spec.lease_freshness.get());
+    let life = truth.life.get(&release.node).into_iter().flatten().find(|(t, kind)| {
+        matches!(kind, Life::Lease | Life::Ready) && *t <= release.at && (*t >= since || *t > release.at - freshness)
+    });
+    if let Some((t, kind)) = life {
+        return Err(format!("the node's kubelet reported ({kind:?}) at {}, during or after the fence", show(*t)));
+    }
+    if crate::fence::ready_status(node) == Some(conditions::TRUE) {
+        return Err("the node reports Ready=True".into());
     }
     Ok(())
 }

@@ -22,19 +22,19 @@ use super::{
     Finalizer,
     exec::{Micros, micros},
     script::{Script, Scripted},
-    world::Truth,
+    world::{Caller, Policies, Truth},
 };
 use crate::{
     access::{Cause, Unusable},
     api::{
-        BmcBinding, BmcBindingStatus, CoronerRemediation, CoronerRemediationSpec, CoronerRemediationStatus, Phase,
-        conditions,
+        BmcBinding, BmcBindingStatus, CoronerAttestation, CoronerAttestationStatus, CoronerRemediation,
+        CoronerRemediationSpec, CoronerRemediationStatus, Phase, conditions,
     },
     controller::LeaseTracker,
     controller::retry,
     driver::{
         self, Admissions, ApiResult, Local, LoopSettings, Next, World,
-        ports::{Clock, Cluster, Devices, Events, Leadership, NodeLeases, Nodes, Remediations, Target},
+        ports::{Attestations, Clock, Cluster, Devices, Events, Leadership, NodeLeases, Nodes, Remediations, Target},
     },
     fence::{Mono, Notice},
     gates::{LeaseSighting, StormLimits},
@@ -211,6 +211,8 @@ impl<D: Target + Clone> Lab<D> {
         let mut truth = self.truth.lock().unwrap_or_else(PoisonError::into_inner);
         truth.now = self.clock.micros();
         truth.call_started = truth.now;
+        let term = lock(&self.incarnation).term;
+        truth.caller = Caller { pid: PID, term, task: self.name.clone() };
         f(&mut truth)
     }
 
@@ -426,7 +428,7 @@ impl<D: Target + Clone> Nodes for Lab<D> {
             let taints = n.spec.as_ref().and_then(|s| s.taints.as_ref());
             taints.map_or(0, |t| t.iter().filter(|t| t.key == crate::taints::OUT_OF_SERVICE_KEY).count())
         };
-        let written = self.world(|t| t.patch_node(PID, current, wanted))?;
+        let written = self.world(|t| t.patch_node(current, wanted))?;
         if taints(wanted) > taints(current) && self.renew_after_taint.swap(false, std::sync::atomic::Ordering::AcqRel) {
             let now = self.clock.now();
             self.world(|t| t.renew_lease(&written.name_any(), now));
@@ -464,6 +466,29 @@ impl<D: Target + Clone> Leadership for Lab<D> {
     }
 }
 
+impl<D: Target + Clone> Attestations for Lab<D> {
+    async fn attestation(&self, name: &str) -> ApiResult<Option<CoronerAttestation>> {
+        Ok(self.world(|t| t.attestation(name)))
+    }
+
+    async fn attestations(&self) -> ApiResult<Vec<CoronerAttestation>> {
+        Ok(self.world(|t| t.attestation_list()))
+    }
+
+    async fn write_attestation_status(
+        &self,
+        current: &CoronerAttestation,
+        status: CoronerAttestationStatus,
+    ) -> ApiResult<CoronerAttestation> {
+        let expected = current.resource_version();
+        self.world(|t| t.write_attestation_status(&current.name_any(), expected.as_deref(), &status))
+    }
+
+    async fn admission_policies(&self) -> ApiResult<Policies> {
+        Ok(self.world(|t| t.policies.clone()))
+    }
+}
+
 impl<D: Target + Clone> Cluster for Lab<D> {
     async fn bindings(&self) -> ApiResult<Vec<BmcBinding>> {
         Ok(self.world(|t| t.binding_list()))
@@ -496,7 +521,7 @@ impl<D: Target + Clone> Cluster for Lab<D> {
     }
 
     async fn delete_pod(&self, pod: &Pod) -> ApiResult<()> {
-        self.world(|t| t.delete_pod(PID, &self.name, pod))
+        self.world(|t| t.delete_pod(pod))
     }
 
     async fn volume_attachments_on(&self, node: &str) -> ApiResult<usize> {

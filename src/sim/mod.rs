@@ -257,6 +257,15 @@ impl Run {
         scenario_done
             && self.exec.is_idle()
             && self.shared.with(|t| {
+                let wall = t.wall(t.now);
+                t.attestations.values().all(|a| {
+                    let phase = a.status.as_ref().and_then(|s| s.phase).unwrap_or_default();
+                    let created = a.metadata.creation_timestamp.as_ref().map_or(wall, |c| c.0);
+                    matches!(phase, crate::api::AttestationPhase::Released | crate::api::AttestationPhase::Refused)
+                        || wall.duration_since(created).as_secs() > a.spec.valid_for.get().as_secs() as i64
+                })
+            })
+            && self.shared.with(|t| {
                 t.nhc_nodes.values().all(|created| *created > 0)
                     && t.remediations.values().all(|r| {
                         let status = r.status.clone().unwrap_or_default();
@@ -290,20 +299,40 @@ impl Run {
                         lines.push(format!("{remediation} → {phase} (Succeeded={after:?})"));
                         entered.push(phase.clone());
                     }
-                    world::Record::Reset { pid, remediation, on, path, .. } => {
-                        lines.push(format!(
-                            "p{pid} sent {} to {path} for {remediation}",
-                            if *on { "On" } else { "ForceOff" }
-                        ));
+                    world::Record::Reset { by, on, path, .. } => {
+                        let what = if *on { "On" } else { "ForceOff" };
+                        lines.push(format!("p{}/{} sent {what} to {path} for {}", by.pid, by.term, by.task));
                     }
-                    world::Record::Event { pid, kind, reason, .. } => {
-                        lines.push(format!("p{pid} published {kind} Event {reason}"));
+                    world::Record::Event { by, kind, reason, .. } => {
+                        lines.push(format!("p{} published {kind} Event {reason} ({})", by.pid, by.task));
                     }
-                    world::Record::NodeWrite { pid, node, before, after, .. } if before.len() != after.len() => {
+                    world::Record::NodeWrite { by, node, before, after, .. } if before.len() != after.len() => {
                         let keys = |t: &[k8s_openapi::api::core::v1::Taint]| {
                             t.iter().map(|t| t.key.clone()).collect::<Vec<_>>()
                         };
-                        lines.push(format!("p{pid} wrote {node}'s taints {:?} → {:?}", keys(before), keys(after)));
+                        lines.push(format!(
+                            "p{}/{} ({}) wrote {node}'s taints {:?} → {:?}",
+                            by.pid,
+                            by.term,
+                            by.task,
+                            keys(before),
+                            keys(after)
+                        ));
+                    }
+                    world::Record::Answer { by, path, machine: Some(m), requested, answered, said, truly_on, .. }
+                        if std::env::var_os("SIM_ANSWERS").is_some() =>
+                    {
+                        lines.push(format!(
+                            "p{}/{} ({}) read {path}: machine {m} {said:?} (truly on: {truly_on}), asked {:.3}s, answered {:.3}s",
+                            by.pid,
+                            by.term,
+                            by.task,
+                            *requested as f64 / SECOND as f64,
+                            *answered as f64 / SECOND as f64
+                        ));
+                    }
+                    world::Record::PoweredOn { machine, until, .. } => {
+                        lines.push(format!("the world switched machine {machine} on (until {until:?})"));
                     }
                     _ => {}
                 }
@@ -393,17 +422,14 @@ impl Run {
             Event::PowerGlitch { on_for } => {
                 self.shared.with(|t| {
                     if let Some(m) = t.machine_of_node(TARGET) {
-                        t.schedule_power(m, true, now);
+                        t.power_on_by_world(m, Some(now + on_for));
                     }
                 });
                 self.at(now + on_for, Happening::GlitchEnd);
             }
             Event::PowerOn => self.shared.with(|t| {
                 if let Some(m) = t.machine_of_node(TARGET) {
-                    if !t.machines[m].on && t.released_by_coroner(TARGET) {
-                        t.injected_on.push((now, TARGET.into()));
-                    }
-                    t.schedule_power(m, true, now);
+                    t.power_on_by_world(m, None);
                 }
             }),
             Event::ApprovePowerOn => self.shared.with(|t| {
@@ -435,9 +461,10 @@ impl Run {
                 let spec = t.nhc_spec.clone();
                 t.create_remediation(&format!("{TARGET}-second"), TARGET, &spec);
             }),
-            Event::BmcDown => self.shared.with(|t| t.bmcs[0].alive = false),
+            Event::BmcDown => self.shared.with(|t| t.set_bmc_alive(0, false)),
             Event::RotateCredentials => self.shared.with(|t| {
-                let secret = format!("{TARGET}-credentials");
+                let secret =
+                    t.bindings.get(TARGET).map(|b| b.spec.credentials_secret_ref.name.clone()).unwrap_or_default();
                 let version = t.secrets.get(&secret).copied().unwrap_or(1) + 1;
                 t.secrets.insert(secret, version);
                 t.bmcs[0].credentials = version;
@@ -466,6 +493,46 @@ impl Run {
             }
             Event::ExcludeNode => self.shared.with(|t| t.exclude_node(TARGET)),
             Event::ReplaceNode => self.shared.with(|t| t.replace_node(TARGET)),
+            Event::Attest => self.shared.with(|t| {
+                let name = format!("{TARGET}-{}", t.attestations.len() + 1);
+                t.create_attestation(&name, TARGET, "alice", "rack 4 lost its power; I pulled both plugs of worker-1");
+            }),
+            Event::BmcTellsTruth => self.shared.with(|t| {
+                t.bmcs[0].answers = world::PowerAnswers::Honest;
+                if let Some(m) = t.machine_of_node(TARGET)
+                    && t.machines[m].on
+                {
+                    // On all along, and visible as such from now on.
+                    let at = t.now;
+                    t.log.push(world::Record::PoweredOn { at, machine: m, until: None });
+                }
+            }),
+            Event::EditBinding(edit) => self.shared.with(|t| t.edit_binding(TARGET, edit)),
+            Event::SecretChange { value } => self.shared.with(|t| {
+                let secret =
+                    t.bindings.get(TARGET).map(|b| b.spec.credentials_secret_ref.name.clone()).unwrap_or_default();
+                if value {
+                    let version = t.secrets.get(&secret).copied().unwrap_or(1) + 1;
+                    t.secrets.insert(secret, version);
+                    t.bmcs[0].credentials = version;
+                }
+                // The binding verifier re-checks the binding and writes its status.
+                t.touch_binding(TARGET);
+            }),
+            Event::RewriteTaint => self.shared.with(|t| t.rewrite_out_of_service(TARGET)),
+            Event::DeleteNode => self.shared.with(|t| t.delete_node(TARGET)),
+            Event::NhcTimesOut => self.shared.with(|t| {
+                let stamp = t.wall(t.now).to_string();
+                let names: Vec<String> = t
+                    .remediations
+                    .values()
+                    .filter(|r| contract::node_name(&r.metadata) == Some(TARGET))
+                    .map(ResourceExt::name_any)
+                    .collect();
+                for name in names {
+                    t.annotate_remediation(&name, contract::TIMED_OUT_ANNOTATION, &stamp);
+                }
+            }),
             Event::SlowApi { for_ } => self.shared.with(|t| t.api_slow_until = now + for_),
             Event::CrashAfterNextNodeWrite => self.shared.with(|t| t.crash_after_node_write = leader),
             Event::ClockStep { by } => {
@@ -506,7 +573,8 @@ impl Run {
                 p.leading = true;
                 p.term += 1;
             }
-            t.remediations.keys().cloned().collect::<Vec<_>>()
+            let attestations = t.attestations.keys().map(|a| task::attestation(a));
+            t.remediations.keys().cloned().chain(attestations).chain([task::SETTLE.to_owned()]).collect::<Vec<_>>()
         });
         let mut controller = Controller::default();
         for name in names {
@@ -593,7 +661,7 @@ impl Run {
     /// Watch events reach the leaders' controllers (and Lease events every process's tracker), each
     /// after its own delay.
     fn deliver_changes(&mut self) {
-        let (changes, leases, remediations) = self.shared.with(|t| {
+        let (changes, leases, remediations, attestations) = self.shared.with(|t| {
             let remediations: Vec<(String, String, bool)> = t
                 .remediations
                 .iter()
@@ -603,12 +671,24 @@ impl Run {
                     (name.clone(), node, pending)
                 })
                 .collect();
-            (std::mem::take(&mut t.changes), std::mem::take(&mut t.lease_changes), remediations)
+            let attestations: Vec<(String, String)> =
+                t.attestations.values().map(|a| (a.name_any(), a.spec.node_name.clone())).collect();
+            (std::mem::take(&mut t.changes), std::mem::take(&mut t.lease_changes), remediations, attestations)
         });
+        let attestations_of = |node: &str| -> Vec<String> {
+            attestations.iter().filter(|(_, n)| n == node).map(|(name, _)| task::attestation(name)).collect()
+        };
         let now = self.now();
         for change in changes {
             let names: Vec<String> = match change {
-                world::Change::Remediation(name) => vec![name],
+                // A remediation change (its fence failing, NHC deleting it) wakes the attestations of
+                // its node, as the production controller's watch does.
+                world::Change::Remediation(name) => {
+                    let node = remediations.iter().find(|(r, _, _)| *r == name).map(|(_, n, _)| n.clone());
+                    let woken = node.map(|n| attestations_of(&n)).unwrap_or_default();
+                    std::iter::once(name).chain(woken).collect()
+                }
+                world::Change::Attestation(name) => vec![task::attestation(&name)],
                 world::Change::Node(node) => remediations
                     .iter()
                     .filter(|(_, n, pending)| *n == node || *pending)
@@ -650,7 +730,7 @@ impl Run {
                     pid,
                     name.clone(),
                     Box::pin(async move {
-                        let result = reconcile(process.as_ref(), &process.local, &name)
+                        let result = task::run(process.as_ref(), &name)
                             .await
                             .map_err(|e| (e.to_string(), retry::fence_class(&e)));
                         completions.lock().unwrap_or_else(PoisonError::into_inner).push((process.pid, name, result));
@@ -666,17 +746,21 @@ impl Run {
         let _ = writeln!(out, "seed {} broke an invariant: {why}", s.seed);
         let _ = writeln!(
             out,
-            "schedule: death {:?}, BMC {:?}, action {:?}, strategy {:?}, expect {:?}, NHC timeout {:?}",
-            s.death, s.bmc, s.spec.action, s.spec.remediation_strategy, s.expect, s.nhc_timeout
+            "schedule: death {:?}, BMC {:?}, action {:?}, strategy {:?}, expect {:?} (excused by {:?}), NHC timeout {:?}",
+            s.death, s.bmc, s.spec.action, s.spec.remediation_strategy, s.expect, s.excuses, s.nhc_timeout
         );
         let _ = writeln!(
             out,
-            "spec: powerOffTimeout {}, retry {}×{}, leaseFreshness {}, releaseTimeout {}",
+            "spec: powerOffTimeout {}, retry {}×{}, leaseFreshness {}, releaseTimeout {}, settle {}, pollInterval {}, guard {:?}, remediateReadyFalse {}",
             s.spec.power_off_timeout,
             s.spec.retry.count,
             s.spec.retry.interval,
             s.spec.lease_freshness,
-            s.spec.release_timeout
+            s.spec.release_timeout,
+            s.spec.settle,
+            s.spec.poll_interval,
+            s.spec.guard,
+            s.spec.remediate_ready_false
         );
         let _ = writeln!(out, "faults: {:?}", s.faults);
         let _ = writeln!(out, "events: {:?}", s.events);
@@ -701,6 +785,32 @@ impl Run {
             let _ = writeln!(out, "{line}");
         }
         out
+    }
+}
+
+/// What a leader's controllers run, by task name: a remediation's reconcile (its name), an
+/// attestation's (`attestation/<name>`: no remediation name has a slash), and once per leadership the
+/// attestation controller's start (the release records a stopped coroner left half-way).
+mod task {
+    use super::*;
+
+    pub const SETTLE: &str = "settle-dangling-records";
+    const ATTESTATION: &str = "attestation/";
+
+    pub fn attestation(name: &str) -> String {
+        format!("{ATTESTATION}{name}")
+    }
+
+    pub async fn run(process: &Process, task: &str) -> Result<Next, driver::Error> {
+        if task == SETTLE {
+            // Production logs a failure and tries again at its next start.
+            let _ = driver::attest::settle_dangling_records(process).await;
+            return Ok(Next::AwaitChange);
+        }
+        match task.strip_prefix(ATTESTATION) {
+            Some(name) => driver::attest::reconcile(process, &process.local, name).await,
+            None => reconcile(process, &process.local, task).await,
+        }
     }
 }
 
@@ -776,9 +886,15 @@ fn build_world(truth: &mut Truth, scenario: &Scenario) {
         BmcKind::LiesOff => bmc.answers = world::PowerAnswers::LiesOff,
         _ => {}
     }
-    bmc.alive = scenario.death != Death::PowerLossWithBmc;
     truth.bmcs.push(bmc);
+    if scenario.death == Death::PowerLossWithBmc {
+        truth.set_bmc_alive(0, false);
+    }
     truth.bmcs.push(BmcModel::honest("https://bmc-2.example:443", vec![system("1", other, OTHER_UUID)]));
+    // Where a mistyped endpoint leads: nothing answers there.
+    let mut nowhere = BmcModel::honest(world::NOWHERE, Vec::new());
+    nowhere.alive = false;
+    truth.bmcs.push(nowhere);
     let target_origin =
         if scenario.bmc == BmcKind::Mismatch { "https://bmc-2.example:443" } else { "https://bmc-1.example:443" };
     truth.add_binding(TARGET, TARGET, target_origin, None);

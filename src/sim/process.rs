@@ -15,17 +15,21 @@ use kube::ResourceExt;
 
 use super::{
     exec::{Micros, SECOND, Sched},
-    world::{PowerAnswers, Record, Truth},
+    world::{Answered, Caller, Policies, PowerAnswers, Record, Truth},
 };
 use crate::{
     access::{Cause, Unusable},
-    api::{BmcBinding, BmcBindingStatus, CoronerRemediation, CoronerRemediationStatus},
+    api::{
+        BmcBinding, BmcBindingStatus, CoronerAttestation, CoronerAttestationStatus, CoronerRemediation,
+        CoronerRemediationStatus,
+    },
     bmc::SetupError,
     bmc::{Bmc, BmcError, PowerState, ResetType, SystemReading},
+    contract,
     controller::LeaseTracker,
     driver::{
         ApiError, ApiResult, Local, LoopSettings, World,
-        ports::{Clock, Cluster, Devices, Events, Leadership, NodeLeases, Nodes, Remediations},
+        ports::{Attestations, Clock, Cluster, Devices, Events, Leadership, NodeLeases, Nodes, Remediations},
     },
     fence::Notice,
     gates::LeaseSighting,
@@ -55,9 +59,11 @@ pub struct Faults {
 /// Counts for the report: how much one run explored.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Stats {
-    /// Calls into the world: each is a crash point (before and after its effect).
+    /// Calls into the world (the API, the BMCs): each may crash before or after its effect.
     pub calls: u64,
+    /// Crashes that happened.
     pub crashes: u64,
+    /// Faults that happened (5xx, conflicts, lost answers, slow answers, BMC errors and timeouts).
     pub faults: u64,
 }
 
@@ -178,8 +184,10 @@ impl Process {
             shared.count(|s| s.faults += 1);
             return Err(ApiError::Conflict("the object was modified".into()));
         }
+        let caller = self.caller_now();
         let result = shared.with(|t| {
             t.call_started = sent;
+            t.caller = caller;
             effect(t)
         });
         shared.sched.sleep(latency / 2).await;
@@ -192,6 +200,12 @@ impl Process {
             return Err(ApiError::Unavailable("no answer before the timeout".into()));
         }
         result
+    }
+
+    /// Who makes the call taking effect now.
+    fn caller_now(&self) -> Caller {
+        let term = self.term();
+        Caller { pid: self.pid, term, task: self.shared.sched.current() }
     }
 
     fn wall(&self, truth: &Truth) -> Timestamp {
@@ -261,7 +275,7 @@ impl Nodes for Process {
 
     async fn patch_node(&self, current: &Node, wanted: &Node) -> ApiResult<Node> {
         let pid = self.pid;
-        let written = self.api(true, |t| t.patch_node(pid, current, wanted)).await;
+        let written = self.api(true, |t| t.patch_node(current, wanted)).await;
         if self.shared.with(|t| t.crash_after_node_write.take_if(|p| *p == pid).is_some()) {
             self.die();
             return Err(dead());
@@ -300,6 +314,30 @@ impl Leadership for Process {
     }
 }
 
+impl Attestations for Process {
+    async fn attestation(&self, name: &str) -> ApiResult<Option<CoronerAttestation>> {
+        self.api(false, |t| Ok(t.attestation(name))).await
+    }
+
+    async fn attestations(&self) -> ApiResult<Vec<CoronerAttestation>> {
+        self.api(false, |t| Ok(t.attestation_list())).await
+    }
+
+    async fn write_attestation_status(
+        &self,
+        current: &CoronerAttestation,
+        status: CoronerAttestationStatus,
+    ) -> ApiResult<CoronerAttestation> {
+        let name = current.name_any();
+        let expected = current.resource_version();
+        self.api(true, |t| t.write_attestation_status(&name, expected.as_deref(), &status)).await
+    }
+
+    async fn admission_policies(&self) -> ApiResult<Policies> {
+        self.api(false, |t| Ok(t.policies.clone())).await
+    }
+}
+
 impl Cluster for Process {
     async fn bindings(&self) -> ApiResult<Vec<BmcBinding>> {
         self.api(false, |t| Ok(t.binding_list())).await
@@ -327,9 +365,7 @@ impl Cluster for Process {
     }
 
     async fn delete_pod(&self, pod: &Pod) -> ApiResult<()> {
-        let pid = self.pid;
-        let remediation = self.shared.sched.current();
-        self.api(true, |t| t.delete_pod(pid, &remediation, pod)).await
+        self.api(true, |t| t.delete_pod(pod)).await
     }
 
     async fn volume_attachments_on(&self, node: &str) -> ApiResult<usize> {
@@ -340,11 +376,10 @@ impl Cluster for Process {
 impl Events for Process {
     async fn publish(&self, regarding: &ObjectReference, notice: &Notice, _action: &str) {
         // Recording an Event is a call like any other: the process may die in it.
-        let pid = self.pid;
         let kind = regarding.kind.clone().unwrap_or_default();
         let _ = self
             .api(true, |t| {
-                t.log.push(Record::Event { at: t.now, pid, kind, reason: notice.reason.clone() });
+                t.log.push(Record::Event { at: t.now, by: t.caller.clone(), kind, reason: notice.reason.clone() });
                 Ok(())
             })
             .await;
@@ -426,11 +461,13 @@ impl SimDevice {
     }
 
     /// One request: a scheduling point, then the BMC's latency, faults and answer; `sample` runs
-    /// half-way through, when the BMC looks at the machine.
+    /// half-way through, when the BMC looks at the machine. An answer that reaches coroner is logged
+    /// in the world's record (a reading's, with what the BMC looked at and when).
     async fn request<T>(
         &self,
         mutation: bool,
-        sample: impl FnOnce(&mut Truth, Micros) -> Result<T, BmcError>,
+        path: &str,
+        sample: impl FnOnce(&mut Truth, Micros) -> (Result<T, BmcError>, Look),
     ) -> Result<T, BmcError> {
         let shared = &self.shared;
         shared.sched.point().await;
@@ -442,6 +479,7 @@ impl SimDevice {
             self.die();
             return Err(BmcError::Unreachable("this process has died".into()));
         }
+        let by = self.caller();
         let bmc = shared.with(|t| t.bmcs[self.bmc].clone());
         let start = shared.sched.now();
         let timeout = shared.bmc_request_timeout;
@@ -454,42 +492,71 @@ impl SimDevice {
         if times_out {
             shared.count(|s| s.faults += 1);
         }
-        if shared.chance(bmc.error_rate) {
+        let refused = if shared.chance(bmc.error_rate) {
             shared.count(|s| s.faults += 1);
-            shared.sched.sleep(latency.min(timeout)).await;
-            return Err(BmcError::Status {
-                method: "GET",
-                path: "/redfish/v1".into(),
-                status: 503,
-                detail: String::new(),
-            });
-        }
-        if self.credentials != bmc.credentials {
-            shared.sched.sleep(latency.min(timeout)).await;
-            return Err(BmcError::Unauthorized(401));
-        }
-        shared.sched.sleep(latency.min(timeout) / 2).await;
-        // A request that times out may still have reached the BMC (a reset then takes effect).
-        let reached = !times_out || (mutation && shared.chance(0.5));
-        let result = if reached { Some(shared.with(|t| sample(t, start))) } else { None };
-        shared.sched.sleep(latency.min(timeout) - latency.min(timeout) / 2).await;
+            Some(BmcError::Status { method: "GET", path: "/redfish/v1".into(), status: 503, detail: String::new() })
+        } else if self.credentials != bmc.credentials {
+            Some(BmcError::Unauthorized(401))
+        } else {
+            None
+        };
+        let (result, look, sampled) = match refused {
+            Some(error) => {
+                shared.sched.sleep(latency.min(timeout)).await;
+                (Some(Err(error)), Look::error(), start)
+            }
+            None => {
+                shared.sched.sleep(latency.min(timeout) / 2).await;
+                // A request that times out may still have reached the BMC (a reset then takes effect).
+                let reached = !times_out || (mutation && shared.chance(0.5));
+                let sampled = shared.sched.now();
+                let (result, look) = if reached {
+                    let (result, look) = shared.with(|t| sample(t, start));
+                    (Some(result), look)
+                } else {
+                    (None, Look::error())
+                };
+                shared.sched.sleep(latency.min(timeout) - latency.min(timeout) / 2).await;
+                (result, look, sampled)
+            }
+        };
         if shared.chance(shared.faults.crash_after) {
             self.die();
             return Err(BmcError::Unreachable("this process has died".into()));
         }
-        match result {
+        let answer = match result {
             Some(result) if !times_out => result,
-            _ => Err(BmcError::Unreachable("no answer before the request timeout".into())),
+            _ => return Err(BmcError::Unreachable("no answer before the request timeout".into())),
+        };
+        if !mutation {
+            let (bmc, path) = (self.bmc, path.to_owned());
+            shared.with(|t| {
+                let answered = t.now;
+                let Look { machine, truly_on, said } = look;
+                t.log.push(Record::Answer {
+                    by,
+                    bmc,
+                    path,
+                    machine,
+                    requested: start,
+                    sampled,
+                    answered,
+                    truly_on,
+                    said,
+                });
+            });
         }
+        answer
     }
 
-    fn reading(
-        truth: &mut Truth,
-        (bmc, index): (usize, usize),
-        (pid, remediation): (u32, String),
-        start: Micros,
-        answer_in: Micros,
-    ) -> SystemReading {
+    /// Who asks: this process in its current term, for the task it runs.
+    fn caller(&self) -> Caller {
+        let term = self.shared.with(|t| t.processes.get(&self.pid).map_or(0, |p| p.term));
+        Caller { pid: self.pid, term, task: self.shared.sched.current() }
+    }
+
+    /// The system at `index` of BMC `bmc` as it answers now, and what it looked at.
+    fn reading(truth: &Truth, (bmc, index): (usize, usize)) -> (SystemReading, Look) {
         let model = &truth.bmcs[bmc];
         let system = &model.systems[index];
         let machine = &truth.machines[system.machine];
@@ -506,10 +573,12 @@ impl SimDevice {
             power_state: power,
             reset_target: None,
         };
-        let off = reading.power_state == PowerState::Off;
-        let answer = truth.now + answer_in;
-        truth.log.push(Record::Read { pid, remediation, machine: system.machine, start, answer, off });
-        reading
+        let look = Look {
+            machine: Some(system.machine),
+            truly_on: machine.on,
+            said: Answered::System { uuid: system.uuid.clone(), reported_off: reading.power_state == PowerState::Off },
+        };
+        (reading, look)
     }
 
     fn find_system(truth: &Truth, bmc: usize, path_or_id: &str) -> Option<usize> {
@@ -518,26 +587,39 @@ impl SimDevice {
     }
 
     async fn system_once(&self, path_or_id: &str) -> Result<SystemReading, BmcError> {
-        let (bmc, pid) = (self.bmc, self.pid);
+        let bmc = self.bmc;
         let path = path_or_id.to_owned();
         let unknown = self.shared.with(|t| t.bmcs[bmc].answers == PowerAnswers::SometimesUnknown);
         let garbled = unknown && self.shared.chance(0.2);
-        let half = self.shared.between((1, 2));
-        let remediation = self.shared.sched.current();
-        self.request(false, move |t, start| {
-            let index = Self::find_system(t, bmc, &path).ok_or_else(|| BmcError::Status {
-                method: "GET",
-                path: path.clone(),
-                status: 404,
-                detail: String::new(),
-            })?;
-            let mut reading = Self::reading(t, (bmc, index), (pid, remediation), start, half);
+        self.request(false, path_or_id, move |t, _| {
+            let Some(index) = Self::find_system(t, bmc, &path) else {
+                let missing =
+                    BmcError::Status { method: "GET", path: path.clone(), status: 404, detail: String::new() };
+                return (Err(missing), Look::error());
+            };
+            let (mut reading, mut look) = Self::reading(t, (bmc, index));
             if garbled {
                 reading.power_state = PowerState::Other("Unknown".into());
+                if let Answered::System { reported_off, .. } = &mut look.said {
+                    *reported_off = false;
+                }
             }
-            Ok(reading)
+            (Ok(reading), look)
         })
         .await
+    }
+}
+
+/// What a BMC looked at to answer a request.
+struct Look {
+    machine: Option<usize>,
+    truly_on: bool,
+    said: Answered,
+}
+
+impl Look {
+    fn error() -> Self {
+        Self { machine: None, truly_on: false, said: Answered::Error }
     }
 }
 
@@ -548,8 +630,9 @@ impl Bmc for SimDevice {
 
     async fn systems(&self) -> Result<Vec<String>, BmcError> {
         let bmc = self.bmc;
-        self.request(false, move |t, _| {
-            Ok(t.bmcs[bmc].systems.iter().map(|s| format!("/redfish/v1/Systems/{}", s.id)).collect())
+        self.request(false, "/redfish/v1/Systems", move |t, _| {
+            let members = t.bmcs[bmc].systems.iter().map(|s| format!("/redfish/v1/Systems/{}", s.id)).collect();
+            (Ok(members), Look { machine: None, truly_on: false, said: Answered::Members })
         })
         .await
     }
@@ -574,23 +657,23 @@ impl Bmc for SimDevice {
     }
 
     async fn reset(&self, system: &SystemReading, reset: ResetType) -> Result<u16, BmcError> {
-        let (bmc, pid) = (self.bmc, self.pid);
+        let bmc = self.bmc;
         let path = system.path.clone();
         let delay = self.shared.with(|t| t.bmcs[bmc].reset_delay);
         let delay = self.shared.between(delay);
-        let remediation = self.shared.sched.current();
-        self.request(true, move |t, _| {
-            let index = Self::find_system(t, bmc, &path).ok_or_else(|| BmcError::Status {
-                method: "POST",
-                path: path.clone(),
-                status: 404,
-                detail: String::new(),
-            })?;
+        let by = self.caller();
+        self.request(true, &system.path.clone(), move |t, _| {
+            let Some(index) = Self::find_system(t, bmc, &path) else {
+                let missing =
+                    BmcError::Status { method: "POST", path: path.clone(), status: 404, detail: String::new() };
+                return (Err(missing), Look::error());
+            };
             let machine = t.bmcs[bmc].systems[index].machine;
             let on = reset == ResetType::On;
             let at = t.now;
-            let node = t.bindings_node(bmc);
-            let stored = t.remediations.get(&remediation).and_then(|r| r.status.clone()).unwrap_or_default();
+            let remediation = t.remediations.get(&by.task);
+            let node = remediation.and_then(|r| contract::node_name(&r.metadata)).unwrap_or_default().to_owned();
+            let stored = remediation.and_then(|r| r.status.clone()).unwrap_or_default();
             // The fence's intent, or the guard's after the release.
             let fence_intent = stored.progress.as_ref().and_then(|p| p.intent.as_ref()).filter(|i| i.result.is_none());
             let guard_intent = stored.guard.as_ref().and_then(|g| g.intent.as_ref()).filter(|i| i.result.is_none());
@@ -600,11 +683,9 @@ impl Bmc for SimDevice {
             let intent = if guarding { guard_intent } else { fence_intent }
                 .map(|i| (i.instance.clone(), i.attempt, i.decided_at.0.to_string()));
             let proven_path = stored.evidence.as_ref().and_then(|e| e.identity.as_ref()).map(|i| i.system_path.clone());
-            let remediation = remediation.clone();
             t.log.push(Record::Reset {
                 at,
-                pid,
-                remediation,
+                by: by.clone(),
                 node,
                 machine,
                 on,
@@ -616,20 +697,8 @@ impl Bmc for SimDevice {
             if t.bmcs[bmc].answers != PowerAnswers::LiesOff {
                 t.schedule_power(machine, on, at + delay);
             }
-            Ok(if on { 202 } else { 204 })
+            (Ok(if on { 202 } else { 204 }), Look::error())
         })
         .await
-    }
-}
-
-impl Truth {
-    /// The node whose binding leads to BMC `bmc`.
-    fn bindings_node(&self, bmc: usize) -> String {
-        let origin = &self.bmcs[bmc].origin;
-        self.bindings
-            .values()
-            .find(|b| b.spec.redfish.endpoint.starts_with(origin.as_str()))
-            .map(|b| b.spec.node_name.clone())
-            .unwrap_or_default()
     }
 }

@@ -6,7 +6,7 @@ use super::{
     exec::{MS, Micros, SECOND},
     process::Faults,
 };
-use crate::api::{CoronerRemediationSpec, Duration, FenceAction, Phase, RemediationStrategy, Retry};
+use crate::api::{CoronerRemediationSpec, Duration, FenceAction, GuardPolicy, Phase, RemediationStrategy, Retry};
 
 /// How the node stopped reporting.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,6 +88,34 @@ pub enum Event {
     CrashAfterNextNodeWrite,
     /// A person approves the released machine's return: `coroner.dev/power-on-approved` on the Node.
     ApprovePowerOn,
+    /// A person attests that the node is dead (true or not: people err).
+    Attest,
+    /// A BMC that lied `Off` starts telling the truth.
+    BmcTellsTruth,
+    /// Someone edits the node's binding: its endpoint, its credentials Secret, or its systemId.
+    EditBinding(BindingEdit),
+    /// The credentials Secret changes: its metadata only (a secret-sync operator), or its value
+    /// together with the BMC's account. The binding verifier's status write follows either.
+    SecretChange { value: bool },
+    /// An admission webhook or a person rewrites the out-of-service taint coroner added (its value).
+    RewriteTaint,
+    /// The Node object is deleted (a decommission): NHC deletes the orphaned remediation.
+    DeleteNode,
+    /// NodeHealthCheck stamps `nhc-timed-out` on the node's remediations.
+    NhcTimesOut,
+}
+
+/// What an edit of a binding changes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BindingEdit {
+    /// The endpoint now leads to another BMC (the other node's: the same system path).
+    Endpoint,
+    /// The endpoint leads nowhere (a typo).
+    DeadEndpoint,
+    /// The binding names another credentials Secret, with the same value.
+    CredentialsSecret,
+    /// The binding pins the system its BMC serves the node on.
+    SystemId,
 }
 
 /// When an event happens: at a time, or a while after the first remediation first enters a phase
@@ -105,7 +133,7 @@ pub enum Expect {
     Release,
     /// No proof is possible: `Succeeded=False` within the bound, nothing released.
     Refuse,
-    /// Safety only.
+    /// Safety only, under the rules in `Scenario::excuses`.
     Any,
 }
 
@@ -120,6 +148,8 @@ pub struct Scenario {
     /// NHC stamps `nhc-timed-out` this long after creating the remediation.
     pub nhc_timeout: Option<Micros>,
     pub expect: Expect,
+    /// The rules that excuse the seed from `expect` (judged on safety only while any applies).
+    pub excuses: Vec<Excuse>,
     /// How long the schedule runs.
     pub horizon: Micros,
 }
@@ -252,50 +282,190 @@ impl Scenario {
                 events.push((When::After(phase, rng.i64(0..SECOND)), Event::ApprovePowerOn));
             }
         }
-        let expect = Self::expectation(&spec, death, bmc, &events, nhc_timeout, &faults);
-        Self { seed, spec, death, bmc, faults, events, nhc_timeout, expect, horizon: 600 * SECOND + 500 * MS }
+        // The third wave's draws, from a stream of their own so the draws above keep their seeds.
+        let mut more = fastrand::Rng::with_seed(seed ^ 0x16_0016);
+        let mut spec = spec;
+        Self::draw_timing(&mut more, &mut spec);
+        spec.guard = if more.u8(..4) == 0 { GuardPolicy::Alert } else { GuardPolicy::Enforce };
+        spec.remediate_ready_false = more.u8(..8) == 0;
+        let mut strike = |rng: &mut fastrand::Rng, p: f64, event: Event, (low, high): (i64, i64), phases: &[Phase]| {
+            if rng.f64() < p {
+                let when = if phases.is_empty() || rng.bool() {
+                    When::At(rng.i64(low * SECOND..high * SECOND))
+                } else {
+                    When::After(*pick(rng, phases), rng.i64(0..3 * SECOND))
+                };
+                events.push((when, event));
+            }
+        };
+        let all = [VerifyingIdentity, PoweringOff, ConfirmingOff, Releasing, WaitingForRelease, PoweringOn, Done];
+        let edit = *pick(
+            &mut more,
+            &[BindingEdit::Endpoint, BindingEdit::DeadEndpoint, BindingEdit::CredentialsSecret, BindingEdit::SystemId],
+        );
+        strike(&mut more, 0.1, Event::EditBinding(edit), (1, 90), &all);
+        strike(&mut more, 0.1, Event::SecretChange { value: false }, (1, 60), &all);
+        strike(&mut more, 0.05, Event::SecretChange { value: true }, (1, 60), &all);
+        let glitch = more.i64(200 * MS..8 * SECOND);
+        strike(&mut more, 0.08, Event::PowerGlitch { on_for: glitch }, (1, 90), &[ConfirmingOff, Releasing, Done]);
+        strike(&mut more, 0.05, Event::RewriteTaint, (20, 120), &[WaitingForRelease, Done]);
+        let gone = if more.bool() { Event::DeleteNode } else { Event::ReplaceNode };
+        strike(&mut more, 0.04, gone, (30, 200), &[WaitingForRelease, Done]);
+        strike(&mut more, 0.08, Event::NhcTimesOut, (1, 200), &all);
+        strike(&mut more, 0.12, Event::Attest, (5, 300), &[ConfirmingOff, Failed, Done]);
+        if bmc == BmcKind::LiesOff && more.bool() {
+            strike(&mut more, 1.0, Event::BmcTellsTruth, (30, 200), &[Done, WaitingForRelease]);
+        }
+        // An approval left on the Node from before the fence.
+        if more.f64() < 0.04 {
+            events.push((When::At(0), Event::ApprovePowerOn));
+        }
+        let (expect, excuses) = Self::expectation(death, bmc, &events, &faults);
+        Self { seed, spec, death, bmc, faults, events, nhc_timeout, expect, excuses, horizon: 600 * SECOND + 500 * MS }
     }
 
-    /// The liveness oracle: which outcome the answers allow, when the world does nothing that
-    /// changes it (a person's delete, a power-on, a partition healing, NHC's timeout, denied writes
-    /// and dying BMCs make it safety-only).
-    fn expectation(
-        spec: &CoronerRemediationSpec,
-        death: Death,
-        bmc: BmcKind,
-        events: &[(When, Event)],
-        nhc_timeout: Option<Micros>,
-        faults: &Faults,
-    ) -> Expect {
-        let disturbed = nhc_timeout.is_some()
-            || events.iter().any(|(_, e)| {
-                !matches!(
-                    e,
-                    Event::RotateCredentials | Event::LeaderMove | Event::CrashLeader | Event::CrashAfterNextNodeWrite
+    /// How long after the last leader started the fence must have ended: the Lease's freshness wait,
+    /// then every attempt with its pauses, and 40 s for the rest.
+    pub fn liveness_bound(&self) -> Micros {
+        let micros = |d: Duration| d.get().as_micros() as Micros;
+        let spec = &self.spec;
+        let retries = i64::from(spec.retry.count);
+        micros(spec.lease_freshness)
+            + retries * (micros(spec.power_off_timeout) + 2 * micros(spec.retry.interval))
+            + 40 * SECOND
+    }
+
+    /// `settle` and `pollInterval`: the defaults in most seeds, settles of a minute and more (longer
+    /// than a client's life) in a few, with a `powerOffTimeout` that can hold them.
+    fn draw_timing(rng: &mut fastrand::Rng, spec: &mut CoronerRemediationSpec) {
+        match rng.u8(..20) {
+            0 => {
+                spec.settle = secs(rng, 60, 90);
+                spec.poll_interval = secs(rng, 1, 5);
+            }
+            1..=5 => {
+                spec.settle = Duration::from_millis(rng.u64(500..6000));
+                spec.poll_interval = Duration::from_millis(rng.u64(200..3000));
+            }
+            _ => {}
+        }
+        let least = spec.settle.get() + 2 * spec.poll_interval.get() + std::time::Duration::from_secs(8);
+        if spec.power_off_timeout.get() < least {
+            spec.power_off_timeout = Duration::from(least);
+        }
+    }
+
+    /// The liveness oracle: which outcome the answers allow, and every named rule that excuses a seed
+    /// from it ([`Excuse`]: each is a product rule of docs/safety.md, listed in docs/simulation.md).
+    /// A seed with an excuse is judged on safety only; every other seed must end as `expect` says
+    /// within the bound.
+    fn expectation(death: Death, bmc: BmcKind, events: &[(When, Event)], faults: &Faults) -> (Expect, Vec<Excuse>) {
+        // An event that strikes once the outcome is decided cannot change it.
+        let decided = |when: &When| {
+            matches!(
+                when,
+                When::After(
+                    Phase::WaitingForRelease | Phase::PoweringOn | Phase::WaitingForNode | Phase::Done | Phase::Failed,
+                    _
                 )
-            });
-        // Crashes only restart the clock (the bound runs from the last leader's start). A slow
-        // apiserver ages every proof before its release can be written: safety holds, the budget may
-        // not, so such seeds are judged on safety only.
-        let calm = faults.slow == 0.0 && faults.crash_before + faults.crash_after < 0.002;
-        // A leader's death costs up to the leader Lease (15 s) before another acts, and a phase's
-        // deadline also runs on the wall clock (twice powerOffTimeout since the phase began): with a
-        // powerOffTimeout under the Lease, a death a few seconds into the only attempt ends it. Such
-        // seeds are judged on safety only.
-        let may_die = faults.crash_before + faults.crash_after > 0.0
-            || events.iter().any(|(_, e)| matches!(e, Event::CrashLeader | Event::CrashAfterNextNodeWrite));
-        let failover_can_end_the_attempt =
-            spec.retry.count == 1 && spec.power_off_timeout.get() < std::time::Duration::from_secs(15);
-        if disturbed || !calm || (may_die && failover_can_end_the_attempt) {
-            return Expect::Any;
+            )
+        };
+        let mut excuses: Vec<Excuse> =
+            events.iter().filter(|(when, _)| !decided(when)).filter_map(|(_, event)| Excuse::of(event)).collect();
+        if faults.slow > 0.0 {
+            excuses.push(Excuse::SlowApi);
         }
         match (death, bmc) {
-            (Death::LeaseOnly, _) => Expect::Any,
-            (_, BmcKind::LiesOff) => Expect::Any,
-            (Death::PowerLossWithBmc, _) | (_, BmcKind::Mismatch | BmcKind::Clone) => Expect::Refuse,
-            (_, BmcKind::Slow | BmcKind::Flaky | BmcKind::Unknowns) => Expect::Any,
-            _ => Expect::Release,
+            (Death::LeaseOnly, _) => excuses.push(Excuse::LeaseRenews),
+            (_, BmcKind::LiesOff) => excuses.push(Excuse::LyingBmc),
+            (_, BmcKind::Slow | BmcKind::Flaky | BmcKind::Unknowns) => excuses.push(Excuse::UnreliableBmc),
+            _ => {}
         }
+        excuses.sort();
+        excuses.dedup();
+        let expect = match (death, bmc) {
+            (Death::PowerLossWithBmc, _) | (_, BmcKind::Mismatch | BmcKind::Clone) => Expect::Refuse,
+            _ => Expect::Release,
+        };
+        (if excuses.is_empty() { expect } else { Expect::Any }, excuses)
+    }
+}
+
+/// Why a seed is judged on safety only: each is a product rule under which the world may keep a
+/// fence from the outcome its answers would otherwise allow (docs/simulation.md, "Liveness").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Excuse {
+    /// A node that reports again (its partition heals) is not fenced (`NodeNotUnreachable`), and NHC
+    /// deletes the remediation once it is Ready.
+    NodeReports,
+    /// A machine switched on during the fence breaks the proof's run; it may outlast the attempts
+    /// (`PowerOffNotConfirmed`).
+    SwitchedOnMidFence,
+    /// Node writes refused by a webhook or a policy until the release's deadline (`ReleaseNotWritten`).
+    NodeWritesDenied,
+    /// An out-of-service taint coroner does not own is not claimed, and blocks a `Reboot`'s `On`.
+    ForeignTaint,
+    /// A person's deletion of the remediation ends its fence; NHC's next one starts over.
+    RemediationDeleted,
+    /// A second remediation of the node waits for, or adopts, the first's fence.
+    SecondRemediation,
+    /// A BMC that dies before the proof leaves none (`BmcUnreachable`).
+    BmcDies,
+    /// A wall-clock step forward ends a phase's attempt (deadlines also run on the wall clock, so a
+    /// crash loop cannot hold a slot).
+    ClockStep,
+    /// The exclusion label set mid-fence stops the fence (`NodeExcluded`).
+    Excluded,
+    /// A replaced or deleted Node is not the one admitted (`NodeReplaced`), or has no remediation.
+    NodeReplaced,
+    /// A slow apiserver may outlast a proof's freshness at every try (`ReleaseNotWritten`).
+    SlowApi,
+    /// Something on the node renews its Lease: evidence of life, never fenced.
+    LeaseRenews,
+    /// A BMC that lies `Off` is caught after the release, if at all.
+    LyingBmc,
+    /// A slow, flaky or unknown-answering BMC may exhaust the attempts.
+    UnreliableBmc,
+    /// A binding edited to another BMC, or to an endpoint that does not answer, proves nothing.
+    BindingMisdirected,
+    /// A new generation of the binding ends the attempt it interrupts (the next proves identity
+    /// through it): with no attempt left, the fence fails.
+    BindingEdited,
+}
+
+impl Excuse {
+    fn of(event: &Event) -> Option<Self> {
+        Some(match event {
+            Event::Heal => Self::NodeReports,
+            Event::PowerGlitch { .. } | Event::PowerOn => Self::SwitchedOnMidFence,
+            Event::DenyNodeWrites { .. } => Self::NodeWritesDenied,
+            Event::ForeignOutOfService => Self::ForeignTaint,
+            Event::DeleteRemediation => Self::RemediationDeleted,
+            Event::SecondRemediation => Self::SecondRemediation,
+            Event::BmcDown => Self::BmcDies,
+            Event::ClockStep { .. } => Self::ClockStep,
+            Event::ExcludeNode => Self::Excluded,
+            Event::ReplaceNode | Event::DeleteNode => Self::NodeReplaced,
+            Event::SlowApi { .. } => Self::SlowApi,
+            Event::EditBinding(BindingEdit::Endpoint | BindingEdit::DeadEndpoint) => Self::BindingMisdirected,
+            Event::EditBinding(BindingEdit::CredentialsSecret | BindingEdit::SystemId) => Self::BindingEdited,
+            // What changes nothing a fence may decide on: credentials rotated with the BMC, a Secret's
+            // metadata, failovers and crashes (a failover must not turn an off machine into
+            // PowerOffNotConfirmed; a crash loop is judged from the record, `finish`), taints and
+            // approvals after the release, attestations, a lying BMC turning honest.
+            Event::RotateCredentials
+            | Event::SecretChange { .. }
+            | Event::LeaderMove
+            | Event::CrashLeader
+            | Event::CrashAfterNextNodeWrite
+            | Event::RemoveOutOfServiceByHand
+            | Event::RewriteTaint
+            | Event::ApprovePowerOn
+            | Event::Attest
+            | Event::BmcTellsTruth
+            // Judged from the world's record: NHC's stamp before the outcome excuses (`finish`).
+            | Event::NhcTimesOut => return None,
+        })
     }
 }
 

@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::{
     api::{
+        admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding},
         coordination::v1::{Lease, LeaseSpec},
         core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, NodeSystemInfo, Pod, PodSpec, PodStatus, Taint},
     },
@@ -18,13 +19,21 @@ use serde::{Serialize, de::DeserializeOwned};
 use super::exec::{Micros, SECOND};
 use crate::{
     api::{
-        BmcBinding, BmcBindingSpec, BmcBindingStatus, CoronerRemediation, CoronerRemediationSpec,
-        CoronerRemediationStatus, RedfishTarget, SecretRef, TlsPolicy, conditions,
+        BmcBinding, BmcBindingSpec, BmcBindingStatus, CoronerAttestation, CoronerAttestationSpec,
+        CoronerAttestationStatus, CoronerRemediation, CoronerRemediationSpec, CoronerRemediationStatus, RedfishTarget,
+        SecretRef, TlsPolicy, conditions,
     },
     contract,
     driver::{ApiError, ApiResult},
     taints::CoronerTaint,
 };
+
+/// The origin a mistyped endpoint leads to: nothing answers there.
+pub const NOWHERE: &str = "https://bmc-9.example:443";
+
+/// Seconds from power-on to a running kubelet: longer than the guard's bound, as for real machines, so
+/// a node's healthy return never excuses a guard that did nothing.
+const BOOT: i64 = 60;
 
 /// The apiserver hands back what it stored: JSON, with its time precision.
 pub fn roundtrip<T: Serialize + DeserializeOwned>(value: &T) -> T {
@@ -144,14 +153,37 @@ pub enum Adder {
     Someone(String),
 }
 
-/// What coroner did, for the invariants.
+/// Who sent an API call or a device request: the process, its leadership term, and the task it ran
+/// (a remediation's name, `attestation/<name>`, …) — what an apiserver's audit log and a BMC's
+/// session log would show.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Caller {
+    pub pid: u32,
+    pub term: u64,
+    pub task: String,
+}
+
+/// What a device's answer said about the machine it looked at.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Answered {
+    /// A system's reading: the UUID it reported and whether it reported `Off`.
+    System { uuid: String, reported_off: bool },
+    /// The collection of systems.
+    Members,
+    /// An error (a 5xx, a 404, a rejection of the credentials).
+    Error,
+}
+
+/// The world's record: everything that happened that the invariants judge by — the answers devices
+/// gave coroner, what coroner's writes did and when they took effect, what the world did to the
+/// machines and the objects. It never holds coroner's beliefs (its status is an object like others:
+/// only its `Succeeded` transitions are logged, for the liveness rules).
 #[derive(Clone, Debug)]
 pub enum Record {
     /// A power action reached a BMC and was executed on `machine` (or rejected).
     Reset {
         at: Micros,
-        pid: u32,
-        remediation: String,
+        by: Caller,
         node: String,
         machine: usize,
         on: bool,
@@ -160,20 +192,29 @@ pub enum Record {
         /// The system's path in the identity evidence at that moment.
         proven_path: Option<String>,
         path: String,
-        /// Sent by the guard after the release.
+        /// Sent after the release (a ForceOff then is the guard's).
         guard: bool,
     },
     /// An Event coroner published: on what kind of object, with what reason.
-    Event { at: Micros, pid: u32, kind: String, reason: String },
-    /// A power reading of `machine` by coroner, for `remediation`: requested at `start`; the BMC
-    /// looked at the machine a microsecond or two before `answer`.
-    Read { pid: u32, remediation: String, machine: usize, start: Micros, answer: Micros, off: bool },
-    /// A Node write by coroner: the taints before and after.
+    Event { at: Micros, by: Caller, kind: String, reason: String },
+    /// A device answer that reached coroner: asked at `requested`, answered at `answered`; the
+    /// device looked at `machine` (if it read a system) at `sampled`, when it was truly on or not.
+    Answer {
+        by: Caller,
+        bmc: usize,
+        path: String,
+        machine: Option<usize>,
+        requested: Micros,
+        sampled: Micros,
+        answered: Micros,
+        truly_on: bool,
+        said: Answered,
+    },
+    /// A Node write by coroner, sent at `sent`, took effect at `at`: the taints before and after.
     NodeWrite {
         at: Micros,
-        /// When coroner sent it (it took effect at `at`).
         sent: Micros,
-        pid: u32,
+        by: Caller,
         node: String,
         before: Vec<Taint>,
         after: Vec<Taint>,
@@ -181,13 +222,21 @@ pub enum Record {
         before_annotations: BTreeMap<String, String>,
         after_annotations: BTreeMap<String, String>,
     },
-    /// A pod force-deleted by coroner, for `remediation`.
-    PodDeleted { at: Micros, sent: Micros, pid: u32, remediation: String, node: String },
-    /// A power-off proof persisted in a remediation's status: `count` Off readings by `pid`, the
-    /// last of them answered before `at`.
-    Proof { at: Micros, remediation: String, pid: u32, count: u32 },
+    /// A pod force-deleted by coroner.
+    PodDeleted { at: Micros, sent: Micros, by: Caller, node: String },
     /// A status write: the Succeeded condition before and after, and the phase after.
     Status { at: Micros, remediation: String, before: Option<String>, after: Option<String>, phase: String },
+    /// The world switched a machine on (a person, a power-restore policy, a glitch that ends by
+    /// itself at `until`).
+    PoweredOn { at: Micros, machine: usize, until: Option<Micros> },
+    /// A remediation was deleted (by NHC or a person): its release ends with it.
+    Deleted { at: Micros, remediation: String, uid: String },
+    /// A person created an attestation.
+    Attested { at: Micros, name: String, node: String },
+    /// A BMC lost its power or got it back.
+    BmcPower { at: Micros, bmc: usize, alive: bool },
+    /// NodeHealthCheck stamped `nhc-timed-out` on a remediation.
+    TimedOut { at: Micros, remediation: String },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -218,6 +267,9 @@ pub struct Truth {
     /// Node Leases: renewTime (`None` inside: a Lease without one).
     pub leases: BTreeMap<String, Option<Timestamp>>,
     pub bindings: BTreeMap<String, BmcBinding>,
+    pub attestations: BTreeMap<String, CoronerAttestation>,
+    /// The ValidatingAdmissionPolicy and binding coroner ships (config/admission), in force for an hour.
+    pub policies: Policies,
     /// Credentials Secrets: their version.
     pub secrets: BTreeMap<String, u32>,
     pub pods: Vec<Pod>,
@@ -232,8 +284,9 @@ pub struct Truth {
     pub node_writes_denied_until: Micros,
     /// Every API call is slow until then.
     pub api_slow_until: Micros,
-    /// When the API call taking effect now was sent.
+    /// When the API call taking effect now was sent, and by whom.
     pub call_started: Micros,
+    pub caller: Caller,
     /// The process that dies right after its next Node write.
     pub crash_after_node_write: Option<u32>,
     /// When coroner first admitted a fence of each remediation (true time), for the liveness bound.
@@ -253,9 +306,6 @@ pub struct Truth {
     pub boot_at_release: BTreeMap<String, String>,
     /// When each BMC-mutation intent was first persisted, by (remediation, `instance/attempt/decided`).
     pub intents: BTreeMap<(String, String), Micros>,
-    /// Power-ons the world injected into a released machine (coroner's out-of-service taint on its
-    /// node): the guard must report each.
-    pub injected_on: Vec<(Micros, String)>,
     /// Process deaths and leadership changes: a guard cannot report while nobody leads.
     pub disruptions: Vec<Micros>,
     /// Node Leases written since the processes' watches last heard of them.
@@ -284,6 +334,26 @@ pub enum Life {
 pub enum Change {
     Remediation(String),
     Node(String),
+    Attestation(String),
+}
+
+/// Every ValidatingAdmissionPolicy and binding.
+pub type Policies = (Vec<ValidatingAdmissionPolicy>, Vec<ValidatingAdmissionPolicyBinding>);
+
+/// The admission policy and binding of config/admission, as an apiserver serves them an hour after
+/// they were applied.
+fn shipped_policies() -> Policies {
+    let text = include_str!("../../config/admission/attestation_policy.yaml");
+    let mut documents = text.split("\n---\n");
+    let parsed = (documents.next().map(serde_saphyr::from_str), documents.next().map(serde_saphyr::from_str));
+    let (Some(Ok(mut policy)), Some(Ok(mut binding))) = parsed else {
+        panic!("config/admission/attestation_policy.yaml is not a policy and its binding");
+    };
+    let applied = Some(Time(Timestamp::UNIX_EPOCH + SignedDuration::from_secs(1_900_000_000 - 3600)));
+    let (p, b): (&mut ValidatingAdmissionPolicy, &mut ValidatingAdmissionPolicyBinding) = (&mut policy, &mut binding);
+    p.metadata.creation_timestamp = applied.clone();
+    b.metadata.creation_timestamp = applied;
+    (vec![policy], vec![binding])
 }
 
 /// A taint's identity for provenance: key, value, effect and timeAdded.
@@ -312,6 +382,8 @@ impl Truth {
             nodes: BTreeMap::new(),
             leases: BTreeMap::new(),
             bindings: BTreeMap::new(),
+            attestations: BTreeMap::new(),
+            policies: shipped_policies(),
             secrets: BTreeMap::new(),
             pods: Vec::new(),
             attachments: BTreeMap::new(),
@@ -324,6 +396,7 @@ impl Truth {
             node_writes_denied_until: 0,
             api_slow_until: 0,
             call_started: 0,
+            caller: Caller::default(),
             crash_after_node_write: None,
             admitted: BTreeMap::new(),
             changes: Vec::new(),
@@ -333,7 +406,6 @@ impl Truth {
             boot_at_release: BTreeMap::new(),
             taint_added: BTreeMap::new(),
             intents: BTreeMap::new(),
-            injected_on: Vec::new(),
             disruptions: Vec::new(),
             lease_changes: Vec::new(),
             healthy_since: BTreeMap::new(),
@@ -480,6 +552,10 @@ impl Truth {
     pub fn delete_remediation(&mut self, name: &str) {
         let now = self.wall(self.now);
         let Some(r) = self.remediations.get_mut(name) else { return };
+        if r.metadata.deletion_timestamp.is_none() {
+            let uid = r.metadata.uid.clone().unwrap_or_default();
+            self.log.push(Record::Deleted { at: self.now, remediation: name.into(), uid });
+        }
         if r.metadata.finalizers.as_ref().is_none_or(Vec::is_empty) {
             self.remediations.remove(name);
         } else if r.metadata.deletion_timestamp.is_none() {
@@ -493,6 +569,9 @@ impl Truth {
     pub fn annotate_remediation(&mut self, name: &str, key: &str, value: &str) {
         let rv = self.next_rv();
         let Some(r) = self.remediations.get_mut(name) else { return };
+        if key == contract::TIMED_OUT_ANNOTATION && !contract::timed_out_by_nhc(&r.metadata) {
+            self.log.push(Record::TimedOut { at: self.now, remediation: name.into() });
+        }
         r.metadata.annotations.get_or_insert_with(Default::default).insert(key.into(), value.into());
         r.metadata.resource_version = Some(rv);
         self.changes.push(Change::Remediation(name.into()));
@@ -529,6 +608,73 @@ impl Truth {
         n.metadata.annotations.get_or_insert_with(Default::default).insert(key.into(), value.into());
         n.metadata.resource_version = Some(rv);
         self.changes.push(Change::Node(node.into()));
+    }
+
+    /// Someone edits `name`'s binding (a new generation).
+    pub fn edit_binding(&mut self, name: &str, edit: super::scenario::BindingEdit) {
+        use super::scenario::BindingEdit;
+        let rv = self.next_rv();
+        let Some(binding) = self.bindings.get(name) else { return };
+        let mut binding = binding.clone();
+        match edit {
+            BindingEdit::Endpoint => binding.spec.redfish.endpoint = "https://bmc-2.example:443/redfish/v1".into(),
+            BindingEdit::DeadEndpoint => binding.spec.redfish.endpoint = format!("{NOWHERE}/redfish/v1"),
+            BindingEdit::CredentialsSecret => {
+                let old = binding.spec.credentials_secret_ref.name.clone();
+                let value = self.secrets.get(&old).copied().unwrap_or(1);
+                let renamed = format!("{old}-copy");
+                self.secrets.insert(renamed.clone(), value);
+                binding.spec.credentials_secret_ref.name = renamed;
+            }
+            BindingEdit::SystemId => {
+                let origin = binding.spec.redfish.endpoint.clone();
+                let node_uuid = self
+                    .nodes
+                    .get(&binding.spec.node_name)
+                    .and_then(|n| n.status.as_ref()?.node_info.as_ref().map(|i| i.system_uuid.clone()));
+                let bmc = self.bmcs.iter().find(|b| origin.starts_with(b.origin.as_str()));
+                let id = bmc.and_then(|b| {
+                    b.systems.iter().rev().find(|s| Some(&self.machines[s.machine].uuid) == node_uuid.as_ref())
+                });
+                binding.spec.redfish.system_id = id.map(|s| s.id.clone());
+            }
+        }
+        binding.metadata.generation = Some(binding.metadata.generation.unwrap_or(1) + 1);
+        binding.metadata.resource_version = Some(rv);
+        self.bindings.insert(name.into(), roundtrip(&binding));
+    }
+
+    /// Something wrote `name`'s binding without changing its spec (its status): a new
+    /// resourceVersion.
+    pub fn touch_binding(&mut self, name: &str) {
+        let rv = self.next_rv();
+        if let Some(binding) = self.bindings.get_mut(name) {
+            binding.metadata.resource_version = Some(rv);
+        }
+    }
+
+    /// An admission webhook (or a person) rewrites the value of the out-of-service taint on the node;
+    /// it stays the same taint of coroner's, as coroner recorded it no longer.
+    pub fn rewrite_out_of_service(&mut self, node: &str) {
+        let rv = self.next_rv();
+        let Some(n) = self.nodes.get_mut(node) else { return };
+        let Some(taints) = n.spec.as_mut().and_then(|s| s.taints.as_mut()) else { return };
+        for taint in taints.iter_mut().filter(|t| t.key == CoronerTaint::OutOfService.key()) {
+            let old = taint_key(taint);
+            taint.value = Some("rewritten".into());
+            if let Some(adder) = self.provenance.get(&old).cloned() {
+                self.provenance.insert(taint_key(taint), adder);
+            }
+        }
+        n.metadata.resource_version = Some(rv);
+        self.changes.push(Change::Node(node.into()));
+    }
+
+    /// The Node object is deleted (a decommission).
+    pub fn delete_node(&mut self, node: &str) {
+        if self.nodes.remove(node).is_some() {
+            self.changes.push(Change::Node(node.into()));
+        }
     }
 
     /// A person labels the node to keep remediators off it.
@@ -601,6 +747,23 @@ impl Truth {
 
     // Machines ----------------------------------------------------------------------------------------
 
+    /// The world switches a machine on now (a person, a power-restore policy), until `until` if it goes
+    /// off again by itself (a glitch).
+    pub fn power_on_by_world(&mut self, machine: usize, until: Option<Micros>) {
+        let at = self.now;
+        let m = &self.machines[machine];
+        if !m.on || m.pending.is_some_and(|(_, on)| !on) {
+            self.log.push(Record::PoweredOn { at, machine, until });
+        }
+        self.schedule_power(machine, true, at);
+    }
+
+    /// A BMC loses its power or gets it back.
+    pub fn set_bmc_alive(&mut self, bmc: usize, alive: bool) {
+        self.bmcs[bmc].alive = alive;
+        self.log.push(Record::BmcPower { at: self.now, bmc, alive });
+    }
+
     /// A power change requested now, taking effect at `at`.
     pub fn schedule_power(&mut self, machine: usize, on: bool, at: Micros) {
         let m = &mut self.machines[machine];
@@ -625,7 +788,7 @@ impl Truth {
                     if on {
                         m.boots += 1;
                         m.boot_id = format!("{}-boot-{}", m.node, m.boots);
-                        m.booted_at = Some(at + 20 * SECOND);
+                        m.booted_at = Some(at + BOOT * SECOND);
                     } else {
                         m.booted_at = None;
                     }
@@ -694,7 +857,8 @@ impl Truth {
         let watched: Vec<(String, u32)> = self.nhc_nodes.iter().map(|(n, c)| (n.clone(), *c)).collect();
         for (node, created) in watched {
             let has = self.remediations.values().any(|r| contract::node_name(&r.metadata) == Some(node.as_str()));
-            if !has && self.ready_of(&node).as_deref() != Some(conditions::TRUE) {
+            let exists = self.nodes.contains_key(&node);
+            if exists && !has && self.ready_of(&node).as_deref() != Some(conditions::TRUE) {
                 let name = if created == 0 { node.clone() } else { format!("{node}-{}", created + 1) };
                 let spec = self.nhc_spec.clone();
                 self.create_remediation(&name, &node, &spec);
@@ -712,6 +876,11 @@ impl Truth {
                 .as_ref()
                 .and_then(|s| conditions::status_of(&s.conditions, contract::SUCCEEDED).map(str::to_owned));
             let deleting = r.metadata.deletion_timestamp.is_some();
+            // A remediation whose node is gone is an orphan: NHC deletes it.
+            if !self.nodes.contains_key(&node) && !deleting {
+                self.delete_remediation(&name);
+                continue;
+            }
             if self.ready_of(&node).as_deref() == Some(conditions::TRUE) {
                 let since = *self.healthy_since.entry(name.clone()).or_insert(now);
                 // NHC deletes the remediation about two seconds after the node is healthy.
@@ -762,10 +931,6 @@ impl Truth {
             s.and_then(|s| conditions::status_of(&s.conditions, contract::SUCCEEDED).map(str::to_owned))
         };
         let before = succeeded(stored.status.as_ref());
-        let proof = |s: Option<&CoronerRemediationStatus>| {
-            s.and_then(|s| s.evidence.as_ref()?.power_off.as_ref()?.proof.clone())
-        };
-        let old_proof = proof(stored.status.as_ref());
         let intents = |s: &CoronerRemediationStatus| {
             let fence = s.progress.as_ref().and_then(|p| p.intent.clone());
             let guard = s.guard.as_ref().and_then(|g| g.intent.clone());
@@ -775,12 +940,6 @@ impl Truth {
             self.intents.entry((name.to_owned(), key)).or_insert(now);
         }
         stored.status = Some(roundtrip(status));
-        if let Some(new) = proof(stored.status.as_ref())
-            && old_proof.as_ref() != Some(&new)
-        {
-            let pid = new.instance.trim_start_matches('p').split('/').next().and_then(|p| p.parse().ok()).unwrap_or(0);
-            self.log.push(Record::Proof { at: now, remediation: name.into(), pid, count: new.count });
-        }
         stored.metadata.resource_version = Some(rv);
         let after = succeeded(stored.status.as_ref());
         let phase = crate::fence::phase_of(stored.status.as_ref().unwrap_or(status)).as_str().to_owned();
@@ -823,7 +982,7 @@ impl Truth {
     /// Node writes are denied; the taints it adds are coroner's (provenance), and the write is logged.
     /// A Node patch by coroner: `wanted`'s taints and annotations over the stored Node, under
     /// `current`'s resourceVersion.
-    pub fn patch_node(&mut self, pid: u32, current: &Node, wanted: &Node) -> ApiResult<Node> {
+    pub fn patch_node(&mut self, current: &Node, wanted: &Node) -> ApiResult<Node> {
         let name = current.metadata.name.clone().unwrap_or_default();
         if self.now < self.node_writes_denied_until {
             return Err(ApiError::Denied(format!("admission webhook denied the update of Node {name}")));
@@ -849,7 +1008,7 @@ impl Truth {
         let after = taints_of(&written);
         for taint in &after {
             if !before.iter().any(|b| taint_key(b) == taint_key(taint)) {
-                self.provenance.entry(taint_key(taint)).or_insert(Adder::Coroner { pid });
+                self.provenance.entry(taint_key(taint)).or_insert(Adder::Coroner { pid: self.caller.pid });
             }
         }
         let before_annotations = stored.metadata.annotations.clone().unwrap_or_default();
@@ -857,7 +1016,7 @@ impl Truth {
         self.log.push(Record::NodeWrite {
             at: now,
             sent: self.call_started,
-            pid,
+            by: self.caller.clone(),
             node: name.clone(),
             before,
             after,
@@ -896,6 +1055,54 @@ impl Truth {
         self.bindings.values().cloned().collect()
     }
 
+    pub fn attestation(&self, name: &str) -> Option<CoronerAttestation> {
+        self.attestations.get(name).cloned()
+    }
+
+    pub fn attestation_list(&self) -> Vec<CoronerAttestation> {
+        self.attestations.values().cloned().collect()
+    }
+
+    /// An attestation's status subresource, written under the resourceVersion `expected`.
+    pub fn write_attestation_status(
+        &mut self,
+        name: &str,
+        expected: Option<&str>,
+        status: &CoronerAttestationStatus,
+    ) -> ApiResult<CoronerAttestation> {
+        let rv = self.next_rv();
+        let Some(stored) = self.attestations.get_mut(name) else { return Err(ApiError::NotFound(name.into())) };
+        if stored.metadata.resource_version.as_deref() != expected {
+            return Err(ApiError::Conflict(name.into()));
+        }
+        stored.status = Some(roundtrip(status));
+        stored.metadata.resource_version = Some(rv);
+        let written = stored.clone();
+        self.changes.push(Change::Attestation(name.into()));
+        Ok(written)
+    }
+
+    /// A person attests that `node` is dead (the admission policy checked the attester), naming the
+    /// Node object as it is now.
+    pub fn create_attestation(&mut self, name: &str, node: &str, attested_by: &str, reason: &str) {
+        let Some(node_uid) = self.nodes.get(node).and_then(|n| n.metadata.uid.clone()) else { return };
+        let spec = CoronerAttestationSpec {
+            node_name: node.into(),
+            node_uid,
+            reason: reason.into(),
+            attested_by: attested_by.into(),
+            valid_for: crate::api::Duration::from_secs(900),
+        };
+        let mut attestation = CoronerAttestation::new(name, spec);
+        attestation.metadata.namespace = Some(self.namespace.clone());
+        attestation.metadata.uid = Some(self.next_uid("attestation"));
+        attestation.metadata.resource_version = Some(self.next_rv());
+        attestation.metadata.creation_timestamp = Some(Time(self.wall(self.now)));
+        self.attestations.insert(name.into(), roundtrip(&attestation));
+        self.log.push(Record::Attested { at: self.now, name: name.into(), node: node.into() });
+        self.changes.push(Change::Attestation(name.into()));
+    }
+
     pub fn write_binding_status(&mut self, name: &str, status: &BmcBindingStatus) -> ApiResult<()> {
         let rv = self.next_rv();
         let binding = self.bindings.get_mut(name).ok_or_else(|| ApiError::NotFound(name.into()))?;
@@ -917,21 +1124,15 @@ impl Truth {
             .collect()
     }
 
-    /// Process `pid` force-deletes a pod (under its UID) for `remediation`.
-    pub fn delete_pod(&mut self, pid: u32, remediation: &str, pod: &Pod) -> ApiResult<()> {
+    /// coroner force-deletes a pod (under its UID).
+    pub fn delete_pod(&mut self, pod: &Pod) -> ApiResult<()> {
         let before = self.pods.len();
         self.pods.retain(|p| p.metadata.uid != pod.metadata.uid);
         if self.pods.len() == before {
             return Err(ApiError::NotFound(pod.metadata.name.clone().unwrap_or_default()));
         }
         let node = pod.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
-        self.log.push(Record::PodDeleted {
-            at: self.now,
-            sent: self.call_started,
-            pid,
-            remediation: remediation.into(),
-            node,
-        });
+        self.log.push(Record::PodDeleted { at: self.now, sent: self.call_started, by: self.caller.clone(), node });
         Ok(())
     }
 
