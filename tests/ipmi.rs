@@ -17,8 +17,8 @@ use coroner::{
     },
 };
 use support::{
-    ipmi::{IpmiSim, Peer, Pyghmi, PyghmiSpec, SimSpec, fence_ipmilan, ipmitool},
-    machine::{PASSWORD, USER, repo},
+    ipmi::{IpmiSim, Peer, Pyghmi, PyghmiSpec, SimSpec, fence_ipmilan, ipmitool, ipmitool_killed_mid_session},
+    machine::{PASSWORD, USER},
 };
 use uuid::Uuid;
 
@@ -303,33 +303,11 @@ fn limited(idle: f64) -> Pyghmi {
     })
 }
 
-/// A pyghmi client that logs in and is killed (SIGKILL) without closing its session.
-fn killed_client(port: u16) {
-    let python = repo().join(".cache/peers/venv/bin/python");
-    let script = format!(
-        "import time, pyghmi.ipmi.command as c\n\
-         c.Command(bmc='127.0.0.1', port={port}, userid='{USER}', password='{PASSWORD}', keepalive=False)\n\
-         print('in', flush=True)\ntime.sleep(60)\n"
-    );
-    let mut child = std::process::Command::new(python)
-        .arg("-c")
-        .arg(script)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut line).unwrap();
-    assert_eq!(line, "in\n", "the pyghmi client did not log in");
-    child.kill().unwrap();
-    child.wait().unwrap();
-}
-
 #[tokio::test]
 async fn a_killed_clients_session_holds_the_only_slot_until_the_bmcs_idle_timeout() {
     let idle = 2.0;
     let bmc = limited(idle);
-    killed_client(bmc.0.port);
+    ipmitool_killed_mid_session(bmc.0.port);
     let killed = Instant::now();
     let error = client(&bmc.0).power().await.unwrap_err();
     assert!(matches!(error, IpmiError::NoSessionSlot { .. }), "{error:?}");
@@ -354,7 +332,13 @@ async fn a_session_dropped_unclosed_closes_itself_and_frees_the_slot() {
     });
     assert!(cancelled.await.is_err());
     assert_eq!(client.power().await.unwrap(), PowerState::On);
-    assert_eq!((bmc.events("close"), bmc.events("refused-open")), (3, 0));
+    assert_eq!(bmc.events("refused-open"), 0);
+    // pyghmi answers Close Session before it logs it.
+    let started = Instant::now();
+    while bmc.events("close") < 3 && started.elapsed() < Duration::from_secs(2) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(bmc.events("close"), 3);
 }
 
 #[tokio::test]
@@ -365,4 +349,13 @@ async fn sessions_to_one_bmc_from_this_process_take_turns() {
     assert_eq!(first.unwrap(), PowerState::On);
     assert_eq!(second.unwrap().matches(NODE), [GuidLayout::Rfc4122]);
     assert_eq!(bmc.events("refused-open"), 0);
+}
+
+#[tokio::test]
+async fn ipmi_sim_keeps_a_killed_clients_session_and_still_lets_the_next_client_in() {
+    // ipmi_sim has 63 session slots and ends a session idle for 30 s: one left open by a client
+    // that died costs a slot, not the next client's turn.
+    let sim = sim(GuidLayout::Ipmi, true);
+    ipmitool_killed_mid_session(sim.0.port);
+    assert_eq!(client(&sim.0).power().await.unwrap(), PowerState::On);
 }

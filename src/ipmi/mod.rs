@@ -35,7 +35,12 @@
 //!   attempted: [`Session::close`] waits for its answer once, and a session dropped unclosed (an
 //!   error path, a cancelled future) sends it from `Drop` without waiting.
 //! - **Bounded.** Each request is sent at most `retries + 1` times and each wait is
-//!   `request_timeout`; an operation is at most [`MAX_REQUESTS`] requests (session setup included).
+//!   `request_timeout`; an operation is at most [`MAX_REQUESTS`] requests (session setup included),
+//!   so [`IpmiConfig::operation_budget`] bounds it.
+//!
+//! [`IpmiClient`]'s `identity`, `power` and `act` each open, use and close one session. A fence
+//! that wants its proof and its action on the same authenticated session takes a [`Session`]
+//! ([`IpmiClient::session`]) and calls `identity`, `act` and `power` on it, then `close`.
 //!
 //! Errors are [`IpmiError`], with the `category()` / `reason()` / `is_transient()` of
 //! [`crate::bmc::BmcError`], into which it converts losslessly ([`crate::bmc::BmcError::Ipmi`]):
@@ -464,21 +469,18 @@ impl IpmiClient {
         Ok(Self { config: Arc::new(config) })
     }
 
-    pub fn config(&self) -> &IpmiConfig {
-        &self.config
-    }
-
     /// An authenticated session at the configured privilege. Close it with [`Session::close`].
     pub async fn session(&self) -> Result<Session, IpmiError> {
         let config = &self.config;
-        let bmc = tokio::net::lookup_host((config.address.as_str(), config.port))
+        let resolve = |kind| IpmiError::Resolve { address: config.address.clone(), kind };
+        // A resolver can hang: it gets what one request's attempts get.
+        let lookup = tokio::net::lookup_host((config.address.as_str(), config.port));
+        let bmc = tokio::time::timeout(config.request_timeout.saturating_mul(config.attempts()), lookup)
             .await
-            .map_err(|e| IpmiError::Resolve { address: config.address.clone(), kind: e.kind() })?
+            .map_err(|_| resolve(std::io::ErrorKind::TimedOut))?
+            .map_err(|e| resolve(e.kind()))?
             .next()
-            .ok_or_else(|| IpmiError::Resolve {
-                address: config.address.clone(),
-                kind: std::io::ErrorKind::NotFound,
-            })?;
+            .ok_or_else(|| resolve(std::io::ErrorKind::NotFound))?;
         let waited = config.operation_budget();
         let permit = tokio::time::timeout(waited, slot(bmc).acquire_owned())
             .await

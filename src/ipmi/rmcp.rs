@@ -210,6 +210,7 @@ pub fn seal(keys: &SessionKeys, session_id: u32, sequence: u32, message: &[u8], 
     body.extend((1..=pad).map(|b| b as u8));
     body.push(pad as u8);
     let body_len = body.len();
+    // NoPadding fails only on a partial block, which the pad above rules out.
     let encrypted = cbc::Encryptor::<Aes128>::new(&keys.aes.into(), &iv.into())
         .encrypt_padded_mut::<NoPadding>(&mut body, body_len)
         .map(<[u8]>::to_vec)
@@ -254,7 +255,7 @@ pub fn open(keys: &SessionKeys, packet: &Packet<'_>) -> Result<Vec<u8>, DecodeEr
     else {
         return Err(DecodeError::Trailer);
     };
-    let aligned = packet.covered.len() % 4 == 0;
+    let aligned = packet.covered.len().is_multiple_of(4);
     if *next_header != NEXT_HEADER || usize::from(*pad_len) != pad.len() || pad.iter().any(|b| *b != 0xff) || !aligned {
         return Err(DecodeError::Trailer);
     }
@@ -266,7 +267,7 @@ pub fn open(keys: &SessionKeys, packet: &Packet<'_>) -> Result<Vec<u8>, DecodeEr
 }
 
 fn decrypt(key: &[u8; 16], payload: &[u8]) -> Result<Vec<u8>, DecodeError> {
-    if payload.len() < 2 * BLOCK || payload.len() % BLOCK != 0 {
+    if payload.len() < 2 * BLOCK || !payload.len().is_multiple_of(BLOCK) {
         return Err(DecodeError::CipherLength);
     }
     let (iv, ciphertext) = payload.split_at(BLOCK);
@@ -323,7 +324,7 @@ pub fn response(message: &[u8]) -> Result<Response<'_>, DecodeError> {
         return Err(DecodeError::Checksum);
     }
     let netfn = netfn_lun >> 2;
-    if *rq_addr != CONSOLE_SWID || *rs_addr != BMC_ADDRESS || netfn % 2 == 0 {
+    if *rq_addr != CONSOLE_SWID || *rs_addr != BMC_ADDRESS || netfn.is_multiple_of(2) {
         return Err(DecodeError::NotAResponse);
     }
     Ok(Response { netfn: netfn - 1, command: *command, rq_seq: seq_lun >> 2, completion: *completion, data })

@@ -189,7 +189,6 @@ pub struct Session {
     rq_seq: u8,
     rakp2_guid: Guid,
     closed: bool,
-    started: Instant,
     _slot: OwnedSemaphorePermit,
 }
 
@@ -205,7 +204,6 @@ impl Session {
         bmc: SocketAddr,
         slot: OwnedSemaphorePermit,
     ) -> Result<Self, IpmiError> {
-        let started = Instant::now();
         let unspecified: SocketAddr = if bmc.is_ipv4() {
             (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
         } else {
@@ -325,7 +323,6 @@ impl Session {
             rq_seq: 0,
             rakp2_guid: Guid::from_bytes(keyed.guid),
             closed: false,
-            started,
             _slot: slot,
         };
         // Dropped on error, the session sends Close Session from here on.
@@ -354,11 +351,6 @@ impl Session {
     /// Datagrams sent in this session so far, its activation included.
     pub fn datagrams_sent(&self) -> u32 {
         self.link.sent
-    }
-
-    /// Time since the session's activation began.
-    pub fn age(&self) -> Duration {
-        self.started.elapsed()
     }
 
     /// `Get System GUID`, inside the session. 0xC1 is [`IpmiError::IdentityUnavailable`].
@@ -590,6 +582,27 @@ mod tests {
         assert!(window.accept(1), "0 skipped");
         assert!(window.accept(2));
         assert!(!window.accept(u32::MAX));
+    }
+
+    #[test]
+    fn each_activation_refusal_says_what_it_means() {
+        let bmc: SocketAddr = "127.0.0.1:623".parse().unwrap();
+        let config = IpmiConfig::new("127.0.0.1", "admin", crate::bmc::Password::new("pw".into()));
+        let category = |status| refusal(bmc, &config, Step::OpenSession, RmcpStatus(status)).category();
+        for (status, expected) in [
+            (0x01, "no-session-slot"),
+            (0x0b, "no-session-slot"),
+            (0x04, "cipher-suite"),
+            (0x11, "cipher-suite"),
+            (0x09, "privilege"),
+            (0x0a, "privilege"),
+            (0x0d, "unauthorized"),
+            (0x0f, "unauthorized"),
+            (0x02, "protocol"),
+            (0x99, "protocol"),
+        ] {
+            assert_eq!(category(status), expected, "{status:#04x}");
+        }
     }
 
     proptest! {

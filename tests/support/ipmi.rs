@@ -291,3 +291,24 @@ pub fn fence_ipmilan(port: u16, action: &str) -> i32 {
     drop(child.stdin.take());
     child.wait().expect("fence_ipmilan").code().unwrap_or(-1)
 }
+
+/// An `ipmitool shell` that opens its session (one `chassis power status`) and is then killed
+/// (SIGKILL): a client that died without Close Session.
+pub fn ipmitool_killed_mid_session(port: u16) {
+    installed(IPMITOOL);
+    let mut child = Command::new(IPMITOOL)
+        .args(["-I", "lanplus", "-C", "3", "-H", "127.0.0.1", "-p", &port.to_string(), "-U", USER, "-E", "shell"])
+        .env("IPMI_PASSWORD", PASSWORD)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run ipmitool shell");
+    std::io::Write::write_all(child.stdin.as_mut().expect("stdin"), b"chassis power status\n").unwrap();
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    // The prompt has no newline: the answer follows it on the same line.
+    let answered = lines.any(|l| l.is_ok_and(|l| l.contains("Chassis Power is")));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(answered, "ipmitool shell did not open its session");
+}
