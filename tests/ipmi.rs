@@ -359,3 +359,64 @@ async fn ipmi_sim_keeps_a_killed_clients_session_and_still_lets_the_next_client_
     ipmitool_killed_mid_session(sim.0.port);
     assert_eq!(client(&sim.0).power().await.unwrap(), PowerState::On);
 }
+
+#[tokio::test]
+async fn an_unknown_user_is_refused_by_ipmi_sim_and_unanswered_by_pyghmi() {
+    let sim = sim(GuidLayout::Ipmi, true);
+    let bmc = pyghmi(GuidLayout::Rfc4122);
+    let stranger =
+        |peer: &Peer| IpmiClient::new(IpmiConfig { username: "stranger".into(), ..config(peer, PASSWORD) }).unwrap();
+    let refused = stranger(&sim.0).power().await.unwrap_err();
+    assert!(
+        matches!(refused, IpmiError::Unauthorized { failure: AuthFailure::Refused(status), .. } if status.0 == 0x0d),
+        "{refused:?}"
+    );
+    let unanswered = stranger(&bmc.0).power().await.unwrap_err();
+    assert!(matches!(unanswered, IpmiError::NoAnswer { step: coroner::ipmi::Step::Rakp1, .. }), "{unanswered:?}");
+}
+
+fn summary(mut samples: Vec<Duration>) -> String {
+    samples.sort();
+    let at = |q: f64| samples[((samples.len() - 1) as f64 * q) as usize];
+    format!("median {:.1?}, min {:.1?}, max {:.1?}", at(0.5), at(0.0), at(1.0))
+}
+
+#[tokio::test]
+async fn every_operation_takes_milliseconds_on_loopback() {
+    const RUNS: usize = 20;
+    let sim = sim(GuidLayout::Ipmi, true);
+    let bmc = pyghmi(GuidLayout::Rfc4122);
+    for (name, peer) in [("ipmi_sim", &sim.0), ("pyghmi", &bmc.0)] {
+        let client = client(peer);
+        let mut times: [Vec<Duration>; 5] = Default::default();
+        let mut datagrams = 0;
+        for _ in 0..RUNS {
+            let started = Instant::now();
+            client.identity().await.unwrap();
+            times[0].push(started.elapsed());
+            let started = Instant::now();
+            client.power().await.unwrap();
+            times[1].push(started.elapsed());
+            let (sent, wall) = identity_off_read(peer).await;
+            datagrams = sent;
+            times[2].push(wall);
+            let started = Instant::now();
+            client.act(ResetType::On).await.unwrap();
+            times[3].push(started.elapsed());
+            let started = Instant::now();
+            client.act(ResetType::On).await.unwrap();
+            times[4].push(started.elapsed());
+        }
+        let [identity, power, cycle, on, on_again] = times;
+        eprintln!("{name}, {RUNS} runs each:");
+        eprintln!("  identity (own session, 7 datagrams): {}", summary(identity));
+        eprintln!("  power status (own session, 7 datagrams): {}", summary(power));
+        eprintln!(
+            "  identity + power down + read Off (one session, {datagrams} datagrams): {}",
+            summary(cycle.clone())
+        );
+        eprintln!("  power up (own session): {}, again while On: {}", summary(on), summary(on_again));
+        assert!(cycle.iter().all(|t| *t < Duration::from_secs(1)));
+        assert_eq!(peer.power(), "On");
+    }
+}
