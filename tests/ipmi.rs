@@ -24,8 +24,9 @@ use uuid::Uuid;
 
 /// The node's `systemUUID` in every test.
 const NODE: &str = "4c4c4544-0042-3510-8058-b4c04f4e3232";
-const TIMEOUT: Duration = Duration::from_millis(300);
-const RETRIES: u32 = 1;
+/// Loopback answers in milliseconds; the slack is for a loaded 2-core machine (pyghmi is Python).
+const TIMEOUT: Duration = Duration::from_secs(1);
+const RETRIES: u32 = 2;
 
 fn node() -> Uuid {
     Uuid::parse_str(NODE).unwrap()
@@ -175,11 +176,19 @@ async fn power_off_reads_off_everywhere_and_power_on_reads_on() {
         assert_eq!(peer.power(), "On");
         assert_eq!(fence_ipmilan(peer.port, "status"), 0);
     }
-    // Exactly one power down and one power up reached each machine: nothing else was asked.
-    assert_eq!(sim.controls(), ["set power 0", "set power 1"]);
-    let directives: Vec<_> =
-        bmc.log().into_iter().filter(|e| e["event"] == "request" && e["netfn"] == 0 && e["command"] == 2).collect();
-    assert_eq!(directives.iter().map(|e| e["data"][0].as_u64().unwrap()).collect::<Vec<_>>(), [0, 1]);
+    // One power down, then one power up reached each machine, and nothing else was asked (a loaded
+    // machine may answer late: the resent request repeats the same directive).
+    let mut controls = sim.controls();
+    controls.dedup();
+    assert_eq!(controls, ["set power 0", "set power 1"]);
+    let mut directives: Vec<_> = bmc
+        .log()
+        .into_iter()
+        .filter(|e| e["event"] == "request" && e["netfn"] == 0 && e["command"] == 2)
+        .map(|e| e["data"][0].as_u64().unwrap())
+        .collect();
+    directives.dedup();
+    assert_eq!(directives, [0, 1]);
     assert_eq!(bmc.events("refused-control"), 0);
 }
 
