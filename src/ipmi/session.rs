@@ -379,13 +379,9 @@ impl Session {
     /// `Get Chassis Status`: the power-on bit of "current power state".
     pub async fn power(&mut self) -> Result<PowerState, IpmiError> {
         let data = self.request(Step::GetChassisStatus, NETFN_CHASSIS, GET_CHASSIS_STATUS, &[]).await?;
-        match data.as_slice() {
-            [current, _, _, ..] => Ok(if current & 0x01 == 0x01 { PowerState::On } else { PowerState::Off }),
-            short => {
-                Err(self
-                    .protocol(Step::GetChassisStatus, ProtocolProblem::DataLength { len: short.len(), expected: 3 }))
-            }
-        }
+        chassis_power(&data).ok_or_else(|| {
+            self.protocol(Step::GetChassisStatus, ProtocolProblem::DataLength { len: data.len(), expected: 3 })
+        })
     }
 
     /// `Chassis Control` power down (ForceOff) or power up (On); nothing else can be asked.
@@ -514,18 +510,34 @@ async fn capabilities(link: &mut Link, config: &IpmiConfig) -> Result<bool, Ipmi
             },
         )
         .await?;
-    // Table 22-15: byte 2 bit 7 "IPMI v2.0+ extended capabilities", byte 4 bit 1 "IPMI v2.0 connections".
-    match data.as_slice() {
-        [_channel, auth_types, status, extended, ..] if auth_types & 0x80 != 0 && extended & 0x02 != 0 => {
-            Ok(status & 0x20 != 0)
-        }
-        [_, _, _, _, ..] => Err(IpmiError::NotIpmiV2 { bmc }),
-        short => Err(IpmiError::Protocol {
+    match channel_capabilities(&data) {
+        Some(Capabilities { ipmi_v2: true, kg_set }) => Ok(kg_set),
+        Some(_) => Err(IpmiError::NotIpmiV2 { bmc }),
+        None => Err(IpmiError::Protocol {
             bmc,
             step: Step::AuthenticationCapabilities,
-            problem: ProtocolProblem::DataLength { len: short.len(), expected: 8 },
+            problem: ProtocolProblem::DataLength { len: data.len(), expected: 8 },
         }),
     }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Capabilities {
+    ipmi_v2: bool,
+    kg_set: bool,
+}
+
+/// Get Channel Authentication Capabilities' data (table 22-15): byte 2 bit 7 "IPMI v2.0+ extended
+/// capabilities", byte 3 bit 5 "K_G set to a non-zero value", byte 4 bit 1 "IPMI v2.0 connections".
+fn channel_capabilities(data: &[u8]) -> Option<Capabilities> {
+    let [_channel, auth_types, status, extended, ..] = *data else { return None };
+    Some(Capabilities { ipmi_v2: auth_types & 0x80 != 0 && extended & 0x02 != 0, kg_set: status & 0x20 != 0 })
+}
+
+/// Get Chassis Status' data (table 28-3): bit 0 of "current power state" is "power is on".
+fn chassis_power(data: &[u8]) -> Option<PowerState> {
+    let [current, _last_event, _misc, ..] = *data else { return None };
+    Some(if current & 0x01 == 0x01 { PowerState::On } else { PowerState::Off })
 }
 
 /// What a non-zero RMCP+ status in session activation means.
@@ -605,7 +617,32 @@ mod tests {
         }
     }
 
+    #[test]
+    fn the_power_on_bit_alone_says_on() {
+        assert_eq!(chassis_power(&[0x01, 0, 0]), Some(PowerState::On));
+        // Power fault, interlock and overload bits with power off: still off.
+        assert_eq!(chassis_power(&[0x1e, 0, 0, 0]), Some(PowerState::Off));
+        assert_eq!(chassis_power(&[0x01, 0]), None);
+    }
+
+    #[test]
+    fn a_channel_without_ipmi_v2_is_told_apart() {
+        // As pyghmi answers: IPMI v2.0 only, no K_G bit.
+        let pyghmi = [1, 0x80, 0x04, 0x02, 0, 0, 0, 0];
+        assert_eq!(channel_capabilities(&pyghmi), Some(Capabilities { ipmi_v2: true, kg_set: false }));
+        // An IPMI 1.5 channel (MD5 only, no extended data) with a K_G.
+        let legacy = [1, 0x04, 0x24, 0x00, 0, 0, 0, 0];
+        assert_eq!(channel_capabilities(&legacy), Some(Capabilities { ipmi_v2: false, kg_set: true }));
+        assert_eq!(channel_capabilities(&[1, 0x80, 0x04]), None);
+    }
+
     proptest! {
+        #[test]
+        fn no_bytes_make_a_command_decoder_panic(bytes in proptest::collection::vec(any::<u8>(), 0..40)) {
+            let _ = channel_capabilities(&bytes);
+            let _ = chassis_power(&bytes);
+        }
+
         #[test]
         fn no_sequence_of_numbers_makes_the_window_panic_or_take_one_twice_in_a_row(
             numbers in proptest::collection::vec(any::<u32>(), 0..100),
