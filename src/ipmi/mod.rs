@@ -9,14 +9,14 @@
 //!   algorithms and an answer naming any others is refused: a BMC cannot downgrade the session. No
 //!   IPMI 1.5 session, no fallback, and no `Get Channel Cipher Suites` (ipmi_sim never answers it).
 //!   The one sessionless query, `Get Channel Authentication Capabilities` with the IPMI v2.0
-//!   extended-data bit, goes in IPMI 1.5 framing with authentication type none, as IPMI v2.0 §13.14
-//!   has consoles discover RMCP+ and as ipmitool sends it (Debian's ipmi_sim 2.0.33 drops it
-//!   RMCP+-framed); its answer, unauthenticated either way, is read in either framing and decides
-//!   only that the channel speaks IPMI v2.0 (and whether the BMC reports a K_G of its own).
+//!   extended-data bit, goes in IPMI 1.5 framing with authentication type none, as ipmitool sends
+//!   it (Debian's ipmi_sim 2.0.33 drops it RMCP+-framed); its answer, unauthenticated either way, is
+//!   read in either framing and decides only that the channel speaks IPMI v2.0 (and whether the BMC
+//!   reports a K_G of its own).
 //! - **Session.** Open Session, RAKP 1–4 with both the BMC's RAKP 2 HMAC (proof it knows the
 //!   password) and its RAKP 4 integrity check (proof it derived the same session key, i.e. the same
 //!   K_G) verified; then `Set Session Privilege Level` to [`Privilege::Operator`] (default) or
-//!   Administrator. K_G defaults to the password (IPMI v2.0 §13.31). Every reply in the session is
+//!   Administrator. K_G defaults to the password (IPMI v2.0 §13.33). Every reply in the session is
 //!   dropped unless its AuthCode verifies, its AES pad is well formed, its session ID is ours, its
 //!   sequence number is new and within 16 of the highest seen, and it answers the request sent
 //!   (network function, command, sequence).

@@ -1,4 +1,4 @@
-//! Session activation for cipher suite 3 (IPMI v2.0 §13.17–13.32): the Open Session and RAKP
+//! Session activation for cipher suite 3 (IPMI v2.0 §13.17–13.33): the Open Session and RAKP
 //! messages and the key exchange's HMACs (RAKP-HMAC-SHA1), as pure functions.
 
 use hmac::Mac;
@@ -56,7 +56,7 @@ impl std::fmt::Display for RmcpStatus {
     }
 }
 
-/// Open Session Request (table 13-16) proposing exactly cipher suite 3: no "any" wildcard, so a
+/// Open Session Request proposing exactly cipher suite 3: no "any" wildcard, so a
 /// BMC cannot pick weaker algorithms.
 pub fn open_session_request(tag: u8, privilege: u8, console_id: u32) -> Vec<u8> {
     let mut message = vec![tag, privilege, 0, 0];
@@ -138,7 +138,7 @@ pub fn role(privilege: u8) -> u8 {
     privilege | NAME_ONLY_LOOKUP
 }
 
-/// RAKP Message 1 (table 13-20).
+/// RAKP Message 1.
 pub fn rakp1(tag: u8, bmc_id: u32, console_random: &[u8; 16], role: u8, username: &[u8]) -> Vec<u8> {
     let mut message = vec![tag, 0, 0, 0];
     message.extend_from_slice(&bmc_id.to_le_bytes());
@@ -164,7 +164,7 @@ pub struct Rakp2Keyed {
     pub auth_code: [u8; RAKP_HMAC_SHA1_LEN],
 }
 
-/// RAKP Message 2 (table 13-21).
+/// RAKP Message 2.
 pub fn rakp2(message: &[u8]) -> Result<Rakp2, DecodeError> {
     let short = DecodeError::Length { what: "RAKP Message 2", len: message.len(), expected: 60 };
     let [tag, status, ..] = *message else { return Err(short) };
@@ -180,7 +180,7 @@ pub fn rakp2(message: &[u8]) -> Result<Rakp2, DecodeError> {
     Ok(Rakp2 { tag, status: RmcpStatus(0), console_id, keyed: Some(keyed) })
 }
 
-/// RAKP Message 3 (table 13-22). A non-zero status tells the BMC to drop the session.
+/// RAKP Message 3. A non-zero status tells the BMC to drop the session.
 pub fn rakp3(tag: u8, status: u8, bmc_id: u32, auth_code: &[u8]) -> Vec<u8> {
     let mut message = vec![tag, status, 0, 0];
     message.extend_from_slice(&bmc_id.to_le_bytes());
@@ -197,7 +197,7 @@ pub struct Rakp4 {
     pub integrity_check: Option<[u8; HMAC_SHA1_96_LEN]>,
 }
 
-/// RAKP Message 4 (table 13-23).
+/// RAKP Message 4.
 pub fn rakp4(message: &[u8]) -> Result<Rakp4, DecodeError> {
     let short = DecodeError::Length { what: "RAKP Message 4", len: message.len(), expected: 20 };
     let [tag, status, ..] = *message else { return Err(short) };

@@ -1,4 +1,4 @@
-//! RMCP+ packets (IPMI v2.0 §13.6, table 13-8) and the IPMI LAN messages inside them (§13.8):
+//! RMCP+ packets (IPMI v2.0 table 13-8) and the IPMI LAN messages inside them (figure 13-4):
 //! pure encoders, and decoders that take whatever a BMC (or anyone on the path) sends and return a
 //! typed [`DecodeError`], never a panic.
 
@@ -24,7 +24,7 @@ pub const AUTH_CODE_LEN: usize = 12;
 const BLOCK: usize = 16;
 /// RMCP (4), auth type, payload type, session ID (4), sequence (4), payload length (2).
 const HEADER_LEN: usize = 16;
-/// The BMC's responder address, and the remote console's software ID (§5.5).
+/// The BMC's responder address, and the remote console's software ID.
 const BMC_ADDRESS: u8 = 0x20;
 const CONSOLE_SWID: u8 = 0x81;
 
@@ -289,7 +289,7 @@ fn decrypt(key: &[u8; 16], payload: &[u8]) -> Result<Vec<u8>, DecodeError> {
     Ok(message.to_vec())
 }
 
-/// A request to the BMC (LUN 0) from the remote console (LUN 0), table 13-4.
+/// A request to the BMC (LUN 0) from the remote console (LUN 0), figure 13-4.
 pub fn request(netfn: u8, command: u8, rq_seq: u8, data: &[u8]) -> Vec<u8> {
     let mut message = vec![BMC_ADDRESS, netfn << 2];
     message.push(checksum(&message));

@@ -527,14 +527,14 @@ struct Capabilities {
     kg_set: bool,
 }
 
-/// Get Channel Authentication Capabilities' data (table 22-15): byte 2 bit 7 "IPMI v2.0+ extended
+/// Get Channel Authentication Capabilities' data: byte 2 bit 7 "IPMI v2.0+ extended
 /// capabilities", byte 3 bit 5 "K_G set to a non-zero value", byte 4 bit 1 "IPMI v2.0 connections".
 fn channel_capabilities(data: &[u8]) -> Option<Capabilities> {
     let [_channel, auth_types, status, extended, ..] = *data else { return None };
     Some(Capabilities { ipmi_v2: auth_types & 0x80 != 0 && extended & 0x02 != 0, kg_set: status & 0x20 != 0 })
 }
 
-/// Get Chassis Status' data (table 28-3): bit 0 of "current power state" is "power is on".
+/// Get Chassis Status' data: bit 0 of "current power state" is "power is on".
 fn chassis_power(data: &[u8]) -> Option<PowerState> {
     let [current, _last_event, _misc, ..] = *data else { return None };
     Some(if current & 0x01 == 0x01 { PowerState::On } else { PowerState::Off })
