@@ -429,3 +429,12 @@ async fn every_operation_takes_milliseconds_on_loopback() {
         assert_eq!(peer.power(), "On");
     }
 }
+
+#[tokio::test]
+async fn ipmi_sim_without_a_guid_offers_no_rmcp_plus_and_is_refused_before_a_session() {
+    // OpenIPMI clears the IPMI v2.0 bits of its authentication capabilities when no GUID is set.
+    let sim = IpmiSim::start(&SimSpec { guid: None, power_on: true });
+    let error = client(&sim.0).identity().await.unwrap_err();
+    assert!(matches!(error, IpmiError::NotIpmiV2 { .. }), "{error:?}");
+    assert_eq!((error.category(), error.reason()), ("not-ipmi-v2", Reason::BmcProtocolError));
+}

@@ -586,6 +586,23 @@ mod tests {
     }
 
     #[test]
+    fn an_ipmi_error_keeps_its_words_and_class_as_a_bmc_error() {
+        let bmc: SocketAddr = "127.0.0.1:623".parse().unwrap();
+        for error in [
+            IpmiError::NoSessionSlot { bmc, status: RmcpStatus(0x01) },
+            IpmiError::BmcKeyMismatch { bmc, bmc_reports_kg: true },
+            IpmiError::IdentityUnavailable { bmc },
+        ] {
+            let converted = crate::bmc::BmcError::from(error.clone());
+            assert_eq!(converted.to_string(), error.to_string());
+            assert_eq!(
+                (converted.category(), converted.reason(), converted.is_transient()),
+                (error.category(), error.reason(), error.is_transient())
+            );
+        }
+    }
+
+    #[test]
     fn the_operation_budget_counts_every_attempt_of_every_request() {
         let config = IpmiConfig { request_timeout: Duration::from_millis(500), retries: 2, ..config() };
         assert_eq!(config.operation_budget(), Duration::from_millis(500 * 3 * u64::from(MAX_REQUESTS)));
