@@ -438,3 +438,21 @@ async fn ipmi_sim_without_a_guid_offers_no_rmcp_plus_and_is_refused_before_a_ses
     assert!(matches!(error, IpmiError::NotIpmiV2 { .. }), "{error:?}");
     assert_eq!((error.category(), error.reason()), ("not-ipmi-v2", Reason::BmcProtocolError));
 }
+
+#[tokio::test]
+async fn forged_foreign_and_replayed_replies_are_discarded_and_the_real_ones_taken() {
+    let bmc = Pyghmi::start(&PyghmiSpec {
+        tamper: true,
+        ..PyghmiSpec::new(*Guid::of(node(), GuidLayout::Rfc4122).as_bytes())
+    });
+    let mut session = client(&bmc.0).session().await.unwrap();
+    assert_eq!(session.identity().await.unwrap().matches(NODE), [GuidLayout::Rfc4122]);
+    session.act(ResetType::ForceOff).await.unwrap();
+    assert_eq!(session.power().await.unwrap(), PowerState::Off);
+    // Set Session Privilege Level, Get System GUID, Chassis Control, Get Chassis Status: each answer
+    // came after a forged copy and one for another session, and was replayed; nothing was resent.
+    assert_eq!(session.datagrams_sent(), 8);
+    assert!(session.datagrams_discarded() >= 4 * 2 + 3, "{}", session.datagrams_discarded());
+    session.close().await;
+    assert_eq!(bmc.0.power(), "Off");
+}

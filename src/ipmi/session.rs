@@ -46,6 +46,7 @@ struct Link {
     timeout: Duration,
     attempts: u32,
     sent: u32,
+    discarded: u32,
 }
 
 impl Link {
@@ -82,6 +83,7 @@ impl Link {
                         Verdict::Discard(why) => {
                             debug!(bmc = %self.bmc, %step, %why, "discarded an IPMI datagram");
                             discarded += 1;
+                            self.discarded = self.discarded.saturating_add(1);
                             last = Some(why);
                         }
                     },
@@ -212,7 +214,8 @@ impl Session {
         let socket = UdpSocket::bind(unspecified).await.map_err(|e| IpmiError::Socket { bmc, kind: e.kind() })?;
         // Connected: the kernel drops datagrams from anyone but the BMC's address and port.
         socket.connect(bmc).await.map_err(|e| IpmiError::Socket { bmc, kind: e.kind() })?;
-        let mut link = Link { socket, bmc, timeout: config.request_timeout, attempts: config.attempts(), sent: 0 };
+        let mut link =
+            Link { socket, bmc, timeout: config.request_timeout, attempts: config.attempts(), sent: 0, discarded: 0 };
 
         let kg_reported = capabilities(&mut link, config).await?;
         let privilege = config.privilege.code();
@@ -351,6 +354,12 @@ impl Session {
     /// Datagrams sent in this session so far, its activation included.
     pub fn datagrams_sent(&self) -> u32 {
         self.link.sent
+    }
+
+    /// Datagrams received and discarded so far (malformed, forged, replayed, for another session
+    /// or another request).
+    pub fn datagrams_discarded(&self) -> u32 {
+        self.link.discarded
     }
 
     /// `Get System GUID`, inside the session. 0xC1 is [`IpmiError::IdentityUnavailable`].

@@ -9,11 +9,13 @@ change it, every other Chassis Control directive is logged as refused and answer
 Fault switches for coroner's tests: --kg (a BMC key of its own), --session-limit/--idle-timeout (a
 BMC with few session slots: an Open Session past the limit is answered "insufficient resources"
 until a session closes or has been idle that long), --downgrade (Open Session is accepted with
-cipher suite 0's algorithms: no authentication, integrity or confidentiality).
+cipher suite 0's algorithms: no authentication, integrity or confidentiality), --tamper (every
+signed reply inside a session is preceded by a copy with a broken AuthCode and a copy for another
+session ID, and followed by a replay of itself).
 
 stdout gets exactly `ready PORT` once the socket is bound; --log gets one JSON object per line:
 {"event": "request", "netfn": 0, "command": 2, "data": [0]}, {"event": "power", "to": "Off"},
-{"event": "open"}, {"event": "refused-open"}, {"event": "close"}.
+{"event": "open"}, {"event": "refused-open"}, {"event": "close"}, {"event": "tampered"}.
 """
 
 import argparse
@@ -136,8 +138,9 @@ class TestBmc(bmc.Bmc):
                 self.log("open")
 
 
-def patch_server_session(log, downgrade):
-    """Close Session and (for --downgrade) Open Session, observed or changed in pyghmi's server session."""
+def patch_server_session(log, downgrade, tamper):
+    """Close Session, and Open Session (--downgrade) and the replies sent (--tamper), observed or
+    changed in pyghmi's server session."""
     def close_server_session(self):
         self.closed = True
         log("close")
@@ -153,6 +156,25 @@ def patch_server_session(log, downgrade):
             return response
 
         serversession.ServerSession.create_open_session_response = create_open_session_response
+    if tamper:
+        original_xmit = serversession.ServerSession._xmit_packet
+
+        def _xmit_packet(self, *args, **kwargs):
+            packet = bytes(self.netpacket)
+            signed = len(packet) > 16 and packet[4] == 6 and packet[5] & 0x40
+            if signed:
+                forged = bytearray(packet)
+                forged[-1] ^= 0x01  # the AuthCode's last byte
+                other = bytearray(packet)
+                other[6] ^= 0x01  # the session ID's low byte
+                for variant in (forged, other):
+                    ipmisession._io_sendto(self.socket, bytes(variant), self.sockaddr)
+                log("tampered")
+            original_xmit(self, *args, **kwargs)
+            if signed:
+                ipmisession._io_sendto(self.socket, packet, self.sockaddr)
+
+        serversession.ServerSession._xmit_packet = _xmit_packet
 
 
 def main():
@@ -167,13 +189,14 @@ def main():
     parser.add_argument("--session-limit", type=int, default=0)
     parser.add_argument("--idle-timeout", type=float, default=60.0)
     parser.add_argument("--downgrade", action="store_true")
+    parser.add_argument("--tamper", action="store_true")
     parser.add_argument("--log")
     args = parser.parse_args()
     if len(bytes.fromhex(args.guid)) != 16:
         parser.error("--guid takes 16 bytes")
 
     log = Log(args.log)
-    patch_server_session(log, args.downgrade)
+    patch_server_session(log, args.downgrade, args.tamper)
     server = TestBmc(args, log)
     print(f"ready {args.port}", flush=True)
     server.listen(timeout=1)

@@ -187,11 +187,20 @@ pub struct PyghmiSpec {
     pub kg: Option<String>,
     pub session_limit: Option<(u32, f64)>,
     pub downgrade: bool,
+    pub tamper: bool,
 }
 
 impl PyghmiSpec {
     pub fn new(guid: [u8; 16]) -> Self {
-        Self { guid, system_guid: "same".into(), power_on: true, kg: None, session_limit: None, downgrade: false }
+        Self {
+            guid,
+            system_guid: "same".into(),
+            power_on: true,
+            kg: None,
+            session_limit: None,
+            downgrade: false,
+            tamper: false,
+        }
     }
 }
 
@@ -230,6 +239,9 @@ impl Pyghmi {
         }
         if spec.downgrade {
             command.arg("--downgrade");
+        }
+        if spec.tamper {
+            command.arg("--tamper");
         }
         let mut child = command
             .stdin(Stdio::null())
