@@ -35,8 +35,8 @@
 //!   attempted: [`Session::close`] waits for its answer once, and a session dropped unclosed (an
 //!   error path, a cancelled future) sends it from `Drop` without waiting.
 //! - **Bounded.** Each request is sent at most `retries + 1` times and each wait is
-//!   `request_timeout`; an operation is at most [`MAX_REQUESTS`] requests (session setup included),
-//!   so [`IpmiConfig::operation_budget`] bounds it.
+//!   `request_timeout`; a session for identity, power down and read back is [`MAX_REQUESTS`]
+//!   requests (setup and close included), so [`IpmiConfig::operation_budget`] bounds it.
 //!
 //! [`IpmiClient`]'s `identity`, `power` and `act` each open, use and close one session. A fence
 //! that wants its proof and its action on the same authenticated session takes a [`Session`]
@@ -71,9 +71,10 @@ use crate::{
     contract::Reason,
 };
 
-/// The requests one operation sends at most: Get Channel Authentication Capabilities, Open
-/// Session, RAKP 1, RAKP 3, Set Session Privilege Level, two commands, Close Session.
-pub const MAX_REQUESTS: u32 = 8;
+/// The requests a session sends for a fence's cycle: Get Channel Authentication Capabilities, Open
+/// Session, RAKP 1, RAKP 3, Set Session Privilege Level, Get System GUID, Chassis Control, Get
+/// Chassis Status, Close Session. [`IpmiClient`]'s own operations send 7.
+pub const MAX_REQUESTS: u32 = 9;
 /// IPMI v2.0 limits (RAKP 1's user name field, the 20-byte Kuid and K_G).
 const MAX_USERNAME: usize = 16;
 const MAX_KEY: usize = 20;
@@ -162,7 +163,8 @@ impl IpmiConfig {
         }
     }
 
-    /// The longest one operation can take: every request sent every time, each waited out.
+    /// The longest a session of [`MAX_REQUESTS`] requests can take: every request sent every time,
+    /// each waited out. Also how long a session waits for this process's other session to the BMC.
     pub fn operation_budget(&self) -> Duration {
         self.request_timeout.saturating_mul(self.attempts().saturating_mul(MAX_REQUESTS))
     }
