@@ -27,9 +27,11 @@ soak:
 install-check: harness
 	$(CARGO) test --test install
 
-## integration: the Redfish client and the fence state machine against sushy-tools and fence_redfish
+## integration: the Redfish client and the fence state machine against sushy-tools and fence_redfish; the
+## IPMI client against ipmi_sim and pyghmi, cross-checked with ipmitool and fence_ipmilan
 integration: peers
 	$(CARGO) test --test redfish
+	$(CARGO) test --test ipmi
 
 ## e2e: real control plane + NHC + emulated machines + the coroner binary; ONLY=c,o runs only those scenarios
 e2e: harness peers build
@@ -38,7 +40,7 @@ e2e: harness peers build
 build:
 	$(CARGO) build
 
-## peers: sushy-tools (PyPI) and fence-agents (Debian) into .cache/peers
+## peers: sushy-tools and pyghmi (PyPI) into .cache/peers; openipmi, ipmitool and fence-agents (Debian)
 peers:
 	tests/peers/install.sh
 

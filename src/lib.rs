@@ -4,7 +4,8 @@
 //! machine behind it is that node and that its power reads back Off.
 //!
 //! Pure decisions: [`attestation`], [`contract`], [`fence`], [`gates`], [`guard`], [`identity`], [`taints`].
-//! The one fence loop, over small I/O traits: [`driver`]. Thin I/O: [`bmc`] (Redfish), [`cluster`]
+//! The one fence loop, over small I/O traits: [`driver`]. Thin I/O: [`bmc`] (Redfish), [`ipmi`] (IPMI v2.0
+//! RMCP+, not yet wired into the loop), [`cluster`]
 //! (Kubernetes), [`access`] (a binding's client), wired by [`controller`] and [`cli`].
 
 pub mod access;
@@ -20,6 +21,7 @@ pub mod fence;
 pub mod gates;
 pub mod guard;
 pub mod identity;
+pub mod ipmi;
 pub mod leader;
 #[cfg(feature = "sim")]
 pub mod sim;

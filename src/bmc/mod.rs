@@ -161,6 +161,9 @@ pub enum BmcError {
     CrossHostRedirect(String),
     #[error("BMC client setup failed: {0}")]
     Setup(String),
+    /// An IPMI BMC's failure, in its own words.
+    #[error(transparent)]
+    Ipmi(#[from] crate::ipmi::IpmiError),
 }
 
 impl BmcError {
@@ -174,6 +177,7 @@ impl BmcError {
             Self::Protocol { .. } => "protocol",
             Self::CrossHostRedirect(_) => "redirect",
             Self::Setup(_) => "setup",
+            Self::Ipmi(error) => error.category(),
         }
     }
 
@@ -186,6 +190,7 @@ impl BmcError {
             Self::Status { .. } if self.is_transient() => Reason::BmcUnreachable,
             Self::Status { .. } | Self::Protocol { .. } | Self::CrossHostRedirect(_) => Reason::BmcProtocolError,
             Self::Setup(_) => Reason::BindingInvalid,
+            Self::Ipmi(error) => error.reason(),
         }
     }
 
@@ -195,6 +200,7 @@ impl BmcError {
             Self::Unreachable(_) => true,
             // 408 and 429 (a BMC polled every second may rate-limit) clear by themselves too.
             Self::Status { status, .. } => *status >= 500 || *status == 408 || *status == 429,
+            Self::Ipmi(error) => error.is_transient(),
             _ => false,
         }
     }
@@ -263,7 +269,7 @@ impl Password {
         Self(text)
     }
 
-    fn reveal(&self) -> &str {
+    pub(crate) fn reveal(&self) -> &str {
         &self.0
     }
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs the Redfish BMC test peers into the git-ignored .cache/peers:
-#   - a venv with sushy-tools (pinned, see requirements.txt) for the emulated BMCs,
-#   - Debian fence-agents (fence_redfish) as an independent reference client.
+# Installs the BMC test peers into the git-ignored .cache/peers:
+#   - a venv with sushy-tools (Redfish) and pyghmi (IPMI), pinned, see requirements.txt,
+#   - Debian openipmi (ipmi_sim, an IPMI BMC), ipmitool, and fence-agents (fence_redfish,
+#     fence_ipmilan) as independent reference clients.
 # Idempotent: a quick no-op when everything is current.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -15,7 +16,7 @@ log() { printf '[peers] %s\n' "$*"; }
 
 # The stamp records what the venv was built from; a changed pin list or python rebuilds it.
 want=$( { "$py" -c 'import sys; print(sys.version)'; cat "$req"; } | sha256sum | cut -d' ' -f1)
-if [[ -x $venv/bin/sushy-emulator && "$(cat "$venv/.stamp" 2>/dev/null)" == "$want" ]]; then
+if [[ -x $venv/bin/sushy-emulator && -x $venv/bin/fakebmc && "$(cat "$venv/.stamp" 2>/dev/null)" == "$want" ]]; then
   log "venv current: $venv"
 else
   start=$SECONDS
@@ -23,21 +24,28 @@ else
   "$py" -m venv "$venv"
   "$venv/bin/pip" install --quiet --disable-pip-version-check --no-input -r "$req"
   echo "$want" >"$venv/.stamp"
-  log "venv created in $((SECONDS - start))s: $venv ($("$venv/bin/pip" show sushy-tools | sed -n 's/^Version: /sushy-tools /p'))"
+  log "venv created in $((SECONDS - start))s: $venv ($("$venv/bin/pip" show sushy-tools pyghmi | sed -n 's/^Version: //p' | paste -sd' '))"
 fi
 
-if [[ -x /usr/sbin/fence_redfish ]]; then
-  log "fence-agents present: /usr/sbin/fence_redfish"
+# Each Debian package by the file the tests run from it; only the missing ones are installed.
+declare -A wanted=([fence-agents]=/usr/sbin/fence_ipmilan [ipmitool]=/usr/bin/ipmitool [openipmi]=/usr/bin/ipmi_sim)
+missing=()
+for package in fence-agents ipmitool openipmi; do
+  [[ -x ${wanted[$package]} ]] || missing+=("$package")
+done
+if ((${#missing[@]} == 0)); then
+  log "Debian peers present: ${wanted[*]}"
 else
   start=$SECONDS
   export DEBIAN_FRONTEND=noninteractive
   aptlog=$root/.cache/peers/apt.log
   mkdir -p "${aptlog%/*}"
-  apt_install() { apt-get install -y -q --no-install-recommends fence-agents >>"$aptlog" 2>&1; }
+  # Without recommends: ipmitool would bring openipmi's recommends, fence-agents a mail server.
+  apt_install() { apt-get install -y -q --no-install-recommends "${missing[@]}" >>"$aptlog" 2>&1; }
   # Try the package lists already on the machine first; refresh them only when that fails.
   if ! apt_install; then
     log "apt-get install failed; running apt-get update and retrying"
     apt-get update -q >>"$aptlog" 2>&1 && apt_install || { cat "$aptlog" >&2; exit 1; }
   fi
-  log "fence-agents installed in $((SECONDS - start))s: $(dpkg-query -W -f='${Version}' fence-agents)"
+  log "installed ${missing[*]} in $((SECONDS - start))s: $(dpkg-query -W -f='${Package} ${Version}  ' "${missing[@]}")"
 fi
