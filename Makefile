@@ -27,9 +27,11 @@ soak:
 install-check: harness
 	$(CARGO) test --test install
 
-## integration: the Redfish client and the fence state machine against sushy-tools and fence_redfish
+## integration: the Redfish client and the fence state machine against sushy-tools and fence_redfish; the PDU
+## outlet clients against an emulated Redfish PDU, snmpsim, snmpget and fence_apc_snmp
 integration: peers
 	$(CARGO) test --test redfish
+	$(CARGO) test --test pdu
 
 ## e2e: real control plane + NHC + emulated machines + the coroner binary; ONLY=c,o runs only those scenarios
 e2e: harness peers build

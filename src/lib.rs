@@ -21,6 +21,7 @@ pub mod gates;
 pub mod guard;
 pub mod identity;
 pub mod leader;
+pub mod pdu;
 #[cfg(feature = "sim")]
 pub mod sim;
 pub mod taints;

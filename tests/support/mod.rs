@@ -1,5 +1,7 @@
-//! Shared test support: the emulated BMCs (sushy-tools through tests/peers/machine.py).
+//! Shared test support: the emulated BMCs (sushy-tools through tests/peers/machine.py) and PDUs
+//! (tests/peers/pdu.py, snmpsim through tests/peers/pdu_snmp.py).
 
 #![allow(dead_code)] // each test binary uses a different part
 
 pub mod machine;
+pub mod pdu;
