@@ -81,7 +81,9 @@ async fn a_redfish_outlet_reads_switches_off_proves_off_and_switches_on_over_ver
     pdu.switch(&a1(), OutletCommand::On).await.unwrap();
     assert_eq!(pdu.read(&a1()).await.unwrap().state, OutletState::On);
     assert_eq!(peer.commands(), ["Off 204", "On 204"], "only PowerControl Off and On are ever sent");
-    eprintln!("redfish outlet: read {read_time:.2?}, switch (read + POST) {switch_time:.2?}, Off proven after {waited:.2?}");
+    eprintln!(
+        "redfish outlet: read {read_time:.2?}, switch (read + POST) {switch_time:.2?}, Off proven after {waited:.2?}"
+    );
 }
 
 #[tokio::test]
@@ -213,8 +215,13 @@ async fn a_pdu_whose_sys_object_id_is_not_an_apc_rpdu_is_refused_before_anything
     // masterSwitchrPDU2: a real APC, but its state column reads off(1) and on(2), the reverse of rPDU.
     let peer = SnmpPduPeer::start(&SnmpPduSpec { sys_object_id: "1.3.6.1.4.1.318.1.3.4.6", ..SnmpPduSpec::default() });
     let pdu = v3(&peer).await;
-    for error in [pdu.read(&outlet(1)).await.unwrap_err(), pdu.switch(&outlet(1), OutletCommand::Off).await.unwrap_err()] {
-        assert!(matches!(&error, PduError::UnsupportedModel(text) if text.contains("1.3.6.1.4.1.318.1.3.4.6")), "{error:?}");
+    for error in
+        [pdu.read(&outlet(1)).await.unwrap_err(), pdu.switch(&outlet(1), OutletCommand::Off).await.unwrap_err()]
+    {
+        assert!(
+            matches!(&error, PduError::UnsupportedModel(text) if text.contains("1.3.6.1.4.1.318.1.3.4.6")),
+            "{error:?}"
+        );
     }
     assert!(peer.commands().is_empty(), "nothing was set");
 }
@@ -223,7 +230,10 @@ async fn a_pdu_whose_sys_object_id_is_not_an_apc_rpdu_is_refused_before_anything
 async fn v2c_works_only_when_configured_explicitly_and_says_it_is_insecure() {
     let peer = SnmpPduPeer::start(&SnmpPduSpec::default());
     let community = |community: &str| SnmpConfig {
-        security: SnmpSecurity::Community { version: CommunityVersion::V2c, community: Password::new(community.into()) },
+        security: SnmpSecurity::Community {
+            version: CommunityVersion::V2c,
+            community: Password::new(community.into()),
+        },
         ..v3_config(&peer, usm(V3_AUTH_KEY, V3_PRIV_KEY))
     };
     let config = community(COMMUNITY);

@@ -13,7 +13,7 @@
 pub mod redfish;
 pub mod snmp;
 
-use std::{fmt, future::Future, time::Duration};
+use std::{cmp::Ordering, fmt, future::Future, time::Duration};
 
 use crate::bmc::{BmcError, MAX_VALUE_CHARS, bounded};
 
@@ -82,8 +82,10 @@ pub fn proves_off(reading: &OutletReading, floor_watts: f64) -> Result<(), NotOf
         return Err(NotOff::CommandPending);
     }
     match reading.watts {
-        // Written so that NaN (a floor or a draw that is not a number) is above the floor.
-        Some(watts) if !(watts <= floor_watts) => Err(NotOff::Drawing { watts, floor: floor_watts }),
+        // A floor or a draw that is not a number compares as neither: above the floor.
+        Some(watts) if !matches!(watts.partial_cmp(&floor_watts), Some(Ordering::Less | Ordering::Equal)) => {
+            Err(NotOff::Drawing { watts, floor: floor_watts })
+        }
         _ => Ok(()),
     }
 }
@@ -95,7 +97,11 @@ pub trait Outlets: Send + Sync {
     type Outlet: fmt::Display + Send + Sync;
 
     fn read(&self, outlet: &Self::Outlet) -> impl Future<Output = Result<OutletReading, PduError>> + Send;
-    fn switch(&self, outlet: &Self::Outlet, command: OutletCommand) -> impl Future<Output = Result<(), PduError>> + Send;
+    fn switch(
+        &self,
+        outlet: &Self::Outlet,
+        command: OutletCommand,
+    ) -> impl Future<Output = Result<(), PduError>> + Send;
 }
 
 /// Every text in a `PduError` that came from the device is [`bounded`]; none carries a credential
@@ -216,10 +222,7 @@ mod tests {
             (BmcError::Unreachable("refused".into()), "unreachable"),
             (BmcError::Tls("self-signed".into()), "tls"),
             (BmcError::Unauthorized(401), "unauthorized"),
-            (
-                BmcError::Status { method: "POST", path: "/x".into(), status: 400, detail: String::new() },
-                "http-status",
-            ),
+            (BmcError::Status { method: "POST", path: "/x".into(), status: 400, detail: String::new() }, "http-status"),
             (BmcError::Protocol { path: "/x".into(), problem: "no PowerState".into() }, "protocol"),
             (BmcError::CrossHostRedirect("https://other".into()), "redirect"),
             (BmcError::Setup("bad".into()), "setup"),

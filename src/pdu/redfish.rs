@@ -116,11 +116,8 @@ impl Outlets for RedfishPdu {
     /// below the outlet: a target elsewhere would switch another outlet.
     async fn switch(&self, outlet: &OutletId, command: OutletCommand) -> Result<(), PduError> {
         let path = self.path(outlet);
-        let target = self
-            .outlet(&path)
-            .await?
-            .control_target
-            .unwrap_or_else(|| format!("{path}/Actions/Outlet.PowerControl"));
+        let target =
+            self.outlet(&path).await?.control_target.unwrap_or_else(|| format!("{path}/Actions/Outlet.PowerControl"));
         let (outlet_url, target_url) = (self.client.url(&path)?, self.client.url(&target)?);
         if !paths::below(outlet_url.path(), target_url.path()) {
             return Err(PduError::Protocol(format!(
@@ -174,14 +171,15 @@ fn parse_outlet(origin: &Url, at: &str, outlet: &Value) -> Result<Outlet, PduErr
         }
         Ok(url.path().to_owned())
     };
-    match outlet.get("@odata.id") {
-        None => {}
-        Some(Value::String(id)) => {
-            if !paths::same_resource(&resolve("@odata.id", id)?, at) {
-                return Err(problem(format!("it names itself {:?}, not where it answered", bounded(id, 160))));
-            }
-        }
+    let named = match outlet.get("@odata.id") {
+        None => None,
+        Some(Value::String(id)) => Some((id, resolve("@odata.id", id)?)),
         Some(_) => return Err(problem("@odata.id is not a string".into())),
+    };
+    if let Some((id, path)) = named
+        && !paths::same_resource(&path, at)
+    {
+        return Err(problem(format!("it names itself {:?}, not where it answered", bounded(id, 160))));
     }
     let control_target = match outlet.pointer("/Actions/#Outlet.PowerControl/target") {
         None => None,
@@ -233,7 +231,11 @@ mod tests {
             json!({"PowerState": "Off", "PowerWatts": {"DataSourceUri": "/x"}}),
             json!({"PowerState": "Off", "PowerWatts": {"Reading": null}}),
         ] {
-            assert_eq!(reading(&body), OutletReading { state: OutletState::Off, pending: false, watts: None }, "{body}");
+            assert_eq!(
+                reading(&body),
+                OutletReading { state: OutletState::Off, pending: false, watts: None },
+                "{body}"
+            );
         }
     }
 
@@ -287,7 +289,9 @@ mod tests {
 
     #[test]
     fn outlet_ids_are_single_path_segments_and_encoded() {
-        for (pdu, outlet) in [("", "A1"), ("1", ""), ("..", "A1"), ("1", "a/b"), ("1", "a\\b"), ("1", "a\nb"), ("1", "a%2f")] {
+        for (pdu, outlet) in
+            [("", "A1"), ("1", ""), ("..", "A1"), ("1", "a/b"), ("1", "a\\b"), ("1", "a\nb"), ("1", "a%2f")]
+        {
             assert!(OutletId::new(pdu, outlet).is_err(), "{pdu:?} {outlet:?}");
         }
         let pdu = RedfishPdu::new(RedfishConfig {

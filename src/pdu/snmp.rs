@@ -224,14 +224,25 @@ impl SnmpPdu {
         F: Fn() -> Fut,
         Fut: Future<Output = async_snmp::Result<async_snmp::FixedCardinalityResponse>>,
     {
-        match request().await {
+        let before = self.datagrams();
+        let answer = match request().await {
             Err(error) if !self.insecure && engine_moved(&error) => {
                 tracing::debug!(pdu = %self.address, %error, "rediscovering the PDU's SNMP engine");
                 self.client.rediscover_engine().await.map_err(|e| classify(&e))?;
-                request().await.map_err(|e| classify(&e))
+                request().await
             }
-            other => other.map_err(|e| classify(&e)),
-        }
+            other => other,
+        };
+        answer.map_err(|error| match classify(&error) {
+            PduError::Timeout { .. } if self.datagrams() > before => unauthenticated(self.datagrams() - before),
+            other => other,
+        })
+    }
+
+    /// Datagrams the client's socket received, usable or not.
+    fn datagrams(&self) -> u64 {
+        let stats = self.client.stats();
+        stats.correlated_datagrams + stats.discarded_datagrams + stats.malformed_datagrams
     }
 }
 
@@ -315,7 +326,10 @@ fn classify(error: &SnmpError) -> PduError {
             _ => PduError::Protocol(format!("SNMPv3 report: {}", bounded(&status.to_string(), MAX_VALUE_CHARS))),
         },
         SnmpError::Snmp { status, .. } => match status {
-            ErrorStatus::NoAccess | ErrorStatus::AuthorizationError | ErrorStatus::NotWritable | ErrorStatus::ReadOnly => {
+            ErrorStatus::NoAccess
+            | ErrorStatus::AuthorizationError
+            | ErrorStatus::NotWritable
+            | ErrorStatus::ReadOnly => {
                 PduError::Unauthorized(format!("SNMP {status}: this user or community may not do that"))
             }
             status => PduError::Snmp { status: bounded(&status.to_string(), MAX_VALUE_CHARS) },
@@ -323,6 +337,15 @@ fn classify(error: &SnmpError) -> PduError {
         SnmpError::Config(_) | SnmpError::InvalidOid(_) | SnmpError::InvalidMessage(_) => PduError::Setup(text()),
         _ => PduError::Protocol(text()),
     }
+}
+
+/// A request that timed out although the PDU answered: the client refused every answer, as it refuses
+/// the unauthenticated `wrongDigest`/`decryptionError` reports snmpsim sends for wrong keys (net-snmp
+/// shows them). Silence is a timeout; answers that prove nothing are a credentials problem.
+fn unauthenticated(answers: u64) -> PduError {
+    PduError::Unauthorized(format!(
+        "the PDU answered {answers} time(s) with nothing that authenticates (wrong SNMPv3 user or keys?)"
+    ))
 }
 
 /// The value at `oid` in an answer that must hold exactly the asked OIDs, in order.
@@ -477,7 +500,10 @@ mod tests {
         let oid = RPDU.column(RPDU.command, one());
         assert!(check_echo(&oid, 2, one(), &[bind(oid.clone(), Value::Integer(2))]).is_ok());
         assert!(check_echo(&oid, 2, one(), &[bind(oid.clone(), Value::Integer(1))]).is_err());
-        assert!(matches!(check_echo(&oid, 2, one(), &[bind(oid.clone(), Value::NoSuchInstance)]), Err(PduError::NoSuchOutlet(_))));
+        assert!(matches!(
+            check_echo(&oid, 2, one(), &[bind(oid.clone(), Value::NoSuchInstance)]),
+            Err(PduError::NoSuchOutlet(_))
+        ));
         assert!(check_echo(&oid, 2, one(), &[]).is_err());
     }
 
@@ -490,11 +516,8 @@ mod tests {
         let timeout = SnmpError::Timeout { target: target(), elapsed: Duration::from_millis(900), retries: 2 };
         assert_eq!(classify(&timeout), PduError::Timeout { elapsed: Duration::from_millis(900), tries: 3 });
         assert_eq!(classify(&SnmpError::Auth { target: target() }).category(), "unauthorized");
-        let report = |status| SnmpError::Report {
-            target: target(),
-            status: Box::new(status),
-            metadata: Box::default(),
-        };
+        let report =
+            |status| SnmpError::Report { target: target(), status: Box::new(status), metadata: Box::default() };
         for status in [
             ReportStatus::WrongDigest { counter: 1 },
             ReportStatus::UnknownUserName { counter: 1 },
@@ -508,6 +531,7 @@ mod tests {
         let snmp = |status| SnmpError::Snmp { target: target(), status, index: 1, oid: None, metadata: Box::default() };
         assert_eq!(classify(&snmp(ErrorStatus::NoAccess)).category(), "unauthorized");
         assert_eq!(classify(&snmp(ErrorStatus::WrongValue)).category(), "snmp-error");
+        assert_eq!(unauthenticated(2).category(), "unauthorized");
     }
 
     #[test]
@@ -523,7 +547,10 @@ mod tests {
         let v3 = SnmpConfig::new("127.0.0.1:161", usm.clone());
         assert!(!v3.is_insecure());
         let v2c = SnmpConfig {
-            security: SnmpSecurity::Community { version: CommunityVersion::V2c, community: Password::new("c0mm".into()) },
+            security: SnmpSecurity::Community {
+                version: CommunityVersion::V2c,
+                community: Password::new("c0mm".into()),
+            },
             ..v3.clone()
         };
         assert!(v2c.is_insecure());
@@ -571,10 +598,8 @@ mod tests {
             }
             tlv(0x06, &out)
         }
-        let list: Vec<u8> = varbinds
-            .iter()
-            .flat_map(|(arcs, tag, value)| tlv(0x30, &[oid(arcs), tlv(*tag, value)].concat()))
-            .collect();
+        let list: Vec<u8> =
+            varbinds.iter().flat_map(|(arcs, tag, value)| tlv(0x30, &[oid(arcs), tlv(*tag, value)].concat())).collect();
         let pdu = [tlv(0x02, &[7]), tlv(0x02, &[0]), tlv(0x02, &[0]), tlv(0x30, &list)].concat();
         tlv(0x30, &[tlv(0x02, &[1]), tlv(0x04, b"public"), tlv(0xa2, &pdu)].concat())
     }
@@ -592,7 +617,17 @@ mod tests {
             }),
         ];
         // INTEGER, OCTET STRING, NULL, OID, Gauge32, noSuchObject, noSuchInstance, endOfMibView, junk.
-        let tag = prop_oneof![Just(0x02u8), Just(0x04), Just(0x05), Just(0x06), Just(0x42), Just(0x80), Just(0x81), Just(0x82), any::<u8>()];
+        let tag = prop_oneof![
+            Just(0x02u8),
+            Just(0x04),
+            Just(0x05),
+            Just(0x06),
+            Just(0x42),
+            Just(0x80),
+            Just(0x81),
+            Just(0x82),
+            any::<u8>()
+        ];
         (oid, tag, prop::collection::vec(any::<u8>(), 0..6))
     }
 

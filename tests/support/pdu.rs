@@ -239,16 +239,27 @@ impl SnmpPduPeer {
 
     /// Every SET of a command column, as `outlet:command`.
     pub fn commands(&self) -> Vec<String> {
-        log_lines(&self.dir.join("commands.log"))
-            .iter()
-            .map(|e| format!("{}:{}", e["outlet"], e["command"]))
-            .collect()
+        log_lines(&self.dir.join("commands.log")).iter().map(|e| format!("{}:{}", e["outlet"], e["command"])).collect()
     }
 
     /// `snmpget` (net-snmp) over SNMPv3 authPriv: `OID = INTEGER: N` lines.
     pub fn snmpget(&self, oids: &[&str]) -> String {
         let output = Command::new("snmpget")
-            .args(["-v3", "-l", "authPriv", "-u", V3_USER, "-a", "SHA", "-A", V3_AUTH_KEY, "-x", "AES", "-X", V3_PRIV_KEY])
+            .args([
+                "-v3",
+                "-l",
+                "authPriv",
+                "-u",
+                V3_USER,
+                "-a",
+                "SHA",
+                "-A",
+                V3_AUTH_KEY,
+                "-x",
+                "AES",
+                "-X",
+                V3_PRIV_KEY,
+            ])
             .args(["-n", V3_CONTEXT, "-On", "-t", "2", "-r", "1"])
             .arg(self.address())
             .args(oids)
