@@ -156,9 +156,14 @@ fn usm(auth_key: &str, priv_key: &str) -> Usm {
     }
 }
 
-/// A short budget so failures end quickly: 400 ms per try, one retransmission.
+/// snmpsim on two busy cores answers in milliseconds, but not always: 1 s per try, two retransmissions.
 fn v3_config(peer: &SnmpPduPeer, usm: Usm) -> SnmpConfig {
-    SnmpConfig { request_timeout: Duration::from_millis(400), retries: 1, ..SnmpConfig::new(peer.address(), usm) }
+    SnmpConfig { request_timeout: Duration::from_secs(1), retries: 2, ..SnmpConfig::new(peer.address(), usm) }
+}
+
+/// A short budget where the test waits for a failure: 400 ms per try, one retransmission.
+fn quick(config: SnmpConfig) -> SnmpConfig {
+    SnmpConfig { request_timeout: Duration::from_millis(400), retries: 1, ..config }
 }
 
 async fn v3(peer: &SnmpPduPeer) -> SnmpPdu {
@@ -246,7 +251,7 @@ async fn v2c_works_only_when_configured_explicitly_and_says_it_is_insecure() {
     // The default configuration is v3: the community alone gets nowhere, and a wrong community is
     // dropped by the agent (v2c has no way to say no), which reads as silence.
     assert!(!SnmpConfig::new(peer.address(), usm(V3_AUTH_KEY, V3_PRIV_KEY)).is_insecure());
-    let wrong = SnmpPdu::connect(community("not-the-community")).await.unwrap();
+    let wrong = SnmpPdu::connect(quick(community("not-the-community"))).await.unwrap();
     let error = wrong.read(&outlet(3)).await.unwrap_err();
     assert!(matches!(error, PduError::Timeout { tries: 2, .. }), "{error:?}");
     assert!(!format!("{error} {error:?} {wrong:?} {pdu:?}").contains("community"));
@@ -256,7 +261,7 @@ async fn v2c_works_only_when_configured_explicitly_and_says_it_is_insecure() {
 async fn wrong_snmpv3_keys_are_a_typed_auth_error_without_the_keys() {
     let peer = SnmpPduPeer::start(&SnmpPduSpec::default());
     for (auth, privacy) in [("wrong-auth-key-9", V3_PRIV_KEY), (V3_AUTH_KEY, "wrong-priv-key-9")] {
-        let pdu = SnmpPdu::connect(v3_config(&peer, usm(auth, privacy))).await.unwrap();
+        let pdu = SnmpPdu::connect(quick(v3_config(&peer, usm(auth, privacy)))).await.unwrap();
         let started = Instant::now();
         let error = pdu.switch(&outlet(1), OutletCommand::Off).await.unwrap_err();
         let elapsed = started.elapsed();
@@ -271,7 +276,7 @@ async fn wrong_snmpv3_keys_are_a_typed_auth_error_without_the_keys() {
 #[tokio::test]
 async fn a_pdu_that_stops_answering_is_a_typed_timeout_within_the_budget() {
     let peer = SnmpPduPeer::start(&SnmpPduSpec::default());
-    let pdu = v3(&peer).await;
+    let pdu = SnmpPdu::connect(quick(v3_config(&peer, usm(V3_AUTH_KEY, V3_PRIV_KEY)))).await.unwrap();
     pdu.read(&outlet(1)).await.unwrap();
     peer.freeze();
     let started = Instant::now();
