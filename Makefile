@@ -28,10 +28,12 @@ install-check: harness
 	$(CARGO) test --test install
 
 ## integration: the Redfish client and the fence state machine against sushy-tools and fence_redfish; the
-## IPMI client against ipmi_sim and pyghmi, cross-checked with ipmitool and fence_ipmilan
+## IPMI client against ipmi_sim and pyghmi, cross-checked with ipmitool and fence_ipmilan; the PDU outlet
+## clients against an emulated Redfish PDU, snmpsim, snmpget and fence_apc_snmp
 integration: peers
 	$(CARGO) test --test redfish
 	$(CARGO) test --test ipmi
+	$(CARGO) test --test pdu
 
 ## e2e: real control plane + NHC + emulated machines + the coroner binary; ONLY=c,o runs only those scenarios
 e2e: harness peers build

@@ -23,6 +23,7 @@ pub mod guard;
 pub mod identity;
 pub mod ipmi;
 pub mod leader;
+pub mod pdu;
 #[cfg(feature = "sim")]
 pub mod sim;
 pub mod taints;

@@ -1,7 +1,7 @@
 //! Talking to a node's BMC. `Bmc` is the small seam the fence uses; `RedfishClient` is the real one.
 
 mod discovery;
-mod json;
+pub(crate) mod json;
 pub mod paths;
 mod redfish;
 pub mod tls;

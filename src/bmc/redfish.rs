@@ -112,7 +112,7 @@ impl RedfishClient {
 
     /// A path on this BMC. Paths come from the BMC itself (members, reset targets): one that resolves
     /// to another origin would take the credentials, and a reset, elsewhere.
-    fn url(&self, path: &str) -> Result<Url, BmcError> {
+    pub(crate) fn url(&self, path: &str) -> Result<Url, BmcError> {
         paths::resolve(&self.origin, path).map_err(|problem| protocol(path, problem.to_string()))
     }
 
@@ -125,6 +125,36 @@ impl RedfishClient {
             Ok(segments) if segments.len() == 1 => Ok(format!("{}/Systems/{path_or_id}", self.service_root)),
             _ => Err(BmcError::Setup(format!("systemId {:?} is not one path segment", bounded(path_or_id, 64)))),
         }
+    }
+
+    /// The service root's path (`/redfish/v1`), under which resources are addressed by id.
+    pub(crate) fn service_root(&self) -> &str {
+        &self.service_root
+    }
+
+    /// A resource read where it is asked for (no redirect followed), as strict JSON: the plumbing other
+    /// Redfish devices (PDU outlets) share with the BMC client.
+    pub(crate) async fn read(&self, path: &str) -> Result<Value, BmcError> {
+        let (_, body) = self.get(path, Redirects::Refuse).await?;
+        decode(path, &body)
+    }
+
+    /// One action POST to a target on this origin (`what` names it in errors), never retried and never
+    /// redirected. Returns the HTTP status.
+    pub(crate) async fn post(&self, target_url: Url, target: &str, body: Value, what: &str) -> Result<u16, BmcError> {
+        let response = self.send(Method::POST, target_url, target, Some(body)).await?;
+        let status = response.status();
+        if status.is_redirection() {
+            let to = location(&response).map_or_else(|| "nowhere".to_owned(), |l| shown(&l));
+            return Err(protocol(
+                target,
+                format!(
+                    "it answered {what} with HTTP {} (a redirect to {to}); an action never follows a redirect",
+                    status.as_u16()
+                ),
+            ));
+        }
+        Ok(status.as_u16())
     }
 
     async fn read_system(&self, path_or_id: &str, redirects: Redirects) -> Result<SystemReading, BmcError> {
@@ -276,20 +306,7 @@ impl Bmc for RedfishClient {
             ));
         }
         let body = serde_json::json!({ "ResetType": reset.as_str() });
-        let response = self.send(Method::POST, target_url, &target, Some(body)).await?;
-        let status = response.status();
-        if status.is_redirection() {
-            let to = location(&response).map_or_else(|| "nowhere".to_owned(), |l| shown(&l));
-            return Err(protocol(
-                &target,
-                format!(
-                    "it answered the {} reset with HTTP {} (a redirect to {to}); a reset never follows a redirect",
-                    reset.as_str(),
-                    status.as_u16()
-                ),
-            ));
-        }
-        Ok(status.as_u16())
+        self.post(target_url, &target, body, &format!("the {} reset", reset.as_str())).await
     }
 }
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Installs the BMC test peers into the git-ignored .cache/peers:
-#   - a venv with sushy-tools (Redfish) and pyghmi (IPMI), pinned, see requirements.txt,
-#   - Debian openipmi (ipmi_sim, an IPMI BMC), ipmitool, and fence-agents (fence_redfish,
-#     fence_ipmilan) as independent reference clients.
+# Installs the BMC and PDU test peers into the git-ignored .cache/peers:
+#   - a venv with sushy-tools (Redfish), pyghmi (IPMI) and snmpsim (SNMP PDUs), pinned, see requirements.txt,
+#   - Debian openipmi (ipmi_sim, an IPMI BMC), ipmitool, fence-agents (fence_redfish, fence_ipmilan,
+#     fence_apc_snmp) and snmp (snmpget/snmpset) as independent reference clients.
 # Idempotent: a quick no-op when everything is current.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -16,7 +16,7 @@ log() { printf '[peers] %s\n' "$*"; }
 
 # The stamp records what the venv was built from; a changed pin list or python rebuilds it.
 want=$( { "$py" -c 'import sys; print(sys.version)'; cat "$req"; } | sha256sum | cut -d' ' -f1)
-if [[ -x $venv/bin/sushy-emulator && -x $venv/bin/fakebmc && "$(cat "$venv/.stamp" 2>/dev/null)" == "$want" ]]; then
+if [[ -x $venv/bin/sushy-emulator && -x $venv/bin/fakebmc && -x $venv/bin/snmpsim-command-responder && "$(cat "$venv/.stamp" 2>/dev/null)" == "$want" ]]; then
   log "venv current: $venv"
 else
   start=$SECONDS
@@ -48,4 +48,22 @@ else
     apt-get update -q >>"$aptlog" 2>&1 && apt_install || { cat "$aptlog" >&2; exit 1; }
   fi
   log "installed ${missing[*]} in $((SECONDS - start))s: $(dpkg-query -W -f='${Package} ${Version}  ' "${missing[@]}")"
+fi
+
+# --- SNMP PDU peers ------------------------------------------------------------------------------------
+# Debian's snmp (snmpget, snmpset) cross-checks the SNMP PDU client; fence_apc_snmp comes with
+# fence-agents above, which only recommends snmp, so it is installed explicitly.
+if [[ -x /usr/bin/snmpget && -x /usr/bin/snmpset ]]; then
+  log "snmp present: /usr/bin/snmpget"
+else
+  start=$SECONDS
+  export DEBIAN_FRONTEND=noninteractive
+  aptlog=$root/.cache/peers/apt.log
+  mkdir -p "${aptlog%/*}"
+  snmp_install() { apt-get install -y -q --no-install-recommends snmp >>"$aptlog" 2>&1; }
+  if ! snmp_install; then
+    log "apt-get install snmp failed; running apt-get update and retrying"
+    apt-get update -q >>"$aptlog" 2>&1 && snmp_install || { cat "$aptlog" >&2; exit 1; }
+  fi
+  log "snmp installed in $((SECONDS - start))s: $(dpkg-query -W -f='${Version}' snmp)"
 fi

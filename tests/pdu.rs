@@ -1,0 +1,304 @@
+//! The PDU outlet clients against real peers: a DMTF-shaped Redfish PDU (tests/peers/pdu.py) over TLS
+//! verified by the test CA, and an APC rPDU recording served by snmpsim over SNMPv3 authPriv and v2c,
+//! cross-checked with net-snmp's snmpget and Debian's fence_apc_snmp.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use coroner::{
+    bmc::{Credentials, Password, RedfishConfig, tls},
+    pdu::{
+        NotOff, OutletCommand, OutletReading, OutletState, Outlets, PduError, proves_off,
+        redfish::{OutletId, RedfishPdu},
+        snmp::{AuthProtocol, CommunityVersion, OutletNumber, PrivProtocol, SnmpConfig, SnmpPdu, SnmpSecurity, Usm},
+    },
+};
+use serde_json::json;
+use support::{
+    machine::{PASSWORD, USER, peers},
+    pdu::{
+        COMMUNITY, RedfishPduPeer, RedfishPduSpec, SnmpPduPeer, SnmpPduSpec, V3_AUTH_KEY, V3_CONTEXT, V3_PRIV_KEY,
+        V3_USER,
+    },
+};
+
+/// The floor under which a metered Off outlet counts as feeding nothing.
+const FLOOR_WATTS: f64 = 5.0;
+
+fn redfish_config(peer: &RedfishPduPeer, password: &str) -> RedfishConfig {
+    RedfishConfig {
+        endpoint: peer.endpoint(),
+        trust: tls::Trust { ca_bundle_pem: Some(peers().pem("ca")), ..tls::Trust::default() },
+        credentials: Credentials { username: USER.into(), password: Password::new(password.into()) },
+        request_timeout: Duration::from_secs(2),
+        read_retries: 1,
+        retry_backoff: Duration::from_millis(100),
+    }
+}
+
+fn redfish(peer: &RedfishPduPeer) -> RedfishPdu {
+    RedfishPdu::new(redfish_config(peer, PASSWORD)).unwrap()
+}
+
+fn a1() -> OutletId {
+    OutletId::new("1", "A1").unwrap()
+}
+
+/// Reads until the reading proves Off or `budget` runs out; returns the last reading and the wait.
+async fn until_off<P: Outlets>(pdu: &P, outlet: &P::Outlet, budget: Duration) -> (OutletReading, Duration) {
+    let started = Instant::now();
+    loop {
+        let reading = pdu.read(outlet).await.unwrap();
+        if proves_off(&reading, FLOOR_WATTS).is_ok() || started.elapsed() > budget {
+            return (reading, started.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+// Redfish ------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_redfish_outlet_reads_switches_off_proves_off_and_switches_on_over_verified_tls() {
+    let peer = RedfishPduPeer::start(&RedfishPduSpec { load: Some(180.0), ..RedfishPduSpec::default() });
+    let pdu = redfish(&peer);
+    let started = Instant::now();
+    let on = pdu.read(&a1()).await.unwrap();
+    let read_time = started.elapsed();
+    assert_eq!(on, OutletReading { state: OutletState::On, pending: false, watts: Some(180.0) });
+    assert_eq!(proves_off(&on, FLOOR_WATTS), Err(NotOff::Reads(OutletState::On)));
+
+    let started = Instant::now();
+    pdu.switch(&a1(), OutletCommand::Off).await.unwrap();
+    let switch_time = started.elapsed();
+    let (off, waited) = until_off(&pdu, &a1(), Duration::from_secs(3)).await;
+    assert_eq!(off, OutletReading { state: OutletState::Off, pending: false, watts: Some(0.0) });
+    assert_eq!(peer.outlets()["A2"]["state"], "On", "only the addressed outlet switched");
+
+    pdu.switch(&a1(), OutletCommand::On).await.unwrap();
+    assert_eq!(pdu.read(&a1()).await.unwrap().state, OutletState::On);
+    assert_eq!(peer.commands(), ["Off 204", "On 204"], "only PowerControl Off and On are ever sent");
+    eprintln!(
+        "redfish outlet: read {read_time:.2?}, switch (read + POST) {switch_time:.2?}, Off proven after {waited:.2?}"
+    );
+}
+
+#[tokio::test]
+async fn a_redfish_outlet_in_transition_is_not_off_until_it_settles() {
+    let peer = RedfishPduPeer::start(&RedfishPduSpec { transition: 1.0, ..RedfishPduSpec::default() });
+    let pdu = redfish(&peer);
+    pdu.switch(&a1(), OutletCommand::Off).await.unwrap();
+    let during = pdu.read(&a1()).await.unwrap();
+    assert!(during.pending && during.state == OutletState::On, "{during:?}");
+    // An outlet that already reads Off while a delayed command is pending proves nothing either.
+    peer.force("A1", json!({"state": "Off", "target": "On", "due": 4.0e9}));
+    let forced = pdu.read(&a1()).await.unwrap();
+    assert_eq!(proves_off(&forced, FLOOR_WATTS), Err(NotOff::CommandPending));
+    peer.force("A1", json!({"target": null, "due": 0}));
+    assert_eq!(proves_off(&pdu.read(&a1()).await.unwrap(), FLOOR_WATTS), Ok(()));
+}
+
+#[tokio::test]
+async fn a_metered_redfish_outlet_drawing_above_the_floor_is_not_off() {
+    let peer = RedfishPduPeer::start(&RedfishPduSpec { load: Some(240.0), ..RedfishPduSpec::default() });
+    let pdu = redfish(&peer);
+    peer.force("A1", json!({"welded": true}));
+    pdu.switch(&a1(), OutletCommand::Off).await.unwrap();
+    let (welded, _) = until_off(&pdu, &a1(), Duration::from_millis(500)).await;
+    assert_eq!(welded.state, OutletState::Off);
+    assert_eq!(proves_off(&welded, FLOOR_WATTS), Err(NotOff::Drawing { watts: 240.0, floor: FLOOR_WATTS }));
+}
+
+#[tokio::test]
+async fn wrong_redfish_credentials_are_a_typed_auth_error_without_the_secret() {
+    let peer = RedfishPduPeer::start(&RedfishPduSpec::default());
+    let secret = "wrong-s3cret-password";
+    let pdu = RedfishPdu::new(redfish_config(&peer, secret)).unwrap();
+    for error in [pdu.read(&a1()).await.unwrap_err(), pdu.switch(&a1(), OutletCommand::Off).await.unwrap_err()] {
+        assert!(matches!(error, PduError::Unauthorized(_)), "{error:?}");
+        assert_eq!(error.category(), "unauthorized");
+        assert!(!format!("{error} {error:?} {pdu:?}").contains(secret));
+    }
+    assert!(peer.commands().is_empty(), "nothing was switched");
+    assert_eq!(peer.outlets()["A1"]["state"], "On");
+}
+
+#[tokio::test]
+async fn a_redfish_pdu_with_a_certificate_from_another_ca_is_refused() {
+    let peer = RedfishPduPeer::start(&RedfishPduSpec::default());
+    let trust = tls::Trust { ca_bundle_pem: Some(peers().pem("other-ca")), ..tls::Trust::default() };
+    let pdu = RedfishPdu::new(RedfishConfig { trust, ..redfish_config(&peer, PASSWORD) }).unwrap();
+    let error = pdu.read(&a1()).await.unwrap_err();
+    assert!(matches!(error, PduError::Tls(_)), "{error:?}");
+    assert!(peer.commands().is_empty());
+}
+
+#[tokio::test]
+async fn an_unknown_redfish_outlet_is_an_http_error() {
+    let peer = RedfishPduPeer::start(&RedfishPduSpec::default());
+    let error = redfish(&peer).read(&OutletId::new("1", "B9").unwrap()).await.unwrap_err();
+    assert!(matches!(error, PduError::Http { status: 404, .. }), "{error:?}");
+}
+
+// SNMP ---------------------------------------------------------------------------------------------
+
+fn usm(auth_key: &str, priv_key: &str) -> Usm {
+    Usm {
+        username: V3_USER.into(),
+        auth: AuthProtocol::Sha1,
+        auth_key: Password::new(auth_key.into()),
+        privacy: PrivProtocol::Aes128,
+        priv_key: Password::new(priv_key.into()),
+        context: V3_CONTEXT.into(),
+    }
+}
+
+/// snmpsim on two busy cores answers in milliseconds, but not always: 1 s per try, two retransmissions.
+fn v3_config(peer: &SnmpPduPeer, usm: Usm) -> SnmpConfig {
+    SnmpConfig { request_timeout: Duration::from_secs(1), retries: 2, ..SnmpConfig::new(peer.address(), usm) }
+}
+
+/// A short budget where the test waits for a failure: 400 ms per try, one retransmission.
+fn quick(config: SnmpConfig) -> SnmpConfig {
+    SnmpConfig { request_timeout: Duration::from_millis(400), retries: 1, ..config }
+}
+
+async fn v3(peer: &SnmpPduPeer) -> SnmpPdu {
+    SnmpPdu::connect(v3_config(peer, usm(V3_AUTH_KEY, V3_PRIV_KEY))).await.unwrap()
+}
+
+fn outlet(n: u32) -> OutletNumber {
+    OutletNumber::new(n).unwrap()
+}
+
+#[tokio::test]
+async fn an_snmpv3_outlet_reads_switches_off_proves_off_and_switches_on_as_snmpget_and_fence_apc_snmp_see_it() {
+    let peer = SnmpPduPeer::start(&SnmpPduSpec { transition: 0.5, ..SnmpPduSpec::default() });
+    let pdu = v3(&peer).await;
+    assert!(!pdu.is_insecure());
+    let started = Instant::now();
+    let on = pdu.read(&outlet(2)).await.unwrap();
+    let first_read = started.elapsed();
+    let started = Instant::now();
+    assert_eq!(pdu.read(&outlet(2)).await.unwrap(), on);
+    let read_time = started.elapsed();
+    assert_eq!(on, OutletReading { state: OutletState::On, pending: false, watts: None });
+    assert_eq!(peer.fence_apc_snmp_status(2, true).0, 0, "fence_apc_snmp reads it on");
+
+    let started = Instant::now();
+    pdu.switch(&outlet(2), OutletCommand::Off).await.unwrap();
+    let switch_time = started.elapsed();
+    let pending = pdu.read(&outlet(2)).await.unwrap();
+    assert!(pending.pending, "a command pending is read as such: {pending:?}");
+    assert!(proves_off(&pending, FLOOR_WATTS).is_err());
+    let (off, waited) = until_off(&pdu, &outlet(2), Duration::from_secs(3)).await;
+    assert_eq!(off, OutletReading { state: OutletState::Off, pending: false, watts: None });
+    let seen = peer.snmpget(&[".1.3.6.1.4.1.318.1.1.12.3.5.1.1.4.2", ".1.3.6.1.4.1.318.1.1.12.3.5.1.1.5.2"]);
+    assert!(seen.contains(".4.2 = INTEGER: 2") && seen.contains(".5.2 = INTEGER: 2"), "{seen}");
+    let started = Instant::now();
+    let (v3_status, v3_text) = peer.fence_apc_snmp_status(2, true);
+    let fence_time = started.elapsed();
+    assert_eq!(v3_status, 2, "fence_apc_snmp reads it off over v3: {v3_text}");
+    assert!(v3_text.contains("Status: OFF"), "{v3_text}");
+    assert_eq!(peer.fence_apc_snmp_status(2, false).0, 2, "and over v2c");
+    assert_eq!(peer.fence_apc_snmp_status(1, true).0, 0, "its neighbour stays on");
+
+    pdu.switch(&outlet(2), OutletCommand::On).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(pdu.read(&outlet(2)).await.unwrap().state, OutletState::On);
+    assert_eq!(peer.commands(), ["2:2", "2:1"], "only immediateOff and immediateOn are ever sent");
+    eprintln!(
+        "snmpv3 outlet: first read (discovery + sysObjectID + state) {first_read:.2?}, read {read_time:.2?}, switch {switch_time:.2?}, Off proven after {waited:.2?}; fence_apc_snmp status {fence_time:.2?}"
+    );
+}
+
+#[tokio::test]
+async fn a_pdu_whose_sys_object_id_is_not_an_apc_rpdu_is_refused_before_anything_is_set() {
+    // masterSwitchrPDU2: a real APC, but its state column reads off(1) and on(2), the reverse of rPDU.
+    let peer = SnmpPduPeer::start(&SnmpPduSpec { sys_object_id: "1.3.6.1.4.1.318.1.3.4.6", ..SnmpPduSpec::default() });
+    let pdu = v3(&peer).await;
+    for error in
+        [pdu.read(&outlet(1)).await.unwrap_err(), pdu.switch(&outlet(1), OutletCommand::Off).await.unwrap_err()]
+    {
+        assert!(
+            matches!(&error, PduError::UnsupportedModel(text) if text.contains("1.3.6.1.4.1.318.1.3.4.6")),
+            "{error:?}"
+        );
+    }
+    assert!(peer.commands().is_empty(), "nothing was set");
+}
+
+#[tokio::test]
+async fn v2c_works_only_when_configured_explicitly_and_says_it_is_insecure() {
+    let peer = SnmpPduPeer::start(&SnmpPduSpec::default());
+    let community = |community: &str| SnmpConfig {
+        security: SnmpSecurity::Community {
+            version: CommunityVersion::V2c,
+            community: Password::new(community.into()),
+        },
+        ..v3_config(&peer, usm(V3_AUTH_KEY, V3_PRIV_KEY))
+    };
+    let config = community(COMMUNITY);
+    assert!(config.is_insecure());
+    let pdu = SnmpPdu::connect(config).await.unwrap();
+    assert!(pdu.is_insecure());
+    pdu.switch(&outlet(3), OutletCommand::Off).await.unwrap();
+    assert_eq!(pdu.read(&outlet(3)).await.unwrap().state, OutletState::Off);
+    assert_eq!(peer.fence_apc_snmp_status(3, false).0, 2);
+    // The default configuration is v3: the community alone gets nowhere, and a wrong community is
+    // dropped by the agent (v2c has no way to say no), which reads as silence.
+    assert!(!SnmpConfig::new(peer.address(), usm(V3_AUTH_KEY, V3_PRIV_KEY)).is_insecure());
+    let wrong = SnmpPdu::connect(quick(community("not-the-community"))).await.unwrap();
+    let error = wrong.read(&outlet(3)).await.unwrap_err();
+    assert!(matches!(error, PduError::Timeout { tries: 2, .. }), "{error:?}");
+    assert!(!format!("{error} {error:?} {wrong:?} {pdu:?}").contains("community"));
+}
+
+#[tokio::test]
+async fn wrong_snmpv3_keys_are_a_typed_auth_error_without_the_keys() {
+    let peer = SnmpPduPeer::start(&SnmpPduSpec::default());
+    for (auth, privacy) in [("wrong-auth-key-9", V3_PRIV_KEY), (V3_AUTH_KEY, "wrong-priv-key-9")] {
+        let pdu = SnmpPdu::connect(quick(v3_config(&peer, usm(auth, privacy)))).await.unwrap();
+        let started = Instant::now();
+        let error = pdu.switch(&outlet(1), OutletCommand::Off).await.unwrap_err();
+        let elapsed = started.elapsed();
+        assert!(matches!(error, PduError::Unauthorized(_)), "{auth} {privacy}: {error:?}");
+        let shown = format!("{error} {error:?} {pdu:?}");
+        assert!(!shown.contains("wrong-") && !shown.contains("s3cret"), "{shown}");
+        eprintln!("wrong v3 key ({}): {error} after {elapsed:.2?}", if auth == V3_AUTH_KEY { "priv" } else { "auth" });
+    }
+    assert!(peer.commands().is_empty(), "nothing was set");
+}
+
+#[tokio::test]
+async fn a_pdu_that_stops_answering_is_a_typed_timeout_within_the_budget() {
+    let peer = SnmpPduPeer::start(&SnmpPduSpec::default());
+    let pdu = SnmpPdu::connect(quick(v3_config(&peer, usm(V3_AUTH_KEY, V3_PRIV_KEY)))).await.unwrap();
+    pdu.read(&outlet(1)).await.unwrap();
+    peer.freeze();
+    let started = Instant::now();
+    let error = pdu.read(&outlet(1)).await.unwrap_err();
+    let elapsed = started.elapsed();
+    peer.thaw();
+    // 400 ms per try, 2 tries: the budget is 800 ms, plus scheduling.
+    assert!(matches!(error, PduError::Timeout { tries: 2, .. }), "{error:?}");
+    assert!(elapsed >= Duration::from_millis(800) && elapsed < Duration::from_millis(1300), "{elapsed:?}");
+    assert_eq!(error.category(), "timeout");
+    eprintln!("frozen PDU: {error} after {elapsed:.2?}");
+}
+
+#[tokio::test]
+async fn a_rebooted_pdu_is_read_again_after_one_rediscovery() {
+    let mut peer = SnmpPduPeer::start(&SnmpPduSpec::default());
+    let pdu = v3(&peer).await;
+    pdu.switch(&outlet(4), OutletCommand::Off).await.unwrap();
+    peer.reboot();
+    let started = Instant::now();
+    let reading = pdu.read(&outlet(4)).await.unwrap();
+    let elapsed = started.elapsed();
+    assert_eq!(reading.state, OutletState::Off, "the outlet kept its state across the reboot");
+    eprintln!("read after the PDU rebooted: {elapsed:.2?}");
+}
