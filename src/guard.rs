@@ -1,8 +1,8 @@
 //! The guard after the release: a machine that reads anything but `Off` again while its workloads run
-//! elsewhere is exactly the double run coroner exists to prevent. While this remediation's own
-//! out-of-service taint is on the node, coroner keeps reading the system that proved it off, and a
-//! node that reports back with the bootID it had before the fence never went down at all. Pure
-//! decisions; the loop ([`crate::driver`]) reads, writes and sends.
+//! elsewhere is exactly the double run coroner exists to prevent. While this remediation's release
+//! stands ([`release_stands`], docs/safety.md R1), coroner keeps reading the system that proved it
+//! off, and a node that reports back with the bootID it had before the fence never went down at all.
+//! Pure decisions; the loop ([`crate::driver`]) reads, writes and sends.
 
 use std::time::Duration as StdDuration;
 
@@ -32,13 +32,66 @@ pub const FENCE_TOOK_EFFECT: &str = "FenceTookEffect";
 pub const POWERED_ON: &str = "ReleasedMachinePoweredOn";
 pub const BLIND: &str = "GuardBlind";
 pub const DID_NOT_TAKE_EFFECT: &str = "FenceDidNotTakeEffect";
+pub const APPROVAL_NOT_FOR_THIS_RELEASE: &str = "ApprovalNotForThisRelease";
 
-/// Whether the guard watches this fence's machine now: the release is recorded and not ended, and
-/// this remediation's own exact out-of-service taint is on the node (so a new leader resumes the
-/// watch from the Node alone).
-pub fn guarded(status: &CoronerRemediationStatus, node: &NodeSnapshot) -> bool {
-    let release = status.evidence.as_ref().and_then(|e| e.release.as_ref());
-    node.released_at.is_some() && release.is_some_and(|r| r.taint_removed_at.is_none())
+/// R1: whether this fence's release stands, judged from its record in status — never from a taint
+/// or an annotation on the Node, which anything may rewrite or remove. It stands from the release
+/// until coroner itself ends it to power the machine on (its own out-of-service taint taken off the
+/// Node for the `On`; with no taint of its own, the `On` decided), or the node reports `Ready=True`.
+/// (The remediation's deletion ends it too: the finalizer does not guard.)
+pub fn release_stands(status: &CoronerRemediationStatus, node: &NodeSnapshot) -> bool {
+    let Some(release) = status.evidence.as_ref().and_then(|e| e.release.as_ref()) else { return false };
+    if node.ready.as_deref() == Some(conditions::TRUE) {
+        return false;
+    }
+    match release.taint_removed_at {
+        // Decided, but the release ends only once the taint is off the Node (a write refused keeps it);
+        // a Node replaced under the same name never had coroner take it off (R4).
+        Some(_) => node.released_at.is_some() || replaced(status, node),
+        None => !power_on_decided(status),
+    }
+}
+
+/// The Node is another object than the one admitted (the same name, a new UID).
+pub fn replaced(status: &CoronerRemediationStatus, node: &NodeSnapshot) -> bool {
+    let admitted = status.evidence.as_ref().and_then(|e| e.node.as_ref()).map(|n| n.uid.as_str());
+    admitted.is_some_and(|uid| !uid.is_empty() && uid != node.uid)
+}
+
+/// The `Reboot`'s `On` is decided (its intent persisted, right before the request; a refused one is
+/// withdrawn) or was sent.
+fn power_on_decided(status: &CoronerRemediationStatus) -> bool {
+    let intent = status.progress.as_ref().and_then(|p| p.intent.as_ref());
+    intent.is_some_and(|i| i.action == PowerAction::On)
+        || status.evidence.as_ref().and_then(|e| e.power_on.as_ref()).is_some_and(|p| p.sent_at.is_some())
+}
+
+/// R3: a release's id — the releasing remediation's UID and its `releasedAt`, to the second — which
+/// an approval must name.
+pub fn release_id(remediation_uid: &str, status: &CoronerRemediationStatus) -> Option<String> {
+    let release = status.evidence.as_ref()?.release.as_ref()?;
+    Some(format!("{remediation_uid}@{}", release.released_at.0.as_second()))
+}
+
+/// What the Node's `coroner.dev/power-on-approved` says about this release (R3). Its value is
+/// `<release-id> <who>: <why>`; one that names another release, or none, counts for nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Approval<'a> {
+    None,
+    /// Who approved, and why.
+    ForThisRelease(&'a str),
+    /// The whole value, reported once.
+    NotForThisRelease(&'a str),
+}
+
+/// Judges the approval annotation's value against this release's id.
+pub fn approval<'a>(release_id: Option<&str>, value: Option<&'a str>) -> Approval<'a> {
+    let Some(value) = value else { return Approval::None };
+    match (release_id, value.split_once(' ')) {
+        (Some(id), Some((named, rest))) if named == id => Approval::ForThisRelease(rest.trim()),
+        (Some(id), None) if value == id => Approval::ForThisRelease(""),
+        _ => Approval::NotForThisRelease(value),
+    }
 }
 
 /// The guard's period for one remediation: `interval` ± 10 %, drawn from the remediation's UID and
@@ -152,8 +205,8 @@ pub fn identify(
 #[derive(Clone, Copy, Debug)]
 pub struct Watch<'a> {
     pub policy: GuardPolicy,
-    /// The Node's `coroner.dev/power-on-approved`, if it carries one.
-    pub approval: Option<&'a str>,
+    /// The Node's `coroner.dev/power-on-approved`, judged against this release ([`approval`]).
+    pub approval: Approval<'a>,
     pub instance: &'a str,
     pub now: Timestamp,
     pub mono: Mono,
@@ -186,11 +239,28 @@ pub fn next(status: &CoronerRemediationStatus, memory: &Memory, finding: &Findin
     if changed {
         notices.push(Notice { warning: *finding != Finding::Off, reason: reason.to_owned(), message: message.clone() });
     }
+    let ignored = match approval {
+        Approval::NotForThisRelease(value) => Some(value),
+        _ => None,
+    };
+    let guard = new.guard.get_or_insert_with(GuardStatus::default);
+    if guard.ignored_approval.as_deref() != ignored {
+        guard.ignored_approval = ignored.map(str::to_owned);
+        if let Some(value) = ignored {
+            notices.push(Notice {
+                warning: true,
+                reason: APPROVAL_NOT_FOR_THIS_RELEASE.into(),
+                message: format!(
+                    "the Node's {APPROVAL_ANNOTATION} {value:?} does not name this release: it counts for nothing (coroner approve NODE writes one that does)"
+                ),
+            });
+        }
+    }
     if let Finding::NotOff(_) = finding {
         match (policy, approval) {
             // An earlier intent left unanswered (a crash, a hold) was sent or not: the machine still
             // reads on, so this reading decides anew.
-            (GuardPolicy::Enforce, None) => {
+            (GuardPolicy::Enforce, Approval::None | Approval::NotForThisRelease(_)) => {
                 new.guard.get_or_insert_with(GuardStatus::default).intent = Some(Intent {
                     action: PowerAction::ForceOff,
                     attempt: 1,
@@ -205,11 +275,11 @@ pub fn next(status: &CoronerRemediationStatus, memory: &Memory, finding: &Findin
                     message: format!("{message}; switching it off again (guard: Enforce)"),
                 });
             }
-            (GuardPolicy::Enforce, Some(approved)) if changed => notices.push(Notice {
+            (GuardPolicy::Enforce, Approval::ForThisRelease(approved)) if changed => notices.push(Notice {
                 warning: false,
                 reason: "PowerOnApproved".into(),
                 message: format!(
-                    "the Node carries {APPROVAL_ANNOTATION}: {approved:?}; the guard leaves the machine on"
+                    "the Node carries {APPROVAL_ANNOTATION} for this release: {approved:?}; the guard leaves the machine on"
                 ),
             }),
             _ => {}
@@ -231,27 +301,28 @@ pub fn next(status: &CoronerRemediationStatus, memory: &Memory, finding: &Findin
 pub enum GuardHold {
     #[error("the Node no longer exists")]
     NodeGone,
-    #[error("this fence's out-of-service taint is no longer on the node: the release ended")]
+    #[error("the release ended (the node reports Ready=True, or coroner powers it on)")]
     ReleaseEnded,
-    #[error("the Node now carries {APPROVAL_ANNOTATION}: {0:?}")]
+    #[error("the Node now carries {APPROVAL_ANNOTATION} for this release: {0:?}")]
     Approved(String),
 }
 
-/// Right before the guard's ForceOff, the Node read again must still call for it: this fence's own
-/// out-of-service taint on it (the release stands) and no approval of the power-on. The decision was
-/// taken on the Node as the reconcile began, which may be seconds old by now.
+/// Right before the guard's ForceOff, the Node read again must still call for it: the release stands
+/// ([`release_stands`]) and no approval of this release's power-on. The decision was taken on the
+/// Node as the reconcile began, which may be seconds old by now.
 pub fn may_enforce(
     status: &CoronerRemediationStatus,
     node: Option<&Node>,
     remediation_uid: &str,
 ) -> Result<(), GuardHold> {
     let node = node.ok_or(GuardHold::NodeGone)?;
-    if !guarded(status, &NodeSnapshot::new(node, None, remediation_uid)) {
+    if !release_stands(status, &NodeSnapshot::new(node, None, remediation_uid)) {
         return Err(GuardHold::ReleaseEnded);
     }
-    match node.annotations().get(APPROVAL_ANNOTATION) {
-        Some(approval) => Err(GuardHold::Approved(approval.clone())),
-        None => Ok(()),
+    let id = release_id(remediation_uid, status);
+    match approval(id.as_deref(), node.annotations().get(APPROVAL_ANNOTATION).map(String::as_str)) {
+        Approval::ForThisRelease(approved) => Err(GuardHold::Approved(approved.to_owned())),
+        Approval::None | Approval::NotForThisRelease(_) => Ok(()),
     }
 }
 
@@ -321,12 +392,13 @@ pub fn unreported_did_not_take_effect(status: &CoronerRemediationStatus, node: &
     if recorded { None } else { fence_did_not_take_effect(status, node) }
 }
 
-/// An approval is for the release it was given under: when a remediation whose release stood goes,
-/// its finalizer takes `coroner.dev/power-on-approved` off the Node with its taints. One left behind
-/// would leave the node's next fence unguarded, silently.
-pub fn approval_ends(status: &CoronerRemediationStatus, node: &Node) -> bool {
-    let released = status.evidence.as_ref().is_some_and(|e| e.release.is_some());
-    released && node.annotations().contains_key(APPROVAL_ANNOTATION)
+/// An approval is for the release it names: when the remediation whose release it approves goes, its
+/// finalizer takes `coroner.dev/power-on-approved` off the Node with its taints. One for another
+/// release is left alone.
+pub fn approval_ends(status: &CoronerRemediationStatus, node: &Node, remediation_uid: &str) -> bool {
+    let id = release_id(remediation_uid, status);
+    let value = node.annotations().get(APPROVAL_ANNOTATION).map(String::as_str);
+    matches!(approval(id.as_deref(), value), Approval::ForThisRelease(_))
 }
 
 /// The step that records [`fence_did_not_take_effect`] once, as a critical condition and Event.

@@ -333,6 +333,10 @@ pub struct GuardStatus {
     #[serde(default)]
     #[schemars(extend("format" = "int32"))]
     pub enforced: u32,
+    /// The Node's power-on approval that names another release, or none: it counts for nothing, and
+    /// is reported once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ignored_approval: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]

@@ -23,16 +23,20 @@ impl<W: World> Fence<'_, W> {
         Ok(())
     }
 
-    /// The guard after the release, on every reconcile while this fence's release stands. Returns
-    /// when the guard reads again.
+    /// The guard after the release, on every reconcile while this fence's release stands
+    /// ([`crate::guard::release_stands`]). Returns when the guard reads again.
     pub(super) async fn guard(&mut self, node: &Node) -> Result<Option<StdDuration>, Error> {
         let status = self.status();
-        if status.evidence.as_ref().and_then(|e| e.release.as_ref()).is_none() {
-            return Ok(None);
-        }
+        let Some(release) = status.evidence.as_ref().and_then(|e| e.release.as_ref()) else { return Ok(None) };
         let snapshot = NodeSnapshot::new(node, None, &self.uid);
         let labels = NodeLabels { node: self.node_name.clone() };
-        if !crate::guard::guarded(&status, &snapshot) {
+        if !crate::guard::release_stands(&status, &snapshot) {
+            return Ok(None);
+        }
+        // One guard per release: an adopted release is its sibling's to guard while the sibling exists.
+        if let Some(sibling) = &release.adopted_from
+            && self.world.remediation(sibling).await?.is_some()
+        {
             return Ok(None);
         }
         let interval = self.world.settings().guard_interval;
@@ -70,11 +74,12 @@ impl<W: World> Fence<'_, W> {
         if matches!(finding, crate::guard::Finding::Blind(_)) {
             self.world.metrics().guard_blind_reads.get_or_create(&labels).inc();
         }
-        let approval = node.annotations().get(crate::guard::APPROVAL_ANNOTATION).map(String::as_str);
+        let id = crate::guard::release_id(&self.uid, &status);
+        let value = node.annotations().get(crate::guard::APPROVAL_ANNOTATION).map(String::as_str);
         let instance = self.world.instance();
         let watch = crate::guard::Watch {
             policy: self.spec().guard,
-            approval,
+            approval: crate::guard::approval(id.as_deref(), value),
             instance: &instance,
             now: self.world.now(),
             mono: self.world.mono(),

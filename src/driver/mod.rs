@@ -443,7 +443,15 @@ impl<'a, W: World> Fence<'a, W> {
             self.record_on_binding(finding).await;
         }
         let phase = fence::phase_of(&new);
-        for notice in &decision.notices {
+        // The release's id goes with its announcement: an approval must name it (docs/safety.md R3).
+        let id = crate::guard::release_id(&self.uid, &new);
+        let notices = decision.notices.iter().map(|notice| match &id {
+            Some(id) if notice.reason == Reason::NodeFenced.as_str() => {
+                fence::Notice { message: format!("{} (release {id})", notice.message), ..notice.clone() }
+            }
+            _ => notice.clone(),
+        });
+        for notice in &notices.collect::<Vec<_>>() {
             info!(reason = %notice.reason, warning = notice.warning, phase = phase.as_str(), "{}", notice.message);
             self.world.publish(&self.remediation.object_ref(&()), notice, phase.as_str()).await;
             if let Some(node) = node {

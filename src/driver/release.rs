@@ -85,7 +85,7 @@ pub(super) async fn remove_owned_taints<W: World>(
 ) -> Result<(), Error> {
     update_node(world, name, |node| {
         let removed = taints::without_owned(node, &[CoronerTaint::Fencing, CoronerTaint::OutOfService], owner_uid);
-        if !crate::guard::approval_ends(status, node) {
+        if !crate::guard::approval_ends(status, node, owner_uid) {
             return removed;
         }
         let mut updated = removed.unwrap_or_else(|| node.clone());

@@ -1074,6 +1074,10 @@ impl<'a> Step<'a> {
     /// Right before a power action the node, read again, did not allow it: nothing was sent.
     fn action_refused(&mut self, refusal: NodeRefusal) {
         if phase_of(&self.status) == Phase::PoweringOn {
+            // Not sent: the release stands again until an `On` is decided (docs/safety.md R1).
+            if self.unsent(PowerAction::On) {
+                self.progress.intent = None;
+            }
             return self.power_on_blocked(&refusal);
         }
         let message = format!("{refusal}; no power action taken, nothing released");
@@ -1236,9 +1240,15 @@ impl<'a> Step<'a> {
     fn powering_on(&mut self, reading: Result<PowerReading, BmcFailure>) {
         self.note_reading(&reading);
         let sent = self.progress.intent.as_ref().is_some_and(|i| i.action == PowerAction::On);
+        // The release stands until coroner's own taint is off the Node, or (with no taint of its own)
+        // until its `On` is decided: a power-on before that is not coroner's (docs/safety.md R1).
+        let own_taint = self.evidence.release.as_ref().is_some_and(|r| r.taint_owned);
+        let admitted = self.evidence.node.as_ref().map(|n| n.uid.as_str());
+        let replaced = admitted.is_some_and(|uid| !uid.is_empty() && uid != self.ctx.node.uid);
+        let release_stands = self.ctx.node.released_at.is_some() || !own_taint || replaced;
         match reading {
             Ok(reading) if !self.same_system(&reading) => {}
-            Ok(reading) if reading.power_state == PowerState::On => {
+            Ok(reading) if reading.power_state == PowerState::On && (sent || !release_stands) => {
                 let message =
                     if sent { "power reads On again".to_owned() } else { "power already reads On".to_owned() };
                 self.evidence.power_on.get_or_insert_with(PowerOnEvidence::default).confirmed_at = Some(self.now());

@@ -78,7 +78,14 @@ fn reading(uuid: &str, power: PowerState) -> Result<PowerReading, BmcFailure> {
     })
 }
 
+/// The release id of `released()` for remediation `rem-uid`.
+fn id() -> String {
+    release_id("rem-uid", &released()).unwrap()
+}
+
 fn step(policy: GuardPolicy, status: &CoronerRemediationStatus, finding: &Finding, approval: Option<&str>) -> Decision {
+    let id = release_id("rem-uid", status);
+    let approval = super::approval(id.as_deref(), approval);
     let watch = Watch { policy, approval, instance: "p1/1", now: t(20), mono: StdDuration::from_secs(20) };
     next(status, &Memory::default(), finding, watch)
 }
@@ -89,13 +96,55 @@ fn condition(status: &CoronerRemediationStatus) -> (String, String) {
 }
 
 #[test]
-fn the_guard_watches_only_while_this_fences_own_taint_is_on_the_node() {
-    assert!(guarded(&released(), &node(true)));
-    assert!(!guarded(&released(), &node(false)), "the taint is gone (or someone else's)");
-    assert!(!guarded(&CoronerRemediationStatus::default(), &node(true)), "no release recorded yet");
-    let mut ended = released();
-    ended.evidence.as_mut().unwrap().release.as_mut().unwrap().taint_removed_at = Some(MicroTime(t(9)));
-    assert!(!guarded(&ended, &node(true)), "Reboot removed it before powering on: its On is coroner's own");
+fn a_release_stands_from_its_record_until_coroner_ends_it_for_the_on_or_the_node_is_ready() {
+    assert!(release_stands(&released(), &node(true)));
+    assert!(release_stands(&released(), &node(false)), "a taint removed or rewritten by someone else ends nothing");
+    assert!(!release_stands(&CoronerRemediationStatus::default(), &node(true)), "no release recorded yet");
+    let mut ending = released();
+    ending.evidence.as_mut().unwrap().release.as_mut().unwrap().taint_removed_at = Some(MicroTime(t(9)));
+    assert!(release_stands(&ending, &node(true)), "coroner decided to take its taint off, but it is still there");
+    assert!(!release_stands(&ending, &node(false)), "Reboot took its taint off for the On: the On is its own");
+    let mut deleted_pods = released();
+    deleted_pods.evidence.as_mut().unwrap().release.as_mut().unwrap().taint_owned = false;
+    assert!(release_stands(&deleted_pods, &node(false)), "ResourceDeletion: no taint, and the release stands");
+    deleted_pods.progress = Some(crate::api::Progress {
+        intent: Some(Intent {
+            action: PowerAction::On,
+            attempt: 1,
+            decided_at: MicroTime(t(9)),
+            instance: "p1/1".into(),
+            result: None,
+        }),
+        ..Default::default()
+    });
+    assert!(!release_stands(&deleted_pods, &node(false)), "its On decided: from then on coroner powers it on");
+    let ready = NodeSnapshot { ready: Some("True".into()), ..node(true) };
+    assert!(!release_stands(&released(), &ready), "the node reports Ready=True");
+}
+
+#[test]
+fn an_approval_counts_only_for_the_release_it_names() {
+    let id = id();
+    assert_eq!(approval(Some(&id), None), Approval::None);
+    assert_eq!(
+        approval(Some(&id), Some(&format!("{id} alice: disks checked"))),
+        Approval::ForThisRelease("alice: disks checked")
+    );
+    assert_eq!(approval(Some(&id), Some("alice: disks checked")), Approval::NotForThisRelease("alice: disks checked"));
+    let other = format!("other-uid@{} bob: yes", t(5).as_second());
+    assert_eq!(approval(Some(&id), Some(&other)), Approval::NotForThisRelease(&other));
+    assert_eq!(approval(None, Some(&format!("{id} alice"))), Approval::NotForThisRelease(&format!("{id} alice")));
+}
+
+#[test]
+fn an_approval_for_another_release_is_reported_once_and_the_guard_enforces() {
+    let decision =
+        step(GuardPolicy::Enforce, &released(), &Finding::NotOff(PowerState::On), Some("alice: from before"));
+    assert_eq!(decision.reset, Some(ResetType::ForceOff), "it counts for nothing");
+    assert!(decision.notices.iter().any(|n| n.reason == APPROVAL_NOT_FOR_THIS_RELEASE));
+    let again =
+        step(GuardPolicy::Enforce, &decision.status, &Finding::NotOff(PowerState::On), Some("alice: from before"));
+    assert!(!again.notices.iter().any(|n| n.reason == APPROVAL_NOT_FOR_THIS_RELEASE), "reported once");
 }
 
 #[test]
@@ -126,7 +175,7 @@ fn a_machine_still_on_after_an_unanswered_intent_gets_a_new_one() {
     let first = step(GuardPolicy::Enforce, &released(), &Finding::NotOff(PowerState::On), None);
     let watch = Watch {
         policy: GuardPolicy::Enforce,
-        approval: None,
+        approval: Approval::None,
         instance: "p2/1",
         now: t(40),
         mono: StdDuration::from_secs(40),
@@ -143,11 +192,15 @@ fn the_guard_sends_no_force_off_once_the_node_read_again_no_longer_calls_for_it(
     node.metadata.name = Some("worker-1".into());
     node.metadata.uid = Some("node-uid".into());
     assert_eq!(may_enforce(&released(), None, "rem-uid"), Err(GuardHold::NodeGone));
-    assert_eq!(may_enforce(&released(), Some(&node), "rem-uid"), Err(GuardHold::ReleaseEnded), "no owned taint");
+    assert_eq!(may_enforce(&released(), Some(&node), "rem-uid"), Ok(()), "the release stands without its taint");
     let mut node =
         crate::taints::with_taint(&node, crate::taints::CoronerTaint::OutOfService, "rem-uid", t(5)).unwrap();
     assert_eq!(may_enforce(&released(), Some(&node), "rem-uid"), Ok(()));
-    node.metadata.annotations.get_or_insert_with(Default::default).insert(APPROVAL_ANNOTATION.into(), "alice".into());
+    let annotations = node.metadata.annotations.get_or_insert_with(Default::default);
+    annotations.insert(APPROVAL_ANNOTATION.into(), "alice".into());
+    assert_eq!(may_enforce(&released(), Some(&node), "rem-uid"), Ok(()), "an approval naming no release");
+    let annotations = node.metadata.annotations.get_or_insert_with(Default::default);
+    annotations.insert(APPROVAL_ANNOTATION.into(), format!("{} alice", id()));
     assert_eq!(may_enforce(&released(), Some(&node), "rem-uid"), Err(GuardHold::Approved("alice".into())));
     let decision = withheld(&first_intent(), &Memory::default(), &GuardHold::Approved("alice".into()), t(30));
     let intent = decision.status.guard.as_ref().unwrap().intent.as_ref().unwrap();
@@ -168,7 +221,7 @@ fn with_alert_or_an_approval_the_guard_only_reports() {
         GuardPolicy::Enforce,
         &released(),
         &Finding::NotOff(PowerState::On),
-        Some("alice: back to service, INC-7"),
+        Some(&format!("{} alice: back to service, INC-7", id())),
     );
     assert_eq!(approved.reset, None);
     assert!(approved.notices.iter().any(|n| n.reason == "PowerOnApproved" && n.message.contains("INC-7")));
@@ -240,12 +293,14 @@ fn k8s_node(annotations: &[(&str, &str)]) -> Node {
 }
 
 #[test]
-fn an_approval_ends_with_the_release_it_was_given_under() {
-    let approved = k8s_node(&[(APPROVAL_ANNOTATION, "alice: disks checked")]);
-    assert!(approval_ends(&released(), &approved));
-    assert!(!approval_ends(&released(), &k8s_node(&[])), "nothing to remove");
+fn an_approval_ends_with_the_release_it_names() {
+    let value = format!("{} alice: disks checked", id());
+    let approved = k8s_node(&[(APPROVAL_ANNOTATION, value.as_str())]);
+    assert!(approval_ends(&released(), &approved, "rem-uid"));
+    assert!(!approval_ends(&released(), &k8s_node(&[]), "rem-uid"), "nothing to remove");
+    assert!(!approval_ends(&released(), &approved, "another-uid"), "another release's approval is left alone");
     assert!(
-        !approval_ends(&CoronerRemediationStatus::default(), &approved),
+        !approval_ends(&CoronerRemediationStatus::default(), &approved, "rem-uid"),
         "a remediation that released nothing leaves another's approval alone"
     );
 }
@@ -266,7 +321,9 @@ fn the_finalizer_removes_the_approval_with_the_taints() {
     let lab = Lab::scripted(&Setup::new(UUID, spec), Script::machine(UUID, true));
     let fenced = futures::executor::block_on(lab.run());
     assert!(fenced.evidence.as_ref().and_then(|e| e.release.as_ref()).is_some(), "{fenced:?}");
-    lab.world(|t| t.annotate_node("worker-1", APPROVAL_ANNOTATION, "alice: disks checked"));
+    let uid = lab.world(|t| t.remediation("worker-1")).and_then(|r| r.metadata.uid).unwrap();
+    let value = format!("{} alice: disks checked", release_id(&uid, &fenced).unwrap());
+    lab.world(|t| t.annotate_node("worker-1", APPROVAL_ANNOTATION, &value));
     lab.world(|t| t.delete_remediation("worker-1"));
     futures::executor::block_on(lab.run());
     assert!(lab.world(|t| t.remediation("worker-1")).is_none(), "the finalizer let go");

@@ -156,12 +156,10 @@ impl Checker {
             if Self::release_end(truth, release) <= deadline {
                 continue;
             }
-            let approved = truth
-                .life
-                .get(&node)
-                .into_iter()
-                .flatten()
-                .any(|(t, kind)| *kind == Life::Approved && *t >= release.at && *t <= on);
+            let approved = truth.log.iter().any(|r| {
+                matches!(r, Record::Approved { at, node: of, value } if *of == node && *at >= release.at && *at <= on
+                    && names_release(value, &release.uid))
+            });
             if approved {
                 continue;
             }
@@ -352,16 +350,16 @@ impl Checker {
                 // An approval counts once the guard could have read it: at its last Node read before the
                 // ForceOff (it reads the Node again right before sending).
                 let seen = seen_until(truth, (*pid, node, remediation), *at, intent);
-                let approved_by_then = truth
-                    .life
-                    .get(node)
-                    .is_some_and(|l| l.iter().any(|(t, life)| *life == Life::Approved && *t <= seen));
+                let current =
+                    truth.nodes.get(node).and_then(|n| n.annotations().get(crate::guard::APPROVAL_ANNOTATION).cloned());
+                let uid = uid_of(truth, remediation).unwrap_or_default();
+                let approved_by_then = truth.log.iter().any(|r| {
+                    matches!(r, Record::Approved { at: given, node: of, value } if of == node && *given <= seen
+                        && names_release(value, &uid) && current.as_deref() == Some(value.as_str()))
+                });
                 if *guard
                     && approved_by_then
-                    && let Some(approval) = truth
-                        .nodes
-                        .get(node)
-                        .and_then(|n| n.annotations().get(crate::guard::APPROVAL_ANNOTATION).cloned())
+                    && let Some(approval) = current
                 {
                     return Err(format!(
                         "p{pid}'s guard switched {node} off at {} although its return was approved ({approval:?})",
@@ -415,7 +413,8 @@ impl Checker {
             | Record::Deleted { .. }
             | Record::Attested { .. }
             | Record::BmcPower { .. }
-            | Record::TimedOut { .. } => {}
+            | Record::TimedOut { .. }
+            | Record::Approved { .. } => {}
         }
         Ok(())
     }
@@ -495,6 +494,12 @@ impl Checker {
 
 fn show(at: Micros) -> String {
     format!("t={:.3}s", at as f64 / SECOND as f64)
+}
+
+/// Whether an approval's value names a release of remediation `uid` (docs/safety.md R3: the release
+/// id is the remediation's UID and its release time).
+fn names_release(value: &str, uid: &str) -> bool {
+    !uid.is_empty() && value.split_once(' ').map_or(value, |(id, _)| id).starts_with(&format!("{uid}@"))
 }
 
 /// The remediation UID the out-of-service owner annotation names.

@@ -433,12 +433,17 @@ impl Run {
                 }
             }),
             Event::ApprovePowerOn => self.shared.with(|t| {
-                t.annotate_node(
-                    TARGET,
-                    crate::guard::APPROVAL_ANNOTATION,
-                    "alice: back to service after the PDU repair",
-                );
+                // What `coroner approve` writes: the release id it reads from the remediation's status
+                // (before any release, there is none to name).
+                let released = t.remediations.values().find_map(|r| {
+                    let uid = r.uid()?;
+                    crate::guard::release_id(&uid, r.status.as_ref()?)
+                });
+                let why = "alice: back to service after the PDU repair";
+                let value = released.map_or_else(|| why.to_owned(), |id| format!("{id} {why}"));
+                t.annotate_node(TARGET, crate::guard::APPROVAL_ANNOTATION, &value);
                 t.life.entry(TARGET.into()).or_default().push((now, world::Life::Approved));
+                t.log.push(world::Record::Approved { at: now, node: TARGET.into(), value });
             }),
             Event::DenyNodeWrites { for_ } => self.shared.with(|t| t.node_writes_denied_until = now + for_),
             Event::ForeignOutOfService => self.shared.with(|t| {

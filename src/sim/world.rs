@@ -237,6 +237,8 @@ pub enum Record {
     BmcPower { at: Micros, bmc: usize, alive: bool },
     /// NodeHealthCheck stamped `nhc-timed-out` on a remediation.
     TimedOut { at: Micros, remediation: String },
+    /// A person approved a released machine's power-on: the annotation's value.
+    Approved { at: Micros, node: String, value: String },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
