@@ -1,12 +1,16 @@
 //! The `coroner` command line. Every flag can also be set through an environment variable
 //! `CORONER_<FLAG>`. Named `kubectl-coroner`, the binary is also the kubectl plugin `kubectl coroner`.
 
+mod approve;
 mod attest;
 
 use std::{net::SocketAddr, sync::Arc, time::Duration as StdDuration};
 
 use clap::{ArgAction, CommandFactory, FromArgMatches, Parser, Subcommand};
-use kube::Client;
+use kube::{
+    Client, Config,
+    config::{KubeConfigOptions, Kubeconfig},
+};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
@@ -32,6 +36,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Approve that a released machine may run again: the guard then leaves it on (docs/operations.md).
+    Approve(Box<approve::ApproveArgs>),
     /// Attest that a node whose fence ended without proof is dead (audited; see docs/operations.md).
     Attest(Box<attest::AttestArgs>),
     /// Run the operator against the current kubeconfig or the in-cluster config.
@@ -145,9 +151,13 @@ pub enum CliError {
     #[error("admin port: {0}")]
     Admin(std::io::Error),
     #[error("{0}")]
+    Kubeconfig(String),
+    #[error("{0}")]
     Controller(controller::Error),
     #[error("{0}")]
     Attest(String),
+    #[error("{0}")]
+    Approve(String),
     #[error("{0}")]
     UninstallBlocked(String),
 }
@@ -178,8 +188,39 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         }
         Command::Controller(args) => run_controller(*args).await,
         Command::Attest(args) => attest::run(*args).await,
+        Command::Approve(args) => approve::run(*args).await,
         Command::UninstallCheck(args) => uninstall_check(args).await,
     }
+}
+
+/// A client for the given kubeconfig and context (default: $KUBECONFIG, ~/.kube/config, then the
+/// in-cluster config).
+async fn kube_client(kubeconfig: Option<&std::path::Path>, context: Option<&str>) -> Result<Client, CliError> {
+    // kube's client and coroner's BMC clients share one rustls provider; the first install wins.
+    let _ = rustls::crypto::CryptoProvider::install_default(Arc::unwrap_or_clone(tls::crypto_provider()));
+    let options = KubeConfigOptions { context: context.map(str::to_owned), ..KubeConfigOptions::default() };
+    let config = match kubeconfig {
+        Some(path) => {
+            let kubeconfig =
+                Kubeconfig::read_from(path).map_err(|e| CliError::Kubeconfig(format!("{}: {e}", path.display())))?;
+            Config::from_custom_kubeconfig(kubeconfig, &options).await
+        }
+        None if context.is_some() => Config::from_kubeconfig(&options).await,
+        None => return Ok(Client::try_default().await?),
+    };
+    let config = config.map_err(|e| CliError::Kubeconfig(format!("kubeconfig: {e}")))?;
+    Ok(Client::try_from(config)?)
+}
+
+/// Who the API server says the caller is (a SelfSubjectReview): the name an audited statement carries.
+async fn whoami(client: &Client) -> Result<String, String> {
+    use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+    let review = kube::Api::<SelfSubjectReview>::all(client.clone())
+        .create(&kube::api::PostParams::default(), &SelfSubjectReview::default())
+        .await
+        .map_err(|e| format!("SelfSubjectReview (who am I?): {e}"))?;
+    let user = review.status.and_then(|s| s.user_info).and_then(|u| u.username).filter(|u| !u.is_empty());
+    user.ok_or_else(|| "the API server did not say who you are (SelfSubjectReview)".into())
 }
 
 fn namespace_from(value: Option<String>) -> Result<String, CliError> {

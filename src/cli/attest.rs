@@ -3,31 +3,28 @@
 //! fills in the attester from a SelfSubjectReview, checks the preconditions it can see, says what will
 //! happen, creates the CoronerAttestation and prints coroner's verdict. `--clear` removes it.
 
-use std::{path::PathBuf, sync::Arc, time::Duration as StdDuration};
+use std::{path::PathBuf, time::Duration as StdDuration};
 
 use jiff::Timestamp;
 use k8s_openapi::{
     api::{
         admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding},
-        authentication::v1::SelfSubjectReview,
         core::v1::Node,
     },
     apimachinery::pkg::apis::meta::v1::Time,
 };
 use kube::{
-    Api, Client, Config, ResourceExt,
+    Api, Client, ResourceExt,
     api::{DeleteParams, ListParams, PostParams},
-    config::{KubeConfigOptions, Kubeconfig},
 };
 
-use super::CliError;
+use super::{CliError, kube_client, whoami};
 use crate::{
     api::{
         self, AttestationPhase, CheckResult, CoronerAttestation, CoronerAttestationSpec, CoronerRemediation,
         MAX_REASON_BYTES,
     },
     attestation::{self, Inputs, Outcome, Verdict},
-    bmc::tls,
     cluster,
     taints::CoronerTaint,
 };
@@ -69,9 +66,7 @@ pub struct AttestArgs {
 }
 
 pub async fn run(args: AttestArgs) -> Result<(), CliError> {
-    // kube's client and coroner's BMC clients share one rustls provider; the first install wins.
-    let _ = rustls::crypto::CryptoProvider::install_default(Arc::unwrap_or_clone(tls::crypto_provider()));
-    let client = client(&args).await?;
+    let client = kube_client(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
     if args.clear {
         return clear(&client, &args).await;
     }
@@ -88,21 +83,6 @@ pub async fn run(args: AttestArgs) -> Result<(), CliError> {
     attest(&client, &args, reason).await
 }
 
-async fn client(args: &AttestArgs) -> Result<Client, CliError> {
-    let options = KubeConfigOptions { context: args.context.clone(), ..KubeConfigOptions::default() };
-    let config = match &args.kubeconfig {
-        Some(path) => {
-            let kubeconfig =
-                Kubeconfig::read_from(path).map_err(|e| CliError::Attest(format!("{}: {e}", path.display())))?;
-            Config::from_custom_kubeconfig(kubeconfig, &options).await
-        }
-        None if args.context.is_some() => Config::from_kubeconfig(&options).await,
-        None => return Ok(Client::try_default().await?),
-    };
-    let config = config.map_err(|e| CliError::Attest(format!("kubeconfig: {e}")))?;
-    Ok(Client::try_from(config)?)
-}
-
 /// A hint for the usual cause of a refused request: the caller lacks the coroner-attester roles.
 fn forbidden(what: &str, namespace: &str, error: kube::Error) -> CliError {
     match &error {
@@ -115,13 +95,7 @@ fn forbidden(what: &str, namespace: &str, error: kube::Error) -> CliError {
 
 async fn attest(client: &Client, args: &AttestArgs, reason: String) -> Result<(), CliError> {
     let namespace = &args.namespace;
-    let review = Api::<SelfSubjectReview>::all(client.clone())
-        .create(&PostParams::default(), &SelfSubjectReview::default())
-        .await
-        .map_err(|e| CliError::Attest(format!("SelfSubjectReview (who am I?): {e}")))?;
-    let user = review.status.and_then(|s| s.user_info).and_then(|u| u.username).filter(|u| !u.is_empty());
-    let user =
-        user.ok_or_else(|| CliError::Attest("the API server did not say who you are (SelfSubjectReview)".into()))?;
+    let user = whoami(client).await.map_err(CliError::Attest)?;
     let node = Api::<Node>::all(client.clone())
         .get_opt(&args.node)
         .await

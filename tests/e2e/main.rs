@@ -1088,6 +1088,19 @@ fn coroner_cli(kubeconfig: &std::path::Path, args: &[&str]) -> (bool, String) {
     (output.status.success(), text)
 }
 
+/// `coroner approve NODE --reason REASON` as `kubeconfig`'s user: (exit status, stdout + stderr).
+fn coroner_approve(kubeconfig: &std::path::Path, node: &str, reason: &str) -> (bool, String) {
+    let output = std::process::Command::new(support::machine::repo().join("target/debug/coroner"))
+        .args(["approve", node, "--reason", reason, "--namespace", CORONER_NS])
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .env_remove("KUBECONFIG")
+        .output()
+        .expect("run coroner approve");
+    let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    (output.status.success(), text)
+}
+
 async fn events_about(
     world: &World,
     namespace: &str,
@@ -1248,10 +1261,8 @@ async fn scenario_p(world: &mut World) {
     // The machines come back: NHC deletes the remediations, the finalizer removes the attested taint.
     // x-1 is released, so its return is approved first (docs/operations.md), or the guard would
     // switch it off again; the finalizer removes the approval too.
-    let approval =
-        json!({"metadata": {"annotations": {coroner::guard::APPROVAL_ANNOTATION: "alice: x-1 back after INC-4711"}}});
-    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(world.client.clone());
-    nodes.patch("x-1", &PatchParams::default(), &Patch::Merge(&approval)).await.unwrap();
+    let (ok, out) = coroner_approve(&world.kubeconfig, "x-1", "x-1 back after INC-4711");
+    assert!(ok, "coroner approve: {out}");
     for node in ["x-1", "x-2"] {
         world.node_mut(node).restart_bmc();
     }
@@ -1633,24 +1644,47 @@ async fn scenario_r(world: &mut World) {
         "{node}: powered on behind coroner's back → ReleasedMachinePoweredOn after {warned:.1?}, Off again after {off_again:.1?} (guard interval {interval})"
     ));
 
-    // The documented return to service: approve (who and why), then power on.
-    let approval = "alice: disks checked after INC-4711, returning it to service";
+    // An approval that names no release counts for nothing (R3): the guard switches it off again and
+    // says why, once.
+    let stale = "alice: returning it to service";
     let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(world.client.clone());
-    let patch = json!({"metadata": {"annotations": {coroner::guard::APPROVAL_ANNOTATION: approval}}});
+    let patch = json!({"metadata": {"annotations": {coroner::guard::APPROVAL_ANNOTATION: stale}}});
     nodes.patch(node, &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    power_on_by_hand(world, node).await;
+    wait_for(&format!("{node}: switched off despite an approval naming no release"), SHORT, || async {
+        (world.node(node).power_state() == "Off" && resets(world, node, "ForceOff") == 3).then_some(())
+    })
+    .await;
+    let ignored = events_about(world, CORONER_NS, &name, coroner::guard::APPROVAL_NOT_FOR_THIS_RELEASE).await;
+    assert_eq!(ignored.len(), 1, "reported once: {ignored:?}");
+    log(format!("{node}: an approval naming no release ({stale:?}) → ApprovalNotForThisRelease, switched off again"));
+
+    // The documented return to service: `coroner approve` names the release (who and why), then power on.
+    let (ok, out) = coroner_approve(&world.kubeconfig, node, "disks checked after INC-4711");
+    assert!(ok, "coroner approve: {out}");
+    let approval = world::node_object(&world.client, node)
+        .await
+        .unwrap()
+        .metadata
+        .annotations
+        .unwrap_or_default()
+        .remove(coroner::guard::APPROVAL_ANNOTATION)
+        .expect("coroner approve wrote the approval");
+    assert!(approval.contains(": disks checked after INC-4711"), "{approval}");
+    log(format!("{node}: `coroner approve` wrote {approval:?}"));
     power_on_by_hand(world, node).await;
     let approved = wait_for(&format!("{node}: a PowerOnApproved Event"), SHORT, || async {
         events_about(world, CORONER_NS, &name, "PowerOnApproved").await.into_iter().find_map(|e| e.note)
     })
     .await;
-    assert!(approved.contains(approval), "the Event quotes the approval: {approved}");
+    assert!(approved.contains("disks checked after INC-4711"), "the Event quotes the approval: {approved}");
     assert!(!events_about(world, "default", node, "PowerOnApproved").await.is_empty(), "on the Node too");
     // Three more guard readings: it stays on.
     tokio::time::sleep(GUARD_INTERVAL * 3).await;
     assert_eq!(world.node(node).power_state(), "On", "the guard switched an approved machine off");
-    assert_eq!(resets(world, node, "ForceOff"), 2, "{:?}", world.node(node).machine.requests());
+    assert_eq!(resets(world, node, "ForceOff"), 3, "{:?}", world.node(node).machine.requests());
     assert_eq!(guard_condition(world, node).await, Some(("False".into(), coroner::guard::POWERED_ON.into())));
-    assert_eq!(metric(world, &series("coroner_guard_force_offs_total")).await, 1.0);
+    assert_eq!(metric(world, &series("coroner_guard_force_offs_total")).await, 2.0);
     log(format!("{node}: approved ({approval:?}) and powered on: PowerOnApproved, left on"));
 
     // Back in service: the kubelet reports, NHC deletes the remediation, the finalizer cleans up.
