@@ -8,10 +8,7 @@
 
 use std::{
     collections::HashMap,
-    sync::{
-        Mutex, PoisonError,
-        atomic::{AtomicU64, Ordering},
-    },
+    sync::{Mutex, PoisonError},
     time::{Duration as StdDuration, Instant},
 };
 
@@ -133,10 +130,10 @@ async fn credentials(client: &Client, binding: &BmcBinding) -> Result<Result<Cre
 }
 
 /// Reads the trust the binding configures, with its CA bundle from the ConfigMap or Secret.
-async fn trust(client: &Client, binding: &BmcBinding) -> Result<Result<tls::Trust, Cause>, kube::Error> {
+async fn trust(client: &Client, binding: &BmcBinding) -> Result<Result<(tls::Trust, Vec<u8>), Cause>, kube::Error> {
     let namespace = binding.namespace().unwrap_or_default();
     let policy = &binding.spec.tls;
-    let ca_bundle_pem = match &policy.ca_bundle_ref {
+    let ca_bundle = match &policy.ca_bundle_ref {
         None => None,
         Some(reference) => {
             let source = match reference.kind {
@@ -153,7 +150,23 @@ async fn trust(client: &Client, binding: &BmcBinding) -> Result<Result<tls::Trus
             }
         }
     };
-    Ok(tls::Trust::from_policy(policy, ca_bundle_pem).map_err(Cause::BadPin))
+    let bytes = ca_bundle.clone().unwrap_or_default();
+    Ok(tls::Trust::from_policy(policy, ca_bundle).map(|trust| (trust, bytes)).map_err(Cause::BadPin))
+}
+
+/// P2: what a client talks to and with — the endpoint, the TLS policy and CA bundle bytes, the
+/// credential values — as one number. A client rebuilt from the same values is the same device, so
+/// a fence's run of readings goes on through it; any other value is a new device and a new run.
+pub fn device_digest(endpoint: &str, tls: &str, ca_bundle: &[u8], credentials: &Credentials) -> u64 {
+    use sha2::{Digest, Sha256};
+    let mut hash = Sha256::new();
+    for part in [endpoint.as_bytes(), tls.as_bytes(), ca_bundle, credentials.username.as_bytes()] {
+        hash.update((part.len() as u64).to_le_bytes());
+        hash.update(part);
+    }
+    hash.update(credentials.password.reveal().as_bytes());
+    let digest = hash.finalize();
+    u64::from_le_bytes(digest[..8].try_into().unwrap_or_default())
 }
 
 /// How long a Redfish client (with the credentials and CA bundle it was built from) is reused: a fence
@@ -162,11 +175,10 @@ async fn trust(client: &Client, binding: &BmcBinding) -> Result<Result<tls::Trus
 const CLIENT_TTL: StdDuration = StdDuration::from_secs(60);
 
 /// Redfish clients by binding UID, with the binding resourceVersion they were built for and their
-/// serial (each client built gets a new one: the fence restarts its run of readings on a new client).
+/// [`device_digest`].
 #[derive(Default)]
 struct ClientCache {
     entries: Mutex<HashMap<String, (String, Instant, RedfishClient, u64)>>,
-    serials: AtomicU64,
 }
 
 impl ClientCache {
@@ -181,9 +193,8 @@ impl ClientCache {
         self.entries.lock().unwrap_or_else(PoisonError::into_inner).remove(uid);
     }
 
-    /// Keeps a new client; returns its serial.
-    fn put(&self, binding: &BmcBinding, client: &RedfishClient) -> u64 {
-        let serial = self.serials.fetch_add(1, Ordering::AcqRel) + 1;
+    /// Keeps a new client with its device digest.
+    fn put(&self, binding: &BmcBinding, client: &RedfishClient, serial: u64) -> u64 {
         if let (Some(uid), Some(version)) = (binding.uid(), binding.resource_version()) {
             let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
             entries.insert(uid, (version, Instant::now(), client.clone(), serial));
@@ -204,7 +215,7 @@ impl Clients {
         Self { settings, cache: ClientCache::default() }
     }
 
-    /// The client the binding describes, with its serial (a new one after each rebuild).
+    /// The client the binding describes, with its [`device_digest`].
     pub async fn client(
         &self,
         kube: &Client,
@@ -217,6 +228,9 @@ impl Clients {
             (Ok(credentials), Ok(trust)) => (credentials, trust),
             (Err(cause), _) | (_, Err(cause)) => return Ok(Err(Unusable::new(binding, cause))),
         };
+        let (trust, ca_bundle) = trust;
+        let tls = serde_json::to_string(&binding.spec.tls).unwrap_or_default();
+        let serial = device_digest(&binding.spec.redfish.endpoint, &tls, &ca_bundle, &credentials);
         let config = RedfishConfig {
             endpoint: binding.spec.redfish.endpoint.clone(),
             trust,
@@ -227,7 +241,7 @@ impl Clients {
         };
         Ok(RedfishClient::new(config)
             .map(|client| {
-                let serial = self.cache.put(binding, &client);
+                self.cache.put(binding, &client, serial);
                 (client, serial)
             })
             .map_err(|e| Unusable::new(binding, e)))
@@ -285,11 +299,27 @@ mod tests {
         .unwrap();
         let cache = ClientCache::default();
         assert!(cache.get(&binding("1")).is_none());
-        cache.put(&binding("1"), &client);
+        cache.put(&binding("1"), &client, 7);
         assert!(cache.get(&binding("1")).is_some());
         assert!(cache.get(&binding("2")).is_none(), "a changed binding builds a new client");
         cache.forget("uid-b");
         assert!(cache.get(&binding("1")).is_none(), "a changed Secret or CA bundle builds a new client");
+    }
+
+    #[test]
+    fn a_client_rebuilt_from_the_same_values_is_the_same_device() {
+        let credentials =
+            |password: &str| Credentials { username: "u".into(), password: Password::new(password.into()) };
+        let digest = |endpoint: &str, tls: &str, ca: &[u8], password: &str| {
+            device_digest(endpoint, tls, ca, &credentials(password))
+        };
+        let base = digest("https://10.0.0.1", "{}", b"PEM", "p");
+        assert_eq!(base, digest("https://10.0.0.1", "{}", b"PEM", "p"));
+        assert_ne!(base, digest("https://10.0.0.2", "{}", b"PEM", "p"), "another endpoint");
+        assert_ne!(base, digest("https://10.0.0.1", "{\"pin\":1}", b"PEM", "p"), "another TLS policy");
+        assert_ne!(base, digest("https://10.0.0.1", "{}", b"PEM2", "p"), "another CA bundle");
+        assert_ne!(base, digest("https://10.0.0.1", "{}", b"PEM", "q"), "another password");
+        assert_ne!(digest("https://10.0.0.1", "{}", b"PE", "Mp"), base, "fields do not run into each other");
     }
 
     #[test]

@@ -86,7 +86,8 @@ reasons! {
     FenceInProgress => Waiting, "a fence of the node is still running: its BMC may yet prove the power off";
     NoFailedFence => Waiting, "no CoronerRemediation for the node has ended with Succeeded=False";
     AlreadyReleased => Final, "a remediation for the node already released it";
-    FenceSawLife => Final, "a fence of the node ended on evidence that the node is alive (NodeNotUnreachable, NodeAliveAfterPowerOff)";
+    FenceSawLife => Final, "a fence of the node ended on evidence that the node is alive (NodeNotUnreachable, NodeAliveAfterPowerOff), or its Lease was renewed while the fence ran";
+    BmcReportedOn => Final, "the fence's last reading of the node's verified system was not Off: its BMC showed the machine alive";
     NodeNotFound => Final, "the node does not exist";
     NodeUidMismatch => Final, "the node's UID is not the one attested: it was replaced";
     NodeNotUnreachable => Final, "the node is not Ready=Unknown: a kubelet is reporting";
@@ -169,6 +170,7 @@ pub enum Precondition {
     NotExpired,
     PolicyInForce,
     FenceEndedWithoutProof,
+    NoLifeInFence,
     NodeIsTheAttestedOne,
     NodeUnreachable,
     LeaseUnchangedSinceFence,
@@ -181,10 +183,11 @@ pub enum Precondition {
 }
 
 impl Precondition {
-    pub const ALL: [Precondition; 12] = [
+    pub const ALL: [Precondition; 13] = [
         Self::NotExpired,
         Self::PolicyInForce,
         Self::FenceEndedWithoutProof,
+        Self::NoLifeInFence,
         Self::NodeIsTheAttestedOne,
         Self::NodeUnreachable,
         Self::LeaseUnchangedSinceFence,
@@ -201,6 +204,7 @@ impl Precondition {
             Self::NotExpired => "NotExpired",
             Self::PolicyInForce => "PolicyInForce",
             Self::FenceEndedWithoutProof => "FenceEndedWithoutProof",
+            Self::NoLifeInFence => "NoLifeInFence",
             Self::NodeIsTheAttestedOne => "NodeIsTheAttestedOne",
             Self::NodeUnreachable => "NodeUnreachable",
             Self::LeaseUnchangedSinceFence => "LeaseUnchangedSinceFence",
@@ -499,6 +503,44 @@ pub fn fence_ended_without_proof<'r>(
     })
 }
 
+/// A1: nothing the failed fence recorded showed the machine alive — judged from what it recorded,
+/// never from a baseline it updated: its last reading of the verified system was `Off` (or there was
+/// none), and the node's Lease stayed as it was at admission until the fence failed.
+/// `remembered`: what this process's fence last read, when its status write failed.
+pub fn no_life_in_fence(remediation: &CoronerRemediation, remembered: Option<&str>) -> Result<String, Refusal> {
+    let status = remediation.status.as_ref();
+    let progress = status.and_then(|s| s.progress.as_ref());
+    let recorded = progress.and_then(|p| p.last_power_state.as_deref());
+    if let Some(power) = [recorded, remembered].into_iter().flatten().find(|p| *p != "Off") {
+        return Err(Refusal::new(
+            AttestationReason::BmcReportedOn,
+            format!(
+                "the last reading of remediation {} found the machine's power {power}, not Off: its BMC showed it alive; there is no override",
+                remediation.name_any()
+            ),
+        ));
+    }
+    let admitted = status.and_then(|s| s.evidence.as_ref()?.node.as_ref()).map(|n| {
+        if n.lease_present { lease_mark(Some(n.lease_renew_time.as_ref().map(|t| t.0))) } else { Timestamp::UNIX_EPOCH }
+    });
+    let failed = progress.and_then(|p| p.lease_renew_time_at_failure.as_ref()).map(|t| t.0);
+    if let (Some(admitted), Some(failed)) = (admitted, failed)
+        && admitted != failed
+    {
+        return Err(Refusal::new(
+            AttestationReason::FenceSawLife,
+            format!(
+                "the node's Lease changed while remediation {} ran ({} at admission, {} when it failed): something on the node was alive",
+                remediation.name_any(),
+                describe_mark(admitted),
+                describe_mark(failed)
+            ),
+        ));
+    }
+    let last = progress.and_then(|p| p.last_power_state.as_deref()).map_or("no reading", |_| "Off");
+    Ok(format!("the fence's last reading: {last}; the Lease unchanged while it ran"))
+}
+
 /// The node exists and is the Node object attested (same UID).
 pub fn node_is_the_attested_one(node: Option<&Node>, name: &str, uid: &str) -> Result<String, Refusal> {
     let Some(node) = node else {
@@ -615,6 +657,9 @@ pub struct ClusterView<'a> {
     /// When fences were admitted and attestations released, for the per-window budget.
     pub recent_admissions: &'a [Timestamp],
     pub limits: StormLimits,
+    /// What this process's fences last read of their machines, by remediation UID: a reading whose
+    /// status write failed counts too.
+    pub remembered_power: &'a std::collections::BTreeMap<String, String>,
 }
 
 pub struct Inputs<'a> {
@@ -698,6 +743,17 @@ pub fn evaluate<'a>(inputs: &Inputs<'a>) -> Evaluation<'a> {
         result(remediation.as_ref().map(|r| fence_summary(r)).map_err(Clone::clone)),
     );
     let remediation = remediation.ok();
+    push(
+        Precondition::NoLifeInFence,
+        remediation.map_or_else(
+            || skipped("no failed fence"),
+            |r| {
+                let uid = r.uid().unwrap_or_default();
+                let remembered = inputs.cluster.as_ref().and_then(|c| c.remembered_power.get(&uid)).map(String::as_str);
+                result(no_life_in_fence(r, remembered))
+            },
+        ),
+    );
     let node = node_is_the_attested_one(inputs.node, &spec.node_name, &spec.node_uid);
     let node_ok = node.is_ok();
     push(Precondition::NodeIsTheAttestedOne, result(node));

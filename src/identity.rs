@@ -28,7 +28,8 @@ const KNOWN_PLACEHOLDERS: &[&str] = &[
 pub enum IdentityRefusal {
     #[error("the node's systemUUID {0:?} cannot identify a machine: {1}")]
     NodeUuidUnusable(String, &'static str),
-    #[error("the BMC reported UUID {bmc:?}, which is not a valid UUID")]
+    /// `bmc`: the value as reported, escaped (`{:?}`) and then bounded, so the message stays short.
+    #[error("the BMC reported UUID {bmc}, which is not a valid UUID")]
     BmcUuidMalformed { bmc: String },
     #[error("the BMC system's UUID {bmc} is not the node's systemUUID {node}, in either byte order")]
     Mismatch { node: String, bmc: String },
@@ -38,7 +39,12 @@ pub enum IdentityRefusal {
         "{} systems of this BMC report the node's systemUUID {uuid} (in either byte order): {}; coroner cannot tell which one is the node",
         systems.len(), listed(systems)
     )]
-    SharedOnBmc { uuid: String, systems: Vec<String> },
+    SharedOnBmc {
+        uuid: String,
+        systems: Vec<String>,
+        /// The first power state other than `Off` one of them reported.
+        seen_on: Option<String>,
+    },
     #[error(
         "member {member} of the BMC's Systems collection could not be read ({problem}); without it coroner cannot rule out a second system with the node's UUID{}",
         if *transient { "" } else { " (fix or remove that member on the BMC)" }
@@ -82,6 +88,13 @@ impl IdentityRefusal {
 
     /// A member that timed out or answered 5xx may answer the next attempt: the fence retries the
     /// identity within its budget instead of failing at once. Every other refusal is final.
+    pub fn seen_on(&self) -> Option<String> {
+        match self {
+            Self::SharedOnBmc { seen_on, .. } => seen_on.clone(),
+            _ => None,
+        }
+    }
+
     pub fn is_transient(&self) -> bool {
         matches!(self, Self::MemberUnreadable { transient: true, .. } | Self::Unread { transient: true, .. })
     }
@@ -138,7 +151,8 @@ pub fn unusable(text: &str) -> Option<&'static str> {
 /// UUID must be able to identify a machine, and nothing else may claim the same machine.
 pub fn prove(node_uuid: &str, bmc_uuid: &str, others: &[Claim]) -> Result<UuidMatch, IdentityRefusal> {
     let node = usable_node_uuid(node_uuid)?;
-    let bmc = parse(bmc_uuid).ok_or_else(|| IdentityRefusal::BmcUuidMalformed { bmc: bounded(bmc_uuid, 64) })?;
+    let bmc = parse(bmc_uuid)
+        .ok_or_else(|| IdentityRefusal::BmcUuidMalformed { bmc: bounded(&format!("{bmc_uuid:?}"), 80) })?;
     let matched = same_machine(node, bmc)
         .ok_or_else(|| IdentityRefusal::Mismatch { node: node_uuid.to_owned(), bmc: bmc_uuid.to_owned() })?;
     if let Some(other) = others.iter().find(|c| parse(&c.uuid).is_some_and(|u| same_machine(node, u).is_some())) {
@@ -197,7 +211,9 @@ pub fn select(discovery: &Discovery, node_uuid: &str) -> Result<Selected, Identi
         distinct.iter().filter_map(|s| matches(s).map(|matched| (*s, matched))).collect();
     if matching.len() > 1 {
         let systems = matching.iter().map(|(s, _)| format!("{} ({})", s.path, s.uuid)).collect();
-        return Err(IdentityRefusal::SharedOnBmc { uuid: bounded(node_uuid, 64), systems });
+        let seen_on = matching.iter().map(|(s, _)| &s.power_state).find(|p| **p != crate::bmc::PowerState::Off);
+        let seen_on = seen_on.map(|p| p.as_str().to_owned());
+        return Err(IdentityRefusal::SharedOnBmc { uuid: bounded(node_uuid, 64), systems, seen_on });
     }
 
     let unexcused = discovery.unreadable.first();

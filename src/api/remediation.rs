@@ -361,6 +361,10 @@ pub struct Progress {
     pub next_attempt_at: Option<MicroTime>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_reading_at: Option<MicroTime>,
+    /// What the fence's last reading of the verified system said (`Off`, `On`, …): an attestation
+    /// never releases a machine its BMC last showed alive (docs/safety.md A1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_power_state: Option<String>,
     /// Written (with a resourceVersion precondition) before a BMC mutation is sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub intent: Option<Intent>,

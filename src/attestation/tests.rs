@@ -455,6 +455,7 @@ struct World {
     nodes: Vec<Node>,
     admissions: Vec<Timestamp>,
     limits: StormLimits,
+    remembered: std::collections::BTreeMap<String, String>,
 }
 
 impl World {
@@ -470,6 +471,7 @@ impl World {
             nodes: vec![node("Unknown")],
             admissions: vec![],
             limits: StormLimits { max_concurrent: 3, max_per_window: 5, window: StdDuration::from_secs(600) },
+            remembered: Default::default(),
         }
     }
 
@@ -489,6 +491,7 @@ impl World {
                 bmc_bindings: &[],
                 recent_admissions: &self.admissions,
                 limits: self.limits,
+                remembered_power: &self.remembered,
             }),
         };
         let evaluation = evaluate(&inputs);
@@ -791,4 +794,43 @@ fn a_failed_fence_records_the_lease_as_it_was_when_it_failed() {
     assert_eq!(decision.status.phase, Some(Phase::Failed));
     let recorded = decision.status.progress.and_then(|p| p.lease_renew_time_at_failure);
     assert_eq!(recorded, Some(MicroTime(t(-300))));
+}
+
+fn last_read(world: &mut World, power: &str) {
+    let progress = world.remediations[0].status.as_mut().unwrap().progress.as_mut().unwrap();
+    progress.last_power_state = Some(power.into());
+}
+
+#[test]
+fn an_attestation_never_follows_a_fence_whose_last_reading_found_the_machine_on() {
+    let mut world = World::dead_node();
+    last_read(&mut world, "On");
+    let (verdict, _) = world.evaluate(t(0));
+    assert!(matches!(&verdict, Verdict::Refuse(r) if r.reason == AttestationReason::BmcReportedOn), "{verdict:?}");
+}
+
+#[test]
+fn an_attestation_may_follow_a_fence_whose_last_reading_was_off() {
+    let mut world = World::dead_node();
+    last_read(&mut world, "Off");
+    assert!(matches!(world.evaluate(t(0)).0, Verdict::Release(_)));
+}
+
+#[test]
+fn a_reading_whose_status_write_failed_still_refuses_the_attestation() {
+    let mut world = World::dead_node();
+    last_read(&mut world, "Off");
+    world.remembered.insert("uid-w1".into(), "PoweringOn".into());
+    let (verdict, _) = world.evaluate(t(0));
+    assert!(matches!(&verdict, Verdict::Refuse(r) if r.reason == AttestationReason::BmcReportedOn), "{verdict:?}");
+}
+
+#[test]
+fn a_lease_renewed_while_the_fence_ran_refuses_the_attestation() {
+    let mut world = World::dead_node();
+    let progress = world.remediations[0].status.as_mut().unwrap().progress.as_mut().unwrap();
+    progress.lease_renew_time_at_failure = Some(MicroTime(t(-200)));
+    world.lease = Some(Some(t(-200)));
+    let (verdict, _) = world.evaluate(t(0));
+    assert!(matches!(&verdict, Verdict::Refuse(r) if r.reason == AttestationReason::FenceSawLife), "{verdict:?}");
 }

@@ -181,10 +181,10 @@ async fn verify(ctx: &Context, binding: &BmcBinding, all: &[BmcBinding]) -> Resu
     let node_uuid = node.and_then(|n| n.status?.node_info).map(|i| i.system_uuid).unwrap_or_default();
     let system = match driver::node_system(ctx, binding, &client.0, &node_uuid, "verify").await {
         Ok(system) => system,
-        Err(IdentityProblem::Binding { reason: Reason::IdentityMismatch, message }) => {
+        Err(IdentityProblem::Binding { reason: Reason::IdentityMismatch, message, .. }) => {
             return Ok(Check::NoNodeSystem(message));
         }
-        Err(IdentityProblem::Binding { reason, message }) => return Ok(Check::Refused { reason, message }),
+        Err(IdentityProblem::Binding { reason, message, .. }) => return Ok(Check::Refused { reason, message }),
         Err(IdentityProblem::Bmc(failure)) => {
             return Ok(Check::Failed { reason: failure.reason, message: failure.message });
         }

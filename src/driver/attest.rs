@@ -57,7 +57,7 @@ pub async fn reconcile<W: World>(world: &W, local: &Local, name: &str) -> Result
         AttestationPhase::Refused => return Ok(Next::AwaitChange),
         AttestationPhase::Pending | AttestationPhase::Releasing => {}
     }
-    let seen = Seen::read(world, &attestation, &mut admissions.times).await?;
+    let seen = Seen::read(world, local, &attestation, &mut admissions.times).await?;
     let now = world.now();
     if let Some((remediation, released)) = seen.release_already_on_node(&attestation) {
         // A coroner stopped after the Node update: the release stands; only its records are missing.
@@ -91,10 +91,17 @@ struct Seen {
     bmc_bindings: Vec<BmcBinding>,
     /// When fences were admitted and attestations released (the fence window).
     recent: Vec<Timestamp>,
+    /// What this process's fences last read (A1), by remediation UID.
+    remembered_power: std::collections::BTreeMap<String, String>,
 }
 
 impl Seen {
-    async fn read<W: World>(world: &W, attestation: &CoronerAttestation, admitted: &mut Times) -> Result<Self, Error> {
+    async fn read<W: World>(
+        world: &W,
+        local: &Local,
+        attestation: &CoronerAttestation,
+        admitted: &mut Times,
+    ) -> Result<Self, Error> {
         let node_name = &attestation.spec.node_name;
         let remediations = world.remediations().await?;
         // The fence window counts every admission the remediations record, as the fence's admission does.
@@ -106,7 +113,17 @@ impl Seen {
             }
         }
         let nodes = world.nodes().await?;
+        let instance = world.instance();
+        let remembered_power = remediations
+            .iter()
+            .filter_map(|r| {
+                let uid = r.uid()?;
+                let power = local.remembered(&instance, &uid).last_power?;
+                Some((uid, power))
+            })
+            .collect();
         Ok(Self {
+            remembered_power,
             recent: admitted.values().copied().collect(),
             policies: world.admission_policies().await?,
             node: nodes.iter().find(|n| &n.name_any() == node_name).cloned(),
@@ -140,6 +157,7 @@ impl Seen {
                 bmc_bindings: &self.bmc_bindings,
                 recent_admissions: &self.recent,
                 limits: settings.limits,
+                remembered_power: &self.remembered_power,
             }),
         };
         attestation::evaluate(&inputs)

@@ -53,22 +53,25 @@ impl<W: World> Fence<'_, W> {
                     self.world.settings().namespace,
                     self.node_name
                 );
-                return Ok(Err(IdentityProblem::Binding { reason: Reason::NoBmcBinding, message }));
+                return Ok(Err(IdentityProblem::Binding { reason: Reason::NoBmcBinding, message, seen_on: None }));
             }
             _ => {
                 let message = format!("several BmcBindings name node {}", self.node_name);
-                return Ok(Err(IdentityProblem::Binding { reason: Reason::BindingConflict, message }));
+                return Ok(Err(IdentityProblem::Binding { reason: Reason::BindingConflict, message, seen_on: None }));
             }
         };
         let (device, serial) = match self.world.target(binding).await? {
             Ok(found) => found,
             Err(unusable) => {
                 let (reason, message) = (unusable.reason(), unusable.to_string());
-                return Ok(Err(IdentityProblem::Binding { reason, message }));
+                return Ok(Err(IdentityProblem::Binding { reason, message, seen_on: None }));
             }
         };
         let system = match node_system(self.world, binding, &device, &snapshot.system_uuid, "read").await {
-            Ok(system) => system,
+            Ok(system) => {
+                self.remember_power(&system);
+                system
+            }
             Err(problem) => return Ok(Err(problem)),
         };
         // Another node's binding on the same BMC: what this read answered tells which is wrong.
@@ -81,7 +84,7 @@ impl<W: World> Fence<'_, W> {
             &peers,
         );
         if let Err(message) = settled {
-            return Ok(Err(IdentityProblem::Binding { reason: Reason::BindingConflict, message }));
+            return Ok(Err(IdentityProblem::Binding { reason: Reason::BindingConflict, message, seen_on: None }));
         }
         Ok(Ok(IdentityFound {
             binding: binding.name_any(),
@@ -154,6 +157,7 @@ pub async fn node_system<W: World>(
         Ok(Ok(system)) => Ok(system),
         Ok(Err(refusal)) => Err(IdentityProblem::Binding {
             reason: refusal.reason(),
+            seen_on: refusal.seen_on(),
             message: format!("{refusal} (BMC {})", device.origin()),
         }),
         Err(error) => Err(IdentityProblem::Bmc(BmcFailure::from(&error))),

@@ -434,7 +434,13 @@ impl<'a, W: World> Fence<'a, W> {
     async fn commit(&mut self, decision: Decision, node: Option<&Node>) -> Result<(), Error> {
         let old = self.status();
         if Some(&decision.status) != self.remediation.status.as_ref() {
-            self.remediation = self.world.write_status(&self.remediation, decision.status).await?;
+            match self.world.write_status(&self.remediation, decision.status).await {
+                Ok(written) => self.remediation = written,
+                Err(error) => {
+                    self.remember(fence::memory_after_failed_write(&self.remembered(), &decision.memory));
+                    return Err(error.into());
+                }
+            }
         }
         self.remember(decision.memory);
         self.count_transition(&old);

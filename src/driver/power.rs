@@ -4,6 +4,22 @@
 use super::*;
 
 impl<W: World> Fence<'_, W> {
+    /// A1: what the node's machine answered is remembered as soon as it answers, before anything
+    /// else this reconcile does can fail; an attestation in this process never follows life it saw.
+    pub(super) fn remember_power(&self, system: &SystemReading) {
+        let status = self.status();
+        let node_uuid = status.evidence.as_ref().and_then(|e| e.node.as_ref()).map(|n| n.system_uuid.as_str());
+        let names_node = node_uuid
+            .and_then(crate::identity::parse)
+            .zip(crate::identity::parse(&system.uuid))
+            .is_some_and(|(node, bmc)| crate::identity::same_machine(node, bmc).is_some());
+        if names_node {
+            let mut memory = self.remembered();
+            memory.last_power = Some(system.power_state.as_str().to_owned());
+            self.remember(memory);
+        }
+    }
+
     /// One power reading of the verified system, stamped with when it was asked for and when it was
     /// answered. A rejection of the credentials is taken once as a sign that they changed: the client
     /// is built again from the Secret and read with once more.
@@ -32,6 +48,7 @@ impl<W: World> Fence<'_, W> {
                     }
                 }
                 Ok(system) => {
+                    self.remember_power(&system);
                     let reading = PowerReading::of(&system, Sampled { requested, answered }, through);
                     return Ok(Ok((system, reading)));
                 }

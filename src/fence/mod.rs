@@ -115,6 +115,9 @@ pub struct Memory {
     pub not_before: Option<Mono>,
     /// The device the identity was proven through.
     pub through: Option<DeviceMark>,
+    /// What this process's last reading of the verified system said, even when the status write
+    /// after it failed (A1: an attestation does not follow it when it was not `Off`).
+    pub last_power: Option<String>,
     /// When the guard last read the released machine, and how many times it has.
     pub guarded_at: Option<Mono>,
     pub guard_reads: u64,
@@ -183,6 +186,24 @@ pub fn proof_deadline(spec: &CoronerRemediationSpec, memory: &Memory, timing: Ti
 }
 
 /// A reading added to a run: continues it when unbroken, else starts a new one.
+/// P3: what this process keeps when the status write of a decision failed. The phase stays as
+/// persisted, so what the decision learnt is mostly dropped; but a reading that broke or restarted a
+/// run was taken all the same: the run (and the proof) it ended is not kept, and no run outlives a
+/// reading it did not take in.
+pub fn memory_after_failed_write(old: &Memory, new: &Memory) -> Memory {
+    let kept = |old: Option<Run>, new: Option<Run>| match (old, new) {
+        (Some(o), Some(n)) if n.first == o.first => old,
+        _ => None,
+    };
+    Memory {
+        run: kept(old.run, new.run),
+        proof: kept(old.proof, new.proof),
+        last_requested: new.last_requested.or(old.last_requested),
+        last_power: new.last_power.clone().or_else(|| old.last_power.clone()),
+        ..old.clone()
+    }
+}
+
 pub fn extended(run: Option<Run>, reading: Sampled, spec: &CoronerRemediationSpec, timing: Timing) -> Run {
     match run {
         Some(run) if unbroken(&run.last, &reading, spec, timing) => Run { last: reading, count: run.count + 1, ..run },
@@ -577,13 +598,25 @@ impl<'a> Step<'a> {
     fn identity(&mut self, found: Result<IdentityFound, IdentityProblem>) {
         let found = match found {
             Ok(found) => found,
-            Err(IdentityProblem::Binding { reason, message }) => return self.fail(reason, message),
+            Err(IdentityProblem::Binding { reason, message, seen_on }) => {
+                if let Some(seen_on) = seen_on {
+                    self.saw_power(&seen_on);
+                }
+                return self.fail(reason, message);
+            }
             Err(IdentityProblem::Bmc(failure)) if failure.transient => {
                 return self.identity_attempt_failed(failure.message);
             }
             Err(IdentityProblem::Bmc(failure)) => return self.fail(failure.reason, failure.message),
         };
         let node_uuid = self.evidence.node.as_ref().map(|n| n.system_uuid.clone()).unwrap_or_default();
+        // The identity read is the fence's first reading of the machine its UUID names (A1).
+        let names_node = identity::parse(&node_uuid)
+            .zip(identity::parse(&found.system.uuid))
+            .is_some_and(|(node, bmc)| identity::same_machine(node, bmc).is_some());
+        if names_node {
+            self.saw_power(found.system.power_state.as_str());
+        }
         let matched = match identity::prove(&node_uuid, &found.system.uuid, &found.claims) {
             Ok(matched) => matched,
             Err(refusal) => {
@@ -620,8 +653,10 @@ impl<'a> Step<'a> {
             tls_verified: found.tls_verified,
         });
         let attempt = self.progress.attempt.max(1);
-        self.progress = Progress { attempt, ..Progress::default() };
-        self.memory = Memory { through: Some(found.through), ..Memory::default() };
+        let last_power_state = self.progress.last_power_state.take();
+        self.progress = Progress { attempt, last_power_state, ..Progress::default() };
+        let last_power = self.memory.last_power.take();
+        self.memory = Memory { through: Some(found.through), last_power, ..Memory::default() };
         self.enter(Phase::PoweringOff, Reason::PoweringOff, message);
         self.requeue = Some(StdDuration::ZERO);
     }
@@ -732,9 +767,19 @@ impl<'a> Step<'a> {
         self.evidence.power_off.get_or_insert_with(PowerOffEvidence::default)
     }
 
+    /// A reading of the node's machine (A1), in status and in this process's memory.
+    fn saw_power(&mut self, power: &str) {
+        self.progress.last_power_state = Some(power.to_owned());
+        self.memory.last_power = Some(power.to_owned());
+    }
+
     fn note_reading(&mut self, reading: &Result<PowerReading, BmcFailure>) {
         self.progress.last_reading_at = Some(self.now());
         if let Ok(reading) = reading {
+            let verified = self.evidence.identity.as_ref().and_then(|v| identity::parse(&v.bmc_uuid));
+            if verified.is_some() && identity::parse(&reading.uuid) == verified {
+                self.saw_power(reading.power_state.as_str());
+            }
             self.memory.last_requested = Some(reading.sampled.requested);
         } else {
             self.memory.last_requested = Some(self.ctx.mono);
@@ -1259,6 +1304,19 @@ impl<'a> Step<'a> {
                     Reason::WaitingForNode,
                     format!("{message}; waiting for the node to return with a new bootID"),
                 );
+            }
+            Ok(reading) if reading.power_state == PowerState::On && !sent => {
+                // R1: on while the release stands, before coroner's own `On`: someone else's
+                // power-on, the guard's to judge. An `On` on top of it would claim it.
+                let message = "power reads On before coroner's power-on, while its release stands: not coroner's doing (the guard switches it off with guard: Enforce); no On is sent".to_owned();
+                if self.power_on_deadline() {
+                    self.set_condition(contract::POWERED_ON, false, "PowerOnNotConfirmed", &message);
+                    self.notify(true, "PowerOnNotConfirmed", message.clone());
+                    self.enter(Phase::WaitingForNode, Reason::WaitingForNode, message);
+                } else {
+                    self.progress.last_error = Some(message);
+                    self.requeue = Some(self.spec.poll_interval.get());
+                }
             }
             Ok(_) if (!sent || self.unsent(PowerAction::On)) && !self.power_on_deadline() => {
                 if let Err(refusal) = may_power_on(self.ctx.node) {

@@ -79,6 +79,9 @@ pub enum IdentityProblem {
     Binding {
         reason: Reason,
         message: String,
+        /// What a system that claims the node's UUID reported, when not `Off`: a refused identity
+        /// read still shows the machine alive (an attestation never follows it, A1).
+        seen_on: Option<String>,
     },
     Bmc(BmcFailure),
 }

@@ -139,7 +139,7 @@ fn arb_identity() -> impl Strategy<Value = Result<IdentityFound, IdentityProblem
     prop_oneof![
         8 => found.prop_map(Ok),
         1 => (arb_reason(Disposition::Final), message())
-            .prop_map(|(reason, message)| Err(IdentityProblem::Binding { reason, message })),
+            .prop_map(|(reason, message)| Err(IdentityProblem::Binding { reason, message, seen_on: None })),
         2 => arb_failure().prop_map(|failure| Err(IdentityProblem::Bmc(failure))),
     ]
 }

@@ -48,6 +48,7 @@ static FORGOTTEN: Memory = Memory {
     last_requested: None,
     not_before: None,
     through: None,
+    last_power: None,
     guarded_at: None,
     guard_reads: 0,
     finalizer_reported: false,
@@ -363,6 +364,7 @@ fn identity_refusals_are_final_and_touch_no_power() {
             Observation::Identity(Err(IdentityProblem::Binding {
                 reason: Reason::BindingInvalid,
                 message: "no Secret".into(),
+                seen_on: None,
             })),
             "BindingInvalid",
         ),
@@ -1296,4 +1298,21 @@ fn a_spec_edited_mid_fence_changes_nothing_the_fence_was_admitted_with() {
     let status = run(&lab);
     assert_eq!(phase_of(&status), Phase::Done);
     assert_eq!(lab.device().resets(), [ResetType::ForceOff], "no power-on: the fence was admitted with Off");
+}
+
+#[test]
+fn a_reading_that_broke_the_run_counts_even_when_its_status_write_failed() {
+    let at = |ms: u64| Sampled { requested: Mono::from_millis(ms), answered: Mono::from_millis(ms + 10) };
+    let run = |first: u64, last: u64, count: u32| Some(Run { first: at(first), last: at(last), count });
+    let old = Memory { run: run(0, 1000, 2), proof: run(0, 1000, 2), ..Memory::default() };
+    let broken = Memory { run: None, proof: None, last_requested: Some(Mono::from_millis(2000)), ..old.clone() };
+    let kept = memory_after_failed_write(&old, &broken);
+    assert_eq!((kept.run, kept.proof), (None, None), "the run ended by the reading is not kept");
+    assert_eq!(kept.last_requested, Some(Mono::from_millis(2000)));
+
+    let restarted = Memory { run: run(2000, 2000, 1), ..old.clone() };
+    assert_eq!(memory_after_failed_write(&old, &restarted).run, None, "nor is a run restarted by it");
+
+    let extended = Memory { run: run(0, 2000, 3), ..old.clone() };
+    assert_eq!(memory_after_failed_write(&old, &extended).run, old.run, "an extension not persisted is not taken");
 }

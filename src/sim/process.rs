@@ -116,17 +116,11 @@ pub struct Process {
     /// Devices by binding UID, with the binding resourceVersion and when they were built (the
     /// production client cache: reused for 60 s while the binding is unchanged).
     clients: Mutex<BTreeMap<String, (String, Micros, SimDevice, u64)>>,
-    /// Clients dropped so far: a rebuilt client always has a new serial.
-    forgotten: Mutex<u64>,
     /// What the loop keeps in memory in this process.
     pub local: Local,
 }
 
 impl Process {
-    fn forgotten(&self) -> u64 {
-        *self.forgotten.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
     pub fn new(pid: u32, shared: Arc<Shared>, settings: LoopSettings) -> Self {
         Self {
             pid,
@@ -135,7 +129,6 @@ impl Process {
             metrics: Metrics::new().0,
             tracker: LeaseTracker::default(),
             clients: Mutex::default(),
-            forgotten: Mutex::default(),
             local: Local::default(),
         }
     }
@@ -413,15 +406,20 @@ impl Devices for Process {
             return Ok(Err(Unusable::new(binding, cause)));
         };
         let device = SimDevice { shared: self.shared.clone(), pid: self.pid, bmc, credentials };
+        // The production client's device digest (P2): the same endpoint and credential values are
+        // the same device, however often the client is rebuilt.
+        let values = crate::bmc::Credentials {
+            username: "sim".into(),
+            password: crate::bmc::Password::new(credentials.to_string()),
+        };
+        let serial = crate::access::device_digest(&endpoint, "", &[], &values);
         let mut clients = self.clients.lock().unwrap_or_else(PoisonError::into_inner);
-        let serial = clients.values().map(|(_, _, _, serial)| *serial).max().unwrap_or(0) + 1 + self.forgotten();
         clients.insert(uid, (version, now, device.clone(), serial));
         Ok(Ok((device, serial)))
     }
 
     fn forget_target(&self, binding: &BmcBinding) {
         self.clients.lock().unwrap_or_else(PoisonError::into_inner).remove(&binding.uid().unwrap_or_default());
-        *self.forgotten.lock().unwrap_or_else(PoisonError::into_inner) += 1;
     }
 }
 

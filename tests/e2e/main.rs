@@ -1655,6 +1655,10 @@ async fn scenario_r(world: &mut World) {
         (world.node(node).power_state() == "Off" && resets(world, node, "ForceOff") == 3).then_some(())
     })
     .await;
+    wait_for(&format!("{node}: the guard reads Off again"), SHORT, || async {
+        (guard_condition(world, node).await? == ("True".into(), "MachineOff".into())).then_some(())
+    })
+    .await;
     let ignored = events_about(world, CORONER_NS, &name, coroner::guard::APPROVAL_NOT_FOR_THIS_RELEASE).await;
     assert_eq!(ignored.len(), 1, "reported once: {ignored:?}");
     log(format!("{node}: an approval naming no release ({stale:?}) → ApprovalNotForThisRelease, switched off again"));
