@@ -1223,6 +1223,10 @@ impl<'a> Step<'a> {
             self.requeue = Some(self.spec.poll_interval.get().max(StdDuration::from_secs(2)));
             return;
         }
+        if let Some(value) = self.ctx.node.excluded.clone() {
+            // R5: no `On`, and the release stands as an `Off` release's does (its taint stays).
+            return self.power_on_excluded(&value);
+        }
         if let Some(release) = self.evidence.release.as_mut() {
             release.taint_removed_at = release.taint_owned.then_some(MicroTime(self.ctx.now));
         }
@@ -1243,6 +1247,9 @@ impl<'a> Step<'a> {
     /// An out-of-service taint is on the node: no `On`. Waits with a Warning, and at the deadline
     /// leaves the machine off (`PoweredOn=False`); the fence stands.
     fn power_on_blocked(&mut self, refusal: &NodeRefusal) {
+        if let NodeRefusal::Excluded { value, .. } = refusal {
+            return self.power_on_excluded(value);
+        }
         if self.power_on_deadline() {
             let message =
                 format!("{refusal}; the deadline of {} passed, the machine stays off", self.spec.power_off_timeout);
@@ -1266,6 +1273,20 @@ impl<'a> Step<'a> {
         }
         self.enter(Phase::PoweringOn, Reason::OutOfServiceTaintPresent, message);
         self.requeue = Some(self.spec.poll_interval.get().max(StdDuration::from_secs(1)));
+    }
+
+    /// R5: the exclusion label stopped the `Reboot`'s `On`: the fence ends as an `Off` release does
+    /// (`Succeeded` stays True, the machine stays off) and never waits for a power-on.
+    fn power_on_excluded(&mut self, value: &str) {
+        let message = format!(
+            "the node carries {}={value:?}: no power-on ({}); the machine stays off, as with action Off",
+            contract::EXCLUDE_LABEL,
+            Reason::PowerOnExcluded.as_str()
+        );
+        self.progress.intent = None;
+        self.set_condition(contract::POWERED_ON, false, Reason::PowerOnExcluded.as_str(), &message);
+        self.notify(true, Reason::PowerOnExcluded.as_str(), message.clone());
+        self.enter(Phase::Done, Reason::PowerOnExcluded, message);
     }
 
     fn power_on_deadline(&mut self) -> bool {

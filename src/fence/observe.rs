@@ -329,6 +329,10 @@ pub fn lease_as_admitted(status: &CoronerRemediationStatus, node: &NodeSnapshot)
 /// Right before an `On`: no out-of-service taint of any value or effect is on the node
 /// (kube-controller-manager acts on the key alone).
 pub fn may_power_on(node: &NodeSnapshot) -> Result<(), NodeRefusal> {
+    // R5: the exclusion label stops every power action of the fence, the `Reboot`'s `On` included.
+    if let Some(value) = &node.excluded {
+        return Err(NodeRefusal::Excluded { node: node.name.clone(), value: value.clone() });
+    }
     match &node.out_of_service {
         Some(taint) => Err(NodeRefusal::OutOfService { node: node.name.clone(), taint: taint.clone() }),
         None => Ok(()),

@@ -1316,3 +1316,34 @@ fn a_reading_that_broke_the_run_counts_even_when_its_status_write_failed() {
     let extended = Memory { run: run(0, 2000, 3), ..old.clone() };
     assert_eq!(memory_after_failed_write(&old, &extended).run, old.run, "an extension not persisted is not taken");
 }
+
+#[test]
+fn the_exclusion_label_before_the_taint_goes_ends_a_reboot_as_an_off_release() {
+    let spec = spec();
+    let waiting = State::from(&release_step(&spec, released()));
+    let mut excluded = node();
+    excluded.excluded = Some("maintenance".into());
+    let done = step(&spec, &waiting, Observation::Workloads(Workloads::default()), ctx(7, &excluded));
+    assert_eq!((done.status.phase, done.reset), (Some(Phase::Done), None));
+    assert!(!out_of_service_taint_ends(&done.status), "the out-of-service taint stays, as after action Off");
+    assert_eq!(succeeded(&done.status), ("True".into(), "PowerOnExcluded".into()));
+    assert_eq!(conditions::status_of(&done.status.conditions, contract::POWERED_ON), Some("False"));
+}
+
+#[test]
+fn the_exclusion_label_in_powering_on_means_no_on_and_no_wait() {
+    let spec = spec();
+    let state = powering_on(&spec);
+    let mut excluded = node();
+    excluded.excluded = Some(String::new());
+    let done = step(&spec, &state, power(PowerState::Off), ctx(8, &excluded));
+    assert_eq!((done.status.phase, done.reset), (Some(Phase::Done), None), "no On, no wait for one");
+    assert_eq!(succeeded(&done.status), ("True".into(), "PowerOnExcluded".into()));
+    // Checked again right before the request: a refusal there ends it the same way.
+    let decided = step(&spec, &state, power(PowerState::Off), ctx(8, &node()));
+    assert_eq!(decided.reset, Some(ResetType::On));
+    let refusal = NodeRefusal::Excluded { node: "worker-1".into(), value: String::new() };
+    let refused = step(&spec, &State::from(&decided), Observation::ActionRefused(refusal), ctx(8, &excluded));
+    assert_eq!((refused.status.phase, refused.reset), (Some(Phase::Done), None));
+    assert!(refused.status.progress.as_ref().and_then(|p| p.intent.as_ref()).is_none(), "the unsent On is withdrawn");
+}
