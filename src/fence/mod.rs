@@ -1157,10 +1157,15 @@ impl<'a> Step<'a> {
                 return self.fail(Reason::FenceDidNotTakeEffect, message);
             }
         };
-        let how = match released.pods_deleted {
-            Some(count) => format!("force-deleted {count} pods bound to the node"),
-            None if released.taint_owned => "added the out-of-service taint".to_owned(),
-            None => "the out-of-service taint was already there (not claimed)".to_owned(),
+        let how = match (released.pods_deleted, &released.interrupted) {
+            (Some(count), Some(why)) => {
+                format!(
+                    "force-deleted {count} pods bound to the node, then stopped ({why}): those {count} are released"
+                )
+            }
+            (Some(count), None) => format!("force-deleted {count} pods bound to the node"),
+            (None, _) if released.taint_owned => "added the out-of-service taint".to_owned(),
+            (None, _) => "the out-of-service taint was already there (not claimed)".to_owned(),
         };
         let message = format!("power proven Off and the node still silent (Ready={}); {how}", released.node_ready);
         self.evidence.release = Some(ReleaseEvidence {

@@ -132,6 +132,9 @@ pub struct Released {
     pub taint_owned: bool,
     /// ResourceDeletion: how many pods were force-deleted.
     pub pods_deleted: Option<u32>,
+    /// ResourceDeletion stopped after some pods (the node no longer silent, the proof too old, a
+    /// refused or failed delete): why. The pods deleted are released all the same.
+    pub interrupted: Option<String>,
 }
 
 /// Why the node no longer allows what the fence is about to do: each is a fact about the node, said

@@ -411,6 +411,7 @@ impl<'a> Run<'a> {
                 lease_renew_time: node.lease_renew_time,
                 taint_owned,
                 pods_deleted,
+                interrupted: None,
             })),
             Kind::Workloads => Observation::Workloads(step.workloads),
         }

@@ -945,6 +945,7 @@ fn released() -> Observation {
         lease_renew_time: Some(t(-100)),
         taint_owned: true,
         pods_deleted: None,
+        interrupted: None,
     }))
 }
 
@@ -1346,4 +1347,28 @@ fn the_exclusion_label_in_powering_on_means_no_on_and_no_wait() {
     let refused = step(&spec, &State::from(&decided), Observation::ActionRefused(refusal), ctx(8, &excluded));
     assert_eq!((refused.status.phase, refused.reset), (Some(Phase::Done), None));
     assert!(refused.status.progress.as_ref().and_then(|p| p.intent.as_ref()).is_none(), "the unsent On is withdrawn");
+}
+
+#[test]
+fn a_deletion_release_stopped_after_some_pods_is_a_release_that_says_how_many() {
+    let spec =
+        CoronerRemediationSpec { remediation_strategy: crate::api::RemediationStrategy::ResourceDeletion, ..spec() };
+    let partial = Observation::Release(Ok(Released {
+        at: t(5),
+        node_ready: "Unknown".into(),
+        lease_renew_time: Some(t(-100)),
+        taint_owned: false,
+        pods_deleted: Some(2),
+        interrupted: Some("a delete was refused: denied by a webhook".into()),
+    }));
+    let decision = release_step(&spec, partial);
+    let release = decision.status.evidence.as_ref().and_then(|e| e.release.as_ref()).expect("a release is recorded");
+    assert_eq!(release.pods_deleted, Some(2));
+    assert_eq!(succeeded(&decision.status).0, "True");
+    let fenced = decision.notices.iter().find(|n| n.reason == "NodeFenced").expect("announced");
+    assert!(
+        fenced.message.contains("force-deleted 2 pods") && fenced.message.contains("stopped"),
+        "{}",
+        fenced.message
+    );
 }
