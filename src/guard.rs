@@ -33,6 +33,7 @@ pub const POWERED_ON: &str = "ReleasedMachinePoweredOn";
 pub const BLIND: &str = "GuardBlind";
 pub const DID_NOT_TAKE_EFFECT: &str = "FenceDidNotTakeEffect";
 pub const APPROVAL_NOT_FOR_THIS_RELEASE: &str = "ApprovalNotForThisRelease";
+pub const RETURNED_WITHOUT_APPROVAL: &str = "ReturnedWithoutApproval";
 
 /// R1: whether this fence's release stands, judged from its record in status — never from a taint
 /// or an annotation on the Node, which anything may rewrite or remove. It stands from the release
@@ -56,6 +57,29 @@ pub fn release_stands(status: &CoronerRemediationStatus, node: &NodeSnapshot) ->
 pub fn replaced(status: &CoronerRemediationStatus, node: &NodeSnapshot) -> bool {
     let admitted = status.evidence.as_ref().and_then(|e| e.node.as_ref()).map(|n| n.uid.as_str());
     admitted.is_some_and(|uid| !uid.is_empty() && uid != node.uid)
+}
+
+/// R1: the node reports `Ready=True` while coroner's release of it still stood — no `On` of
+/// coroner's decided or sent, its taint not taken off for one — and nobody approved this release: a
+/// machine brought back unapproved, reported once (`ReturnedWithoutApproval`). `None`: nothing to
+/// report; else the status that records it.
+pub fn returned_without_approval(
+    status: &CoronerRemediationStatus,
+    node: &NodeSnapshot,
+    approval: Approval<'_>,
+    now: Timestamp,
+) -> Option<CoronerRemediationStatus> {
+    let release = status.evidence.as_ref()?.release.as_ref()?;
+    let returned = node.ready.as_deref() == Some(conditions::TRUE)
+        && release.taint_removed_at.is_none()
+        && !power_on_decided(status)
+        && !matches!(approval, Approval::ForThisRelease(_));
+    if !returned || status.guard.as_ref().is_some_and(|g| g.returned_without_approval.is_some()) {
+        return None;
+    }
+    let mut new = status.clone();
+    new.guard.get_or_insert_with(GuardStatus::default).returned_without_approval = Some(MicroTime(now));
+    Some(new)
 }
 
 /// The `Reboot`'s `On` is decided (its intent persisted, right before the request; a refused one is

@@ -337,6 +337,10 @@ pub struct GuardStatus {
     /// is reported once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ignored_approval: Option<String>,
+    /// When the node reported `Ready=True` while the release stood, with no approval of it: the
+    /// machine was brought back unapproved (reported once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub returned_without_approval: Option<MicroTime>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]

@@ -30,6 +30,23 @@ impl<W: World> Fence<'_, W> {
         let Some(release) = status.evidence.as_ref().and_then(|e| e.release.as_ref()) else { return Ok(None) };
         let snapshot = NodeSnapshot::new(node, None, &self.uid);
         let labels = NodeLabels { node: self.node_name.clone() };
+        let id = crate::guard::release_id(&self.uid, &status);
+        let value = node.annotations().get(crate::guard::APPROVAL_ANNOTATION).map(String::as_str);
+        let approval = crate::guard::approval(id.as_deref(), value);
+        if let Some(new) = crate::guard::returned_without_approval(&status, &snapshot, approval, self.world.now()) {
+            let message = format!(
+                "node {} reports Ready=True while release {} stood, and nobody approved it (coroner approve NODE): its machine was brought back while its workloads may run elsewhere; check them",
+                self.node_name,
+                id.as_deref().unwrap_or_default()
+            );
+            let notice =
+                fence::Notice { warning: true, reason: crate::guard::RETURNED_WITHOUT_APPROVAL.into(), message };
+            let decision =
+                Decision { status: new, memory: self.remembered(), reset: None, requeue: None, notices: vec![notice] };
+            self.commit(decision, Some(node)).await?;
+            self.world.metrics().returned_without_approval.get_or_create(&labels).inc();
+        }
+        let status = self.status();
         if !crate::guard::release_stands(&status, &snapshot) {
             return Ok(None);
         }
@@ -74,12 +91,10 @@ impl<W: World> Fence<'_, W> {
         if matches!(finding, crate::guard::Finding::Blind(_)) {
             self.world.metrics().guard_blind_reads.get_or_create(&labels).inc();
         }
-        let id = crate::guard::release_id(&self.uid, &status);
-        let value = node.annotations().get(crate::guard::APPROVAL_ANNOTATION).map(String::as_str);
         let instance = self.world.instance();
         let watch = crate::guard::Watch {
             policy: self.spec().guard,
-            approval: crate::guard::approval(id.as_deref(), value),
+            approval,
             instance: &instance,
             now: self.world.now(),
             mono: self.world.mono(),

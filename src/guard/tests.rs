@@ -460,3 +460,19 @@ fn a_finalizer_retried_after_a_conflict_reports_a_fence_that_did_not_take_effect
     let counted = lab.metrics().fence_did_not_take_effect.get_or_create(&NodeLabels { node: "worker-1".into() }).get();
     assert_eq!(counted, 1);
 }
+
+#[test]
+fn a_node_back_ready_with_no_approval_of_its_release_is_reported_once() {
+    let ready = NodeSnapshot { ready: Some("True".into()), ..node(true) };
+    let reported = returned_without_approval(&released(), &ready, Approval::None, t(20)).expect("reported");
+    assert_eq!(reported.guard.as_ref().and_then(|g| g.returned_without_approval.clone()), Some(MicroTime(t(20))));
+    assert_eq!(returned_without_approval(&reported, &ready, Approval::None, t(30)), None, "once");
+    let stale = Approval::NotForThisRelease("alice: an old one");
+    assert!(returned_without_approval(&released(), &ready, stale, t(20)).is_some(), "an approval of another release");
+    let approved = Approval::ForThisRelease("alice: disks checked");
+    assert_eq!(returned_without_approval(&released(), &ready, approved, t(20)), None, "approved: nothing to report");
+    assert_eq!(returned_without_approval(&released(), &node(true), Approval::None, t(20)), None, "not Ready yet");
+    let mut rebooted = released();
+    rebooted.evidence.as_mut().unwrap().release.as_mut().unwrap().taint_removed_at = Some(MicroTime(t(9)));
+    assert_eq!(returned_without_approval(&rebooted, &ready, Approval::None, t(20)), None, "coroner's own power-on");
+}

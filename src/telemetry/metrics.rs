@@ -77,6 +77,7 @@ pub struct Metrics {
     pub guard_force_offs: Family<NodeLabels, Counter>,
     /// A released node reported back with its pre-fence bootID: the fence did not take effect.
     pub fence_did_not_take_effect: Family<NodeLabels, Counter>,
+    pub returned_without_approval: Family<NodeLabels, Counter>,
 }
 
 fn stage_histogram() -> Histogram {
@@ -103,6 +104,7 @@ impl Metrics {
             guard_blind_reads: Family::default(),
             guard_force_offs: Family::default(),
             fence_did_not_take_effect: Family::default(),
+            returned_without_approval: Family::default(),
         };
         let mut registry = Registry::with_prefix("coroner");
         let m = metrics.clone();
@@ -165,6 +167,11 @@ impl Metrics {
             "fence_did_not_take_effect",
             "Released nodes that reported back with their pre-fence bootID (they never went down), by node",
             m.fence_did_not_take_effect,
+        );
+        registry.register(
+            "returned_without_approval",
+            "Released nodes that reported Ready=True again with no approval of their release (R1), by node",
+            m.returned_without_approval,
         );
         (metrics, registry)
     }
