@@ -34,6 +34,8 @@ pub const BLIND: &str = "GuardBlind";
 pub const DID_NOT_TAKE_EFFECT: &str = "FenceDidNotTakeEffect";
 pub const APPROVAL_NOT_FOR_THIS_RELEASE: &str = "ApprovalNotForThisRelease";
 pub const RETURNED_WITHOUT_APPROVAL: &str = "ReturnedWithoutApproval";
+/// A ForceOff the guard decided and then did not send, with the typed cause.
+pub const GUARD_HELD: &str = "GuardHeld";
 
 /// R1: whether this fence's release stands, judged from its record in status — never from a taint
 /// or an annotation on the Node, which anything may rewrite or remove. It stands from the release
@@ -296,7 +298,9 @@ pub fn next(status: &CoronerRemediationStatus, memory: &Memory, finding: &Findin
                 notices.push(Notice {
                     warning: true,
                     reason: POWERED_ON.into(),
-                    message: format!("{message}; switching it off again (guard: Enforce)"),
+                    message: format!(
+                        "{message}; guard: Enforce decides a ForceOff (GuardForceOffSent follows with the request, GuardHeld if a check before it holds it)"
+                    ),
                 });
             }
             (GuardPolicy::Enforce, Approval::ForThisRelease(approved)) if changed => notices.push(Notice {
@@ -329,6 +333,10 @@ pub enum GuardHold {
     ReleaseEnded,
     #[error("the Node now carries {APPROVAL_ANNOTATION} for this release: {0:?}")]
     Approved(String),
+    /// The remediation changed since the intent was written (or is being deleted): the next reading
+    /// decides again.
+    #[error("the remediation changed since the ForceOff was decided; the next reading decides again")]
+    RemediationChanged,
 }
 
 /// Right before the guard's ForceOff, the Node read again must still call for it: the release stands
@@ -359,7 +367,7 @@ pub fn withheld(status: &CoronerRemediationStatus, memory: &Memory, hold: &Guard
     new.last_update_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now));
     let notice = Notice {
         warning: false,
-        reason: "GuardForceOffWithheld".into(),
+        reason: GUARD_HELD.into(),
         message: format!("the guard did not send ForceOff: {hold}"),
     };
     Decision { status: new, memory: memory.clone(), reset: None, requeue: None, notices: vec![notice] }

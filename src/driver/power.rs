@@ -133,8 +133,13 @@ impl<W: World> Fence<'_, W> {
         let name = self.remediation.name_any();
         let current =
             self.world.remediation(&name).await?.ok_or_else(|| ApiError::NotFound(format!("remediation {name}")))?;
-        if !reset_still_wanted(&current, &self.remediation) {
-            return Ok(());
+        if !guard_reset_still_wanted(&current, &self.remediation) {
+            let now = self.world.now();
+            let hold = crate::guard::GuardHold::RemediationChanged;
+            info!(%hold, "the guard does not send ForceOff");
+            return self
+                .commit_retrying(node, |status, memory| crate::guard::withheld(status, memory, &hold, now))
+                .await;
         }
         let device = self.device_for_fence().await?;
         // The origin's turn first: waiting for it must not age the checks that follow.
@@ -170,6 +175,13 @@ impl<W: World> Fence<'_, W> {
     }
 }
 
+/// Right before the guard's ForceOff: the remediation as read again must be the one whose status
+/// carries the intent, not being deleted. `nhc-timed-out` stops the fence, never the guard of a
+/// release already made (docs/safety.md R1).
+pub fn guard_reset_still_wanted(current: &CoronerRemediation, intended: &CoronerRemediation) -> bool {
+    current.resource_version() == intended.resource_version() && current.metadata.deletion_timestamp.is_none()
+}
+
 /// Right before a reset: the remediation as read again must be the one whose status carries the
 /// intent (unchanged since), not timed out by NHC and not being deleted.
 pub fn reset_still_wanted(current: &CoronerRemediation, intended: &CoronerRemediation) -> bool {
@@ -201,5 +213,19 @@ mod tests {
         deleted.metadata.deletion_timestamp =
             Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Timestamp::UNIX_EPOCH));
         assert!(!reset_still_wanted(&deleted, &intended), "being deleted");
+    }
+
+    #[test]
+    fn nhc_timed_out_stops_the_fence_but_never_the_guards_force_off() {
+        let intended = remediation("7");
+        let mut timed_out = remediation("7");
+        timed_out.metadata.annotations =
+            Some([(contract::TIMED_OUT_ANNOTATION.to_owned(), "2026-12-01T10:00:00Z".to_owned())].into());
+        assert!(guard_reset_still_wanted(&timed_out, &intended), "the release NHC gave up on is still guarded");
+        assert!(!guard_reset_still_wanted(&remediation("8"), &intended), "changed since the intent was persisted");
+        let mut deleted = remediation("7");
+        deleted.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Timestamp::UNIX_EPOCH));
+        assert!(!guard_reset_still_wanted(&deleted, &intended), "being deleted: the release ends with it");
     }
 }
