@@ -3,6 +3,7 @@
 
 mod approve;
 mod attest;
+mod status;
 
 use std::{net::SocketAddr, sync::Arc, time::Duration as StdDuration};
 
@@ -42,6 +43,9 @@ pub enum Command {
     Attest(Box<attest::AttestArgs>),
     /// Run the operator against the current kubeconfig or the in-cluster config.
     Controller(Box<ControllerArgs>),
+    /// What coroner is doing: fences in flight, releases and their guard, bindings not verified,
+    /// attestations, the leader (read-only).
+    Status(Box<status::StatusArgs>),
     /// Print every CRD coroner serves, as YAML.
     Crd,
     /// Exit non-zero, saying what to do, while any CoronerRemediation still holds coroner's finalizer:
@@ -152,12 +156,16 @@ pub enum CliError {
     Admin(std::io::Error),
     #[error("{0}")]
     Kubeconfig(String),
+    #[error("cannot write the output: {0}")]
+    Output(std::io::Error),
     #[error("{0}")]
     Controller(controller::Error),
     #[error("{0}")]
     Attest(String),
     #[error("{0}")]
     Approve(String),
+    #[error("{0}")]
+    Status(String),
     #[error("{0}")]
     UninstallBlocked(String),
 }
@@ -179,8 +187,12 @@ pub fn parse() -> Cli {
 pub async fn run(cli: Cli) -> Result<(), CliError> {
     match cli.command {
         Command::Crd => {
-            print!("{}", crds_yaml()?);
-            Ok(())
+            // `coroner crd | head` closes the pipe early: that ends the output, it is no error.
+            use std::io::Write;
+            match std::io::stdout().lock().write_all(crds_yaml()?.as_bytes()) {
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(CliError::Output(e)),
+                _ => Ok(()),
+            }
         }
         Command::Version => {
             println!("coroner {}", env!("CARGO_PKG_VERSION"));
@@ -189,6 +201,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Controller(args) => run_controller(*args).await,
         Command::Attest(args) => attest::run(*args).await,
         Command::Approve(args) => approve::run(*args).await,
+        Command::Status(args) => status::run(*args).await,
         Command::UninstallCheck(args) => uninstall_check(args).await,
     }
 }

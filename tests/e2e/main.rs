@@ -1090,13 +1090,18 @@ fn coroner_cli(kubeconfig: &std::path::Path, args: &[&str]) -> (bool, String) {
 
 /// `coroner approve NODE --reason REASON` as `kubeconfig`'s user: (exit status, stdout + stderr).
 fn coroner_approve(kubeconfig: &std::path::Path, node: &str, reason: &str) -> (bool, String) {
+    coroner_cli_as(kubeconfig, &["approve", node, "--reason", reason, "--namespace", CORONER_NS])
+}
+
+/// `coroner ARGS…` as `kubeconfig`'s user: (exit status, stdout + stderr).
+fn coroner_cli_as(kubeconfig: &std::path::Path, args: &[&str]) -> (bool, String) {
     let output = std::process::Command::new(support::machine::repo().join("target/debug/coroner"))
-        .args(["approve", node, "--reason", reason, "--namespace", CORONER_NS])
+        .args(args)
         .arg("--kubeconfig")
         .arg(kubeconfig)
         .env_remove("KUBECONFIG")
         .output()
-        .expect("run coroner approve");
+        .expect("run coroner");
     let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
     (output.status.success(), text)
 }
@@ -1643,6 +1648,13 @@ async fn scenario_r(world: &mut World) {
     log(format!(
         "{node}: powered on behind coroner's back → ReleasedMachinePoweredOn after {warned:.1?}, Off again after {off_again:.1?} (guard interval {interval})"
     ));
+
+    // `coroner status` shows the release standing and what the guard sees.
+    let (ok, out) = coroner_cli_as(&world.kubeconfig, &["status", "--namespace", CORONER_NS]);
+    assert!(ok, "coroner status: {out}");
+    let line = out.lines().find(|l| l.contains(&format!("node {node} release"))).unwrap_or_default().to_owned();
+    assert!(line.contains("stands, guarded") && line.contains("Guard="), "coroner status: {out}");
+    log(format!("{node}: coroner status: {}", line.trim()));
 
     // An approval that names no release counts for nothing (R3): the guard switches it off again and
     // says why, once.
