@@ -224,7 +224,7 @@ pub(super) async fn release_by_deletion<W: World>(
     };
     let mut deleted = 0;
     let mut first = true;
-    let released = |deleted: u32, interrupted: Option<String>| Released {
+    let released = |deleted: u32, interrupted: Option<ReleaseRefusal>| Released {
         at: world.now(),
         node_ready: snapshot.ready.clone().unwrap_or_default(),
         lease_renew_time: snapshot.lease_renew_time,
@@ -232,39 +232,30 @@ pub(super) async fn release_by_deletion<W: World>(
         pods_deleted: Some(deleted),
         interrupted,
     };
-    // R1: once a pod is deleted the release has begun; whatever stops it then, the pods deleted so
-    // far are a release to record (and guard), never "nothing released".
-    let stop = |deleted: u32, why: String, refusal: ReleaseRefusal| match deleted {
+    // R1: once a pod is deleted the release has begun; a refusal after it records the pods deleted
+    // so far as a release (guarded) and fails the fence with its cause, never "nothing released".
+    let stop = |deleted: u32, refusal: ReleaseRefusal| match deleted {
         0 => Ok(Err(refusal)),
-        k => Ok(Ok(released(k, Some(why)))),
+        k => Ok(Ok(released(k, Some(refusal)))),
     };
     for pod in world.pods_on(node_name).await? {
         if fence::is_mirror_pod(&pod) {
             continue;
         }
         // Deleting takes a while: the node must still be silent before each further pod goes.
-        if !std::mem::take(&mut first) {
-            match silent_node(world, spec, status, node_name, owner_uid).await {
-                Ok(Ok(_)) => {}
-                Ok(Err(refusal)) => return stop(deleted, refusal.to_string(), ReleaseRefusal::Node(refusal)),
-                Err(error) if deleted > 0 => return Ok(Ok(released(deleted, Some(error.to_string())))),
-                Err(error) => return Err(error),
-            }
+        if !std::mem::take(&mut first)
+            && let Err(refusal) = silent_node(world, spec, status, node_name, owner_uid).await?
+        {
+            return stop(deleted, ReleaseRefusal::Node(refusal));
         }
-        match may_write_release(world, deadline).await {
-            Ok(Ok(())) => {}
-            Ok(Err(refusal)) => return stop(deleted, refusal.to_string(), refusal),
-            Err(error) if deleted > 0 => return Ok(Ok(released(deleted, Some(error.to_string())))),
-            Err(error) => return Err(error),
+        if let Err(refusal) = may_write_release(world, deadline).await? {
+            return stop(deleted, refusal);
         }
         match world.delete_pod(&pod).await {
             Ok(()) => deleted += 1,
             // Gone already (another remediator may delete the same pod), or replaced by a new pod.
             Err(ApiError::NotFound(_) | ApiError::Conflict(_)) => {}
-            Err(ApiError::Denied(why)) => {
-                return stop(deleted, format!("a delete was refused: {why}"), ReleaseRefusal::WriteRefused(why));
-            }
-            Err(e) if deleted > 0 => return Ok(Ok(released(deleted, Some(e.to_string())))),
+            Err(ApiError::Denied(why)) => return stop(deleted, ReleaseRefusal::WriteRefused(why)),
             Err(e) => return Err(e.into()),
         }
     }

@@ -195,8 +195,10 @@ pub fn memory_after_failed_write(old: &Memory, new: &Memory) -> Memory {
         (Some(o), Some(n)) if n.first == o.first => old,
         _ => None,
     };
+    // A run that became the proof was not broken: it is the same run under another name.
+    let became_proof = |old: Option<Run>| old.filter(|o| new.proof.is_some_and(|p| p.first == o.first));
     Memory {
-        run: kept(old.run, new.run),
+        run: kept(old.run, new.run).or_else(|| became_proof(old.run)),
         proof: kept(old.proof, new.proof),
         last_requested: new.last_requested.or(old.last_requested),
         last_power: new.last_power.clone().or_else(|| old.last_power.clone()),
@@ -463,7 +465,14 @@ impl<'a> Step<'a> {
             ctx,
             old,
             status: old.clone(),
-            progress: old.progress.clone().unwrap_or_default(),
+            progress: {
+                // A1: this process's own last reading (perhaps never persisted) goes into status.
+                let mut progress = old.progress.clone().unwrap_or_default();
+                if ctx.memory.last_power.is_some() {
+                    progress.last_power_state.clone_from(&ctx.memory.last_power);
+                }
+                progress
+            },
             evidence: old.evidence.clone().unwrap_or_default(),
             memory: ctx.memory.clone(),
             reset: None,
@@ -484,11 +493,16 @@ impl<'a> Step<'a> {
             self.progress.intent.as_ref().is_some_and(|i| i.result.is_none() && ResetType::from(i.action) == reset)
         };
         let reset = self.reset.filter(|r| !phase.is_terminal() && intended(*r));
+        // No reset of the memory forgets what the machine last read (A1).
+        if self.memory.last_power.is_none() {
+            self.memory.last_power.clone_from(&self.ctx.memory.last_power);
+        }
         if phase.is_terminal() {
             // The fence is over; the guard after the release is not.
             self.memory = Memory {
                 guarded_at: self.memory.guarded_at,
                 guard_reads: self.memory.guard_reads,
+                last_power: self.memory.last_power.take(),
                 ..Memory::default()
             };
         }
@@ -1157,15 +1171,10 @@ impl<'a> Step<'a> {
                 return self.fail(Reason::FenceDidNotTakeEffect, message);
             }
         };
-        let how = match (released.pods_deleted, &released.interrupted) {
-            (Some(count), Some(why)) => {
-                format!(
-                    "force-deleted {count} pods bound to the node, then stopped ({why}): those {count} are released"
-                )
-            }
-            (Some(count), None) => format!("force-deleted {count} pods bound to the node"),
-            (None, _) if released.taint_owned => "added the out-of-service taint".to_owned(),
-            (None, _) => "the out-of-service taint was already there (not claimed)".to_owned(),
+        let how = match released.pods_deleted {
+            Some(count) => format!("force-deleted {count} pods bound to the node"),
+            None if released.taint_owned => "added the out-of-service taint".to_owned(),
+            None => "the out-of-service taint was already there (not claimed)".to_owned(),
         };
         let message = format!("power proven Off and the node still silent (Ready={}); {how}", released.node_ready);
         self.evidence.release = Some(ReleaseEvidence {
@@ -1182,6 +1191,17 @@ impl<'a> Step<'a> {
             release_timed_out: false,
         });
         self.memory.proof = None;
+        if let Some(refusal) = released.interrupted {
+            // The pods deleted are released (and guarded); the rest are not, and the fence fails.
+            let (reason, why) = match &refusal {
+                ReleaseRefusal::Node(node) => (node.reason(), node.to_string()),
+                other => (Reason::ReleaseNotWritten, other.to_string()),
+            };
+            let message = format!(
+                "power proven Off; {how}, then stopped: {why}. Those pods are released and the machine is guarded; the others were not deleted"
+            );
+            return self.fail(reason, message);
+        }
         self.notify(false, Reason::NodeFenced.as_str(), message.clone());
         self.after_release(message);
     }
@@ -1310,6 +1330,12 @@ impl<'a> Step<'a> {
 
     fn powering_on(&mut self, reading: Result<PowerReading, BmcFailure>) {
         self.note_reading(&reading);
+        let sent_on = self.progress.intent.as_ref().is_some_and(|i| i.action == PowerAction::On && i.result.is_some());
+        if let Some(value) = self.ctx.node.excluded.clone()
+            && !sent_on
+        {
+            return self.power_on_excluded(&value);
+        }
         let sent = self.progress.intent.as_ref().is_some_and(|i| i.action == PowerAction::On);
         // The release stands until coroner's own taint is off the Node, or (with no taint of its own)
         // until its `On` is decided: a power-on before that is not coroner's (docs/safety.md R1).

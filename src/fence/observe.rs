@@ -133,8 +133,8 @@ pub struct Released {
     /// ResourceDeletion: how many pods were force-deleted.
     pub pods_deleted: Option<u32>,
     /// ResourceDeletion stopped after some pods (the node no longer silent, the proof too old, a
-    /// refused or failed delete): why. The pods deleted are released all the same.
-    pub interrupted: Option<String>,
+    /// refused delete): why. The pods deleted are released all the same, and the fence fails.
+    pub interrupted: Option<ReleaseRefusal>,
 }
 
 /// Why the node no longer allows what the fence is about to do: each is a fact about the node, said

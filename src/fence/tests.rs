@@ -1311,11 +1311,15 @@ fn a_reading_that_broke_the_run_counts_even_when_its_status_write_failed() {
     assert_eq!((kept.run, kept.proof), (None, None), "the run ended by the reading is not kept");
     assert_eq!(kept.last_requested, Some(Mono::from_millis(2000)));
 
-    let restarted = Memory { run: run(2000, 2000, 1), ..old.clone() };
+    let restarted = Memory { run: run(2000, 2000, 1), proof: None, ..old.clone() };
     assert_eq!(memory_after_failed_write(&old, &restarted).run, None, "nor is a run restarted by it");
 
     let extended = Memory { run: run(0, 2000, 3), ..old.clone() };
     assert_eq!(memory_after_failed_write(&old, &extended).run, old.run, "an extension not persisted is not taken");
+
+    let running = Memory { proof: None, ..old.clone() };
+    let proven = Memory { run: None, proof: run(0, 2000, 3), ..old.clone() };
+    assert_eq!(memory_after_failed_write(&running, &proven).run, running.run, "a run that became the proof goes on");
 }
 
 #[test]
@@ -1359,16 +1363,12 @@ fn a_deletion_release_stopped_after_some_pods_is_a_release_that_says_how_many() 
         lease_renew_time: Some(t(-100)),
         taint_owned: false,
         pods_deleted: Some(2),
-        interrupted: Some("a delete was refused: denied by a webhook".into()),
+        interrupted: Some(ReleaseRefusal::Node(NodeRefusal::LeaseRenewed { node: "worker-1".into(), renewed: t(4) })),
     }));
     let decision = release_step(&spec, partial);
     let release = decision.status.evidence.as_ref().and_then(|e| e.release.as_ref()).expect("a release is recorded");
-    assert_eq!(release.pods_deleted, Some(2));
-    assert_eq!(succeeded(&decision.status).0, "True");
-    let fenced = decision.notices.iter().find(|n| n.reason == "NodeFenced").expect("announced");
-    assert!(
-        fenced.message.contains("force-deleted 2 pods") && fenced.message.contains("stopped"),
-        "{}",
-        fenced.message
-    );
+    assert_eq!(release.pods_deleted, Some(2), "the pods deleted are a release, guarded like any other");
+    assert_eq!(succeeded(&decision.status), ("False".into(), "NodeAliveAfterPowerOff".into()), "never a success");
+    let message = &conditions::find(&decision.status.conditions, contract::SUCCEEDED).unwrap().message;
+    assert!(message.contains("force-deleted 2 pods") && message.contains("stopped"), "{message}");
 }

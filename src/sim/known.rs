@@ -9,10 +9,6 @@ pub const KNOWN_FAILURES: &[(u64, &str)] = &[
         "R2: a power-on the fence's PoweringOn reads while its release stands (a release on someone else's taint) is not handed to the guard: a glitch that ends before the guard's next reading is never switched off",
     ),
     (
-        3876,
-        "A1: an On answer of the node's system inside an identity discovery that then failed (a member timed out) is not recorded: an attestation follows it",
-    ),
-    (
         4074,
         "P4: a power glitch shorter than the gap between two proving readings (a re-proof after a failed release step) is invisible to sampling; the oracle asks the machine off throughout the proof: the rule must say what a proof promises about it",
     ),
@@ -354,4 +350,8 @@ pub const REGRESSIONS: &[(u64, &str)] = &[
         "oracle (soak): the proof's span was judged from the first request, not its answer (a ForceOff landing mid-request)",
     ),
     (10757, "oracle (soak): the guard's report bound ignored a slow apiserver"),
+    (
+        3876,
+        "A1: an On answer of the node's system inside an identity discovery that then failed (a member timed out) is not recorded: an attestation follows it (wave 3, fixed)",
+    ),
 ];
