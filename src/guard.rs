@@ -44,7 +44,8 @@ pub const GUARD_HELD: &str = "GuardHeld";
 /// (The remediation's deletion ends it too: the finalizer does not guard.)
 pub fn release_stands(status: &CoronerRemediationStatus, node: &NodeSnapshot) -> bool {
     let Some(release) = status.evidence.as_ref().and_then(|e| e.release.as_ref()) else { return false };
-    if node.ready.as_deref() == Some(conditions::TRUE) {
+    // A Node replaced under the same name reporting Ready is another machine's kubelet (R4).
+    if node.ready.as_deref() == Some(conditions::TRUE) && !replaced(status, node) {
         return false;
     }
     match release.taint_removed_at {
@@ -114,8 +115,8 @@ pub enum Approval<'a> {
 pub fn approval<'a>(release_id: Option<&str>, value: Option<&'a str>) -> Approval<'a> {
     let Some(value) = value else { return Approval::None };
     match (release_id, value.split_once(' ')) {
-        (Some(id), Some((named, rest))) if named == id => Approval::ForThisRelease(rest.trim()),
-        (Some(id), None) if value == id => Approval::ForThisRelease(""),
+        // Who and why are part of the approval: a bare id approves nothing.
+        (Some(id), Some((named, rest))) if named == id && rest.contains(':') => Approval::ForThisRelease(rest.trim()),
         _ => Approval::NotForThisRelease(value),
     }
 }

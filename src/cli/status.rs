@@ -107,7 +107,11 @@ pub fn render(seen: &Seen) -> String {
             release.strategy,
             release.released_at.0,
             age(now, Some(release.released_at.0)),
-            if stands { "stands, guarded" } else { "ended" },
+            match (stands, &release.adopted_from) {
+                (true, Some(sibling)) => format!("stands, guarded by {sibling}'s guard while it exists"),
+                (true, None) => "stands, guarded".to_owned(),
+                (false, _) => "ended".to_owned(),
+            },
             condition_text(&status.conditions, guard::GUARD),
         ));
     }

@@ -98,6 +98,10 @@ fn condition(status: &CoronerRemediationStatus) -> (String, String) {
 #[test]
 fn a_release_stands_from_its_record_until_coroner_ends_it_for_the_on_or_the_node_is_ready() {
     assert!(release_stands(&released(), &node(true)));
+    let ready = NodeSnapshot { ready: Some("True".into()), ..node(true) };
+    assert!(!release_stands(&released(), &ready), "the node reports Ready=True: the release ends");
+    let replaced = NodeSnapshot { uid: "another-node-uid".into(), ..ready };
+    assert!(release_stands(&released(), &replaced), "a replaced Node's Ready is another kubelet's (R4)");
     assert!(release_stands(&released(), &node(false)), "a taint removed or rewritten by someone else ends nothing");
     assert!(!release_stands(&CoronerRemediationStatus::default(), &node(true)), "no release recorded yet");
     let mut ending = released();
@@ -201,7 +205,10 @@ fn the_guard_sends_no_force_off_once_the_node_read_again_no_longer_calls_for_it(
     assert_eq!(may_enforce(&released(), Some(&node), "rem-uid"), Ok(()), "an approval naming no release");
     let annotations = node.metadata.annotations.get_or_insert_with(Default::default);
     annotations.insert(APPROVAL_ANNOTATION.into(), format!("{} alice", id()));
-    assert_eq!(may_enforce(&released(), Some(&node), "rem-uid"), Err(GuardHold::Approved("alice".into())));
+    assert_eq!(may_enforce(&released(), Some(&node), "rem-uid"), Ok(()), "who without why approves nothing");
+    let annotations = node.metadata.annotations.get_or_insert_with(Default::default);
+    annotations.insert(APPROVAL_ANNOTATION.into(), format!("{} alice: checked", id()));
+    assert_eq!(may_enforce(&released(), Some(&node), "rem-uid"), Err(GuardHold::Approved("alice: checked".into())));
     let decision = withheld(&first_intent(), &Memory::default(), &GuardHold::Approved("alice".into()), t(30));
     let intent = decision.status.guard.as_ref().unwrap().intent.as_ref().unwrap();
     assert!(intent.result.as_deref().is_some_and(|r| r.starts_with("not sent") && r.contains("alice")));
