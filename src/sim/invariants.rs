@@ -350,6 +350,8 @@ impl Checker {
                 // An approval counts once the guard could have read it: at its last Node read before the
                 // ForceOff (it reads the Node again right before sending).
                 let seen = seen_until(truth, (*pid, node, remediation), *at, intent);
+                // R3: only an approval naming this release, still on the Node, counts; one naming another
+                // release or none counts for nothing, so a ForceOff despite it is the rule, not a defect.
                 let current =
                     truth.nodes.get(node).and_then(|n| n.annotations().get(crate::guard::APPROVAL_ANNOTATION).cloned());
                 let uid = uid_of(truth, remediation).unwrap_or_default();
@@ -498,8 +500,10 @@ fn show(at: Micros) -> String {
 
 /// Whether an approval's value names a release of remediation `uid` (docs/safety.md R3: the release
 /// id is the remediation's UID and its release time).
+/// Who and why are part of it: a bare id approves nothing.
 fn names_release(value: &str, uid: &str) -> bool {
-    !uid.is_empty() && value.split_once(' ').map_or(value, |(id, _)| id).starts_with(&format!("{uid}@"))
+    !uid.is_empty()
+        && value.split_once(' ').is_some_and(|(id, rest)| id.starts_with(&format!("{uid}@")) && rest.contains(':'))
 }
 
 /// The remediation UID the out-of-service owner annotation names.
