@@ -206,6 +206,22 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
     }
 }
 
+/// Where the operator commands (`attest`, `approve`, `status`) find coroner and the API server.
+#[derive(Debug, clap::Args)]
+pub struct ApiArgs {
+    /// coroner's namespace (its remediations, bindings, attestations and leader Lease live there).
+    #[arg(long, short = 'n', env = "CORONER_NAMESPACE", default_value = "coroner-system")]
+    pub namespace: String,
+
+    /// The kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then the in-cluster config).
+    #[arg(long, env = "CORONER_KUBECONFIG")]
+    pub kubeconfig: Option<std::path::PathBuf>,
+
+    /// The kubeconfig context (default: its current context).
+    #[arg(long, env = "CORONER_CONTEXT")]
+    pub context: Option<String>,
+}
+
 /// A client for the given kubeconfig and context (default: $KUBECONFIG, ~/.kube/config, then the
 /// in-cluster config).
 async fn kube_client(kubeconfig: Option<&std::path::Path>, context: Option<&str>) -> Result<Client, CliError> {

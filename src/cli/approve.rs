@@ -3,8 +3,6 @@
 //! `<release-id> <who>: <why>` (docs/safety.md R3), naming the release that stands on the node, with
 //! the approver from a SelfSubjectReview. `--clear` removes the approval, which re-arms the guard.
 
-use std::path::PathBuf;
-
 use k8s_openapi::api::core::v1::Node;
 use kube::{
     Api, Client, ResourceExt,
@@ -12,7 +10,7 @@ use kube::{
 };
 use serde_json::json;
 
-use super::{CliError, kube_client, whoami};
+use super::{ApiArgs, CliError, kube_client, whoami};
 use crate::{
     api::{CoronerRemediation, MAX_REASON_BYTES},
     contract,
@@ -34,17 +32,8 @@ pub struct ApproveArgs {
     #[arg(long, env = "CORONER_APPROVE_CLEAR", conflicts_with = "reason")]
     pub clear: bool,
 
-    /// coroner's namespace (where remediations live).
-    #[arg(long, short = 'n', env = "CORONER_NAMESPACE", default_value = "coroner-system")]
-    pub namespace: String,
-
-    /// The kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then the in-cluster config).
-    #[arg(long, env = "CORONER_KUBECONFIG")]
-    pub kubeconfig: Option<PathBuf>,
-
-    /// The kubeconfig context (default: its current context).
-    #[arg(long, env = "CORONER_CONTEXT")]
-    pub context: Option<String>,
+    #[command(flatten)]
+    pub api: ApiArgs,
 }
 
 /// Why there is nothing to approve.
@@ -86,7 +75,7 @@ pub fn approval_value(release_id: &str, who: &str, why: &str) -> String {
 }
 
 pub async fn run(args: ApproveArgs) -> Result<(), CliError> {
-    let client = kube_client(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
+    let client = kube_client(args.api.kubeconfig.as_deref(), args.api.context.as_deref()).await?;
     let nodes = Api::<Node>::all(client.clone());
     if args.clear {
         let patch = json!({"metadata": {"annotations": {APPROVAL_ANNOTATION: null}}});
@@ -112,16 +101,19 @@ async fn approve(client: &Client, args: &ApproveArgs, reason: &str) -> Result<()
         .await
         .map_err(fail("reading"))?
         .ok_or_else(|| CliError::Approve(format!("Node {} does not exist", args.node)))?;
-    let remediations = Api::<CoronerRemediation>::namespaced(client.clone(), &args.namespace)
+    let remediations = Api::<CoronerRemediation>::namespaced(client.clone(), &args.api.namespace)
         .list(&ListParams::default())
         .await
-        .map_err(|e| CliError::Approve(format!("listing CoronerRemediations in {}: {e}", args.namespace)))?
+        .map_err(|e| CliError::Approve(format!("listing CoronerRemediations in {}: {e}", args.api.namespace)))?
         .items;
     let (remediation, id) = standing_release(&remediations, &node).map_err(|e| CliError::Approve(e.to_string()))?;
     let value = approval_value(&id, &who, reason);
     let patch = json!({"metadata": {"annotations": {APPROVAL_ANNOTATION: value}}});
     nodes.patch(&args.node, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(fail("patching"))?;
-    println!("approved release {id} of node {} (remediation {}/{remediation}), as {who}", args.node, args.namespace);
+    println!(
+        "approved release {id} of node {} (remediation {}/{remediation}), as {who}",
+        args.node, args.api.namespace
+    );
     println!(
         "The guard leaves the machine on while this release stands; `coroner approve {} --clear` re-arms it.",
         args.node

@@ -3,7 +3,7 @@
 //! fills in the attester from a SelfSubjectReview, checks the preconditions it can see, says what will
 //! happen, creates the CoronerAttestation and prints coroner's verdict. `--clear` removes it.
 
-use std::{path::PathBuf, time::Duration as StdDuration};
+use std::time::Duration as StdDuration;
 
 use jiff::Timestamp;
 use k8s_openapi::{
@@ -18,7 +18,7 @@ use kube::{
     api::{DeleteParams, ListParams, PostParams},
 };
 
-use super::{CliError, kube_client, whoami};
+use super::{ApiArgs, CliError, kube_client, whoami};
 use crate::{
     api::{
         self, AttestationPhase, CheckResult, CoronerAttestation, CoronerAttestationSpec, CoronerRemediation,
@@ -52,21 +52,12 @@ pub struct AttestArgs {
     #[arg(long, env = "CORONER_ATTEST_WAIT", default_value = "60s")]
     pub wait: api::Duration,
 
-    /// coroner's namespace (where attestations and remediations live).
-    #[arg(long, short = 'n', env = "CORONER_NAMESPACE", default_value = "coroner-system")]
-    pub namespace: String,
-
-    /// The kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then the in-cluster config).
-    #[arg(long, env = "CORONER_KUBECONFIG")]
-    pub kubeconfig: Option<PathBuf>,
-
-    /// The kubeconfig context (default: its current context).
-    #[arg(long, env = "CORONER_CONTEXT")]
-    pub context: Option<String>,
+    #[command(flatten)]
+    pub api: ApiArgs,
 }
 
 pub async fn run(args: AttestArgs) -> Result<(), CliError> {
-    let client = kube_client(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
+    let client = kube_client(args.api.kubeconfig.as_deref(), args.api.context.as_deref()).await?;
     if args.clear {
         return clear(&client, &args).await;
     }
@@ -94,7 +85,7 @@ fn forbidden(what: &str, namespace: &str, error: kube::Error) -> CliError {
 }
 
 async fn attest(client: &Client, args: &AttestArgs, reason: String) -> Result<(), CliError> {
-    let namespace = &args.namespace;
+    let namespace = &args.api.namespace;
     let user = whoami(client).await.map_err(CliError::Attest)?;
     let node = Api::<Node>::all(client.clone())
         .get_opt(&args.node)
@@ -256,7 +247,7 @@ async fn wait_for_verdict(
 }
 
 async fn clear(client: &Client, args: &AttestArgs) -> Result<(), CliError> {
-    let namespace = &args.namespace;
+    let namespace = &args.api.namespace;
     let api: Api<CoronerAttestation> = Api::namespaced(client.clone(), namespace);
     let all = api
         .list(&ListParams::default())

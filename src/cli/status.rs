@@ -2,13 +2,11 @@
 //! server only — fences in flight and why they wait, releases that stand and what the guard sees,
 //! bindings not verified, attestations, and the leader. Read-only; it needs no BMC access.
 
-use std::path::PathBuf;
-
 use jiff::Timestamp;
 use k8s_openapi::api::{coordination::v1::Lease, core::v1::Node};
 use kube::{Api, ResourceExt, api::ListParams};
 
-use super::{CliError, kube_client};
+use super::{ApiArgs, CliError, kube_client};
 use crate::{
     api::{BmcBinding, CoronerAttestation, CoronerRemediation, conditions},
     contract,
@@ -18,21 +16,12 @@ use crate::{
 
 #[derive(Debug, clap::Args)]
 pub struct StatusArgs {
-    /// coroner's namespace (remediations, bindings, attestations and the leader Lease live there).
-    #[arg(long, short = 'n', env = "CORONER_NAMESPACE", default_value = "coroner-system")]
-    pub namespace: String,
+    #[command(flatten)]
+    pub api: ApiArgs,
 
     /// The leader Lease, in the namespace.
     #[arg(long, env = "CORONER_LEASE_NAME", default_value = "coroner-leader")]
     pub lease_name: String,
-
-    /// The kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then the in-cluster config).
-    #[arg(long, env = "CORONER_KUBECONFIG")]
-    pub kubeconfig: Option<PathBuf>,
-
-    /// The kubeconfig context (default: its current context).
-    #[arg(long, env = "CORONER_CONTEXT")]
-    pub context: Option<String>,
 }
 
 /// Everything `status` reads.
@@ -176,10 +165,10 @@ pub fn render(seen: &Seen) -> String {
 }
 
 pub async fn run(args: StatusArgs) -> Result<(), CliError> {
-    let client = kube_client(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
-    let fail = |what: &str, e: kube::Error| CliError::Status(format!("reading {what} in {}: {e}", args.namespace));
+    let client = kube_client(args.api.kubeconfig.as_deref(), args.api.context.as_deref()).await?;
+    let fail = |what: &str, e: kube::Error| CliError::Status(format!("reading {what} in {}: {e}", args.api.namespace));
     let list = ListParams::default();
-    let ns = args.namespace.as_str();
+    let ns = args.api.namespace.as_str();
     let seen = Seen {
         now: Timestamp::now(),
         remediations: Api::<CoronerRemediation>::namespaced(client.clone(), ns)
