@@ -511,7 +511,9 @@ pub fn no_life_in_fence(remediation: &CoronerRemediation, remembered: Option<&st
     let status = remediation.status.as_ref();
     let progress = status.and_then(|s| s.progress.as_ref());
     let recorded = progress.and_then(|p| p.last_power_state.as_deref());
-    if let Some(power) = [recorded, remembered].into_iter().flatten().find(|p| *p != "Off") {
+    if let Some(power) =
+        [recorded, remembered].into_iter().flatten().find(|p| crate::bmc::PowerState::recorded_shows_life(p))
+    {
         return Err(Refusal::new(
             AttestationReason::BmcReportedOn,
             format!(
@@ -537,7 +539,7 @@ pub fn no_life_in_fence(remediation: &CoronerRemediation, remembered: Option<&st
             ),
         ));
     }
-    let last = progress.and_then(|p| p.last_power_state.as_deref()).map_or("no reading", |_| "Off");
+    let last = progress.and_then(|p| p.last_power_state.as_deref()).unwrap_or("no reading");
     Ok(format!("the fence's last reading: {last}; the Lease unchanged while it ran"))
 }
 

@@ -143,6 +143,7 @@ reasons! {
     BindingInvalid => Final, None, "the BmcBinding cannot be used (missing Secret or CA bundle, bad key, bad pin)";
     BmcAuthenticationFailed => Final, None, "the BMC rejected the credentials (401/403)";
     BmcTlsVerificationFailed => Final, None, "the BMC's certificate did not verify against the CA bundle, pin or name";
+    ApiUnavailable => Final, RetryCount, "what the identity check reads from the API server (the bindings, a Secret) kept failing until powerOffTimeout in the last of the retry.count attempts; no power action taken";
     BmcUnreachable => Final, RetryCount, "the BMC did not answer in any of the retry.count identity attempts";
     BmcProtocolError => Final, None, "the BMC answered, but not with a usable Redfish ComputerSystem (e.g. no UUID or PowerState)";
     NodeUuidUnusable => Final, None, "the node's systemUUID is empty, all-zero, all-F or a known placeholder: identity cannot be proven";

@@ -162,6 +162,10 @@ pub fn assess(status: &CoronerRemediationStatus, reading: &Result<PowerReading, 
                     Finding::Blind(format!("the system now reports UUID {:?}, not the verified one", reading.uuid))
                 }
                 (true, PowerState::Off) => Finding::Off,
+                // The BMC does not vouch for its Off: neither Off nor a sign of life.
+                (true, PowerState::OffUnknown(_)) => {
+                    Finding::Blind(format!("power reads {}: the BMC does not know the system", reading.power_state))
+                }
                 (true, other) => Finding::NotOff(other.clone()),
             }
         }

@@ -41,6 +41,7 @@ use super::Duration;
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("duration(self.settle) > duration('0s')").message("settle must be positive: the proof needs two Off readings at least settle apart"))]
 #[x_kube(validation = Rule::new("duration(self.pollInterval) >= duration('100ms')").message("pollInterval must be at least 100ms"))]
+#[x_kube(validation = Rule::new("duration(self.settle) <= duration('10m')").message("settle must be at most 10m"))]
 #[x_kube(validation = Rule::new("duration(self.powerOffTimeout) > duration(self.settle)").message("powerOffTimeout must be longer than settle, or no attempt can ever prove the power is off"))]
 #[x_kube(validation = Rule::new("duration(self.releaseTimeout) > duration('0s')").message("releaseTimeout must be positive"))]
 pub struct CoronerRemediationSpec {
@@ -62,7 +63,10 @@ pub struct CoronerRemediationSpec {
     #[serde(default = "defaults::power_off_timeout")]
     pub power_off_timeout: Duration,
 
-    /// The proof is an unbroken run of `Off` readings whose first and last are at least this far apart.
+    /// The proof is an unbroken run of `Off` readings whose first and last are at least this far apart
+    /// (at most 10m). Readings of one run are requested at most settle apart (but always at least
+    /// pollInterval + 1s, at most the gap bound) and answer within 2 × (pollInterval + 1s) of the
+    /// previous request.
     #[serde(default = "defaults::settle")]
     pub settle: Duration,
 

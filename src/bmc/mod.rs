@@ -44,6 +44,9 @@ pub enum PowerState {
     PoweringOn,
     PoweringOff,
     Paused,
+    /// `Off`, from a BMC whose `Status.State` (the value kept, bounded) says it does not know the
+    /// system (`Absent`, `UnavailableOffline`, `Updating`, …): never treated as off (P4b).
+    OffUnknown(String),
     /// A value this coroner does not know; never treated as off.
     Other(String),
 }
@@ -61,6 +64,21 @@ impl PowerState {
         }
     }
 
+    /// A `PowerState` with the system's `Status.State`: `Off` counts only where the BMC knows
+    /// ([`off_known`]).
+    pub fn with_state(text: &str, state: Option<&str>) -> Self {
+        match Self::parse(text) {
+            Self::Off if !off_known(state) => Self::OffUnknown(bounded(state.unwrap_or_default(), MAX_VALUE_CHARS)),
+            power => power,
+        }
+    }
+
+    /// Whether a power state as recorded in status (its [`Display`](fmt::Display)) showed the machine
+    /// running or starting: `Off` did not, and neither did an `Off` the BMC did not vouch for.
+    pub fn recorded_shows_life(recorded: &str) -> bool {
+        recorded != "Off" && !recorded.starts_with(OFF_UNKNOWN_PREFIX)
+    }
+
     pub fn as_str(&self) -> &str {
         match self {
             Self::On => "On",
@@ -68,15 +86,30 @@ impl PowerState {
             Self::PoweringOn => "PoweringOn",
             Self::PoweringOff => "PoweringOff",
             Self::Paused => "Paused",
+            Self::OffUnknown(_) => "OffUnknown",
             Self::Other(other) => other,
         }
     }
 }
 
+const OFF_UNKNOWN_PREFIX: &str = "Off with Status.State ";
+
 impl fmt::Display for PowerState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        match self {
+            Self::OffUnknown(state) => write!(f, "{OFF_UNKNOWN_PREFIX}{state}"),
+            other => f.write_str(other.as_str()),
+        }
     }
+}
+
+/// P4b: a `PowerState: Off` counts only when the system's `Status.State` is absent or one a
+/// powered-off system legitimately reports: `Enabled`, `Disabled` (OpenBMC reports it for a host that
+/// is off), `StandbyOffline`, `StandbySpare`. `Absent`, `UnavailableOffline`, `Starting`, `InTest`,
+/// `Updating`, `Deferring`, `Quiesced` and any value this coroner does not know mean the BMC does not
+/// vouch for the power it shows.
+pub fn off_known(state: Option<&str>) -> bool {
+    matches!(state, None | Some("Enabled" | "Disabled" | "StandbyOffline" | "StandbySpare"))
 }
 
 /// One read of a `ComputerSystem`: who it says it is and its power. Every string in it passed the
@@ -295,6 +328,32 @@ mod tests {
         assert_eq!(PowerState::parse("Off"), PowerState::Off);
         for text in ["On", "PoweringOff", "PoweringOn", "Paused", "off", "OFF", "", "Standby"] {
             assert_ne!(PowerState::parse(text), PowerState::Off, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn off_counts_only_when_status_state_says_the_bmc_knows_the_system() {
+        for state in [None, Some("Enabled"), Some("Disabled"), Some("StandbyOffline"), Some("StandbySpare")] {
+            assert_eq!(PowerState::with_state("Off", state), PowerState::Off, "{state:?}");
+        }
+        for state in
+            ["Absent", "UnavailableOffline", "Starting", "InTest", "Updating", "Deferring", "Quiesced", "enabled", ""]
+        {
+            let power = PowerState::with_state("Off", Some(state));
+            assert_eq!(power, PowerState::OffUnknown(state.to_owned()));
+            assert_eq!(power.to_string(), format!("Off with Status.State {state}"));
+        }
+        // The state never makes anything else Off.
+        assert_eq!(PowerState::with_state("On", Some("Absent")), PowerState::On);
+        assert_eq!(PowerState::with_state("On", Some("Enabled")), PowerState::On);
+    }
+
+    #[test]
+    fn an_off_the_bmc_did_not_vouch_for_is_no_sign_of_life_in_a_record() {
+        assert!(!PowerState::recorded_shows_life("Off"));
+        assert!(!PowerState::recorded_shows_life(&PowerState::OffUnknown("Absent".into()).to_string()));
+        for life in ["On", "PoweringOn", "PoweringOff", "Paused", "Unknown", "OffUnknown"] {
+            assert!(PowerState::recorded_shows_life(life), "{life}");
         }
     }
 

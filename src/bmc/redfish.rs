@@ -406,7 +406,18 @@ fn parse_system(origin: &Url, answered: &Url, system: &Value) -> Result<SystemRe
         }
         Some(_) => return Err(problem("the reset target is not a string".into())),
     };
-    Ok(SystemReading { id, path, uuid: uuid.to_owned(), power_state: PowerState::parse(power), reset_target })
+    let state = match system.pointer("/Status/State") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(state)) => Some(state.as_str()),
+        Some(_) => return Err(problem("Status.State is not a string".into())),
+    };
+    Ok(SystemReading {
+        id,
+        path,
+        uuid: uuid.to_owned(),
+        power_state: PowerState::with_state(power, state),
+        reset_target,
+    })
 }
 
 /// Redirects are never followed by the HTTP client: a same-origin one comes back as the answer (for
@@ -533,6 +544,15 @@ mod tests {
         ] {
             assert!(matches!(system(&broken), Err(BmcError::Protocol { .. })), "{broken}");
         }
+    }
+
+    #[test]
+    fn an_off_system_whose_status_state_says_the_bmc_does_not_know_it_does_not_read_off() {
+        let with_state = |state: Value| system(&json!({"UUID": UUID, "PowerState": "Off", "Status": {"State": state}}));
+        assert_eq!(with_state(json!("Enabled")).unwrap().power_state, PowerState::Off);
+        assert_eq!(with_state(Value::Null).unwrap().power_state, PowerState::Off);
+        assert_eq!(with_state(json!("Absent")).unwrap().power_state, PowerState::OffUnknown("Absent".into()));
+        assert!(matches!(with_state(json!(3)), Err(BmcError::Protocol { .. })));
     }
 
     #[test]
@@ -753,10 +773,18 @@ mod tests {
             6 => Just("Name"),
             6 => Just("Status"),
         ];
+        let state = prop_oneof![
+            Just("\"Enabled\"".to_owned()),
+            Just("\"Absent\"".to_owned()),
+            Just("\"UnavailableOffline\"".to_owned()),
+            json_text()
+        ]
+        .prop_map(|state| format!("{{\"State\":{state}}}"));
+        let field = prop_oneof![4 => (key, json_text()), 1 => state.prop_map(|state| ("Status", state))];
         (
             proptest::option::weighted(0.9, uuid),
             proptest::option::weighted(0.9, power),
-            prop::collection::vec((key, json_text()), 0..3),
+            prop::collection::vec(field, 0..3),
             any::<prop::sample::Index>(),
         )
             .prop_map(|(uuid, power, extra, at)| {
@@ -828,7 +856,8 @@ mod tests {
                     let lenient = lenient.unwrap();
                     prop_assert_eq!(lenient["UUID"].as_str().map(str::trim), Some(reading.uuid.as_str()));
                     prop_assert!(crate::identity::parse(&reading.uuid).is_some());
-                    prop_assert_eq!(PowerState::parse(lenient["PowerState"].as_str().unwrap()), reading.power_state.clone());
+                    let state = lenient.pointer("/Status/State").and_then(Value::as_str);
+                    prop_assert_eq!(PowerState::with_state(lenient["PowerState"].as_str().unwrap(), state), reading.power_state.clone());
                     prop_assert!(reading.id.chars().count() <= MAX_ID_CHARS && !reading.id.chars().any(char::is_control));
                     if let PowerState::Other(value) = &reading.power_state {
                         prop_assert!(value.chars().count() <= MAX_VALUE_CHARS);

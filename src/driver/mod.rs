@@ -325,7 +325,24 @@ impl<'a, W: World> Fence<'a, W> {
                 (Plan::Admit, Some(history)) => {
                     Gathered::Plain(Observation::Admission(self.admission(&node, &snapshot, history).await?))
                 }
-                _ => self.observe(&plan, &snapshot, &memory).await?,
+                _ => match self.observe(&plan, &snapshot, &memory).await {
+                    Ok(gathered) => gathered,
+                    // P5: the phase's deadline is judged on a failed observation too.
+                    Err(error @ (Error::Api(_) | Error::NodeConflicts(_))) => {
+                        // What the failed observation remembered (a reading it took, A1) is kept.
+                        let memory = self.remembered();
+                        let context = fence::Context {
+                            now: self.world.now(),
+                            mono: self.world.mono(),
+                            memory: &memory,
+                            ..context
+                        };
+                        let unavailable = Observation::Unavailable(error.to_string());
+                        self.commit(fence::next(&spec, &status, unavailable, context), Some(&node)).await?;
+                        return Err(error);
+                    }
+                    Err(error) => return Err(error),
+                },
             };
             let (observation, system) = gathered.split();
             // The clocks as they stand after the observation, which may have taken a while.

@@ -15,7 +15,7 @@ impl<W: World> Fence<'_, W> {
             .is_some_and(|(node, bmc)| crate::identity::same_machine(node, bmc).is_some());
         if names_node {
             let mut memory = self.remembered();
-            memory.last_power = Some(system.power_state.as_str().to_owned());
+            memory.last_power = Some(system.power_state.to_string());
             self.remember(memory);
         }
     }

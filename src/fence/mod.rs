@@ -155,17 +155,65 @@ pub fn spec_of<'a>(
     status.admitted_spec.as_ref().unwrap_or(spec)
 }
 
-/// The longest gap between two readings that still makes them one unbroken run: the later answer may
-/// come at most `pollInterval` + request timeout × (1 + read retries) after the earlier request was
-/// sent.
-pub fn gap_bound(spec: &CoronerRemediationSpec, timing: Timing) -> StdDuration {
-    spec.poll_interval.get() + timing.request_timeout * (1 + timing.read_retries)
+/// P4: what one honest read may take beyond `pollInterval`, and so also the pause from one request
+/// to the next (the next goes `pollInterval` after the previous one, or at its answer when later).
+pub const READ_ALLOWANCE: StdDuration = StdDuration::from_secs(1);
+
+/// P4: the longest pause between the requests of two readings of one run: settle, but at least
+/// `pollInterval` + [`READ_ALLOWANCE`] (what an honest BMC needs) and at most the [`gap_bound`]. At
+/// the defaults (settle 2 s, pollInterval 1 s) that is settle: no proof rests on readings requested
+/// further apart than the settle it proves; with a long settle, a reading delayed by an apiserver
+/// hiccup still continues the run within the gap bound.
+pub fn request_bound(spec: &CoronerRemediationSpec) -> StdDuration {
+    spec.settle.get().clamp(spec.poll_interval.get() + READ_ALLOWANCE, gap_bound(spec))
 }
 
-/// Whether `later` continues a run that `earlier` is part of: no gap in which the machine could have
-/// been on unseen.
-pub fn unbroken(earlier: &Sampled, later: &Sampled, spec: &CoronerRemediationSpec, timing: Timing) -> bool {
-    later.answered.saturating_sub(earlier.requested) <= gap_bound(spec, timing)
+/// P4, the gap bound: the later of two readings of one run must answer within
+/// `2 × (pollInterval + READ_ALLOWANCE)` of the earlier one's request, however long settle is: an
+/// honest BMC whose every read takes at most `pollInterval` + 1 s stays within it.
+pub fn gap_bound(spec: &CoronerRemediationSpec) -> StdDuration {
+    2 * (spec.poll_interval.get() + READ_ALLOWANCE)
+}
+
+/// Two readings that are not one run, and by how much (P4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Gap {
+    #[error("readings {} apart, from one request to the next answer, above the gap bound {}", secs(*.apart), secs(*.bound))]
+    Answer { apart: StdDuration, bound: StdDuration },
+    #[error("readings requested {} apart, above the request bound {}", secs(*.apart), secs(*.bound))]
+    Requests { apart: StdDuration, bound: StdDuration },
+}
+
+impl Gap {
+    /// What a person reads when a run broke on the gap: the figures and what to change.
+    pub fn advice(&self, spec: &CoronerRemediationSpec) -> String {
+        format!(
+            "{self}: the BMC answers too slowly for pollInterval {} (the gap bound is 2 × (pollInterval + {})); raise pollInterval",
+            spec.poll_interval,
+            secs(READ_ALLOWANCE)
+        )
+    }
+}
+
+fn secs(d: StdDuration) -> String {
+    format!("{:.1}s", d.as_secs_f64())
+}
+
+/// P4, dense readings: `later` continues a run that `earlier` is part of only when it answered within
+/// [`gap_bound`] of `earlier`'s request and was requested within [`request_bound`] of it: a longer
+/// gap is a window in which the machine could have been on unseen.
+pub fn dense(earlier: &Sampled, later: &Sampled, spec: &CoronerRemediationSpec) -> Result<(), Gap> {
+    let apart = later.answered.saturating_sub(earlier.requested);
+    let bound = gap_bound(spec);
+    if apart > bound {
+        return Err(Gap::Answer { apart, bound });
+    }
+    let requests = later.requested.saturating_sub(earlier.requested);
+    let bound = request_bound(spec);
+    if requests > bound {
+        return Err(Gap::Requests { apart: requests, bound });
+    }
+    Ok(())
 }
 
 /// The proof: a run whose span, from the first reading's answer to the last reading's request, is at
@@ -185,7 +233,6 @@ pub fn proof_deadline(spec: &CoronerRemediationSpec, memory: &Memory, timing: Ti
     memory.proof.map(|proof| proof.last.requested + freshness(spec, timing))
 }
 
-/// A reading added to a run: continues it when unbroken, else starts a new one.
 /// P3: what this process keeps when the status write of a decision failed. The phase stays as
 /// persisted, so what the decision learnt is mostly dropped; but a reading that broke or restarted a
 /// run was taken all the same: the run (and the proof) it ended is not kept, and no run outlives a
@@ -206,10 +253,16 @@ pub fn memory_after_failed_write(old: &Memory, new: &Memory) -> Memory {
     }
 }
 
-pub fn extended(run: Option<Run>, reading: Sampled, spec: &CoronerRemediationSpec, timing: Timing) -> Run {
+/// A reading added to a run: continues it when [`dense`], else starts a new one (and says why the old
+/// one broke).
+pub fn extended(run: Option<Run>, reading: Sampled, spec: &CoronerRemediationSpec) -> (Run, Option<Gap>) {
+    let fresh = Run { first: reading, last: reading, count: 1 };
     match run {
-        Some(run) if unbroken(&run.last, &reading, spec, timing) => Run { last: reading, count: run.count + 1, ..run },
-        _ => Run { first: reading, last: reading, count: 1 },
+        None => (fresh, None),
+        Some(run) => match dense(&run.last, &reading, spec) {
+            Ok(()) => (Run { last: reading, count: run.count + 1, ..run }, None),
+            Err(gap) => (fresh, Some(gap)),
+        },
     }
 }
 
@@ -287,6 +340,7 @@ pub fn next(
         (Phase::WaitingForRelease, Observation::Workloads(workloads)) => step.waiting_for_release(workloads),
         (Phase::PoweringOn, Observation::Power(reading)) => step.powering_on(reading),
         (Phase::WaitingForNode, Observation::Nothing) => step.waiting_for_node(),
+        (phase, Observation::Unavailable(cause)) => step.unavailable(phase, cause),
         (_, Observation::Wait) => step.requeue = plan(spec, status, ctx).wait_time().or(Some(WAIT_RECHECK)),
         _ => {}
     }
@@ -607,6 +661,35 @@ impl<'a> Step<'a> {
         }
     }
 
+    // Any phase -------------------------------------------------------------------------------------
+
+    /// P5: what the plan asked for could not be observed (the API server refused a read, a list
+    /// failed). The phase's deadline is judged all the same, so a phase whose reads keep failing
+    /// ends at its deadline with the cause and frees its slot; until then the cause is the status's
+    /// last error.
+    fn unavailable(&mut self, phase: Phase, cause: String) {
+        let cause = format!("cannot observe: {cause}");
+        match phase {
+            Phase::VerifyingIdentity => {
+                if self.attempt_deadline_passed() {
+                    let cause = format!("{cause}, for {}", self.spec.power_off_timeout);
+                    return self.identity_attempt_ended(Reason::ApiUnavailable, cause);
+                }
+                self.progress.last_error = Some(cause);
+                self.requeue = Some(self.spec.poll_interval.get());
+            }
+            Phase::PoweringOff | Phase::ConfirmingOff | Phase::Releasing => {
+                self.progress.last_error = Some(cause);
+                if !self.check_attempt_deadline() {
+                    self.requeue = Some(self.spec.poll_interval.get());
+                }
+            }
+            Phase::PoweringOn => self.power_on_not_read(cause),
+            Phase::WaitingForRelease => self.workloads_unknown(cause),
+            Phase::Pending | Phase::WaitingForNode | Phase::Done | Phase::Failed => {}
+        }
+    }
+
     // VerifyingIdentity -----------------------------------------------------------------------------
 
     fn identity(&mut self, found: Result<IdentityFound, IdentityProblem>) {
@@ -629,7 +712,7 @@ impl<'a> Step<'a> {
             .zip(identity::parse(&found.system.uuid))
             .is_some_and(|(node, bmc)| identity::same_machine(node, bmc).is_some());
         if names_node {
-            self.saw_power(found.system.power_state.as_str());
+            self.saw_power(&found.system.power_state.to_string());
         }
         let matched = match identity::prove(&node_uuid, &found.system.uuid, &found.claims) {
             Ok(matched) => matched,
@@ -676,9 +759,14 @@ impl<'a> Step<'a> {
     }
 
     fn identity_attempt_failed(&mut self, message: String) {
+        self.identity_attempt_ended(Reason::BmcUnreachable, message);
+    }
+
+    /// An identity attempt ended without a proof; `reason` is the fence's when it was the last.
+    fn identity_attempt_ended(&mut self, reason: Reason, message: String) {
         if self.progress.attempt >= self.spec.retry.count {
             let message = format!("{message} ({}); no power action taken", self.attempt_label());
-            return self.fail(Reason::BmcUnreachable, message);
+            return self.fail(reason, message);
         }
         let message = format!(
             "identity check failed ({}): {message}; retrying in {}",
@@ -792,7 +880,7 @@ impl<'a> Step<'a> {
         if let Ok(reading) = reading {
             let verified = self.evidence.identity.as_ref().and_then(|v| identity::parse(&v.bmc_uuid));
             if verified.is_some() && identity::parse(&reading.uuid) == verified {
-                self.saw_power(reading.power_state.as_str());
+                self.saw_power(&reading.power_state.to_string());
             }
             self.memory.last_requested = Some(reading.sampled.requested);
         } else {
@@ -812,7 +900,7 @@ impl<'a> Step<'a> {
                 // No power-off of coroner's: the Lease must not have changed since admission.
                 let baseline = self.admitted_lease_time();
                 self.progress.lease_renew_time_at_power_off.get_or_insert(baseline);
-                self.memory.run = Some(extended(None, reading.sampled, self.spec, self.ctx.timing));
+                self.memory.run = Some(extended(None, reading.sampled, self.spec).0);
                 self.mirror_run(&reading);
                 let message = format!(
                     "power reads Off before any reset ({}); confirming for {}",
@@ -923,7 +1011,10 @@ impl<'a> Step<'a> {
         match reading {
             Ok(reading) if !self.same_system(&reading) => return,
             Ok(reading) if reading.power_state == PowerState::Off => {
-                let run = extended(self.memory.run, reading.sampled, self.spec, self.ctx.timing);
+                let (run, gap) = extended(self.memory.run, reading.sampled, self.spec);
+                if let Some(gap) = gap {
+                    self.progress.last_error = Some(gap.advice(self.spec));
+                }
                 self.memory.run = Some(run);
                 self.mirror_run(&reading);
                 self.progress.lease_renew_time_at_power_off.get_or_insert_with(|| lease_time(self.ctx.node));
@@ -963,17 +1054,7 @@ impl<'a> Step<'a> {
     /// Ends the attempt when powerOffTimeout has passed on this process's clock: schedules the next
     /// one, or fails when the budget is spent. Returns whether the attempt ended.
     fn check_attempt_deadline(&mut self) -> bool {
-        if self.memory.attempt_started.is_none() {
-            self.memory.attempt_started = Some(self.ctx.mono);
-        }
-        let since = self.progress.attempt_started_at.as_ref().map(|t| t.0);
-        if !past_deadline(
-            self.memory.attempt_started,
-            self.ctx.mono,
-            since,
-            self.ctx.now,
-            self.spec.power_off_timeout.get(),
-        ) {
+        if !self.attempt_deadline_passed() {
             return false;
         }
         let last = self.progress.last_error.clone().unwrap_or_else(|| "no unbroken run of Off readings".into());
@@ -1039,7 +1120,7 @@ impl<'a> Step<'a> {
         match reading {
             Ok(reading) if !self.same_system(&reading) => {}
             Ok(reading) if reading.power_state == PowerState::Off => match self.memory.proof {
-                Some(proof) if unbroken(&proof.last, &reading.sampled, self.spec, self.ctx.timing) => {
+                Some(proof) if dense(&proof.last, &reading.sampled, self.spec).is_ok() => {
                     self.memory.proof = Some(Run { last: reading.sampled, count: proof.count + 1, ..proof });
                     // A release that keeps failing must not hold its slot on a proof kept fresh.
                     if !self.check_attempt_deadline() {
@@ -1048,7 +1129,7 @@ impl<'a> Step<'a> {
                 }
                 _ => {
                     self.memory.proof = None;
-                    self.memory.run = Some(extended(None, reading.sampled, self.spec, self.ctx.timing));
+                    self.memory.run = Some(extended(None, reading.sampled, self.spec).0);
                     self.progress.off_run = None;
                     self.mirror_run(&reading);
                     if let Some(power_off) = self.evidence.power_off.as_mut() {
@@ -1226,7 +1307,6 @@ impl<'a> Step<'a> {
     // WaitingForRelease -------------------------------------------------------------------------------
 
     fn waiting_for_release(&mut self, workloads: Workloads) {
-        let released_at = self.evidence.release.as_ref().map_or(self.ctx.now, |r| r.released_at.0);
         if workloads.blocking_pods == 0 && workloads.volume_attachments == 0 {
             self.set_condition(
                 contract::WORKLOADS_RELEASED,
@@ -1234,20 +1314,46 @@ impl<'a> Step<'a> {
                 "WorkloadsReleased",
                 "no pod or VolumeAttachment holds the node any more",
             );
-        } else if elapsed(released_at, self.ctx.now) >= self.spec.release_timeout.get() {
-            let message = format!(
-                "after {}: {} pods and {} VolumeAttachments still hold the node; powering on regardless",
-                self.spec.release_timeout, workloads.blocking_pods, workloads.volume_attachments
-            );
-            self.set_condition(contract::WORKLOADS_RELEASED, false, "ReleaseTimeout", &message);
-            self.notify(true, "ReleaseTimeout", message);
-            if let Some(release) = self.evidence.release.as_mut() {
-                release.release_timed_out = true;
-            }
         } else {
-            self.requeue = Some(self.spec.poll_interval.get().max(StdDuration::from_secs(2)));
-            return;
+            let holding = format!(
+                "{} pods and {} VolumeAttachments still hold the node",
+                workloads.blocking_pods, workloads.volume_attachments
+            );
+            if !self.release_timed_out(&holding) {
+                return;
+            }
         }
+        self.power_on_after_release();
+    }
+
+    /// P5: the workloads could not be listed; at releaseTimeout the fence goes on as if they still
+    /// held the node.
+    fn workloads_unknown(&mut self, cause: String) {
+        if self
+            .release_timed_out(&format!("whether pods or VolumeAttachments still hold the node is unknown ({cause})"))
+        {
+            self.power_on_after_release();
+        }
+    }
+
+    /// Whether releaseTimeout has passed since the release, with `holding` still true: says so, or
+    /// waits.
+    fn release_timed_out(&mut self, holding: &str) -> bool {
+        let released_at = self.evidence.release.as_ref().map_or(self.ctx.now, |r| r.released_at.0);
+        if elapsed(released_at, self.ctx.now) < self.spec.release_timeout.get() {
+            self.requeue = Some(self.spec.poll_interval.get().max(StdDuration::from_secs(2)));
+            return false;
+        }
+        let message = format!("after {}: {holding}; powering on regardless", self.spec.release_timeout);
+        self.set_condition(contract::WORKLOADS_RELEASED, false, "ReleaseTimeout", &message);
+        self.notify(true, "ReleaseTimeout", message);
+        if let Some(release) = self.evidence.release.as_mut() {
+            release.release_timed_out = true;
+        }
+        true
+    }
+
+    fn power_on_after_release(&mut self) {
         if let Some(value) = self.ctx.node.excluded.clone() {
             // R5: no `On`, and the release stands as an `Off` release's does (its taint stays).
             return self.power_on_excluded(&value);
@@ -1314,7 +1420,9 @@ impl<'a> Step<'a> {
         self.enter(Phase::Done, Reason::PowerOnExcluded, message);
     }
 
-    fn power_on_deadline(&mut self) -> bool {
+    /// Whether powerOffTimeout has passed since the attempt (or the phase with a deadline) began
+    /// ([`past_deadline`]); starts this process's clock on it when none runs.
+    fn attempt_deadline_passed(&mut self) -> bool {
         if self.memory.attempt_started.is_none() {
             self.memory.attempt_started = Some(self.ctx.mono);
         }
@@ -1326,6 +1434,10 @@ impl<'a> Step<'a> {
             self.ctx.now,
             self.spec.power_off_timeout.get(),
         )
+    }
+
+    fn power_on_deadline(&mut self) -> bool {
+        self.attempt_deadline_passed()
     }
 
     fn powering_on(&mut self, reading: Result<PowerReading, BmcFailure>) {
@@ -1377,24 +1489,24 @@ impl<'a> Step<'a> {
                 self.decide(PowerAction::On);
                 self.requeue = Some(self.spec.poll_interval.get());
             }
-            outcome => {
-                let last = match outcome {
-                    Ok(reading) => format!("power reads {}", reading.power_state),
-                    Err(failure) => failure.message,
-                };
-                if self.power_on_deadline() {
-                    let message = format!(
-                        "power did not read On within {} ({last}); the node stays fenced",
-                        self.spec.power_off_timeout
-                    );
-                    self.set_condition(contract::POWERED_ON, false, "PowerOnNotConfirmed", &message);
-                    self.notify(true, "PowerOnNotConfirmed", message.clone());
-                    self.enter(Phase::WaitingForNode, Reason::WaitingForNode, message);
-                } else {
-                    self.progress.last_error = Some(last);
-                    self.requeue = Some(self.spec.poll_interval.get());
-                }
-            }
+            outcome => self.power_on_not_read(match outcome {
+                Ok(reading) => format!("power reads {}", reading.power_state),
+                Err(failure) => failure.message,
+            }),
+        }
+    }
+
+    /// No `On` read back (yet): at the deadline the node stays fenced, with `last` as the cause.
+    fn power_on_not_read(&mut self, last: String) {
+        if self.power_on_deadline() {
+            let message =
+                format!("power did not read On within {} ({last}); the node stays fenced", self.spec.power_off_timeout);
+            self.set_condition(contract::POWERED_ON, false, "PowerOnNotConfirmed", &message);
+            self.notify(true, "PowerOnNotConfirmed", message.clone());
+            self.enter(Phase::WaitingForNode, Reason::WaitingForNode, message);
+        } else {
+            self.progress.last_error = Some(last);
+            self.requeue = Some(self.spec.poll_interval.get());
         }
     }
 

@@ -32,6 +32,9 @@ pub enum Observation {
     /// The checked release: what was done, or why not.
     Release(Result<Released, ReleaseRefusal>),
     Workloads(Workloads),
+    /// What the plan asked for could not be observed: the API server (or a Secret, a list) failed.
+    /// The phase's deadline is judged on it all the same (docs/safety.md P5).
+    Unavailable(String),
 }
 
 /// The gates' answer for a pending remediation.

@@ -808,10 +808,11 @@ fn a_stale_proof_is_kept_by_an_unbroken_off_reading_and_ended_by_anything_else()
     let spec = spec();
     let state = releasing(&spec);
     let node = node();
-    // Off again at t=12, within the gap bound of the t=4 reading (1 s + 5 s × 2): fresh again.
-    let kept = step(&spec, &state, power(PowerState::Off), ctx(12, &node));
+    // Off again at t=6: requested within pollInterval + 1 s of the t=4 reading, answered within the
+    // gap bound (2 × (1 s + 1 s)): fresh again.
+    let kept = step(&spec, &state, power(PowerState::Off), ctx(6, &node));
     assert_eq!(kept.status.phase, Some(Phase::Releasing));
-    assert_eq!(plan_of(&spec, &State::from(&kept), ctx(12, &node)), Plan::Release);
+    assert_eq!(plan_of(&spec, &State::from(&kept), ctx(6, &node)), Plan::Release);
     // Off after a longer gap: the machine may have been on unseen; the proof starts over.
     let gap = step(&spec, &state, power(PowerState::Off), ctx(20, &node));
     assert_eq!(gap.status.phase, Some(Phase::ConfirmingOff));
@@ -821,17 +822,72 @@ fn a_stale_proof_is_kept_by_an_unbroken_off_reading_and_ended_by_anything_else()
     assert_eq!(back.status.progress.as_ref().unwrap().attempt, 2);
 }
 
+fn sampled_ms(requested: u64, answered: u64) -> Sampled {
+    Sampled { requested: StdDuration::from_millis(requested), answered: StdDuration::from_millis(answered) }
+}
+
 #[test]
-fn readings_are_unbroken_only_within_the_gap_bound() {
+fn at_the_defaults_no_proof_rests_on_readings_requested_further_apart_than_settle() {
+    // settle 2 s, pollInterval 1 s: requests at most settle apart, answers within 2 × (1 s + 1 s).
     let spec = spec();
-    let at = |requested: u64, answered: u64| Sampled {
-        requested: StdDuration::from_secs(requested),
-        answered: StdDuration::from_secs(answered),
-    };
-    // pollInterval 1 s + 5 s × (1 + 1 retry) = 11 s from the earlier request to the later answer.
-    assert_eq!(gap_bound(&spec, TIMING), StdDuration::from_secs(11));
-    assert!(unbroken(&at(0, 1), &at(10, 11), &spec, TIMING));
-    assert!(!unbroken(&at(0, 1), &at(10, 12), &spec, TIMING));
+    assert_eq!((request_bound(&spec), gap_bound(&spec)), (spec.settle.get(), StdDuration::from_secs(4)));
+    assert_eq!(dense(&sampled_ms(0, 100), &sampled_ms(2000, 2100), &spec), Ok(()));
+    assert_eq!(
+        dense(&sampled_ms(0, 100), &sampled_ms(2001, 2100), &spec),
+        Err(Gap::Requests { apart: StdDuration::from_millis(2001), bound: StdDuration::from_secs(2) })
+    );
+    // From the earlier request to the later answer, at most the gap bound.
+    assert_eq!(dense(&sampled_ms(0, 1900), &sampled_ms(1900, 4000), &spec), Ok(()));
+    assert_eq!(
+        dense(&sampled_ms(0, 1900), &sampled_ms(1900, 4001), &spec),
+        Err(Gap::Answer { apart: StdDuration::from_millis(4001), bound: StdDuration::from_secs(4) })
+    );
+}
+
+#[test]
+fn at_the_defaults_an_honest_bmc_slower_than_poll_interval_still_proves() {
+    // Every read takes 1.8 s, more than pollInterval: the next request goes at the answer.
+    let lab = lab(off_spec(), machine(true).latency(StdDuration::from_millis(1800)));
+    let status = run(&lab);
+    assert_eq!(phase_of(&status), Phase::Done, "{:?}", lab.reasons());
+    assert_eq!(lab.device().resets(), [ResetType::ForceOff]);
+    assert!(proof_of(&status).count >= 3);
+}
+
+#[test]
+fn however_long_settle_is_the_gap_bound_stays_within_twice_poll_interval_and_one_read() {
+    for settle in [2, 60, 600] {
+        let spec = CoronerRemediationSpec { settle: crate::api::Duration::from_secs(settle), ..spec() };
+        assert_eq!(gap_bound(&spec), 2 * spec.poll_interval.get() + 2 * READ_ALLOWANCE, "settle {settle}s");
+        assert_eq!(READ_ALLOWANCE, StdDuration::from_secs(1));
+        assert!(request_bound(&spec) <= gap_bound(&spec));
+    }
+    // A settle shorter than what an honest BMC needs between requests still proves on one.
+    for (settle_ms, poll_ms, bound_ms) in
+        [(500, 1000, 2000), (1000, 1000, 2000), (3000, 1000, 3000), (9000, 1000, 4000)]
+    {
+        let spec = CoronerRemediationSpec {
+            settle: crate::api::Duration::from_millis(settle_ms),
+            poll_interval: crate::api::Duration::from_millis(poll_ms),
+            ..spec()
+        };
+        assert_eq!(request_bound(&spec), StdDuration::from_millis(bound_ms), "settle {settle_ms} ms");
+    }
+}
+
+#[test]
+fn a_run_broken_by_the_gap_says_by_how_much_and_what_to_change() {
+    let gap = dense(&sampled_ms(0, 100), &sampled_ms(1000, 7900), &spec()).unwrap_err();
+    assert_eq!(
+        gap.advice(&spec()),
+        "readings 7.9s apart, from one request to the next answer, above the gap bound 4.0s: the BMC answers too slowly for pollInterval 1s (the gap bound is 2 × (pollInterval + 1.0s)); raise pollInterval"
+    );
+    // Through the loop: a BMC that takes 3 s per read never proves, and the final message says why.
+    let lab = lab(off_spec(), machine(true).latency(StdDuration::from_secs(3)));
+    let status = run(&lab);
+    assert_eq!(succeeded(&status), ("False".into(), "PowerOffNotConfirmed".into()));
+    let message = conditions::find(&status.conditions, contract::SUCCEEDED).unwrap().message.clone();
+    assert!(message.contains("apart") && message.contains("raise pollInterval"), "{message}");
 }
 
 #[test]
@@ -1371,4 +1427,94 @@ fn a_deletion_release_stopped_after_some_pods_is_a_release_that_says_how_many() 
     assert_eq!(succeeded(&decision.status), ("False".into(), "NodeAliveAfterPowerOff".into()), "never a success");
     let message = &conditions::find(&decision.status.conditions, contract::SUCCEEDED).unwrap().message;
     assert!(message.contains("force-deleted 2 pods") && message.contains("stopped"), "{message}");
+}
+
+#[test]
+fn an_off_whose_status_state_says_the_bmc_does_not_know_breaks_the_run_and_is_named() {
+    let spec = spec();
+    let node = node();
+    let state = State::from(&step(&spec, &confirming(&spec), power(PowerState::Off), ctx(2, &node)));
+    assert!(state.memory.run.is_some());
+    let unknown = step(&spec, &state, power(PowerState::OffUnknown("Absent".into())), ctx(3, &node));
+    assert_eq!((unknown.status.phase, unknown.memory.run), (Some(Phase::ConfirmingOff), None));
+    let progress = unknown.status.progress.unwrap();
+    assert_eq!(progress.last_error.as_deref(), Some("power reads Off with Status.State Absent"));
+    assert_eq!(progress.last_power_state.as_deref(), Some("Off with Status.State Absent"));
+}
+
+fn unavailable() -> Observation {
+    Observation::Unavailable("Kubernetes API unavailable: Secret bmc-worker-1 is forbidden".into())
+}
+
+fn last_error(status: &CoronerRemediationStatus) -> String {
+    status.progress.as_ref().and_then(|p| p.last_error.clone()).unwrap_or_default()
+}
+
+#[test]
+fn a_phase_whose_reads_keep_failing_ends_at_its_deadline_with_the_cause() {
+    let spec = spec();
+    let node = node();
+    let early = step(&spec, &confirming(&spec), unavailable(), ctx(2, &node));
+    assert_eq!(early.status.phase, Some(Phase::ConfirmingOff));
+    assert!(last_error(&early.status).contains("Secret bmc-worker-1 is forbidden"));
+    let over = step(&spec, &State::from(&early), unavailable(), ctx(62, &node));
+    assert_eq!(succeeded(&over.status), ("Unknown".into(), "AttemptFailed".into()));
+    let message = &conditions::find(&over.status.conditions, contract::SUCCEEDED).unwrap().message;
+    assert!(message.contains("Secret bmc-worker-1 is forbidden"), "{message}");
+    assert!(over.reset.is_none());
+}
+
+#[test]
+fn an_identity_check_whose_reads_keep_failing_ends_its_attempt_at_the_deadline() {
+    let spec = CoronerRemediationSpec { retry: crate::api::Retry { count: 1, ..spec().retry }, ..spec() };
+    let node = node();
+    let admitted =
+        step(&spec, &State::default(), Observation::Admission(Verdict::Admit(node.evidence(t(0)))), ctx(0, &node));
+    let early = step(&spec, &State::from(&admitted), unavailable(), ctx(30, &node));
+    assert_eq!(early.status.phase, Some(Phase::VerifyingIdentity));
+    let over = step(&spec, &State::from(&early), unavailable(), ctx(61, &node));
+    assert_eq!(succeeded(&over.status), ("False".into(), "ApiUnavailable".into()));
+    let message = &conditions::find(&over.status.conditions, contract::SUCCEEDED).unwrap().message;
+    assert!(message.contains("Secret bmc-worker-1 is forbidden") && message.contains("no power action"), "{message}");
+}
+
+#[test]
+fn workloads_that_cannot_be_listed_wait_until_the_release_timeout_then_power_on_with_the_cause() {
+    let spec = spec();
+    let node = node();
+    let waiting = State::from(&release_step(&spec, released()));
+    let still = step(&spec, &waiting, unavailable(), ctx(6, &node));
+    assert_eq!(still.status.phase, Some(Phase::WaitingForRelease));
+    let timed_out = step(&spec, &waiting, unavailable(), ctx(5 + 300, &node));
+    assert_eq!(timed_out.status.phase, Some(Phase::PoweringOn));
+    let notice = timed_out.notices.iter().find(|n| n.reason == "ReleaseTimeout").unwrap();
+    assert!(notice.message.contains("is unknown") && notice.message.contains("forbidden"), "{}", notice.message);
+}
+
+#[test]
+fn a_power_on_whose_reads_keep_failing_leaves_the_node_fenced_at_the_deadline() {
+    let spec = spec();
+    let node = node();
+    let state = powering_on(&spec);
+    let early = step(&spec, &state, unavailable(), ctx(7, &node));
+    assert_eq!(early.status.phase, Some(Phase::PoweringOn));
+    let over = step(&spec, &State::from(&early), unavailable(), ctx(6 + 61, &node));
+    assert_eq!(over.status.phase, Some(Phase::WaitingForNode));
+    assert_eq!(conditions::status_of(&over.status.conditions, contract::POWERED_ON), Some("False"));
+    assert!(over.reset.is_none());
+}
+
+#[test]
+fn a_fence_whose_secret_reads_are_refused_frees_its_slot_at_the_deadlines_with_the_cause() {
+    // RBAC on the credentials Secret taken away after the ForceOff: no reading can be taken.
+    let lab = lab(spec(), machine(true));
+    run_until_off_readings(&lab, 1);
+    lab.refuse_secret_reads();
+    let status = run(&lab);
+    assert!(phase_of(&status).is_terminal(), "{:?}", lab.phases());
+    let failed = conditions::find(&status.conditions, contract::SUCCEEDED).unwrap();
+    assert_eq!((failed.status.as_str(), failed.reason.as_str()), ("False", "PowerOffNotConfirmed"));
+    assert!(failed.message.contains("secrets") && failed.message.contains("forbidden"), "{}", failed.message);
+    assert!(lab.reasons().contains(&"AttemptFailed".to_owned()));
+    assert_eq!(lab.device().resets(), [ResetType::ForceOff]);
 }

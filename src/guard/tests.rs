@@ -165,6 +165,15 @@ fn only_off_from_the_verified_system_is_off() {
 }
 
 #[test]
+fn an_off_the_bmc_does_not_vouch_for_leaves_the_guard_blind_not_reassured_or_alarmed() {
+    let status = released();
+    let Finding::Blind(why) = assess(&status, &reading(UUID, PowerState::OffUnknown("Absent".into()))) else {
+        panic!("an Off with Status.State Absent is neither Off nor a sign of life")
+    };
+    assert!(why.contains("Off with Status.State Absent"), "{why}");
+}
+
+#[test]
 fn a_machine_powered_on_behind_coronors_back_is_switched_off_again_with_enforce() {
     let decision = step(GuardPolicy::Enforce, &released(), &Finding::NotOff(PowerState::On), None);
     assert_eq!(decision.reset, Some(ResetType::ForceOff));

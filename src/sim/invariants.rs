@@ -572,21 +572,31 @@ struct Reading {
     truly_on: bool,
 }
 
+impl Reading {
+    fn times(&self) -> fence::Sampled {
+        fence::Sampled {
+            requested: super::exec::duration(self.requested),
+            answered: super::exec::duration(self.answered),
+        }
+    }
+}
+
 /// The system readings `by` received up to `until`, in order.
 fn readings_by(truth: &Truth, by: &Caller, until: Micros) -> Vec<Reading> {
     truth
         .log
         .iter()
         .filter_map(|r| match r {
-            Record::Answer { by: who, machine, requested, sampled, answered, truly_on, said, .. }
+            Record::Answer { by: who, machine, read_from, sampled, answered, truly_on, said, .. }
                 if who == by && *answered <= until =>
             {
                 // A failed try is retried within the same reading, and the gap rule bounds what it
-                // leaves unseen: only what a system answered counts.
+                // leaves unseen: only what a system answered counts, as requested when its read
+                // began (the value was sampled somewhere between then and its answer).
                 let Answered::System { reported_off: off, .. } = said else { return None };
                 let off = *off;
                 Some(Reading {
-                    requested: *requested,
+                    requested: *read_from,
                     sampled: *sampled,
                     answered: *answered,
                     machine: *machine,
@@ -602,10 +612,11 @@ fn readings_by(truth: &Truth, by: &Caller, until: Micros) -> Vec<Reading> {
 /// A release by BMC proof (docs/safety.md, "The proof"), sent by `by` at `sent` and in effect at
 /// `at`, judged from the answers that process received in its term for that remediation: they end in
 /// Off readings of the node's machine, dense by the gap rule, spanning `settle`, the last one fresh
-/// when the release was sent; the machine was truly off at every proving sample and stayed off until
-/// the release took effect — unless the world switched it on after the last proving reading's
-/// request (no reading can see that: the guard must). A BMC that lies Off consistently is exempt from
-/// the truth check only.
+/// when the release was sent; the machine was truly off at every proving sample and stayed off from
+/// the last one until the release took effect — unless the world switched it on after the last
+/// proving reading's request (no reading can see that: the guard must). A power-on wholly between two
+/// proving samples is not judged (docs/safety.md P4: invisible to sampling, and nothing runs elsewhere
+/// before the release). A BMC that lies Off consistently is exempt from the truth check only.
 fn proof_holds(
     truth: &Truth,
     scenario: &Scenario,
@@ -627,9 +638,9 @@ fn proof_holds(
         });
         return Err(format!("p{}/{} has no Off reading of {} behind it: {what}", by.pid, by.term, m.name));
     };
-    let gap = micros(fence::gap_bound(spec, timing()));
+    let gap = micros(fence::gap_bound(spec));
     let mut first = run.len() - 1;
-    while first > 0 && run[first].answered - run[first - 1].requested <= gap {
+    while first > 0 && fence::dense(&run[first - 1].times(), &run[first].times(), spec).is_ok() {
         first -= 1;
     }
     let dense = &run[first..];
@@ -664,12 +675,14 @@ fn proof_holds(
         }
         _ => None,
     });
+    // P4: a power-on wholly between two proving samples is invisible to sampling and frees nothing;
+    // from the last proving sample the machine must stay off until the release takes effect.
     let until = injected.map_or(at, |on| on - 1);
-    if !m.off_throughout(proving[0].sampled, until) {
+    if !m.off_throughout(last.sampled, until) {
         return Err(format!(
-            "{} was on at some time between the proof's first sample ({}) and the release taking effect ({})",
+            "{} was on at some time between the proof's last sample ({}) and the release taking effect ({})",
             m.name,
-            show(proving[0].sampled),
+            show(last.sampled),
             show(at)
         ));
     }

@@ -143,6 +143,8 @@ pub struct Lab<D> {
     binding_history: Mutex<Vec<(String, BmcBindingStatus)>>,
     /// While set, the API server refuses binding status writes.
     binding_writes_refused: std::sync::atomic::AtomicBool,
+    /// While set, the API server refuses every read of a credentials Secret.
+    secret_reads_refused: std::sync::atomic::AtomicBool,
     /// The kubelet renews the node's Lease right after the next Node write that adds an
     /// out-of-service taint.
     renew_after_taint: std::sync::atomic::AtomicBool,
@@ -201,6 +203,7 @@ impl<D: Target + Clone> Lab<D> {
             errors: Mutex::default(),
             binding_history: Mutex::default(),
             binding_writes_refused: std::sync::atomic::AtomicBool::new(false),
+            secret_reads_refused: std::sync::atomic::AtomicBool::new(false),
             renew_after_taint: std::sync::atomic::AtomicBool::new(false),
             limit,
         }
@@ -272,6 +275,11 @@ impl<D: Target + Clone> Lab<D> {
     /// From now on the API server refuses every binding status write.
     pub fn refuse_binding_status_writes(&self) {
         self.binding_writes_refused.store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// From now on the API server refuses every credentials Secret read (RBAC taken away).
+    pub fn refuse_secret_reads(&self) {
+        self.secret_reads_refused.store(true, std::sync::atomic::Ordering::Release);
     }
 
     /// The node's kubelet renews its Lease right after the next Node write that adds an out-of-service
@@ -541,6 +549,9 @@ impl<D: Target + Clone> Devices for Lab<D> {
     /// The test's device, once the binding's credentials Secret exists.
     async fn target(&self, binding: &BmcBinding) -> ApiResult<Result<(D, u64), Unusable>> {
         let secret = &binding.spec.credentials_secret_ref.name;
+        if self.secret_reads_refused.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(driver::ApiError::Denied(format!("secrets {secret:?} is forbidden")));
+        }
         let serial = lock(&self.incarnation).serial;
         Ok(match self.world(|t| t.secret(secret)) {
             Some(_) => Ok((self.device.clone(), serial)),

@@ -465,6 +465,7 @@ impl SimDevice {
         &self,
         mutation: bool,
         path: &str,
+        read_from: Option<Micros>,
         sample: impl FnOnce(&mut Truth, Micros) -> (Result<T, BmcError>, Look),
     ) -> Result<T, BmcError> {
         let shared = &self.shared;
@@ -537,6 +538,7 @@ impl SimDevice {
                     path,
                     machine,
                     requested: start,
+                    read_from: read_from.unwrap_or(start),
                     sampled,
                     answered,
                     truly_on,
@@ -584,12 +586,12 @@ impl SimDevice {
         truth.bmcs[bmc].systems.iter().position(|s| s.id == id)
     }
 
-    async fn system_once(&self, path_or_id: &str) -> Result<SystemReading, BmcError> {
+    async fn system_once(&self, path_or_id: &str, read_from: Micros) -> Result<SystemReading, BmcError> {
         let bmc = self.bmc;
         let path = path_or_id.to_owned();
         let unknown = self.shared.with(|t| t.bmcs[bmc].answers == PowerAnswers::SometimesUnknown);
         let garbled = unknown && self.shared.chance(0.2);
-        self.request(false, path_or_id, move |t, _| {
+        self.request(false, path_or_id, Some(read_from), move |t, _| {
             let Some(index) = Self::find_system(t, bmc, &path) else {
                 let missing =
                     BmcError::Status { method: "GET", path: path.clone(), status: 404, detail: String::new() };
@@ -628,7 +630,7 @@ impl Bmc for SimDevice {
 
     async fn systems(&self) -> Result<Vec<String>, BmcError> {
         let bmc = self.bmc;
-        self.request(false, "/redfish/v1/Systems", move |t, _| {
+        self.request(false, "/redfish/v1/Systems", None, move |t, _| {
             let members = t.bmcs[bmc].systems.iter().map(|s| format!("/redfish/v1/Systems/{}", s.id)).collect();
             (Ok(members), Look { machine: None, truly_on: false, said: Answered::Members })
         })
@@ -643,8 +645,9 @@ impl Bmc for SimDevice {
     /// Reads are retried on transient errors, as the Redfish client does.
     async fn system(&self, path_or_id: &str) -> Result<SystemReading, BmcError> {
         let mut attempt = 0;
+        let read_from = self.shared.sched.now();
         loop {
-            match self.system_once(path_or_id).await {
+            match self.system_once(path_or_id, read_from).await {
                 Err(e) if e.is_transient() && attempt < self.shared.bmc_read_retries => {
                     self.shared.sched.sleep(250_000 * 2i64.pow(attempt)).await;
                     attempt += 1;
@@ -660,7 +663,7 @@ impl Bmc for SimDevice {
         let delay = self.shared.with(|t| t.bmcs[bmc].reset_delay);
         let delay = self.shared.between(delay);
         let by = self.caller();
-        self.request(true, &system.path.clone(), move |t, _| {
+        self.request(true, &system.path.clone(), None, move |t, _| {
             let Some(index) = Self::find_system(t, bmc, &path) else {
                 let missing =
                     BmcError::Status { method: "POST", path: path.clone(), status: 404, detail: String::new() };

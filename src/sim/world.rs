@@ -199,12 +199,14 @@ pub enum Record {
     Event { at: Micros, by: Caller, kind: String, reason: String },
     /// A device answer that reached coroner: asked at `requested`, answered at `answered`; the
     /// device looked at `machine` (if it read a system) at `sampled`, when it was truly on or not.
+    /// `read_from`: when the read this try belongs to began (its first try, before any retry).
     Answer {
         by: Caller,
         bmc: usize,
         path: String,
         machine: Option<usize>,
         requested: Micros,
+        read_from: Micros,
         sampled: Micros,
         answered: Micros,
         truly_on: bool,
