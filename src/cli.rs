@@ -297,11 +297,13 @@ async fn run_controller(args: ControllerArgs) -> Result<(), CliError> {
         .map_err(|_| CliError::CryptoProvider)?;
     let client = Client::try_default().await?;
     let instance = uuid::Uuid::new_v4().to_string();
-    let election = args.leader_election.then(|| Election {
-        lease_name: args.lease_name.clone(),
-        namespace: namespace.clone(),
-        identity: pod_name.clone().unwrap_or_else(|| format!("coroner-{instance}")),
-        lease_duration: args.lease_duration.get(),
+    let election = args.leader_election.then(|| {
+        Election::new(
+            args.lease_name.clone(),
+            namespace.clone(),
+            pod_name.clone().unwrap_or_else(|| format!("coroner-{instance}")),
+            args.lease_duration.get(),
+        )
     });
     let settings = Settings {
         namespace,

@@ -39,9 +39,9 @@ pub const GUARD_HELD: &str = "GuardHeld";
 
 /// R1: whether this fence's release stands, judged from its record in status — never from a taint
 /// or an annotation on the Node, which anything may rewrite or remove. It stands from the release
-/// until coroner itself ends it to power the machine on (its own out-of-service taint taken off the
-/// Node for the `On`; with no taint of its own, the `On` decided), or the node reports `Ready=True`.
-/// (The remediation's deletion ends it too: the finalizer does not guard.)
+/// until coroner itself ends it to power the machine on (its `On` answered, after its own
+/// out-of-service taint is off the Node), or the node reports `Ready=True`. (The remediation's
+/// deletion ends it too: the finalizer does not guard.)
 pub fn release_stands(status: &CoronerRemediationStatus, node: &NodeSnapshot) -> bool {
     let Some(release) = status.evidence.as_ref().and_then(|e| e.release.as_ref()) else { return false };
     // A Node replaced under the same name reporting Ready is another machine's kubelet (R4).
@@ -51,9 +51,17 @@ pub fn release_stands(status: &CoronerRemediationStatus, node: &NodeSnapshot) ->
     match release.taint_removed_at {
         // Decided, but the release ends only once the taint is off the Node (a write refused keeps it);
         // a Node replaced under the same name never had coroner take it off (R4).
-        Some(_) => node.released_at.is_some() || replaced(status, node),
-        None => !power_on_decided(status),
+        Some(_) => node.released_at.is_some() || replaced(status, node) || !power_on_answered(status),
+        None => !power_on_answered(status),
     }
+}
+
+/// The `Reboot`'s `On` was sent and its answer (or its failure) recorded: an `On` decided and not
+/// answered may never have reached the BMC.
+fn power_on_answered(status: &CoronerRemediationStatus) -> bool {
+    let intent = status.progress.as_ref().and_then(|p| p.intent.as_ref());
+    intent.is_some_and(|i| i.action == PowerAction::On && i.result.is_some())
+        || status.evidence.as_ref().and_then(|e| e.power_on.as_ref()).is_some_and(|p| p.sent_at.is_some())
 }
 
 /// The Node is another object than the one admitted (the same name, a new UID).
@@ -172,6 +180,16 @@ pub fn assess(status: &CoronerRemediationStatus, reading: &Result<PowerReading, 
     }
 }
 
+/// R2: what the guard judges on. A reading the fence took of the released machine, not Off, while
+/// the release stood ([`Memory::sighted_on`]) counts as the guard's own: an Off read after it (a
+/// glitch that ended) does not clear it.
+pub fn with_sighting(finding: &Finding, memory: &Memory) -> Finding {
+    match (finding, &memory.sighted_on) {
+        (Finding::Off, Some(power)) => Finding::NotOff(power.clone()),
+        _ => finding.clone(),
+    }
+}
+
 /// Why the guard cannot tell which machine an attested release left behind: it stays blind.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum Unidentified {
@@ -248,6 +266,8 @@ pub struct Watch<'a> {
 /// Off is switched off again: the intent is persisted first, as for every BMC mutation.
 pub fn next(status: &CoronerRemediationStatus, memory: &Memory, finding: &Finding, watch: Watch<'_>) -> Decision {
     let Watch { policy, approval, instance, now, mono } = watch;
+    let sighted = with_sighting(finding, memory);
+    let finding = &sighted;
     let mut new = status.clone();
     let mut notices = Vec::new();
     let mut reset = None;
@@ -321,7 +341,9 @@ pub fn next(status: &CoronerRemediationStatus, memory: &Memory, finding: &Findin
     if new.guard.as_ref().is_some_and(|g| *g == GuardStatus::default()) {
         new.guard = status.guard.clone();
     }
-    let memory = Memory { guarded_at: Some(mono), guard_reads: memory.guard_reads + 1, ..memory.clone() };
+    // A blind reading sends nothing: the fence's sighting waits for one that can be acted on.
+    let sighted_on = matches!(finding, Finding::Blind(_)).then(|| memory.sighted_on.clone()).flatten();
+    let memory = Memory { guarded_at: Some(mono), guard_reads: memory.guard_reads + 1, sighted_on, ..memory.clone() };
     if new != *status {
         new.last_update_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now));
     }

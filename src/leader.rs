@@ -1,13 +1,20 @@
 //! Leader election (kube-lease-manager, a Lease in coroner's namespace) and the check that guards
 //! every BMC mutation. A Lease is not a fence: between deciding and sending, leadership may pass to
-//! another replica, so right before a reset the leader reads its Lease again and sends only if the
-//! Lease is still its own for longer than the request can take, plus a margin for clock skew.
+//! another replica, so right before a reset the leader renews its Lease itself, conditionally, and
+//! sends only if, by its own monotonic clock since that renewal was sent, the Lease is still its own
+//! for longer than the request can take, plus a margin for clock skew (docs/safety.md P6).
 
-use std::time::Duration as StdDuration;
+use std::{
+    sync::{Arc, Mutex, PoisonError},
+    time::{Duration as StdDuration, Instant},
+};
 
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::{coordination::v1::Lease, core::v1::Pod};
-use kube::{Api, Client, ResourceExt};
+use k8s_openapi::{
+    api::{coordination::v1::Lease, core::v1::Pod},
+    apimachinery::pkg::apis::meta::v1::MicroTime,
+};
+use kube::{Api, Client, ResourceExt, api::PostParams};
 
 use crate::driver::ApiError;
 
@@ -22,6 +29,9 @@ pub struct Election {
     /// This replica's holder identity (its pod name).
     pub identity: String,
     pub lease_duration: StdDuration,
+    /// This process's last successful renewal request of the current term: when it was sent, on its
+    /// monotonic clock, and the Lease's resourceVersion it wrote (shared by the clones of one process).
+    renewed: Arc<Mutex<Option<(Instant, String)>>>,
 }
 
 /// Why this replica may not send a mutation now. Its Display is what the log and the error say.
@@ -41,19 +51,49 @@ pub enum Refusal {
     TooLittleLeft { remaining: StdDuration, needed: StdDuration },
     #[error("cannot read the leader Lease: {0}")]
     Unreadable(ApiError),
+    #[error("cannot renew the leader Lease: {0}")]
+    NotRenewed(ApiError),
 }
 
-/// Whether the holder `identity` may still send a request that can take `need`: the Lease must name
-/// it and, by its own renewTime and duration, outlast the request by the skew margin.
-pub fn may_mutate(lease: Option<&Lease>, identity: &str, now: Timestamp, need: StdDuration) -> Result<(), Refusal> {
+/// How this process knows how long the Lease is still its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Held {
+    /// Its monotonic clock's time since it sent its last successful renewal request: what the rule
+    /// judges on, so a step of the wall clock changes nothing.
+    Since(StdDuration),
+    /// Before its first renewal of the term, or when the Lease was written since (kube-lease-manager's
+    /// own renewal): the Lease's renewTime, on the wall clock now, as the other replicas judge it.
+    Wall(Timestamp),
+}
+
+/// P6: how the Lease as read now is judged: on the monotonic clock since this process's last
+/// renewal when nothing wrote the Lease since (same resourceVersion), else on the wall clock.
+pub fn held(lease: Option<&Lease>, last_renewal: Option<(StdDuration, &str)>, now: Timestamp) -> Held {
+    let version = lease.and_then(|l| l.metadata.resource_version.as_deref());
+    match last_renewal {
+        Some((elapsed, written)) if version == Some(written) => Held::Since(elapsed),
+        _ => Held::Wall(now),
+    }
+}
+
+/// P6: whether the holder `identity` may still send a request that can take `need`: the Lease must
+/// name it and, by its duration counted from what `held` says, outlast the request by the skew
+/// margin.
+pub fn may_mutate(lease: Option<&Lease>, identity: &str, held: Held, need: StdDuration) -> Result<(), Refusal> {
     let spec = lease.and_then(|l| l.spec.as_ref()).ok_or(Refusal::NoLease)?;
     let holder = spec.holder_identity.as_deref().unwrap_or_default();
     if holder != identity {
         return Err(Refusal::AnotherHolder { holder: holder.to_owned() });
     }
-    let renewed = spec.renew_time.as_ref().ok_or(Refusal::NoRenewTime)?.0;
-    let duration = SignedDuration::from_secs(i64::from(spec.lease_duration_seconds.unwrap_or(0)));
-    let remaining = StdDuration::try_from((renewed + duration).duration_since(now)).unwrap_or_default();
+    let seconds = u64::try_from(spec.lease_duration_seconds.unwrap_or(0)).unwrap_or(0);
+    let remaining = match held {
+        Held::Since(elapsed) => StdDuration::from_secs(seconds).saturating_sub(elapsed),
+        Held::Wall(now) => {
+            let renewed = spec.renew_time.as_ref().ok_or(Refusal::NoRenewTime)?.0;
+            let until = renewed + SignedDuration::from_secs(i64::try_from(seconds).unwrap_or(0));
+            StdDuration::try_from(until.duration_since(now)).unwrap_or_default()
+        }
+    };
     let needed = need + SKEW_MARGIN;
     if remaining <= needed {
         return Err(Refusal::TooLittleLeft { remaining, needed });
@@ -78,11 +118,45 @@ pub fn can_take_over(candidate: &Pod, me: &str, node_to_fence: &str) -> bool {
 }
 
 impl Election {
-    /// Reads the Lease and applies [`may_mutate`].
+    pub fn new(lease_name: String, namespace: String, identity: String, lease_duration: StdDuration) -> Self {
+        Self { lease_name, namespace, identity, lease_duration, renewed: Arc::default() }
+    }
+
+    fn held(&self, lease: Option<&Lease>) -> Held {
+        let renewed = self.renewed.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        held(lease, renewed.as_ref().map(|(sent, version)| (sent.elapsed(), version.as_str())), Timestamp::now())
+    }
+
+    /// A new term: nothing this process renewed before counts.
+    pub fn new_term(&self) {
+        *self.renewed.lock().unwrap_or_else(PoisonError::into_inner) = None;
+    }
+
+    /// P6, the leader check: reads the Lease, which must allow the request as this process knows it
+    /// ([`held`], [`may_mutate`]: a Lease that may have run out is not renewed), renews it under its
+    /// resourceVersion, and judges it again on the monotonic clock from when that renewal was sent.
     pub async fn ensure_leader(&self, client: &Client, need: StdDuration) -> Result<(), Refusal> {
         let leases: Api<Lease> = Api::namespaced(client.clone(), &self.namespace);
-        let lease = leases.get_opt(&self.lease_name).await.map_err(|e| Refusal::Unreadable(ApiError::from(e)))?;
-        may_mutate(lease.as_ref(), &self.identity, Timestamp::now(), need)
+        // kube-lease-manager's own renewal may come in between: read again once.
+        for _ in 0..2 {
+            let lease = leases.get_opt(&self.lease_name).await.map_err(|e| Refusal::Unreadable(ApiError::from(e)))?;
+            may_mutate(lease.as_ref(), &self.identity, self.held(lease.as_ref()), need)?;
+            let Some(mut lease) = lease else { return Err(Refusal::NoLease) };
+            if let Some(spec) = lease.spec.as_mut() {
+                spec.renew_time = Some(MicroTime(Timestamp::now()));
+            }
+            let sent = Instant::now();
+            match leases.replace(&self.lease_name, &PostParams::default(), &lease).await.map_err(ApiError::from) {
+                Ok(renewed) => {
+                    let version = renewed.resource_version().unwrap_or_default();
+                    *self.renewed.lock().unwrap_or_else(PoisonError::into_inner) = Some((sent, version));
+                    return may_mutate(Some(&renewed), &self.identity, Held::Since(sent.elapsed()), need);
+                }
+                Err(ApiError::Conflict(_)) => {}
+                Err(error) => return Err(Refusal::NotRenewed(error)),
+            }
+        }
+        Err(Refusal::NotRenewed(ApiError::Conflict("the leader Lease changed under both renewals".into())))
     }
 }
 
@@ -137,14 +211,14 @@ mod tests {
     #[test]
     fn the_holder_may_act_while_the_lease_outlasts_the_request() {
         // Renewed at 0 for 15 s; at 5 s there are 10 s left; a 5 s request plus 2 s margin fits.
-        assert_eq!(may_mutate(Some(&lease("a", 0, 15)), "a", t(5), StdDuration::from_secs(5)), Ok(()));
+        assert_eq!(may_mutate(Some(&lease("a", 0, 15)), "a", Held::Wall(t(5)), StdDuration::from_secs(5)), Ok(()));
     }
 
     #[test]
     fn too_little_lease_left_means_no_request() {
         // 8 s left, 5 s + 2 s margin = 7 s needed: fine; 7 s left is not.
-        assert_eq!(may_mutate(Some(&lease("a", 0, 15)), "a", t(7), StdDuration::from_secs(5)), Ok(()));
-        let short = may_mutate(Some(&lease("a", 0, 15)), "a", t(8), StdDuration::from_secs(5)).unwrap_err();
+        assert_eq!(may_mutate(Some(&lease("a", 0, 15)), "a", Held::Wall(t(7)), StdDuration::from_secs(5)), Ok(()));
+        let short = may_mutate(Some(&lease("a", 0, 15)), "a", Held::Wall(t(8)), StdDuration::from_secs(5)).unwrap_err();
         let needed = StdDuration::from_secs(7);
         assert_eq!(short, Refusal::TooLittleLeft { remaining: StdDuration::from_secs(7), needed });
         assert_eq!(
@@ -152,19 +226,66 @@ mod tests {
             "the leader Lease has 7.0s left, less than the 7.0s a BMC request may take plus the skew margin"
         );
         assert_eq!(
-            may_mutate(Some(&lease("a", 0, 15)), "a", t(30), StdDuration::from_secs(5)),
+            may_mutate(Some(&lease("a", 0, 15)), "a", Held::Wall(t(30)), StdDuration::from_secs(5)),
             Err(Refusal::TooLittleLeft { remaining: StdDuration::ZERO, needed })
         );
     }
 
     #[test]
     fn another_holder_or_no_lease_means_no_request() {
-        let passed = may_mutate(Some(&lease("b", 0, 15)), "a", t(1), StdDuration::from_secs(1)).unwrap_err();
+        let passed =
+            may_mutate(Some(&lease("b", 0, 15)), "a", Held::Wall(t(1)), StdDuration::from_secs(1)).unwrap_err();
         assert_eq!(passed, Refusal::AnotherHolder { holder: "b".into() });
         assert_eq!(passed.to_string(), "leadership passed to \"b\"");
-        assert_eq!(may_mutate(None, "a", t(1), StdDuration::from_secs(1)), Err(Refusal::NoLease));
+        assert_eq!(may_mutate(None, "a", Held::Wall(t(1)), StdDuration::from_secs(1)), Err(Refusal::NoLease));
         let mut unrenewed = lease("a", 0, 15);
         unrenewed.spec.as_mut().unwrap().renew_time = None;
-        assert_eq!(may_mutate(Some(&unrenewed), "a", t(1), StdDuration::from_secs(1)), Err(Refusal::NoRenewTime));
+        assert_eq!(
+            may_mutate(Some(&unrenewed), "a", Held::Wall(t(1)), StdDuration::from_secs(1)),
+            Err(Refusal::NoRenewTime)
+        );
+    }
+
+    #[test]
+    fn after_its_own_renewal_the_leader_judges_the_lease_on_its_monotonic_clock_whatever_the_wall_clock_says() {
+        // The renewTime says the Lease was renewed an hour from now (a wall clock stepped forward,
+        // or back after the renewal): it counts for nothing once this process has renewed itself.
+        let stepped = lease("a", 3600, 15);
+        let need = StdDuration::from_secs(5);
+        assert_eq!(may_mutate(Some(&stepped), "a", Held::Since(StdDuration::from_secs(7)), need), Ok(()));
+        let deposed = may_mutate(Some(&stepped), "a", Held::Since(StdDuration::from_secs(8)), need).unwrap_err();
+        assert_eq!(
+            deposed,
+            Refusal::TooLittleLeft { remaining: StdDuration::from_secs(7), needed: need + SKEW_MARGIN }
+        );
+        assert_eq!(
+            may_mutate(Some(&stepped), "a", Held::Since(StdDuration::from_secs(60)), need),
+            Err(Refusal::TooLittleLeft { remaining: StdDuration::ZERO, needed: need + SKEW_MARGIN })
+        );
+    }
+
+    #[test]
+    fn the_monotonic_judgement_needs_no_renew_time_but_still_the_holder() {
+        let mut unrenewed = lease("a", 0, 15);
+        unrenewed.spec.as_mut().unwrap().renew_time = None;
+        assert_eq!(
+            may_mutate(Some(&unrenewed), "a", Held::Since(StdDuration::ZERO), StdDuration::from_secs(1)),
+            Ok(())
+        );
+        assert_eq!(
+            may_mutate(Some(&lease("b", 0, 15)), "a", Held::Since(StdDuration::ZERO), StdDuration::from_secs(1)),
+            Err(Refusal::AnotherHolder { holder: "b".into() })
+        );
+    }
+
+    #[test]
+    fn the_monotonic_clock_judges_only_while_nothing_wrote_the_lease_since_this_process_renewed_it() {
+        let mut renewed = lease("a", 0, 15);
+        renewed.metadata.resource_version = Some("7".into());
+        let last = Some((StdDuration::from_secs(3), "7"));
+        assert_eq!(held(Some(&renewed), last, t(100)), Held::Since(StdDuration::from_secs(3)));
+        renewed.metadata.resource_version = Some("8".into());
+        assert_eq!(held(Some(&renewed), last, t(100)), Held::Wall(t(100)), "kube-lease-manager renewed it since");
+        assert_eq!(held(Some(&renewed), None, t(100)), Held::Wall(t(100)), "no renewal of its own this term");
     }
 }

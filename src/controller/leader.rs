@@ -54,6 +54,11 @@ pub(super) async fn run(
             },
         }
         ctx.term.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        election.new_term();
+        // The term's first renewal of its own: from here on the check judges on the monotonic clock.
+        if let Err(refusal) = election.ensure_leader(&ctx.client, StdDuration::ZERO).await {
+            warn!(%refusal, "could not renew the leader Lease at the start of the term");
+        }
         info!(identity = %election.identity, "became the leader");
         ctx.metrics.leader.set(1);
         ctx.metrics.leader_changes.inc();

@@ -324,12 +324,12 @@ mod tests {
 
     #[test]
     fn an_elected_replica_waits_for_its_reconciles_as_long_as_its_unrenewed_lease_lets_them_act() {
-        let election = Election {
-            lease_name: "coroner-leader".into(),
-            namespace: "coroner-system".into(),
-            identity: "coroner-0".into(),
-            lease_duration: StdDuration::from_secs(15),
-        };
+        let election = Election::new(
+            "coroner-leader".into(),
+            "coroner-system".into(),
+            "coroner-0".into(),
+            StdDuration::from_secs(15),
+        );
         assert_eq!(shutdown_grace(Some(&election), &BMC), StdDuration::from_secs(15));
     }
 

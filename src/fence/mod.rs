@@ -121,6 +121,9 @@ pub struct Memory {
     /// When the guard last read the released machine, and how many times it has.
     pub guarded_at: Option<Mono>,
     pub guard_reads: u64,
+    /// R2: the fence itself read the released machine not Off while its release stood (before its
+    /// `On` was answered): the guard judges on that reading at once, even if its own finds it off.
+    pub sighted_on: Option<PowerState>,
     /// The finalizer published `FenceDidNotTakeEffect` on the Node: a finalizer retried (its own
     /// write conflicted) must not publish it again. Kept after the finalizer, for that retry.
     pub finalizer_reported: bool,
@@ -249,6 +252,8 @@ pub fn memory_after_failed_write(old: &Memory, new: &Memory) -> Memory {
         proof: kept(old.proof, new.proof),
         last_requested: new.last_requested.or(old.last_requested),
         last_power: new.last_power.clone().or_else(|| old.last_power.clone()),
+        sighted_on: new.sighted_on.clone().or_else(|| old.sighted_on.clone()),
+        guarded_at: if new.sighted_on.is_some() { None } else { old.guarded_at },
         ..old.clone()
     }
 }
@@ -1448,18 +1453,13 @@ impl<'a> Step<'a> {
         {
             return self.power_on_excluded(&value);
         }
-        let sent = self.progress.intent.as_ref().is_some_and(|i| i.action == PowerAction::On);
-        // The release stands until coroner's own taint is off the Node, or (with no taint of its own)
-        // until its `On` is decided: a power-on before that is not coroner's (docs/safety.md R1).
-        let own_taint = self.evidence.release.as_ref().is_some_and(|r| r.taint_owned);
-        let admitted = self.evidence.node.as_ref().map(|n| n.uid.as_str());
-        let replaced = admitted.is_some_and(|uid| !uid.is_empty() && uid != self.ctx.node.uid);
-        let release_stands = self.ctx.node.released_at.is_some() || !own_taint || replaced;
+        let decided = self.progress.intent.as_ref().is_some_and(|i| i.action == PowerAction::On);
+        // R1: the release stands until coroner's `On` is answered; a power-on before that is not
+        // taken for coroner's, whatever became of the taint (it may have come while nobody read).
         match reading {
             Ok(reading) if !self.same_system(&reading) => {}
-            Ok(reading) if reading.power_state == PowerState::On && (sent || !release_stands) => {
-                let message =
-                    if sent { "power reads On again".to_owned() } else { "power already reads On".to_owned() };
+            Ok(reading) if reading.power_state == PowerState::On && sent_on => {
+                let message = "power reads On again".to_owned();
                 self.evidence.power_on.get_or_insert_with(PowerOnEvidence::default).confirmed_at = Some(self.now());
                 self.set_condition(contract::POWERED_ON, true, "PoweredOn", &message);
                 self.notify(false, "PoweredOn", message.clone());
@@ -1469,10 +1469,13 @@ impl<'a> Step<'a> {
                     format!("{message}; waiting for the node to return with a new bootID"),
                 );
             }
-            Ok(reading) if reading.power_state == PowerState::On && !sent => {
-                // R1: on while the release stands, before coroner's own `On`: someone else's
-                // power-on, the guard's to judge. An `On` on top of it would claim it.
-                let message = "power reads On before coroner's power-on, while its release stands: not coroner's doing (the guard switches it off with guard: Enforce); no On is sent".to_owned();
+            Ok(reading) if reading.power_state == PowerState::On => {
+                // R1: on while the release stands, before coroner's own `On` was answered: not taken
+                // for coroner's, the guard's to judge. An `On` on top of it would claim it.
+                let message = "power reads On before coroner's power-on was answered, while its release stands: not taken for coroner's doing (the guard switches it off with guard: Enforce); no On is sent".to_owned();
+                // R2: the guard judges on this reading now, not on its own next one.
+                self.memory.sighted_on = Some(PowerState::On);
+                self.memory.guarded_at = None;
                 if self.power_on_deadline() {
                     self.set_condition(contract::POWERED_ON, false, "PowerOnNotConfirmed", &message);
                     self.notify(true, "PowerOnNotConfirmed", message.clone());
@@ -1482,7 +1485,7 @@ impl<'a> Step<'a> {
                     self.requeue = Some(self.spec.poll_interval.get());
                 }
             }
-            Ok(_) if (!sent || self.unsent(PowerAction::On)) && !self.power_on_deadline() => {
+            Ok(_) if (!decided || self.unsent(PowerAction::On)) && !self.power_on_deadline() => {
                 if let Err(refusal) = may_power_on(self.ctx.node) {
                     return self.power_on_blocked(&refusal);
                 }

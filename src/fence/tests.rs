@@ -51,6 +51,7 @@ static FORGOTTEN: Memory = Memory {
     last_power: None,
     guarded_at: None,
     guard_reads: 0,
+    sighted_on: None,
     finalizer_reported: false,
 };
 
@@ -1517,4 +1518,25 @@ fn a_fence_whose_secret_reads_are_refused_frees_its_slot_at_the_deadlines_with_t
     assert!(failed.message.contains("secrets") && failed.message.contains("forbidden"), "{}", failed.message);
     assert!(lab.reasons().contains(&"AttemptFailed".to_owned()));
     assert_eq!(lab.device().resets(), [ResetType::ForceOff]);
+}
+
+#[test]
+fn a_power_on_read_before_coroner_s_on_was_answered_is_not_taken_for_its_own_and_goes_to_the_guard() {
+    let spec = spec();
+    let node = node();
+    // The taint is off and the On decided (its intent persisted), but no answer came: a failover, or
+    // the apiserver failing before the request.
+    let decided = step(&spec, &powering_on(&spec), power(PowerState::Off), ctx(7, &node));
+    assert_eq!(decided.reset, Some(ResetType::On));
+    let seen = step(&spec, &State::from(&decided), power(PowerState::On), ctx(8, &node));
+    assert_eq!(seen.status.phase, Some(Phase::PoweringOn), "not PoweredOn");
+    assert_eq!(conditions::status_of(&seen.status.conditions, contract::POWERED_ON), None);
+    assert_eq!((seen.reset, seen.memory.sighted_on.clone()), (None, Some(PowerState::On)));
+    assert!(seen.memory.guarded_at.is_none(), "the guard reads at once");
+    // Once the On is answered, On is coroner's own.
+    let answered = Observation::ResetAnswered { action: ResetType::On, result: Ok(204) };
+    let sent = step(&spec, &State::from(&decided), answered, ctx(8, &node));
+    let on = step(&spec, &State::from(&sent), power(PowerState::On), ctx(9, &node));
+    assert_eq!(on.status.phase, Some(Phase::WaitingForNode));
+    assert_eq!(conditions::status_of(&on.status.conditions, contract::POWERED_ON), Some("True"));
 }

@@ -90,6 +90,12 @@ fn step(policy: GuardPolicy, status: &CoronerRemediationStatus, finding: &Findin
     next(status, &Memory::default(), finding, watch)
 }
 
+fn step_with(policy: GuardPolicy, status: &CoronerRemediationStatus, memory: &Memory, finding: &Finding) -> Decision {
+    let watch =
+        Watch { policy, approval: Approval::None, instance: "p1/1", now: t(20), mono: StdDuration::from_secs(20) };
+    next(status, memory, finding, watch)
+}
+
 fn condition(status: &CoronerRemediationStatus) -> (String, String) {
     let c = conditions::find(&status.conditions, GUARD).unwrap();
     (c.status.clone(), c.reason.clone())
@@ -107,21 +113,26 @@ fn a_release_stands_from_its_record_until_coroner_ends_it_for_the_on_or_the_node
     let mut ending = released();
     ending.evidence.as_mut().unwrap().release.as_mut().unwrap().taint_removed_at = Some(MicroTime(t(9)));
     assert!(release_stands(&ending, &node(true)), "coroner decided to take its taint off, but it is still there");
-    assert!(!release_stands(&ending, &node(false)), "Reboot took its taint off for the On: the On is its own");
-    let mut deleted_pods = released();
-    deleted_pods.evidence.as_mut().unwrap().release.as_mut().unwrap().taint_owned = false;
-    assert!(release_stands(&deleted_pods, &node(false)), "ResourceDeletion: no taint, and the release stands");
-    deleted_pods.progress = Some(crate::api::Progress {
+    assert!(release_stands(&ending, &node(false)), "Reboot took its taint off for the On, not yet answered");
+    let on = |result: Option<&str>| crate::api::Progress {
         intent: Some(Intent {
             action: PowerAction::On,
             attempt: 1,
             decided_at: MicroTime(t(9)),
             instance: "p1/1".into(),
-            result: None,
+            result: result.map(str::to_owned),
         }),
         ..Default::default()
-    });
-    assert!(!release_stands(&deleted_pods, &node(false)), "its On decided: from then on coroner powers it on");
+    };
+    ending.progress = Some(on(Some("HTTP 204")));
+    assert!(!release_stands(&ending, &node(false)), "its On answered: from then on the power-on is its own");
+    let mut deleted_pods = released();
+    deleted_pods.evidence.as_mut().unwrap().release.as_mut().unwrap().taint_owned = false;
+    assert!(release_stands(&deleted_pods, &node(false)), "ResourceDeletion: no taint, and the release stands");
+    deleted_pods.progress = Some(on(None));
+    assert!(release_stands(&deleted_pods, &node(false)), "its On decided but unanswered: it may never have been sent");
+    deleted_pods.progress = Some(on(Some("BMC unreachable: timed out")));
+    assert!(!release_stands(&deleted_pods, &node(false)), "its On sent, even without a good answer");
     let ready = NodeSnapshot { ready: Some("True".into()), ..node(true) };
     assert!(!release_stands(&released(), &ready), "the node reports Ready=True");
 }
@@ -491,4 +502,21 @@ fn a_node_back_ready_with_no_approval_of_its_release_is_reported_once() {
     let mut rebooted = released();
     rebooted.evidence.as_mut().unwrap().release.as_mut().unwrap().taint_removed_at = Some(MicroTime(t(9)));
     assert_eq!(returned_without_approval(&rebooted, &ready, Approval::None, t(20)), None, "coroner's own power-on");
+}
+
+#[test]
+fn a_power_on_the_fence_read_while_the_release_stood_is_the_guard_s_even_when_its_own_reading_is_off() {
+    let memory = Memory { sighted_on: Some(PowerState::On), ..Memory::default() };
+    assert_eq!(with_sighting(&Finding::Off, &memory), Finding::NotOff(PowerState::On));
+    assert_eq!(with_sighting(&Finding::Off, &Memory::default()), Finding::Off);
+    let decision = step_with(GuardPolicy::Enforce, &released(), &memory, &Finding::Off);
+    assert_eq!(decision.reset, Some(ResetType::ForceOff), "the glitch ended; the ForceOff still goes");
+    assert_eq!(decision.memory.sighted_on, None, "acted on once");
+    let blind = Finding::Blind("BMC unreachable".into());
+    let waiting = step_with(GuardPolicy::Enforce, &released(), &memory, &blind);
+    assert_eq!(
+        (waiting.reset, waiting.memory.sighted_on),
+        (None, Some(PowerState::On)),
+        "kept for a reading that can act"
+    );
 }

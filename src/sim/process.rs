@@ -118,6 +118,9 @@ pub struct Process {
     clients: Mutex<BTreeMap<String, (String, Micros, SimDevice, u64)>>,
     /// What the loop keeps in memory in this process.
     pub local: Local,
+    /// Its last successful leader Lease renewal: the term, when it was sent on this process's clock
+    /// and the version it wrote.
+    renewed: Mutex<Option<(u64, crate::fence::Mono, String)>>,
 }
 
 impl Process {
@@ -130,6 +133,7 @@ impl Process {
             tracker: LeaseTracker::default(),
             clients: Mutex::default(),
             local: Local::default(),
+            renewed: Mutex::default(),
         }
     }
 
@@ -296,10 +300,23 @@ impl Leadership for Process {
         None
     }
 
+    /// As production's: the pre-check by what this process knows, its own renewal, the check from
+    /// when the renewal was sent.
     async fn ensure_leader(&self, need: StdDuration) -> Result<(), leader::Refusal> {
-        let pid = self.pid;
+        let (pid, term) = (self.pid, self.term());
+        let identity = format!("p{pid}");
         let lease = self.api(false, |t| Ok(t.leader_lease())).await.map_err(leader::Refusal::Unreadable)?;
-        leader::may_mutate(Some(&lease), &format!("p{pid}"), self.now(), need)
+        let renewed = self.renewed.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        let last = renewed
+            .as_ref()
+            .filter(|(of, _, _)| *of == term)
+            .map(|(_, sent, version)| (self.mono().saturating_sub(*sent), version.as_str()));
+        leader::may_mutate(Some(&lease), &identity, leader::held(Some(&lease), last, self.now()), need)?;
+        let sent = self.mono();
+        let lease = self.api(true, |t| t.renew_leader(pid)).await.map_err(leader::Refusal::NotRenewed)?;
+        let version = lease.metadata.resource_version.clone().unwrap_or_default();
+        *self.renewed.lock().unwrap_or_else(PoisonError::into_inner) = Some((term, sent, version));
+        leader::may_mutate(Some(&lease), &identity, leader::Held::Since(self.mono().saturating_sub(sent)), need)
     }
 
     async fn hand_over(&self, _node_to_fence: &str) -> ApiResult<bool> {

@@ -1037,6 +1037,16 @@ impl Truth {
         self.leases.get(node).copied()
     }
 
+    /// The leader Lease renewed by process `pid`, if it still holds it (the write carries the
+    /// resourceVersion it read).
+    pub fn renew_leader(&mut self, pid: u32) -> ApiResult<Lease> {
+        if self.leader.holder != Some(pid) {
+            return Err(ApiError::Conflict("the leader Lease was modified".into()));
+        }
+        self.leader.renewed = self.now;
+        Ok(self.leader_lease())
+    }
+
     /// The leader Lease as a process reads it: renewTime on the holder's clock.
     pub fn leader_lease(&self) -> Lease {
         let holder_offset = self.leader.holder.and_then(|h| self.processes.get(&h)).map_or(0, |p| p.clock_offset);
@@ -1047,7 +1057,8 @@ impl Truth {
                 lease_duration_seconds: Some(i32::try_from(self.leader.duration / SECOND).unwrap_or(15)),
                 ..LeaseSpec::default()
             }),
-            ..Lease::default()
+            // Every write renews it: its renewal time is its version.
+            metadata: ObjectMeta { resource_version: Some(self.leader.renewed.to_string()), ..ObjectMeta::default() },
         }
     }
 
