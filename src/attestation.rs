@@ -522,6 +522,19 @@ pub fn no_life_in_fence(remediation: &CoronerRemediation, remembered: Option<&st
             ),
         ));
     }
+    // The guard's readings are readings of the verified system too: its last one must not show life.
+    let guard = status.and_then(|s| conditions::find(&s.conditions, crate::guard::GUARD));
+    if let Some(guard) = guard.filter(|c| c.reason == crate::guard::POWERED_ON) {
+        let seen = status.and_then(|s| s.guard.as_ref()?.last_finding.as_ref()).map_or("not Off", |f| f.seen.as_str());
+        return Err(Refusal::new(
+            AttestationReason::BmcReportedOn,
+            format!(
+                "the guard's last reading of remediation {}'s released machine found its power {seen} ({}): its BMC showed it alive; there is no override",
+                remediation.name_any(),
+                guard.message
+            ),
+        ));
+    }
     let admitted = status.and_then(|s| s.evidence.as_ref()?.node.as_ref()).map(|n| {
         if n.lease_present { lease_mark(Some(n.lease_renew_time.as_ref().map(|t| t.0))) } else { Timestamp::UNIX_EPOCH }
     });

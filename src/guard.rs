@@ -351,7 +351,7 @@ pub fn next(status: &CoronerRemediationStatus, memory: &Memory, finding: &Findin
 }
 
 /// Why the guard does not send the ForceOff it decided: the Node, read again right before, no longer
-/// calls for it.
+/// calls for it, or the request would not go where the reading came from.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum GuardHold {
     #[error("the Node no longer exists")]
@@ -364,6 +364,12 @@ pub enum GuardHold {
     /// decides again.
     #[error("the remediation changed since the ForceOff was decided; the next reading decides again")]
     RemediationChanged,
+    /// P1: the binding, read fresh, leads to another device (endpoint, TLS material or credential
+    /// values) than the reading that called for the ForceOff.
+    #[error(
+        "the BmcBinding changed since the reading that called for the ForceOff; the next reading, through the binding as it is now, decides again"
+    )]
+    DeviceChanged,
 }
 
 /// Right before the guard's ForceOff, the Node read again must still call for it: the release stands

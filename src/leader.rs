@@ -53,6 +53,13 @@ pub enum Refusal {
     Unreadable(ApiError),
     #[error("cannot renew the leader Lease: {0}")]
     NotRenewed(ApiError),
+    /// P1: the reads between the leader check and the request took longer than the check allowed.
+    #[error(
+        "the checks after the leader check took {:.1}s, more than the {:.1}s the Lease was asked to outlast them by",
+        took.as_secs_f64(),
+        allowance.as_secs_f64()
+    )]
+    ChecksTooSlow { took: StdDuration, allowance: StdDuration },
 }
 
 /// How this process knows how long the Lease is still its own.

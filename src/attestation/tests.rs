@@ -834,3 +834,24 @@ fn a_lease_renewed_while_the_fence_ran_refuses_the_attestation() {
     let (verdict, _) = world.evaluate(t(0));
     assert!(matches!(&verdict, Verdict::Refuse(r) if r.reason == AttestationReason::FenceSawLife), "{verdict:?}");
 }
+
+#[test]
+fn an_attestation_never_follows_a_guard_whose_last_reading_found_the_released_machine_on() {
+    let mut world = World::dead_node();
+    last_read(&mut world, "Off");
+    let status = world.remediations[0].status.as_mut().unwrap();
+    let message = "the released machine reads On: it may be running while its workloads run elsewhere";
+    crate::api::conditions::set(
+        &mut status.conditions,
+        crate::guard::GUARD,
+        crate::api::conditions::FALSE,
+        crate::guard::POWERED_ON,
+        message,
+        t(-10),
+    );
+    let (verdict, _) = world.evaluate(t(0));
+    assert!(
+        matches!(&verdict, Verdict::Refuse(r) if r.reason == AttestationReason::BmcReportedOn && r.message.contains("guard")),
+        "{verdict:?}"
+    );
+}

@@ -65,7 +65,7 @@ pub async fn reconcile<W: World>(world: &W, local: &Local, name: &str) -> Result
     }
     let evaluation = seen.evaluate(world, &attestation, now);
     match evaluation.verdict.clone() {
-        Verdict::Release(plan) => release(world, &attestation, &evaluation, &plan, &mut admissions.times).await,
+        Verdict::Release(plan) => release(world, local, &attestation, &evaluation, &plan, &mut admissions.times).await,
         Verdict::Wait(refusal) | Verdict::Refuse(refusal) => {
             drop(admissions);
             if refusal.is_final()
@@ -217,6 +217,7 @@ async fn refuse<W: World>(
 /// The release, as the module documentation describes it.
 async fn release<W: World>(
     world: &W,
+    local: &Local,
     attestation: &CoronerAttestation,
     evaluation: &Evaluation<'_>,
     plan: &ReleasePlan,
@@ -243,6 +244,18 @@ async fn release<W: World>(
         info!(attestation = %attestation.name_any(), "attestation deleted before the release; nothing released");
         withdraw(world, &plan.remediation, &uid).await?;
         return Ok(Next::AwaitChange);
+    }
+    // A1 once more, on what the fence and its guard recorded and this process read since the checks
+    // (a guard reading of life between them and the Node write).
+    let fence = world.remediation(&plan.remediation).await?;
+    let remembered = local.remembered(&world.instance(), &plan.remediation_uid).last_power;
+    let life = match &fence {
+        Some(fence) => attestation::no_life_in_fence(fence, remembered.as_deref()).err(),
+        None => None,
+    };
+    if let Some(refusal) = life {
+        withdraw(world, &plan.remediation, &uid).await?;
+        return refuse(world, &attestation, evaluation, &refusal, world.now()).await;
     }
     if let Err(why) = world.ensure_leader(world.settings().request_timeout).await {
         withdraw(world, &plan.remediation, &uid).await?;

@@ -26,6 +26,7 @@ pub use crate::cluster::{ApiError, ApiResult};
 pub use identity::{claims, node_system, origin_peers};
 use ports::Target;
 pub use ports::{LoopSettings, World};
+use power::Aim;
 use release::{
     align_taints, release_by_deletion, release_with_taint, remove_owned_taints, standing_release, workloads,
 };
@@ -344,7 +345,7 @@ impl<'a, W: World> Fence<'a, W> {
                     Err(error) => return Err(error),
                 },
             };
-            let (observation, system) = gathered.split();
+            let (observation, aim) = gathered.split();
             // The clocks as they stand after the observation, which may have taken a while.
             let context = fence::Context { now: self.world.now(), mono: self.world.mono(), ..context };
             let decision = fence::next(&spec, &status, observation, context);
@@ -358,7 +359,7 @@ impl<'a, W: World> Fence<'a, W> {
             }
             drop(admissions);
             if let Some(reset) = reset {
-                self.send_reset(reset, system, &node).await?;
+                self.send_reset(reset, aim, &node).await?;
             }
             self.settle_taints().await?;
             match requeue {
@@ -571,17 +572,18 @@ impl<'a, W: World> Fence<'a, W> {
     }
 }
 
-/// What an observation brought: a power reading keeps the system it read, for the reset.
+/// What an observation brought: a power reading keeps what it read and through which device, for
+/// the reset.
 enum Gathered {
     Plain(Observation),
-    Reading(Result<(SystemReading, PowerReading), BmcFailure>),
+    Reading(Result<(Aim, PowerReading), BmcFailure>),
 }
 
 impl Gathered {
-    fn split(self) -> (Observation, Option<SystemReading>) {
+    fn split(self) -> (Observation, Option<Aim>) {
         match self {
             Self::Plain(observation) => (observation, None),
-            Self::Reading(Ok((system, reading))) => (Observation::Power(Ok(reading)), Some(system)),
+            Self::Reading(Ok((aim, reading))) => (Observation::Power(Ok(reading)), Some(aim)),
             Self::Reading(Err(failure)) => (Observation::Power(Err(failure)), None),
         }
     }

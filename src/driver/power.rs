@@ -21,12 +21,10 @@ impl<W: World> Fence<'_, W> {
     }
 
     /// One power reading of the verified system, stamped with when it was asked for and when it was
-    /// answered. A rejection of the credentials is taken once as a sign that they changed: the client
-    /// is built again from the Secret and read with once more.
-    pub(super) async fn read_power(
-        &self,
-        system_path: &str,
-    ) -> Result<Result<(SystemReading, PowerReading), BmcFailure>, Error> {
+    /// answered, with what a power action right after it aims at. A rejection of the credentials is
+    /// taken once as a sign that they changed: the client is built again from the Secret and read
+    /// with once more.
+    pub(super) async fn read_power(&self, system_path: &str) -> Result<Result<(Aim, PowerReading), BmcFailure>, Error> {
         let binding = self.binding_name();
         for fresh in [false, true] {
             let (device, through) = match self.device_for_fence().await? {
@@ -50,7 +48,7 @@ impl<W: World> Fence<'_, W> {
                 Ok(system) => {
                     self.remember_power(&system);
                     let reading = PowerReading::of(&system, Sampled { requested, answered }, through);
-                    return Ok(Ok((system, reading)));
+                    return Ok(Ok((Aim { system, through, origin: device.origin() }, reading)));
                 }
                 Err(error) => return Ok(Err(BmcFailure::from(&error))),
             }
@@ -62,19 +60,50 @@ impl<W: World> Fence<'_, W> {
         }))
     }
 
-    /// Sends the reset the persisted decision asked for (its intent is already in status), and
-    /// records the answer. Everything that takes time comes first; right before the POST the
-    /// remediation is read again ([`reset_still_wanted`]), the BMC origin's turn is taken, the node
-    /// and its Lease are read again and must still allow the action ([`fence::may_power_off`],
-    /// [`fence::may_power_on`]), and the leader Lease must outlast the request.
-    pub(super) async fn send_reset(
-        &mut self,
+    /// P1, the one checked power action: the checks right before a request, in their order, after
+    /// the remediation was read again unchanged (each caller's own rule). The origin's turn first
+    /// (waiting for it must not age what follows); the leader check, asking the Lease to outlast the
+    /// reads that follow and the request; the binding read fresh, whose device must be the one the
+    /// aimed-at reading was taken through ([`fence::DeviceMark`]: the binding's generation and the
+    /// digest of its endpoint, TLS material and credential values); then the node's Lease and the
+    /// Node, last, which `allows` judges. No apiserver round trip sits between the Node read and
+    /// the request. Returns the answer, or why nothing was sent.
+    async fn checked_action<R>(
+        &self,
+        aim: &Aim,
         reset: ResetType,
-        system: Option<SystemReading>,
-        node: &Node,
-    ) -> Result<(), Error> {
+        allows: impl FnOnce(Option<&Node>, Option<Option<Timestamp>>) -> Result<(), R>,
+    ) -> Result<Result<Result<u16, BmcFailure>, Unsent<R>>, Error> {
+        let _turn = self.local.origins.turn(&aim.origin).await;
+        let timeout = self.world.settings().request_timeout;
+        self.world.ensure_leader(timeout + CHECKS_ALLOWANCE).await?;
+        let checked = self.world.mono();
+        let device = match self.device_for_fence().await? {
+            Ok((device, now)) if now == aim.through => device,
+            Ok((_, now)) => return Ok(Err(Unsent::DeviceChanged { proven: aim.through, now })),
+            Err(failure) => return Ok(Ok(Err(failure))),
+        };
+        let lease = self.world.node_lease(&self.node_name).await?;
+        let node = self.world.node(&self.node_name).await?;
+        if let Err(refusal) = allows(node.as_ref(), lease) {
+            return Ok(Err(Unsent::Refused(refusal)));
+        }
+        let took = self.world.mono().saturating_sub(checked);
+        if took > CHECKS_ALLOWANCE {
+            return Err(Error::NotLeader(leader::Refusal::ChecksTooSlow { took, allowance: CHECKS_ALLOWANCE }));
+        }
+        info!(reset = reset.as_str(), system = %aim.system.path, "sending reset");
+        let result = device.act(&aim.system, reset).await;
         let binding = self.binding_name();
-        let device = self.device_for_fence().await?;
+        self.world.metrics().bmc(&binding, "reset", result.as_ref().map_or_else(BmcError::category, |_| "ok"));
+        Ok(Ok(result.map_err(|e| BmcFailure::from(&e))))
+    }
+
+    /// Sends the reset the persisted decision asked for (its intent is already in status) through
+    /// [`Self::checked_action`], after the remediation is read again ([`reset_still_wanted`]); the
+    /// node must still allow the action ([`fence::may_power_off`], [`fence::may_power_on`]). Records
+    /// the answer, or why nothing was sent.
+    pub(super) async fn send_reset(&mut self, reset: ResetType, aim: Option<Aim>, node: &Node) -> Result<(), Error> {
         let name = self.remediation.name_any();
         let current =
             self.world.remediation(&name).await?.ok_or_else(|| ApiError::NotFound(format!("remediation {name}")))?;
@@ -82,97 +111,97 @@ impl<W: World> Fence<'_, W> {
             info!(reset = reset.as_str(), "the remediation changed since the intent was written; not sending");
             return Ok(());
         }
-        // The origin's turn first: waiting for it must not age the checks that follow.
-        let turn = match &device {
-            Ok((device, _)) => Some(self.local.origins.turn(&device.origin()).await),
-            Err(_) => None,
-        };
-        let now_node = self.world.node(&self.node_name).await?;
-        let refusal = match &now_node {
-            None => Some(NodeRefusal::Gone { node: self.node_name.clone() }),
-            Some(now_node) => {
-                let lease = self.world.node_lease(&self.node_name).await?;
-                let snapshot = NodeSnapshot::new(now_node, lease, &self.uid);
-                match reset {
-                    ResetType::ForceOff => fence::may_power_off(&self.spec(), &self.status(), &snapshot).err(),
-                    ResetType::On => fence::may_power_on(&snapshot).err(),
-                }
-            }
-        };
-        if let Some(refusal) = refusal {
-            info!(reset = reset.as_str(), %refusal, "the node no longer allows the power action; not sending");
-            return self
-                .commit_observation(Observation::ActionRefused(refusal), now_node.as_ref().unwrap_or(node))
-                .await;
-        }
-        self.world.ensure_leader(self.world.settings().request_timeout).await?;
-        let result = match (device, system) {
-            (Ok((device, _)), Some(system)) => {
-                info!(reset = reset.as_str(), system = %system.path, "sending reset");
-                let result = device.act(&system, reset).await;
-                self.world.metrics().bmc(&binding, "reset", result.as_ref().map_or_else(BmcError::category, |_| "ok"));
-                result.map_err(|e| BmcFailure::from(&e))
-            }
-            (Err(failure), _) => Err(failure),
-            (Ok(_), None) => Err(BmcFailure {
+        let Some(aim) = aim else {
+            let result = Err(BmcFailure {
                 transient: true,
                 reason: Reason::BmcProtocolError,
                 message: "no fresh reading to reset from".into(),
-            }),
+            });
+            return self.commit_observation(Observation::ResetAnswered { action: reset, result }, node).await;
         };
-        drop(turn);
+        let (spec, status, uid, name) = (self.spec(), self.status(), self.uid.clone(), self.node_name.clone());
+        let mut seen = None;
+        let allows = |now: Option<&Node>, lease| {
+            seen = now.cloned();
+            let Some(now) = now else { return Err(NodeRefusal::Gone { node: name }) };
+            let snapshot = NodeSnapshot::new(now, lease, &uid);
+            match reset {
+                ResetType::ForceOff => fence::may_power_off(&spec, &status, &snapshot),
+                ResetType::On => fence::may_power_on(&snapshot),
+            }
+        };
+        let outcome = self.checked_action(&aim, reset, allows).await?;
+        let node = seen.as_ref().unwrap_or(node);
+        let observation = match outcome {
+            Ok(result) => Observation::ResetAnswered { action: reset, result },
+            Err(Unsent::Refused(refusal)) => {
+                info!(reset = reset.as_str(), %refusal, "the node no longer allows the power action; not sending");
+                Observation::ActionRefused(refusal)
+            }
+            Err(Unsent::DeviceChanged { proven, now }) => {
+                info!(reset = reset.as_str(), "the binding changed since the reading; not sending");
+                Observation::DeviceChanged { proven, now }
+            }
+        };
         // The answer must land: a reset left unanswered in status would be sent again.
-        self.commit_observation(Observation::ResetAnswered { action: reset, result }, node).await
+        self.commit_observation(observation, node).await
     }
 
     /// The guard's ForceOff to a released machine that reads on again: its intent is persisted, the
-    /// remediation read again unchanged, the Node read again still calling for it
-    /// ([`crate::guard::may_enforce`]), the leader Lease outlasting the request; the reset goes to the
-    /// system whose answer (its UUID re-checked) asked for it. It takes no storm-limit slot.
-    pub(super) async fn send_guard_reset(&mut self, system: SystemReading, node: &Node) -> Result<(), Error> {
+    /// remediation read again unchanged, then [`Self::checked_action`] with the Node still calling
+    /// for it ([`crate::guard::may_enforce`]); the reset goes to the system whose answer (its UUID
+    /// re-checked) asked for it, through the device it was read through. It takes no storm-limit
+    /// slot.
+    pub(super) async fn send_guard_reset(&mut self, aim: Aim, node: &Node) -> Result<(), Error> {
         let name = self.remediation.name_any();
         let current =
             self.world.remediation(&name).await?.ok_or_else(|| ApiError::NotFound(format!("remediation {name}")))?;
         if !guard_reset_still_wanted(&current, &self.remediation) {
-            let now = self.world.now();
-            let hold = crate::guard::GuardHold::RemediationChanged;
-            info!(%hold, "the guard does not send ForceOff");
-            return self
-                .commit_retrying(node, |status, memory| crate::guard::withheld(status, memory, &hold, now))
-                .await;
+            return self.guard_withheld(crate::guard::GuardHold::RemediationChanged, node).await;
         }
-        let device = self.device_for_fence().await?;
-        // The origin's turn first: waiting for it must not age the checks that follow.
-        let turn = match &device {
-            Ok((device, _)) => Some(self.local.origins.turn(&device.origin()).await),
-            Err(_) => None,
-        };
-        let now_node = self.world.node(&self.node_name).await?;
-        if let Err(hold) = crate::guard::may_enforce(&self.status(), now_node.as_ref(), &self.uid) {
-            drop(turn);
-            info!(%hold, "the guard does not send ForceOff");
-            let now = self.world.now();
-            return self
-                .commit_retrying(node, |status, memory| crate::guard::withheld(status, memory, &hold, now))
-                .await;
-        }
-        self.world.ensure_leader(self.world.settings().request_timeout).await?;
-        let result = match device {
-            Ok((device, _)) => {
-                info!(system = %system.path, "the guard sends ForceOff to the released machine");
-                let result = device.act(&system, ResetType::ForceOff).await;
-                let binding = self.binding_name();
-                self.world.metrics().bmc(&binding, "reset", result.as_ref().map_or_else(BmcError::category, |_| "ok"));
-                result.map_err(|e| BmcFailure::from(&e))
+        let (status, uid) = (self.status(), self.uid.clone());
+        let allows = |now: Option<&Node>, _lease| crate::guard::may_enforce(&status, now, &uid);
+        let result = match self.checked_action(&aim, ResetType::ForceOff, allows).await? {
+            Ok(result) => result,
+            Err(Unsent::Refused(hold)) => return self.guard_withheld(hold, node).await,
+            Err(Unsent::DeviceChanged { .. }) => {
+                return self.guard_withheld(crate::guard::GuardHold::DeviceChanged, node).await;
             }
-            Err(failure) => Err(failure),
         };
-        drop(turn);
         let labels = NodeLabels { node: self.node_name.clone() };
         self.world.metrics().guard_force_offs.get_or_create(&labels).inc();
         let now = self.world.now();
         self.commit_retrying(node, |status, memory| crate::guard::answered(status, memory, &result, now)).await
     }
+
+    async fn guard_withheld(&mut self, hold: crate::guard::GuardHold, node: &Node) -> Result<(), Error> {
+        info!(%hold, "the guard does not send ForceOff");
+        let now = self.world.now();
+        self.commit_retrying(node, |status, memory| crate::guard::withheld(status, memory, &hold, now)).await
+    }
+}
+
+/// P1: what the checks after the leader check (the binding, the node's Lease, the Node) may take;
+/// the leader check asks the Lease to outlast them and the request, and a request whose checks took
+/// longer is not sent.
+pub const CHECKS_ALLOWANCE: StdDuration = StdDuration::from_secs(2);
+
+/// What a power request aims at: the system a reading found, the device mark it was read through
+/// and that device's origin.
+#[derive(Clone, Debug)]
+pub struct Aim {
+    pub system: SystemReading,
+    pub through: DeviceMark,
+    pub origin: String,
+}
+
+/// Why a checked power action was not sent.
+enum Unsent<R> {
+    /// The caller's check of the Node: the fence's ([`fence::may_power_off`],
+    /// [`fence::may_power_on`]) or the guard's ([`crate::guard::may_enforce`]).
+    Refused(R),
+    /// The binding, read fresh, leads to another device than the reading's.
+    DeviceChanged { proven: DeviceMark, now: DeviceMark },
 }
 
 /// Right before the guard's ForceOff: the remediation as read again must be the one whose status

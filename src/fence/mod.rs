@@ -334,6 +334,7 @@ pub fn next(
     match (phase_of(status), observation) {
         (_, Observation::ResetAnswered { action, result }) => step.reset_answered(action, result),
         (phase, Observation::ActionRefused(refusal)) if !phase.is_terminal() => step.action_refused(refusal),
+        (phase, Observation::DeviceChanged { proven, now }) if !phase.is_terminal() => step.device_changed(proven, now),
         (Phase::Pending, Observation::Admission(verdict)) => step.admission(verdict),
         (Phase::VerifyingIdentity | Phase::PoweringOff | Phase::ConfirmingOff, Observation::Identity(found)) => {
             step.identity(found)
@@ -1227,6 +1228,37 @@ impl<'a> Step<'a> {
         }
         let message = format!("{refusal}; no power action taken, nothing released");
         self.fail(refusal.reason(), message);
+    }
+
+    /// P1: right before the request the binding led to another device than the reading's. An
+    /// endpoint or TLS change (a new generation) ends the attempt, whose next one proves identity
+    /// through the binding as it is now; after the release no `On` goes through it. New credential
+    /// values alone: the run restarts and the next reading, through them, decides again.
+    fn device_changed(&mut self, proven: DeviceMark, now: DeviceMark) {
+        let action = self.progress.intent.as_ref().map(|i| i.action);
+        if let Some(action) = action
+            && self.unsent(action)
+        {
+            self.progress.intent = None;
+        }
+        if proven.generation != now.generation {
+            if is_released(self.old) {
+                let message = "the BmcBinding's endpoint or TLS settings changed since the identity was proven; no On is sent through it, the machine stays off".to_owned();
+                self.set_condition(contract::POWERED_ON, false, "BindingChanged", &message);
+                self.notify(true, "BindingChanged", message.clone());
+                return self.enter(Phase::WaitingForNode, Reason::WaitingForNode, message);
+            }
+            return self.binding_changed();
+        }
+        self.memory.run = None;
+        self.memory.proof = None;
+        self.memory.through = None;
+        self.progress.off_run = None;
+        self.progress.last_error = Some(
+            "the credentials changed between the reading and the request; nothing sent, reading again through them"
+                .into(),
+        );
+        self.requeue = Some(StdDuration::ZERO);
     }
 
     // Releasing ---------------------------------------------------------------------------------------

@@ -29,6 +29,12 @@ pub enum Observation {
     },
     /// Right before a power action, the node (read again) no longer allows it: nothing was sent.
     ActionRefused(NodeRefusal),
+    /// P1: right before a power action the binding, read fresh, led to another device than the one
+    /// the reading that asked for it was taken through: nothing was sent.
+    DeviceChanged {
+        proven: DeviceMark,
+        now: DeviceMark,
+    },
     /// The checked release: what was done, or why not.
     Release(Result<Released, ReleaseRefusal>),
     Workloads(Workloads),

@@ -1540,3 +1540,53 @@ fn a_power_on_read_before_coroner_s_on_was_answered_is_not_taken_for_its_own_and
     assert_eq!(on.status.phase, Some(Phase::WaitingForNode));
     assert_eq!(conditions::status_of(&on.status.conditions, contract::POWERED_ON), Some("True"));
 }
+
+#[test]
+fn an_endpoint_edited_between_the_reading_and_the_force_off_gets_no_request_and_identity_is_proven_again() {
+    let lab = lab(off_spec(), machine(true));
+    lab.edit_endpoint_before_the_next_power_action();
+    let status = run(&lab);
+    assert_eq!(phase_of(&status), Phase::Done, "{:?}", lab.reasons());
+    let reasons = lab.reasons();
+    let verified = reasons.iter().filter(|r| *r == "IdentityVerified").count();
+    assert_eq!(verified, 2, "proven again through the edited binding: {reasons:?}");
+    assert!(reasons.contains(&"AttemptFailed".to_owned()));
+    // The one ForceOff went after the second proof: the first decision sent nothing.
+    assert_eq!(lab.device().resets(), [ResetType::ForceOff]);
+    let second_proof = reasons.iter().rposition(|r| r == "IdentityVerified").unwrap();
+    let sent = reasons.iter().position(|r| r == "ForceOffSent").unwrap();
+    assert!(sent > second_proof, "{reasons:?}");
+}
+
+#[test]
+fn new_credential_values_between_the_reading_and_the_request_restart_the_run_and_the_next_reading_decides() {
+    let spec = spec();
+    let node = node();
+    let decided = decided(&spec);
+    let proven = DeviceMark { generation: 1, serial: 7 };
+    let rotated = Observation::DeviceChanged { proven, now: DeviceMark { serial: 8, ..proven } };
+    let after = step(&spec, &decided, rotated, ctx(1, &node));
+    assert_eq!(after.status.phase, decided.status.phase);
+    assert!(after.status.progress.as_ref().unwrap().intent.is_none(), "the unsent ForceOff is withdrawn");
+    assert_eq!((after.reset, after.requeue), (None, Some(StdDuration::ZERO)));
+    assert!(last_error(&after.status).contains("credentials changed"));
+    let edited = Observation::DeviceChanged { proven, now: DeviceMark { generation: 2, ..proven } };
+    let ended = step(&spec, &decided, edited, ctx(1, &node));
+    assert_eq!(succeeded(&ended.status), ("Unknown".into(), "AttemptFailed".into()));
+    assert_eq!(ended.status.phase, Some(Phase::VerifyingIdentity));
+}
+
+#[test]
+fn no_on_goes_through_a_binding_whose_endpoint_changed_after_the_release() {
+    let spec = spec();
+    let node = node();
+    let decided = State::from(&step(&spec, &powering_on(&spec), power(PowerState::Off), ctx(7, &node)));
+    assert!(decided.status.progress.as_ref().unwrap().intent.is_some());
+    let proven = DeviceMark { generation: 1, serial: 7 };
+    let edited = Observation::DeviceChanged { proven, now: DeviceMark { generation: 2, ..proven } };
+    let stopped = step(&spec, &decided, edited, ctx(8, &node));
+    assert_eq!(stopped.status.phase, Some(Phase::WaitingForNode));
+    assert_eq!(stopped.reset, None);
+    let powered_on = conditions::find(&stopped.status.conditions, contract::POWERED_ON).unwrap();
+    assert_eq!((powered_on.status.as_str(), powered_on.reason.as_str()), ("False", "BindingChanged"));
+}

@@ -145,6 +145,8 @@ pub struct Lab<D> {
     binding_writes_refused: std::sync::atomic::AtomicBool,
     /// While set, the API server refuses every read of a credentials Secret.
     secret_reads_refused: std::sync::atomic::AtomicBool,
+    /// Set: the binding's endpoint is edited at the next leader check (right before a power action).
+    edit_at_leader_check: std::sync::atomic::AtomicBool,
     /// The kubelet renews the node's Lease right after the next Node write that adds an
     /// out-of-service taint.
     renew_after_taint: std::sync::atomic::AtomicBool,
@@ -204,6 +206,7 @@ impl<D: Target + Clone> Lab<D> {
             binding_history: Mutex::default(),
             binding_writes_refused: std::sync::atomic::AtomicBool::new(false),
             secret_reads_refused: std::sync::atomic::AtomicBool::new(false),
+            edit_at_leader_check: std::sync::atomic::AtomicBool::new(false),
             renew_after_taint: std::sync::atomic::AtomicBool::new(false),
             limit,
         }
@@ -280,6 +283,12 @@ impl<D: Target + Clone> Lab<D> {
     /// From now on the API server refuses every credentials Secret read (RBAC taken away).
     pub fn refuse_secret_reads(&self) {
         self.secret_reads_refused.store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Someone edits the binding's endpoint right before the next power action: after the reading
+    /// that asked for it, at the leader check.
+    pub fn edit_endpoint_before_the_next_power_action(&self) {
+        self.edit_at_leader_check.store(true, std::sync::atomic::Ordering::Release);
     }
 
     /// The node's kubelet renews its Lease right after the next Node write that adds an out-of-service
@@ -466,6 +475,10 @@ impl<D: Target + Clone> Leadership for Lab<D> {
 
     /// The lab's process is the only replica and always leads.
     async fn ensure_leader(&self, _need: StdDuration) -> Result<(), crate::leader::Refusal> {
+        if self.edit_at_leader_check.swap(false, std::sync::atomic::Ordering::AcqRel) {
+            let name = self.name.clone();
+            self.world(|t| t.edit_binding(&name, super::scenario::BindingEdit::Endpoint));
+        }
         Ok(())
     }
 
