@@ -350,8 +350,12 @@ pub const REGRESSIONS: &[(u64, &str)] = &[
         "R2: a power-on the fence's PoweringOn read while its release stood was not handed to the guard; a glitch that ended before the guard's next reading was never switched off (wave 3, fixed)",
     ),
     (
-        454,
-        "P6: the leader check refused to renew a Lease kube-lease-manager had renewed since its own renewal (wave 3, fixed)",
+        3581,
+        "P1 (soak): the Node was read before the leader check's round trips; a Node replaced in between got the ForceOff (wave 3, fixed)",
+    ),
+    (
+        3897,
+        "A1 (soak): a guard reading of life between the attestation's checks and its Node write was not judged (wave 3, fixed)",
     ),
     (
         890,
