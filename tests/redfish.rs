@@ -510,3 +510,64 @@ async fn fence_redfish_agrees_with_coronors_reading() {
     let after = bmc.system(UUID).await.unwrap();
     assert_eq!((after.power_state, fence_redfish_status(&machine)), (PowerState::Off, 2));
 }
+
+// The proof and the power action (docs/safety.md P1, P4, P4b) --------------------------------------
+
+fn message(status: &CoronerRemediationStatus) -> String {
+    coroner::api::conditions::find(&status.conditions, contract::SUCCEEDED).unwrap().message.clone()
+}
+
+#[tokio::test]
+async fn an_off_whose_status_state_says_the_bmc_does_not_know_the_host_proves_nothing_and_is_named() {
+    let spec = MachineSpec { status_state_when_off: Some("Absent".into()), ..MachineSpec::new(UUID) };
+    let machine = Machine::start(&spec);
+    let (status, _) = fence(&client(&machine), &self::spec(), UUID, &[]).await;
+    assert_eq!(reason(&status), ("False".into(), "PowerOffNotConfirmed".into()));
+    assert!(message(&status).contains("Status.State Absent"), "{}", message(&status));
+}
+
+#[tokio::test]
+async fn an_off_host_openbmc_reports_as_disabled_is_proven() {
+    let spec = MachineSpec { status_state_when_off: Some("Disabled".into()), ..MachineSpec::new(UUID) };
+    let machine = Machine::start(&spec);
+    let (status, _) = fence(&client(&machine), &self::spec(), UUID, &[]).await;
+    assert_eq!(fence::phase_of(&status), Phase::Done, "{}", message(&status));
+}
+
+#[tokio::test]
+async fn a_slow_honest_bmc_is_proven_at_the_default_settle_and_poll_interval() {
+    // Every answer comes 1.5 s late, longer than pollInterval (1 s): each read starts when the
+    // previous one answered, and the readings stay dense (docs/safety.md P4).
+    let machine = Machine::start(&MachineSpec { response_delay: 1.5, ..MachineSpec::new(UUID) });
+    let (status, _) = fence(&client(&machine), &spec_with_timeout(40), UUID, &[]).await;
+    assert_eq!(fence::phase_of(&status), Phase::Done, "{}", message(&status));
+    assert_eq!(resets(&machine).len(), 1);
+}
+
+#[tokio::test]
+async fn a_settle_many_readings_long_is_proven_on_an_honest_bmc() {
+    let spec = CoronerRemediationSpec { settle: ApiDuration::from_secs(8), ..spec_with_timeout(30) };
+    let machine = Machine::start(&MachineSpec::new(UUID));
+    let (status, _) = fence(&client(&machine), &spec, UUID, &[]).await;
+    assert_eq!(fence::phase_of(&status), Phase::Done, "{}", message(&status));
+    let proof = status.evidence.unwrap().power_off.unwrap().proof.unwrap();
+    let span = proof.last.last().unwrap().at.0.duration_since(proof.first[0].at.0);
+    assert!(span >= jiff::SignedDuration::from_secs(8), "{proof:?}");
+}
+
+#[tokio::test]
+async fn an_endpoint_edited_between_the_reading_and_the_force_off_gets_no_request_until_identity_is_proven_again() {
+    let machine = Machine::start(&MachineSpec::new(UUID));
+    let bmc = client(&machine);
+    let lab = Lab::new(&Setup::new(UUID, spec_with_timeout(20)), LabClock::real(), bmc.clone());
+    lab.edit_endpoint_before_the_next_power_action();
+    let status = lab.run().await;
+    assert_eq!(fence::phase_of(&status), Phase::Done, "{}", message(&status));
+    let reasons = lab.reasons();
+    assert_eq!(reasons.iter().filter(|r| *r == "IdentityVerified").count(), 2, "{reasons:?}");
+    assert_eq!(resets(&machine).len(), 1, "one ForceOff, after the second proof");
+    let requests = machine.requests();
+    let post = requests.iter().position(|r| r.starts_with("POST")).unwrap();
+    let gets_before = requests[..post].iter().filter(|r| r.starts_with("GET /redfish/v1/Systems")).count();
+    assert!(gets_before >= 2, "the ForceOff followed a second discovery: {requests:?}");
+}

@@ -64,6 +64,9 @@ def parse_args():
     p.add_argument('--duplicate-power-state', metavar='VALUE',
                    help='every ComputerSystem body carries PowerState twice, the second time as VALUE '
                         '(a lenient JSON reader sees VALUE, a strict one refuses the body)')
+    p.add_argument('--status-state-when-off', metavar='VALUE',
+                   help="while a system reads Off, its body's Status.State is VALUE (e.g. Absent: a BMC that does "
+                        "not know the host; Disabled: what OpenBMC reports for a host that is off)")
     p.add_argument('--unreadable-system', action='append', default=[], metavar='NAME',
                    help='the system NAME (by name or UUID) stays listed but answers 404 (repeatable)')
     p.add_argument('--ignore-resets-report-off', action='store_true',
@@ -295,10 +298,11 @@ class PagedSystems:
 
 
 class ScriptedSystems:
-    """Per-system faults: listed members that answer 404, and bodies that carry PowerState twice."""
+    """Per-system faults: listed members that answer 404, bodies that carry PowerState twice, and the
+    Status.State a system body carries while it reads Off."""
 
-    def __init__(self, app, aliases, unreadable, duplicate_power_state):
-        self.app, self.duplicate = app, duplicate_power_state
+    def __init__(self, app, aliases, unreadable, duplicate_power_state, status_state_when_off):
+        self.app, self.duplicate, self.state_when_off = app, duplicate_power_state, status_state_when_off
         self.unreadable = {aliases[u] for u in unreadable}
         self.aliases = aliases
 
@@ -309,7 +313,7 @@ class ScriptedSystems:
             return self.app(environ, start_response)
         if self.aliases.get(match.group(1)) in self.unreadable:
             return json_response(start_response, '404 Not Found', {'error': {'message': 'scripted: unreadable'}})
-        if self.duplicate is None or path.rstrip('/') != match.group(0):
+        if (self.duplicate is None and self.state_when_off is None) or path.rstrip('/') != match.group(0):
             return self.app(environ, start_response)
         captured = {}
 
@@ -322,7 +326,14 @@ class ScriptedSystems:
             body = b''.join(result).decode()
         finally:
             getattr(result, 'close', lambda: None)()
-        if captured['status'].startswith('200'):
+        if captured['status'].startswith('200') and self.state_when_off is not None:
+            if json.loads(body).get('PowerState') == 'Off':
+                status = json.loads(body).get('Status') or {}
+                status['State'] = self.state_when_off
+                body = re.sub(r'"Status":\s*\{[^{}]*\}', lambda m: '"Status": ' + json.dumps(status), body, count=1)
+                if '"Status"' not in body:
+                    body = body.rstrip().rstrip('}') + ', "Status": ' + json.dumps(status) + '}'
+        if captured['status'].startswith('200') and self.duplicate is not None:
             # Text, not json.dumps: a dict cannot hold a key twice.
             body, count = re.subn(r'("PowerState":\s*"[^"]*")',
                                   lambda m: f'{m.group(1)}, "PowerState": {json.dumps(self.duplicate)}', body, count=1)
@@ -434,8 +445,9 @@ def main():
         app = sushy.app
         driver = app.systems  # creates the driver: fresh state, state file written
         aliases = {key: uuid for name, uuid in args.systems for key in (name, uuid)}
-        if args.unreadable_system or args.duplicate_power_state is not None:
-            app.wsgi_app = ScriptedSystems(app.wsgi_app, aliases, args.unreadable_system, args.duplicate_power_state)
+        if args.unreadable_system or args.duplicate_power_state is not None or args.status_state_when_off is not None:
+            app.wsgi_app = ScriptedSystems(app.wsgi_app, aliases, args.unreadable_system, args.duplicate_power_state,
+                                           args.status_state_when_off)
         if args.systems_page_size:
             app.wsgi_app = PagedSystems(app.wsgi_app, args.systems, args.systems_page_size,
                                         args.systems_next_link_cycle)

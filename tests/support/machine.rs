@@ -77,6 +77,8 @@ pub struct MachineSpec {
     pub duplicate_power_state: Option<String>,
     /// Systems (by name) that stay listed but answer 404.
     pub unreadable_systems: Vec<String>,
+    /// While a system reads Off, its body's `Status.State` is this.
+    pub status_state_when_off: Option<String>,
     /// A lying BMC: every reset is accepted and ignored (the machine keeps its real power), and after a
     /// ForceOff the system reads Off until an On is requested.
     pub ignore_resets_report_off: bool,
@@ -97,6 +99,7 @@ impl MachineSpec {
             systems_next_link_cycle: false,
             duplicate_power_state: None,
             unreadable_systems: Vec::new(),
+            status_state_when_off: None,
             ignore_resets_report_off: false,
             response_delay: 0.0,
         }
@@ -161,6 +164,9 @@ impl Machine {
         }
         if let Some(value) = &spec.duplicate_power_state {
             command.arg("--duplicate-power-state").arg(value);
+        }
+        if let Some(state) = &spec.status_state_when_off {
+            command.arg("--status-state-when-off").arg(state);
         }
         for name in &spec.unreadable_systems {
             command.arg("--unreadable-system").arg(name);
