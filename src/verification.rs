@@ -20,6 +20,9 @@ use crate::{
 pub const REACHABLE: &str = "Reachable";
 pub const IDENTITY_VERIFIED: &str = "IdentityVerified";
 pub const TLS_VERIFIED: &str = "TLSVerified";
+/// Whether the BMC answers a power reading fast enough for a dense proof (docs/safety.md P4).
+pub const READS_FIT: &str = "ReadsFitPollInterval";
+pub const SETTLE_TOO_SHORT: &str = "SettleTooShortForBmc";
 
 /// The outcome of one look at a binding.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -189,6 +192,48 @@ pub fn record(status: &mut BmcBindingStatus, check: &Check, binding: &BmcBinding
         notices.push(Notice { warning: true, reason: tls.reason, message: tls.message });
     }
     notices
+}
+
+/// P4, before any outage: one power reading of the verified system took `latency`; with the
+/// shortest `pollInterval` of the namespace's templates, could a fence through this binding prove
+/// anything? Sets `ReadsFitPollInterval` and returns a Warning when it turns False
+/// (`SettleTooShortForBmc`).
+pub fn record_latency(
+    status: &mut BmcBindingStatus,
+    binding: &BmcBinding,
+    latency: StdDuration,
+    poll_interval: StdDuration,
+    now: Timestamp,
+) -> Option<Notice> {
+    let was = conditions::find(&status.conditions, READS_FIT).map(|c| (c.status.clone(), c.reason.clone()));
+    let (state, reason, message) = if crate::fence::read_fits(latency, poll_interval) {
+        let message = format!(
+            "a power reading took {:.1}s, within pollInterval {} + {:.1}s",
+            latency.as_secs_f64(),
+            crate::api::Duration::from(poll_interval),
+            crate::fence::READ_ALLOWANCE.as_secs_f64()
+        );
+        (conditions::TRUE, "Fits", message)
+    } else {
+        let message = format!(
+            "a power reading took {:.1}s, more than pollInterval {} + {:.1}s: readings this slow are never dense enough to prove power-off (docs/safety.md P4); raise pollInterval in the template, or make the BMC answer faster",
+            latency.as_secs_f64(),
+            crate::api::Duration::from(poll_interval),
+            crate::fence::READ_ALLOWANCE.as_secs_f64()
+        );
+        (conditions::FALSE, SETTLE_TOO_SHORT, message)
+    };
+    conditions::set_observed(
+        &mut status.conditions,
+        READS_FIT,
+        state,
+        reason,
+        &message,
+        binding.metadata.generation,
+        now,
+    );
+    let turned_false = state == conditions::FALSE && was.as_ref().is_none_or(|(s, r)| s != state || r != reason);
+    turned_false.then(|| Notice { warning: true, reason: SETTLE_TOO_SHORT.into(), message })
 }
 
 /// The merge patch that turns a binding's `old` status into `new`: every field `new` no longer has
@@ -622,5 +667,22 @@ mod tests {
         record(&mut status, &Check::Invalid("Secret s does not exist".into()), &binding(false), Timestamp::UNIX_EPOCH);
         let later = Timestamp::UNIX_EPOCH + jiff::SignedDuration::from_secs(2);
         assert_eq!(fresh_check(Some(&status), Some(3), later, period), None);
+    }
+
+    #[test]
+    fn a_bmc_too_slow_for_the_poll_interval_is_reported_before_any_outage_once() {
+        let (binding, now) = (binding(false), Timestamp::UNIX_EPOCH);
+        let mut status = BmcBindingStatus::default();
+        let second = StdDuration::from_secs(1);
+        let slow = record_latency(&mut status, &binding, StdDuration::from_millis(2500), second, now).unwrap();
+        assert_eq!(slow.reason, SETTLE_TOO_SHORT);
+        assert!(slow.warning && slow.message.contains("2.5s") && slow.message.contains("raise pollInterval"));
+        let condition = conditions::find(&status.conditions, READS_FIT).unwrap();
+        assert_eq!((condition.status.as_str(), condition.observed_generation), ("False", Some(3)));
+        assert_eq!(record_latency(&mut status, &binding, StdDuration::from_millis(2600), second, now), None, "once");
+        assert_eq!(record_latency(&mut status, &binding, StdDuration::from_millis(1900), second, now), None);
+        assert_eq!(conditions::status_of(&status.conditions, READS_FIT), Some("True"));
+        let longer = StdDuration::from_secs(2);
+        assert_eq!(record_latency(&mut status, &binding, StdDuration::from_millis(2500), longer, now), None);
     }
 }

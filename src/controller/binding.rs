@@ -28,7 +28,7 @@ use tracing::info;
 
 use super::{Context, Error};
 use crate::{
-    api::{BmcBinding, CaBundleKind},
+    api::{BmcBinding, CaBundleKind, CoronerRemediationSpec, CoronerRemediationTemplate},
     contract::Reason,
     driver::{self, ports::Events},
     fence::IdentityProblem,
@@ -154,12 +154,16 @@ async fn check(binding: &BmcBinding, ctx: &Context, referenced_changed: bool) ->
     // Two bindings of one node: no reading tells which is meant. Two nodes' bindings on one BMC:
     // the identity read does ([`gates::conflict_settled_by_identity`]).
     let conflicts = gates::binding_conflicts(&all).remove(&name).unwrap_or_default();
-    let check = match conflicts.iter().find(|c| matches!(c, gates::Conflict::SameNode { .. })) {
-        Some(conflict) => Check::Conflict(conflict.to_string()),
+    let (check, latency) = match conflicts.iter().find(|c| matches!(c, gates::Conflict::SameNode { .. })) {
+        Some(conflict) => (Check::Conflict(conflict.to_string()), None),
         None => verify(ctx, binding, &all).await?,
     };
     let mut status = binding.status.clone().unwrap_or_default();
-    let notices = verification::record(&mut status, &check, binding, Timestamp::now());
+    let mut notices = verification::record(&mut status, &check, binding, Timestamp::now());
+    if let Some(latency) = latency {
+        let poll_interval = shortest_poll_interval(ctx).await?;
+        notices.extend(verification::record_latency(&mut status, binding, latency, poll_interval, Timestamp::now()));
+    }
     if binding.status.as_ref() != Some(&status) {
         let patch = verification::status_patch(binding.status.as_ref(), &status);
         api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
@@ -171,10 +175,38 @@ async fn check(binding: &BmcBinding, ctx: &Context, referenced_changed: bool) ->
     Ok(Action::requeue(jittered(interval)))
 }
 
-async fn verify(ctx: &Context, binding: &BmcBinding, all: &[BmcBinding]) -> Result<Check, Error> {
+/// The shortest `pollInterval` of the namespace's templates (the default without one): what the
+/// binding's read latency must fit (docs/safety.md P4).
+async fn shortest_poll_interval(ctx: &Context) -> Result<StdDuration, Error> {
+    let api: Api<CoronerRemediationTemplate> = Api::namespaced(ctx.client.clone(), ctx.namespace());
+    let templates = api.list(&ListParams::default()).await?.items;
+    let shortest = templates.iter().map(|t| t.spec.template.spec.poll_interval.get()).min();
+    Ok(shortest.unwrap_or_else(|| CoronerRemediationSpec::default().poll_interval.get()))
+}
+
+/// The identity check, and how long one power reading of the verified system took (P4: measured
+/// before any outage).
+async fn verify(
+    ctx: &Context,
+    binding: &BmcBinding,
+    all: &[BmcBinding],
+) -> Result<(Check, Option<StdDuration>), Error> {
+    let (check, path) = identify(ctx, binding, all).await?;
+    let (Check::Read { identity: Ok(_), .. }, Some(path)) = (&check, path) else { return Ok((check, None)) };
     let client = match ctx.clients.client(&ctx.client, binding).await? {
         Ok(client) => client,
-        Err(unusable) => return Ok(Check::Invalid(unusable.to_string())),
+        Err(_) => return Ok((check, None)),
+    };
+    let started = std::time::Instant::now();
+    let latency = client.0.read(&path).await.is_ok().then(|| started.elapsed());
+    Ok((check, latency))
+}
+
+/// What the BMC says of the binding's node, and the verified system's path when it answered.
+async fn identify(ctx: &Context, binding: &BmcBinding, all: &[BmcBinding]) -> Result<(Check, Option<String>), Error> {
+    let client = match ctx.clients.client(&ctx.client, binding).await? {
+        Ok(client) => client,
+        Err(unusable) => return Ok((Check::Invalid(unusable.to_string()), None)),
     };
     let node_name = &binding.spec.node_name;
     let node = Api::<Node>::all(ctx.client.clone()).get_opt(node_name).await?;
@@ -182,28 +214,29 @@ async fn verify(ctx: &Context, binding: &BmcBinding, all: &[BmcBinding]) -> Resu
     let system = match driver::node_system(ctx, binding, &client.0, &node_uuid, "verify").await {
         Ok(system) => system,
         Err(IdentityProblem::Binding { reason: Reason::IdentityMismatch, message, .. }) => {
-            return Ok(Check::NoNodeSystem(message));
+            return Ok((Check::NoNodeSystem(message), None));
         }
-        Err(IdentityProblem::Binding { reason, message, .. }) => return Ok(Check::Refused { reason, message }),
+        Err(IdentityProblem::Binding { reason, message, .. }) => return Ok((Check::Refused { reason, message }, None)),
         Err(IdentityProblem::Bmc(failure)) => {
-            return Ok(Check::Failed { reason: failure.reason, message: failure.message });
+            return Ok((Check::Failed { reason: failure.reason, message: failure.message }, None));
         }
     };
     let peers = driver::origin_peers(ctx, binding, all).await?;
     if let Err(message) =
         gates::conflict_settled_by_identity(&binding.name_any(), node_name, &node_uuid, &system.uuid, &peers)
     {
-        return Ok(Check::Refused { reason: Reason::BindingConflict, message });
+        return Ok((Check::Refused { reason: Reason::BindingConflict, message }, None));
     }
     let claims = driver::claims(ctx, node_name, binding).await?;
     let verdict =
         identity::prove(&node_uuid, &system.uuid, &claims).map_err(|refusal| (refusal.reason(), refusal.to_string()));
-    Ok(Check::Read {
+    let read = Check::Read {
         system_id: system.id,
         uuid: system.uuid,
         power_state: system.power_state.to_string(),
         identity: verdict,
-    })
+    };
+    Ok((read, Some(system.path)))
 }
 
 /// The verification period ±10 %, so bindings created together do not hit their BMCs together.

@@ -178,6 +178,12 @@ pub fn gap_bound(spec: &CoronerRemediationSpec) -> StdDuration {
     2 * (spec.poll_interval.get() + READ_ALLOWANCE)
 }
 
+/// P4: whether a BMC whose reads take `latency` can prove power-off at `poll_interval`: an honest BMC
+/// stays dense while every read takes at most `pollInterval` + [`READ_ALLOWANCE`].
+pub fn read_fits(latency: StdDuration, poll_interval: StdDuration) -> bool {
+    latency <= poll_interval + READ_ALLOWANCE
+}
+
 /// Two readings that are not one run, and by how much (P4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Gap {

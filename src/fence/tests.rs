@@ -1590,3 +1590,11 @@ fn no_on_goes_through_a_binding_whose_endpoint_changed_after_the_release() {
     let powered_on = conditions::find(&stopped.status.conditions, contract::POWERED_ON).unwrap();
     assert_eq!((powered_on.status.as_str(), powered_on.reason.as_str()), ("False", "BindingChanged"));
 }
+
+#[test]
+fn a_bmc_fits_the_gap_rule_while_each_read_takes_at_most_poll_interval_and_one_second() {
+    let second = StdDuration::from_secs(1);
+    assert!(read_fits(StdDuration::from_millis(2000), second));
+    assert!(!read_fits(StdDuration::from_millis(2001), second));
+    assert!(read_fits(StdDuration::from_millis(2500), 2 * second));
+}
