@@ -87,6 +87,7 @@ reasons! {
     NoFailedFence => Waiting, "no CoronerRemediation for the node has ended with Succeeded=False";
     AlreadyReleased => Final, "a remediation for the node already released it";
     FenceSawLife => Final, "a fence of the node ended on evidence that the node is alive (NodeNotUnreachable, NodeAliveAfterPowerOff), or its Lease was renewed while the fence ran";
+    BindingUnverified => Final, "the fence's BmcBinding was not verified at its current generation before the fence was admitted (or the remediation predates that record): a binding that reaches no BMC fails exactly like a dead one, so its silence is no evidence";
     BmcReportedOn => Final, "the fence's last reading of the node's verified system was not Off: its BMC showed the machine alive";
     NodeNotFound => Final, "the node does not exist";
     NodeUidMismatch => Final, "the node's UID is not the one attested: it was replaced";
@@ -171,6 +172,7 @@ pub enum Precondition {
     PolicyInForce,
     FenceEndedWithoutProof,
     NoLifeInFence,
+    BindingVerifiedAtAdmission,
     NodeIsTheAttestedOne,
     NodeUnreachable,
     LeaseUnchangedSinceFence,
@@ -183,11 +185,12 @@ pub enum Precondition {
 }
 
 impl Precondition {
-    pub const ALL: [Precondition; 13] = [
+    pub const ALL: [Precondition; 14] = [
         Self::NotExpired,
         Self::PolicyInForce,
         Self::FenceEndedWithoutProof,
         Self::NoLifeInFence,
+        Self::BindingVerifiedAtAdmission,
         Self::NodeIsTheAttestedOne,
         Self::NodeUnreachable,
         Self::LeaseUnchangedSinceFence,
@@ -205,6 +208,7 @@ impl Precondition {
             Self::PolicyInForce => "PolicyInForce",
             Self::FenceEndedWithoutProof => "FenceEndedWithoutProof",
             Self::NoLifeInFence => "NoLifeInFence",
+            Self::BindingVerifiedAtAdmission => "BindingVerifiedAtAdmission",
             Self::NodeIsTheAttestedOne => "NodeIsTheAttestedOne",
             Self::NodeUnreachable => "NodeUnreachable",
             Self::LeaseUnchangedSinceFence => "LeaseUnchangedSinceFence",
@@ -556,6 +560,43 @@ pub fn no_life_in_fence(remediation: &CoronerRemediation, remembered: Option<&st
     Ok(format!("the fence's last reading: {last}; the Lease unchanged while it ran"))
 }
 
+/// A2: the failed fence's BmcBinding was verified at the generation it had when the fence was
+/// admitted, before the admission: a binding edited since its last verification (a mistyped endpoint)
+/// reaches no BMC and fails exactly like a dead one. Judged from the record taken at admission, so a
+/// verification after it does not count. A fence that found no binding contacted no device.
+pub fn binding_verified_at_admission(remediation: &CoronerRemediation) -> Result<String, Refusal> {
+    let status = remediation.status.as_ref();
+    let node = status.and_then(|s| s.evidence.as_ref()?.node.as_ref());
+    let failed_on =
+        status.and_then(|s| conditions::find(&s.conditions, contract::SUCCEEDED)).map(|c| c.reason.as_str());
+    if failed_on == Some(Reason::NoBmcBinding.as_str()) {
+        return Ok("no BmcBinding named the node: the fence contacted no device".into());
+    }
+    let name = remediation.name_any();
+    let Some(binding) = node.and_then(|n| n.binding.as_ref()) else {
+        return Err(Refusal::new(
+            AttestationReason::BindingUnverified,
+            format!(
+                "remediation {name} recorded no BmcBinding at admission (it predates that record): nothing shows its binding was verified; let NodeHealthCheck create a new remediation"
+            ),
+        ));
+    };
+    let history = match (&binding.verified_at, binding.verified_generation) {
+        (Some(at), Some(generation)) => format!("last verified {} at generation {generation}", at.0),
+        _ => "never verified".to_owned(),
+    };
+    if binding.verified_generation == Some(binding.generation) && binding.verified_at.is_some() {
+        return Ok(format!("BmcBinding {} {history}, its generation at admission", binding.name));
+    }
+    Err(Refusal::new(
+        AttestationReason::BindingUnverified,
+        format!(
+            "BmcBinding {} was {history}, and had generation {} when remediation {name} was admitted: a binding that reaches no BMC fails like a dead one; fix the binding so that it verifies (the guard and the next fence read through it)",
+            binding.name, binding.generation
+        ),
+    ))
+}
+
 /// The node exists and is the Node object attested (same UID).
 pub fn node_is_the_attested_one(node: Option<&Node>, name: &str, uid: &str) -> Result<String, Refusal> {
     let Some(node) = node else {
@@ -768,6 +809,10 @@ pub fn evaluate<'a>(inputs: &Inputs<'a>) -> Evaluation<'a> {
                 result(no_life_in_fence(r, remembered))
             },
         ),
+    );
+    push(
+        Precondition::BindingVerifiedAtAdmission,
+        remediation.map_or_else(|| skipped("no failed fence"), |r| result(binding_verified_at_admission(r))),
     );
     let node = node_is_the_attested_one(inputs.node, &spec.node_name, &spec.node_uid);
     let node_ok = node.is_ok();

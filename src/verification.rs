@@ -236,6 +236,19 @@ pub fn record_latency(
     turned_false.then(|| Notice { warning: true, reason: SETTLE_TOO_SHORT.into(), message })
 }
 
+/// A2: the binding as a fence's admission records it: its generation, and its last successful
+/// verification (when, and of which generation).
+pub fn at_admission(binding: &BmcBinding) -> crate::api::BindingAtAdmission {
+    let status = binding.status.as_ref();
+    let verified_at = status.and_then(|s| s.last_verification_time.clone());
+    crate::api::BindingAtAdmission {
+        name: kube::ResourceExt::name_any(binding),
+        generation: binding.metadata.generation.unwrap_or_default(),
+        verified_generation: verified_at.as_ref().and(status.and_then(|s| s.observed_generation)),
+        verified_at,
+    }
+}
+
 /// The merge patch that turns a binding's `old` status into `new`: every field `new` no longer has
 /// is sent as `null` (a merge patch keeps what it does not mention, and the status omits absent
 /// fields), so a cleared `powerState` is really cleared.

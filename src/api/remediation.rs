@@ -478,6 +478,24 @@ pub struct NodeEvidence {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease_renew_time: Option<MicroTime>,
     pub admitted_at: MicroTime,
+    /// A2: the node's BmcBinding as admission found it, for an attestation to judge whether the
+    /// device messages of this fence came from a binding verified at its content.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binding: Option<BindingAtAdmission>,
+}
+
+/// A2: a BmcBinding at admission: its generation, and its last successful verification before then.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BindingAtAdmission {
+    pub name: String,
+    pub generation: i64,
+    /// When the binding was last verified (`IdentityVerified=True`), if it ever was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified_at: Option<Time>,
+    /// The generation that verification was of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified_generation: Option<i64>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]

@@ -59,6 +59,16 @@ fn succeeded(status: &str, reason: &str, at: i64) -> Condition {
     }
 }
 
+/// w1's binding at admission: generation `generation`, last verified at generation 5 before then.
+fn verified_binding(generation: i64) -> crate::api::BindingAtAdmission {
+    crate::api::BindingAtAdmission {
+        name: "w1".into(),
+        generation,
+        verified_at: Some(Time(t(-900))),
+        verified_generation: Some(5),
+    }
+}
+
 /// A remediation for w1 whose fence failed at `failed_at` with `reason`, the Lease then at `lease`.
 fn failed(name: &str, reason: &str, failed_at: i64, lease: Option<i64>) -> CoronerRemediation {
     let mut r = CoronerRemediation::new(name, CoronerRemediationSpec::default());
@@ -82,6 +92,7 @@ fn failed(name: &str, reason: &str, failed_at: i64, lease: Option<i64>) -> Coron
                 lease_present: lease.is_some(),
                 lease_renew_time: lease.map(|l| MicroTime(t(l))),
                 admitted_at: MicroTime(t(-500)),
+                binding: Some(verified_binding(5)),
             }),
             ..Evidence::default()
         }),
@@ -854,4 +865,38 @@ fn an_attestation_never_follows_a_guard_whose_last_reading_found_the_released_ma
         matches!(&verdict, Verdict::Refuse(r) if r.reason == AttestationReason::BmcReportedOn && r.message.contains("guard")),
         "{verdict:?}"
     );
+}
+
+fn binding_at_admission(world: &mut World, binding: Option<crate::api::BindingAtAdmission>) {
+    let evidence = world.remediations[0].status.as_mut().unwrap().evidence.as_mut().unwrap();
+    evidence.node.as_mut().unwrap().binding = binding;
+}
+
+#[test]
+fn a_binding_edited_since_its_last_verification_is_no_evidence_and_refuses_the_attestation() {
+    let mut world = World::dead_node();
+    binding_at_admission(&mut world, Some(verified_binding(6)));
+    let (verdict, _) = world.evaluate(t(0));
+    let Verdict::Refuse(refusal) = &verdict else { panic!("{verdict:?}") };
+    assert_eq!(refusal.reason, AttestationReason::BindingUnverified);
+    assert!(refusal.message.contains("at generation 5") && refusal.message.contains("generation 6"), "{refusal}");
+}
+
+#[test]
+fn a_binding_never_verified_or_not_recorded_at_admission_refuses_the_attestation() {
+    let mut world = World::dead_node();
+    let never = crate::api::BindingAtAdmission { verified_at: None, verified_generation: None, ..verified_binding(1) };
+    binding_at_admission(&mut world, Some(never));
+    assert!(matches!(&world.evaluate(t(0)).0, Verdict::Refuse(r) if r.reason == AttestationReason::BindingUnverified));
+    binding_at_admission(&mut world, None);
+    assert!(matches!(&world.evaluate(t(0)).0, Verdict::Refuse(r) if r.reason == AttestationReason::BindingUnverified));
+}
+
+#[test]
+fn a_fence_that_found_no_binding_needs_no_verified_one() {
+    let mut world = World::dead_node();
+    world.remediations[0] = failed("w1-abc", "NoBmcBinding", -60, Some(-400));
+    binding_at_admission(&mut world, None);
+    let checks = world.evaluate(t(0)).1;
+    assert!(checks.contains(&(Precondition::BindingVerifiedAtAdmission, "passed")), "{checks:?}");
 }

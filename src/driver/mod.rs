@@ -442,7 +442,15 @@ impl<'a, W: World> Fence<'a, W> {
         Ok(match (gates::evaluate(&inputs), gates::release_to_adopt(&inputs)) {
             (Gate::Refuse(reason, message), _) => Verdict::Refuse { reason, message },
             (_, Some((from, released_at))) => Verdict::Adopt { from, released_at },
-            (Gate::Admit, None) => Verdict::Admit(snapshot.evidence(now)),
+            (Gate::Admit, None) => {
+                let mut evidence = snapshot.evidence(now);
+                // A2: the binding as admission found it, for an attestation to judge.
+                let named: Vec<&BmcBinding> = bindings.iter().filter(|b| b.spec.node_name == self.node_name).collect();
+                if let [binding] = named.as_slice() {
+                    evidence.binding = Some(verification::at_admission(binding));
+                }
+                Verdict::Admit(evidence)
+            }
             (Gate::Wait(reason, message), None) => Verdict::Wait { reason, message },
         })
     }

@@ -259,6 +259,7 @@ impl NodeSnapshot {
             lease_present: self.lease_present,
             lease_renew_time: self.lease_renew_time.map(MicroTime),
             admitted_at: MicroTime(now),
+            binding: None,
         }
     }
 }

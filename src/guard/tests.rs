@@ -27,6 +27,7 @@ fn released() -> CoronerRemediationStatus {
                 lease_present: true,
                 lease_renew_time: None,
                 admitted_at: MicroTime(t(0)),
+                binding: None,
             }),
             identity: Some(IdentityEvidence {
                 binding: "worker-1".into(),

@@ -513,6 +513,12 @@ impl Truth {
         binding.metadata.uid = Some(self.next_uid("binding"));
         binding.metadata.resource_version = Some(self.next_rv());
         binding.metadata.generation = Some(1);
+        // Verified before the outage, as the binding verifier does (an attestation judges it, A2).
+        binding.status = Some(BmcBindingStatus {
+            last_verification_time: Some(Time(self.wall(self.now - SECOND))),
+            observed_generation: Some(1),
+            ..BmcBindingStatus::default()
+        });
         self.secrets.insert(format!("{name}-credentials"), 1);
         self.bindings.insert(name.into(), roundtrip(&binding));
     }

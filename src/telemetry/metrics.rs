@@ -292,6 +292,7 @@ mod tests {
                 lease_present: true,
                 lease_renew_time: None,
                 admitted_at: t(0),
+                binding: None,
             }),
             identity: Some(IdentityEvidence {
                 binding: "b".into(),
