@@ -415,6 +415,7 @@ pub fn answered(
 ) -> Decision {
     let mut new = status.clone();
     let text = match result {
+        Ok(0) => "accepted (IPMI completion code 0x00)".to_owned(),
         Ok(code) => format!("HTTP {code}"),
         Err(failure) => failure.message.clone(),
     };

@@ -456,3 +456,83 @@ async fn forged_foreign_and_replayed_replies_are_discarded_and_the_real_ones_tak
     session.close().await;
     assert_eq!(bmc.0.power(), "Off");
 }
+
+// The fence loop over IPMI: the same loop, proof and identity rule as Redfish -------------------------
+
+/// Runs the production fence loop (the lab's in-memory Kubernetes side, real time) for node worker-1
+/// reporting `NODE` against `peer`, with `action` and a short timeout, until it ends or waits for
+/// the node.
+async fn fence_over_ipmi(
+    peer: &Peer,
+    action: coroner::api::FenceAction,
+) -> (coroner::api::CoronerRemediationStatus, coroner::sim::lab::Lab<IpmiClient>) {
+    use coroner::{
+        api::{CoronerRemediationSpec, Duration as ApiDuration},
+        sim::lab::{Lab, LabClock, Setup},
+    };
+    let spec = CoronerRemediationSpec {
+        action,
+        power_off_timeout: ApiDuration::from_secs(20),
+        ..CoronerRemediationSpec::default()
+    };
+    let lab = Lab::new(&Setup::new(NODE, spec), LabClock::real(), client(peer));
+    // A Reboot then waits for a kubelet, which none runs here.
+    let settled = |s: &coroner::api::CoronerRemediationStatus| {
+        let phase = coroner::fence::phase_of(s);
+        phase.is_terminal() || phase == coroner::api::Phase::WaitingForNode
+    };
+    let status = lab.run_until(settled).await;
+    assert!(settled(&status), "{status:?}, errors {:?}", lab.errors());
+    (status, lab)
+}
+
+fn succeeded(status: &coroner::api::CoronerRemediationStatus) -> (String, String, String) {
+    let c = coroner::api::conditions::find(&status.conditions, coroner::contract::SUCCEEDED).unwrap();
+    (c.status.clone(), c.reason.clone(), c.message.clone())
+}
+
+#[tokio::test]
+async fn the_fence_loop_proves_an_ipmi_machine_off_through_its_guid_in_the_layout_it_matched() {
+    for layout in [GuidLayout::Ipmi, GuidLayout::Rfc4122] {
+        let sim = sim(layout, true);
+        let (status, lab) = fence_over_ipmi(&sim.0, coroner::api::FenceAction::Off).await;
+        assert_eq!(coroner::fence::phase_of(&status), coroner::api::Phase::Done, "{:?}", succeeded(&status));
+        assert_eq!(sim.0.power(), "Off");
+        let identity = status.evidence.as_ref().unwrap().identity.clone().unwrap();
+        assert_eq!(identity.system_path, format!("ipmi:chassis/guid-{layout}"));
+        assert_eq!(identity.bmc_uuid, NODE);
+        let mut controls = sim.controls();
+        controls.dedup();
+        assert_eq!(controls, ["set power 0"], "one power down, nothing else");
+        let resets = &status.evidence.as_ref().unwrap().power_off.as_ref().unwrap().resets;
+        assert_eq!(resets[0].result, "accepted (IPMI completion code 0x00)");
+        assert!(lab.reasons().contains(&"NodeFenced".to_owned()));
+    }
+}
+
+#[tokio::test]
+async fn an_ipmi_guid_that_is_another_machine_s_is_refused_with_no_power_action() {
+    let other = Uuid::parse_str("4c4c4544-0042-3510-8058-b4c04f4e9999").unwrap();
+    let sim = IpmiSim::start(&SimSpec { guid: Some(*Guid::of(other, GuidLayout::Ipmi).as_bytes()), power_on: true });
+    let (status, _) = fence_over_ipmi(&sim.0, coroner::api::FenceAction::Off).await;
+    let (state, reason, _) = succeeded(&status);
+    assert_eq!((state.as_str(), reason.as_str()), ("False", "IdentityMismatch"));
+    assert!(sim.controls().is_empty(), "no chassis control: {:?}", sim.controls());
+    assert_eq!(sim.0.power(), "On");
+}
+
+#[tokio::test]
+async fn the_fence_loop_proves_a_pyghmi_machine_off_and_reboots_it_with_power_up_only() {
+    let bmc = pyghmi(GuidLayout::Smbios);
+    let (status, _) = fence_over_ipmi(&bmc.0, coroner::api::FenceAction::Reboot).await;
+    assert_eq!(coroner::fence::phase_of(&status), coroner::api::Phase::WaitingForNode, "{:?}", succeeded(&status));
+    assert_eq!(bmc.0.power(), "On", "{:?}", succeeded(&status));
+    let mut directives: Vec<_> = bmc
+        .log()
+        .into_iter()
+        .filter(|e| e["event"] == "request" && e["netfn"] == 0 && e["command"] == 2)
+        .map(|e| e["data"][0].as_u64().unwrap())
+        .collect();
+    directives.dedup();
+    assert_eq!(directives, [0, 1], "power down, then power up; never a cycle or reset");
+}

@@ -136,7 +136,8 @@ pub trait Target: Send + Sync {
     ) -> impl Future<Output = Result<Result<SystemReading, crate::identity::IdentityRefusal>, BmcError>> + Send;
     /// One reading of the target at `path`: its identity and power, from the same answer.
     fn read(&self, path: &str) -> impl Future<Output = Result<SystemReading, BmcError>> + Send;
-    /// One power action, never retried. Returns the device's status code.
+    /// One power action, never retried. Returns the device's status code: the HTTP status, or 0
+    /// for an IPMI request that completed normally.
     fn act(&self, system: &SystemReading, reset: ResetType) -> impl Future<Output = Result<u16, BmcError>> + Send;
 }
 

@@ -1191,6 +1191,8 @@ impl<'a> Step<'a> {
 
     fn reset_answered(&mut self, action: ResetType, result: Result<u16, BmcFailure>) {
         let text = match &result {
+            // IPMI answers with its completion code; 0 is no HTTP status.
+            Ok(0) => "accepted (IPMI completion code 0x00)".to_owned(),
             Ok(status) => format!("HTTP {status}"),
             Err(failure) => failure.message.clone(),
         };

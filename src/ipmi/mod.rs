@@ -67,7 +67,7 @@ pub use session::Session;
 use tokio::sync::Semaphore;
 
 use crate::{
-    bmc::{Password, PowerState, ResetType},
+    bmc::{Password, PowerState, ResetType, SystemReading},
     contract::Reason,
 };
 
@@ -511,6 +511,79 @@ impl IpmiClient {
         let acted = session.act(reset).await;
         session.close().await;
         acted
+    }
+}
+
+/// The prefix of an IPMI target's path; what follows names the GUID layout ([`GuidLayout::as_str`]).
+pub const PATH_PREFIX: &str = "ipmi:chassis/guid-";
+
+/// The layout an IPMI target's path names, if it is one.
+pub fn layout_of_path(path: &str) -> Option<GuidLayout> {
+    let name = path.strip_prefix(PATH_PREFIX)?;
+    GuidLayout::ALL.into_iter().find(|layout| layout.as_str() == name)
+}
+
+/// One reading of the chassis: its GUID spelled in `layout`, and its power.
+fn chassis_reading(identity: IpmiIdentity, power: PowerState, layout: GuidLayout) -> SystemReading {
+    SystemReading {
+        id: "chassis".into(),
+        path: format!("{PATH_PREFIX}{layout}"),
+        uuid: identity.rakp2_guid.spell(layout).to_string(),
+        power_state: power,
+        reset_target: None,
+    }
+}
+
+impl IpmiClient {
+    /// The GUID and the power, from one authenticated session.
+    async fn identity_and_power(&self) -> Result<(IpmiIdentity, PowerState), IpmiError> {
+        let mut session = self.session().await?;
+        let read = async {
+            let identity = session.identity().await?;
+            Ok((identity, session.power().await?))
+        }
+        .await;
+        session.close().await;
+        read
+    }
+}
+
+/// An IPMI BMC as the fence's power target: one chassis, whose identity is the System GUID proved in
+/// RAKP 2 and repeated in the session. Its path names the layout in which the GUID spells the node's
+/// systemUUID at discovery, and every later reading spells it in that layout: a GUID that changed, or
+/// that matches only in another layout, reads as another UUID (a changed identity).
+impl crate::driver::ports::Target for IpmiClient {
+    fn origin(&self) -> String {
+        format!("ipmi://{}:{}", self.config.address, self.config.port)
+    }
+
+    async fn find(
+        &self,
+        pinned: Option<&str>,
+        node_uuid: &str,
+    ) -> Result<Result<SystemReading, crate::identity::IdentityRefusal>, crate::bmc::BmcError> {
+        let (identity, power) = self.identity_and_power().await?;
+        let layout = match pinned.and_then(layout_of_path) {
+            Some(layout) => layout,
+            // No layout spells the node: any spelling is refused by the UUID rule as a mismatch.
+            None => identity.matches(node_uuid).first().copied().unwrap_or(GuidLayout::Rfc4122),
+        };
+        Ok(Ok(chassis_reading(identity, power, layout)))
+    }
+
+    async fn read(&self, path: &str) -> Result<SystemReading, crate::bmc::BmcError> {
+        let Some(layout) = layout_of_path(path) else {
+            let problem = "not an IPMI chassis path".to_owned();
+            return Err(crate::bmc::BmcError::Protocol { path: path.to_owned(), problem });
+        };
+        let (identity, power) = self.identity_and_power().await?;
+        Ok(chassis_reading(identity, power, layout))
+    }
+
+    /// Chassis Control power down or power up. Returns 0, IPMI's normal completion code.
+    async fn act(&self, _system: &SystemReading, reset: ResetType) -> Result<u16, crate::bmc::BmcError> {
+        IpmiClient::act(self, reset).await?;
+        Ok(0)
     }
 }
 
