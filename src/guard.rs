@@ -105,7 +105,12 @@ fn power_on_decided(status: &CoronerRemediationStatus) -> bool {
 /// an approval must name.
 pub fn release_id(remediation_uid: &str, status: &CoronerRemediationStatus) -> Option<String> {
     let release = status.evidence.as_ref()?.release.as_ref()?;
-    Some(format!("{remediation_uid}@{}", release.released_at.0.as_second()))
+    Some(release_id_at(remediation_uid, release.released_at.0))
+}
+
+/// R3: the id of the release `remediation_uid` made at `released_at`.
+pub fn release_id_at(remediation_uid: &str, released_at: Timestamp) -> String {
+    format!("{remediation_uid}@{}", released_at.as_second())
 }
 
 /// What the Node's `coroner.dev/power-on-approved` says about this release (R3). Its value is

@@ -323,7 +323,9 @@ async fn finish<W: World>(
         // The release and its record on the remediation stand; the attestation may have been deleted.
         warn!(%error, attestation = %attestation.name_any(), "released, but could not mark the attestation Released");
     }
-    let message = attestation::release_message(attestation);
+    // R3: the id an approval must name, as the confirmed record gives it.
+    let id = crate::guard::release_id_at(&remediation.uid().unwrap_or_default(), released.released_at.0);
+    let message = format!("{} (release {id})", attestation::release_message(attestation));
     info!(attestation = %attestation.name_any(), node = %attestation.spec.node_name, remediation = %remediation.name_any(), "{message}");
     let attested = Notice { warning: true, reason: "OperatorAttested".into(), message };
     world.publish(&remediation.object_ref(&()), &attested, "Release").await;

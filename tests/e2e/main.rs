@@ -1192,10 +1192,15 @@ async fn scenario_p(world: &mut World) {
     assert!(release.taint_owned);
     let node = world::node_object(&world.client, "x-1").await.unwrap();
     assert!(coroner::taints::owns(&node, coroner::taints::CoronerTaint::OutOfService, &remediation.uid().unwrap()));
+    // R3: the Event names the release an approval must name, as the confirmed record gives it.
+    let id = coroner::guard::release_id(&remediation.uid().unwrap(), remediation.status.as_ref().unwrap()).unwrap();
     for (namespace, name) in [(CORONER_NS, remediation.name_any()), ("default", "x-1".to_owned())] {
         let events = events_about(world, namespace, &name, "OperatorAttested").await;
         assert!(
-            events.iter().any(|e| e.note.as_deref().is_some_and(|n| n.contains("rack B PDU 2"))),
+            events.iter().any(|e| e
+                .note
+                .as_deref()
+                .is_some_and(|n| n.contains("rack B PDU 2") && n.contains(&format!("(release {id})")))),
             "{namespace}/{name}: {events:?}"
         );
     }
