@@ -93,6 +93,15 @@ pub fn returned_without_approval(
     Some(new)
 }
 
+/// What `ReturnedWithoutApproval` says (a Warning on the remediation and the Node).
+pub fn returned_notice(node: &str, release_id: Option<&str>) -> Notice {
+    let message = format!(
+        "node {node} reports Ready=True while release {} stood, and nobody approved it (coroner approve NODE): its machine was brought back while its workloads may run elsewhere; check them",
+        release_id.unwrap_or_default()
+    );
+    Notice { warning: true, reason: RETURNED_WITHOUT_APPROVAL.into(), message }
+}
+
 /// The `Reboot`'s `On` is decided (its intent persisted, right before the request; a refused one is
 /// withdrawn) or was sent.
 fn power_on_decided(status: &CoronerRemediationStatus) -> bool {

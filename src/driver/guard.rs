@@ -34,13 +34,7 @@ impl<W: World> Fence<'_, W> {
         let value = node.annotations().get(crate::guard::APPROVAL_ANNOTATION).map(String::as_str);
         let approval = crate::guard::approval(id.as_deref(), value);
         if let Some(new) = crate::guard::returned_without_approval(&status, &snapshot, approval, self.world.now()) {
-            let message = format!(
-                "node {} reports Ready=True while release {} stood, and nobody approved it (coroner approve NODE): its machine was brought back while its workloads may run elsewhere; check them",
-                self.node_name,
-                id.as_deref().unwrap_or_default()
-            );
-            let notice =
-                fence::Notice { warning: true, reason: crate::guard::RETURNED_WITHOUT_APPROVAL.into(), message };
+            let notice = crate::guard::returned_notice(&self.node_name, id.as_deref());
             let decision =
                 Decision { status: new, memory: self.remembered(), reset: None, requeue: None, notices: vec![notice] };
             self.commit(decision, Some(node)).await?;

@@ -164,6 +164,21 @@ pub async fn cleanup<W: World>(world: &W, local: &Local, remediation: &CoronerRe
     if let Some(node) = node_of(remediation) {
         if let Some(found) = world.node(&node).await? {
             let snapshot = NodeSnapshot::new(&found, world.node_lease(&node).await?, &uid);
+            // R1: the node came back Ready while the release stood and NHC deleted the remediation
+            // before any reconcile saw it: the finalizer reports it, once (its record in status).
+            // Read afresh: a finalizer retried after a conflict must see what the first try recorded.
+            let current = world.remediation(&remediation.name_any()).await?.unwrap_or_else(|| remediation.clone());
+            let status = current.status.clone().unwrap_or_default();
+            let id = crate::guard::release_id(&uid, &status);
+            let value = found.annotations().get(crate::guard::APPROVAL_ANNOTATION).map(String::as_str);
+            let approval = crate::guard::approval(id.as_deref(), value);
+            if let Some(new) = crate::guard::returned_without_approval(&status, &snapshot, approval, world.now()) {
+                world.write_status(&current, new).await?;
+                let notice = crate::guard::returned_notice(&node, id.as_deref());
+                world.publish(&remediation.object_ref(&()), &notice, "Cleanup").await;
+                world.publish(&found.object_ref(&()), &notice, "Cleanup").await;
+                world.metrics().returned_without_approval.get_or_create(&NodeLabels { node: node.clone() }).inc();
+            }
             if !local.remembered(&instance, &uid).finalizer_reported
                 && let Some(message) = crate::guard::unreported_did_not_take_effect(&status, &snapshot)
             {

@@ -521,3 +521,32 @@ fn a_power_on_the_fence_read_while_the_release_stood_is_the_guard_s_even_when_it
         "kept for a reading that can act"
     );
 }
+
+/// Through the loop: the released node reports Ready=True with a new bootID (someone powered it on,
+/// nobody approved) and NHC deletes the remediation before any reconcile of it runs: the finalizer
+/// reports the return, once.
+#[test]
+fn a_return_only_the_finalizer_sees_is_reported_once() {
+    use crate::{
+        api::{CoronerRemediationSpec, FenceAction},
+        driver::World,
+        sim::{
+            lab::{Lab, Setup},
+            script::Script,
+        },
+        telemetry::NodeLabels,
+    };
+    let spec = CoronerRemediationSpec { action: FenceAction::Off, ..CoronerRemediationSpec::default() };
+    let lab = Lab::scripted(&Setup::new(UUID, spec), Script::machine(UUID, true));
+    futures::executor::block_on(lab.run());
+    lab.world(|t| {
+        t.set_ready("worker-1", conditions::TRUE, Some("worker-1-boot-2"));
+        t.delete_remediation("worker-1");
+    });
+    futures::executor::block_on(lab.run());
+    assert!(lab.world(|t| t.remediation("worker-1")).is_none(), "the finalizer let go");
+    let on_node: Vec<String> = lab.reasons_on("Node").into_iter().filter(|r| r == RETURNED_WITHOUT_APPROVAL).collect();
+    assert_eq!(on_node.len(), 1, "{:?}", lab.reasons_on("Node"));
+    let counted = lab.metrics().returned_without_approval.get_or_create(&NodeLabels { node: "worker-1".into() }).get();
+    assert_eq!(counted, 1);
+}
