@@ -168,6 +168,15 @@ pub enum CliError {
     Status(String),
     #[error("{0}")]
     UninstallBlocked(String),
+    #[error(
+        "--lease-duration {lease} cannot cover one BMC request: it must be longer than --bmc-request-timeout {timeout} + {checks} for the checks before a request + the {skew} clock-skew margin"
+    )]
+    LeaseTooShort { lease: api::Duration, timeout: api::Duration, checks: api::Duration, skew: api::Duration },
+}
+
+/// P6: whether a leader Lease of `lease` can ever allow one BMC request of `timeout` after its checks.
+pub fn lease_covers_a_request(lease: StdDuration, timeout: StdDuration) -> bool {
+    lease > timeout + crate::driver::CHECKS_ALLOWANCE + crate::leader::SKEW_MARGIN
 }
 
 /// The command line of this process. As `kubectl-coroner` (a kubectl plugin) its usage says
@@ -290,6 +299,14 @@ async fn run_controller(args: ControllerArgs) -> Result<(), CliError> {
     let from_env =
         |value: Option<String>, var: &str| value.or_else(|| std::env::var(var).ok()).filter(|v| !v.is_empty());
     let namespace = namespace_from(args.namespace)?;
+    if args.leader_election && !lease_covers_a_request(args.lease_duration.get(), args.bmc_request_timeout.get()) {
+        return Err(CliError::LeaseTooShort {
+            lease: args.lease_duration,
+            timeout: args.bmc_request_timeout,
+            checks: crate::driver::CHECKS_ALLOWANCE.into(),
+            skew: crate::leader::SKEW_MARGIN.into(),
+        });
+    }
     let pod_name = from_env(args.pod_name, "POD_NAME");
     let node_name = from_env(args.node_name, "NODE_NAME");
     // One crypto provider for the process: kube's client and the BMC clients both use ring.
@@ -368,6 +385,14 @@ async fn shutdown_signal() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lease_that_cannot_cover_one_bmc_request_after_its_checks_is_refused_at_startup() {
+        let secs = StdDuration::from_secs;
+        assert!(lease_covers_a_request(secs(15), secs(5)), "the defaults");
+        assert!(!lease_covers_a_request(secs(9), secs(5)), "5 s + 2 s checks + 2 s skew leave nothing");
+        assert!(!lease_covers_a_request(secs(15), secs(12)));
+    }
 
     #[test]
     fn the_guard_interval_must_be_longer_than_zero() {

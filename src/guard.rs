@@ -384,6 +384,9 @@ pub enum GuardHold {
         "the BmcBinding changed since the reading that called for the ForceOff; the next reading, through the binding as it is now, decides again"
     )]
     DeviceChanged,
+    /// The binding leads to no device right now (deleted, its Secret unusable).
+    #[error("the BmcBinding leads to no device ({0}); the next reading decides again")]
+    NoDevice(String),
 }
 
 /// Right before the guard's ForceOff, the Node read again must still call for it: the release stands

@@ -33,8 +33,7 @@ pub(super) async fn run(
         .with_namespace(&election.namespace)
         .with_identity(&election.identity)
         .with_duration(seconds)
-        // Renew at half-life: the Lease then always has at least half its duration left, which
-        // is what the check before a BMC mutation needs.
+        // Renew at half-life; the check before a BMC mutation renews it once more itself (P6).
         .with_grace((seconds / 2).max(1))
         .build()
         .await?;

@@ -65,6 +65,7 @@ pub fn fence_class(error: &driver::Error) -> Class {
         driver::Error::NodeConflicts(_) | driver::Error::StatusConflicts(_) => Class::Conflict,
         driver::Error::Api(e) | driver::Error::NotLeader(crate::leader::Refusal::Unreadable(e)) => api_class(e),
         driver::Error::NotLeader(_) => Class::Other,
+        driver::Error::ChecksTooSlow { .. } => Class::Unavailable,
     }
 }
 

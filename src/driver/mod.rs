@@ -27,6 +27,7 @@ pub use identity::{claims, node_system, origin_peers};
 use ports::Target;
 pub use ports::{LoopSettings, World};
 use power::Aim;
+pub use power::CHECKS_ALLOWANCE;
 use release::{
     align_taints, release_by_deletion, release_with_taint, remove_owned_taints, standing_release, workloads,
 };
@@ -134,6 +135,13 @@ pub enum Error {
     NotLeader(#[from] leader::Refusal),
     #[error("the remediation's status kept changing under {0} writes")]
     StatusConflicts(u32),
+    /// P1: the reads between the leader check and a power request took longer than it allowed.
+    #[error(
+        "not sending to the BMC: the checks after the leader check took {:.1}s, more than the {:.1}s the Lease was asked to outlast them by",
+        took.as_secs_f64(),
+        allowance.as_secs_f64()
+    )]
+    ChecksTooSlow { took: StdDuration, allowance: StdDuration },
 }
 
 impl Error {
@@ -144,6 +152,7 @@ impl Error {
             Self::NodeConflicts(_) | Self::StatusConflicts(_) => "conflict",
             Self::Incomplete(_) => "invalid-object",
             Self::NotLeader(_) => "not-leader",
+            Self::ChecksTooSlow { .. } => "slow-checks",
         }
     }
 }

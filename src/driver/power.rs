@@ -60,28 +60,35 @@ impl<W: World> Fence<'_, W> {
         }))
     }
 
-    /// P1, the one checked power action: the checks right before a request, in their order, after
-    /// the remediation was read again unchanged (each caller's own rule). The origin's turn first
-    /// (waiting for it must not age what follows); the leader check, asking the Lease to outlast the
-    /// reads that follow and the request; the binding read fresh, whose device must be the one the
-    /// aimed-at reading was taken through ([`fence::DeviceMark`]: the binding's generation and the
-    /// digest of its endpoint, TLS material and credential values); then the node's Lease and the
-    /// Node, last, which `allows` judges. No apiserver round trip sits between the Node read and
-    /// the request. Returns the answer, or why nothing was sent.
+    /// P1, the one checked power action: the checks right before a request, in their order. The
+    /// origin's turn first (waiting for it must not age what follows); the remediation read again,
+    /// which `wanted` judges against the one whose status carries the intent; the leader check,
+    /// asking the Lease to outlast the reads that follow and the request; the binding read fresh,
+    /// whose device must be the one the aimed-at reading was taken through ([`fence::DeviceMark`]:
+    /// the binding's generation and the digest of its endpoint, TLS material and credential values);
+    /// then the node's Lease and the Node, last, which `allows` judges. No apiserver round trip sits
+    /// between the Node read and the request. Returns the answer, or why nothing was sent.
     async fn checked_action<R>(
         &self,
         aim: &Aim,
         reset: ResetType,
+        wanted: fn(&CoronerRemediation, &CoronerRemediation) -> bool,
         allows: impl FnOnce(Option<&Node>, Option<Option<Timestamp>>) -> Result<(), R>,
     ) -> Result<Result<Result<u16, BmcFailure>, Unsent<R>>, Error> {
         let _turn = self.local.origins.turn(&aim.origin).await;
+        let name = self.remediation.name_any();
+        let current =
+            self.world.remediation(&name).await?.ok_or_else(|| ApiError::NotFound(format!("remediation {name}")))?;
+        if !wanted(&current, &self.remediation) {
+            return Ok(Err(Unsent::NotWanted));
+        }
         let timeout = self.world.settings().request_timeout;
         self.world.ensure_leader(timeout + CHECKS_ALLOWANCE).await?;
         let checked = self.world.mono();
         let device = match self.device_for_fence().await? {
             Ok((device, now)) if now == aim.through => device,
             Ok((_, now)) => return Ok(Err(Unsent::DeviceChanged { proven: aim.through, now })),
-            Err(failure) => return Ok(Ok(Err(failure))),
+            Err(failure) => return Ok(Err(Unsent::NoDevice(failure))),
         };
         let lease = self.world.node_lease(&self.node_name).await?;
         let node = self.world.node(&self.node_name).await?;
@@ -90,7 +97,7 @@ impl<W: World> Fence<'_, W> {
         }
         let took = self.world.mono().saturating_sub(checked);
         if took > CHECKS_ALLOWANCE {
-            return Err(Error::NotLeader(leader::Refusal::ChecksTooSlow { took, allowance: CHECKS_ALLOWANCE }));
+            return Err(Error::ChecksTooSlow { took, allowance: CHECKS_ALLOWANCE });
         }
         info!(reset = reset.as_str(), system = %aim.system.path, "sending reset");
         let result = device.act(&aim.system, reset).await;
@@ -100,24 +107,17 @@ impl<W: World> Fence<'_, W> {
     }
 
     /// Sends the reset the persisted decision asked for (its intent is already in status) through
-    /// [`Self::checked_action`], after the remediation is read again ([`reset_still_wanted`]); the
-    /// node must still allow the action ([`fence::may_power_off`], [`fence::may_power_on`]). Records
-    /// the answer, or why nothing was sent.
+    /// [`Self::checked_action`]: the remediation unchanged ([`reset_still_wanted`]), the node still
+    /// allowing the action ([`fence::may_power_off`], [`fence::may_power_on`]). Records the answer,
+    /// or why nothing was sent.
     pub(super) async fn send_reset(&mut self, reset: ResetType, aim: Option<Aim>, node: &Node) -> Result<(), Error> {
-        let name = self.remediation.name_any();
-        let current =
-            self.world.remediation(&name).await?.ok_or_else(|| ApiError::NotFound(format!("remediation {name}")))?;
-        if !reset_still_wanted(&current, &self.remediation) {
-            info!(reset = reset.as_str(), "the remediation changed since the intent was written; not sending");
-            return Ok(());
-        }
         let Some(aim) = aim else {
-            let result = Err(BmcFailure {
+            let failure = BmcFailure {
                 transient: true,
                 reason: Reason::BmcProtocolError,
                 message: "no fresh reading to reset from".into(),
-            });
-            return self.commit_observation(Observation::ResetAnswered { action: reset, result }, node).await;
+            };
+            return self.commit_observation(Observation::ActionUnsent(failure), node).await;
         };
         let (spec, status, uid, name) = (self.spec(), self.status(), self.uid.clone(), self.node_name.clone());
         let mut seen = None;
@@ -130,10 +130,14 @@ impl<W: World> Fence<'_, W> {
                 ResetType::On => fence::may_power_on(&snapshot),
             }
         };
-        let outcome = self.checked_action(&aim, reset, allows).await?;
+        let outcome = self.checked_action(&aim, reset, reset_still_wanted, allows).await?;
         let node = seen.as_ref().unwrap_or(node);
         let observation = match outcome {
             Ok(result) => Observation::ResetAnswered { action: reset, result },
+            Err(Unsent::NotWanted) => {
+                info!(reset = reset.as_str(), "the remediation changed since the intent was written; not sending");
+                return Ok(());
+            }
             Err(Unsent::Refused(refusal)) => {
                 info!(reset = reset.as_str(), %refusal, "the node no longer allows the power action; not sending");
                 Observation::ActionRefused(refusal)
@@ -142,30 +146,34 @@ impl<W: World> Fence<'_, W> {
                 info!(reset = reset.as_str(), "the binding changed since the reading; not sending");
                 Observation::DeviceChanged { proven, now }
             }
+            Err(Unsent::NoDevice(failure)) => {
+                info!(reset = reset.as_str(), cause = %failure.message, "no device to send to; not sending");
+                Observation::ActionUnsent(failure)
+            }
         };
         // The answer must land: a reset left unanswered in status would be sent again.
         self.commit_observation(observation, node).await
     }
 
-    /// The guard's ForceOff to a released machine that reads on again: its intent is persisted, the
-    /// remediation read again unchanged, then [`Self::checked_action`] with the Node still calling
-    /// for it ([`crate::guard::may_enforce`]); the reset goes to the system whose answer (its UUID
-    /// re-checked) asked for it, through the device it was read through. It takes no storm-limit
-    /// slot.
+    /// The guard's ForceOff to a released machine that reads on again: its intent is persisted, then
+    /// [`Self::checked_action`] with the remediation unchanged ([`guard_reset_still_wanted`]) and the
+    /// Node still calling for it ([`crate::guard::may_enforce`]); the reset goes to the system whose
+    /// answer (its UUID re-checked) asked for it, through the device it was read through. It takes
+    /// no storm-limit slot.
     pub(super) async fn send_guard_reset(&mut self, aim: Aim, node: &Node) -> Result<(), Error> {
-        let name = self.remediation.name_any();
-        let current =
-            self.world.remediation(&name).await?.ok_or_else(|| ApiError::NotFound(format!("remediation {name}")))?;
-        if !guard_reset_still_wanted(&current, &self.remediation) {
-            return self.guard_withheld(crate::guard::GuardHold::RemediationChanged, node).await;
-        }
         let (status, uid) = (self.status(), self.uid.clone());
         let allows = |now: Option<&Node>, _lease| crate::guard::may_enforce(&status, now, &uid);
-        let result = match self.checked_action(&aim, ResetType::ForceOff, allows).await? {
+        let result = match self.checked_action(&aim, ResetType::ForceOff, guard_reset_still_wanted, allows).await? {
             Ok(result) => result,
+            Err(Unsent::NotWanted) => {
+                return self.guard_withheld(crate::guard::GuardHold::RemediationChanged, node).await;
+            }
             Err(Unsent::Refused(hold)) => return self.guard_withheld(hold, node).await,
             Err(Unsent::DeviceChanged { .. }) => {
                 return self.guard_withheld(crate::guard::GuardHold::DeviceChanged, node).await;
+            }
+            Err(Unsent::NoDevice(failure)) => {
+                return self.guard_withheld(crate::guard::GuardHold::NoDevice(failure.message), node).await;
             }
         };
         let labels = NodeLabels { node: self.node_name.clone() };
@@ -197,6 +205,10 @@ pub struct Aim {
 
 /// Why a checked power action was not sent.
 enum Unsent<R> {
+    /// The remediation changed since the intent was written (or is being deleted, or timed out).
+    NotWanted,
+    /// The binding leads to no device (deleted, its Secret unusable): nothing could be sent.
+    NoDevice(BmcFailure),
     /// The caller's check of the Node: the fence's ([`fence::may_power_off`],
     /// [`fence::may_power_on`]) or the guard's ([`crate::guard::may_enforce`]).
     Refused(R),

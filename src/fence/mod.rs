@@ -341,6 +341,7 @@ pub fn next(
         (_, Observation::ResetAnswered { action, result }) => step.reset_answered(action, result),
         (phase, Observation::ActionRefused(refusal)) if !phase.is_terminal() => step.action_refused(refusal),
         (phase, Observation::DeviceChanged { proven, now }) if !phase.is_terminal() => step.device_changed(proven, now),
+        (phase, Observation::ActionUnsent(failure)) if !phase.is_terminal() => step.action_unsent(phase, failure),
         (Phase::Pending, Observation::Admission(verdict)) => step.admission(verdict),
         (Phase::VerifyingIdentity | Phase::PoweringOff | Phase::ConfirmingOff, Observation::Identity(found)) => {
             step.identity(found)
@@ -1238,6 +1239,25 @@ impl<'a> Step<'a> {
         self.fail(refusal.reason(), message);
     }
 
+    /// P1: right before the request there was no device to send it to: the decision is withdrawn
+    /// (nothing was sent, so nothing is taken for an answer) and the phase's deadline judged.
+    fn action_unsent(&mut self, phase: Phase, failure: BmcFailure) {
+        let action = self.progress.intent.as_ref().map(|i| i.action);
+        if let Some(action) = action
+            && self.unsent(action)
+        {
+            self.progress.intent = None;
+        }
+        let message = format!("nothing sent: {}", failure.message);
+        if phase == Phase::PoweringOn {
+            return self.power_on_not_read(message);
+        }
+        self.progress.last_error = Some(message);
+        if !self.check_attempt_deadline() {
+            self.requeue = Some(self.spec.poll_interval.get());
+        }
+    }
+
     /// P1: right before the request the binding led to another device than the reading's. An
     /// endpoint or TLS change (a new generation) ends the attempt, whose next one proves identity
     /// through the binding as it is now; after the release no `On` goes through it. New credential
@@ -1251,7 +1271,7 @@ impl<'a> Step<'a> {
         }
         if proven.generation != now.generation {
             if is_released(self.old) {
-                let message = "the BmcBinding's endpoint or TLS settings changed since the identity was proven; no On is sent through it, the machine stays off".to_owned();
+                let message = "the BmcBinding's spec changed (a new generation) since the identity was proven; no On is sent through it, the machine stays off".to_owned();
                 self.set_condition(contract::POWERED_ON, false, "BindingChanged", &message);
                 self.notify(true, "BindingChanged", message.clone());
                 return self.enter(Phase::WaitingForNode, Reason::WaitingForNode, message);

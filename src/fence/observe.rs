@@ -35,6 +35,9 @@ pub enum Observation {
         proven: DeviceMark,
         now: DeviceMark,
     },
+    /// Right before a power action there was no device to send it to (the binding deleted, its
+    /// Secret unusable, no fresh reading): nothing was sent.
+    ActionUnsent(BmcFailure),
     /// The checked release: what was done, or why not.
     Release(Result<Released, ReleaseRefusal>),
     Workloads(Workloads),

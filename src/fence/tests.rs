@@ -1598,3 +1598,21 @@ fn a_bmc_fits_the_gap_rule_while_each_read_takes_at_most_poll_interval_and_one_s
     assert!(!read_fits(StdDuration::from_millis(2001), second));
     assert!(read_fits(StdDuration::from_millis(2500), 2 * second));
 }
+
+#[test]
+fn an_on_that_found_no_device_to_go_to_is_withdrawn_and_the_release_still_stands() {
+    let spec = spec();
+    let node = node();
+    let decided = State::from(&step(&spec, &powering_on(&spec), power(PowerState::Off), ctx(7, &node)));
+    let failure = BmcFailure {
+        transient: false,
+        reason: Reason::BindingInvalid,
+        message: "BmcBinding worker-1 was deleted during the fence".into(),
+    };
+    let unsent = step(&spec, &decided, Observation::ActionUnsent(failure), ctx(8, &node));
+    let progress = unsent.status.progress.as_ref().unwrap();
+    assert!(progress.intent.is_none(), "withdrawn: nothing was sent");
+    assert!(unsent.status.evidence.as_ref().unwrap().power_on.as_ref().and_then(|p| p.sent_at.clone()).is_none());
+    assert!(crate::guard::release_stands(&unsent.status, &node), "no On answered: the guard still guards");
+    assert!(progress.last_error.as_deref().unwrap().contains("nothing sent"));
+}

@@ -311,7 +311,7 @@ impl Leadership for Process {
             .as_ref()
             .filter(|(of, _, _)| *of == term)
             .map(|(_, sent, version)| (self.mono().saturating_sub(*sent), version.as_str()));
-        leader::may_mutate(Some(&lease), &identity, leader::held(Some(&lease), last, self.now()), need)?;
+        leader::may_mutate(Some(&lease), &identity, leader::held(Some(&lease), last, self.now()), StdDuration::ZERO)?;
         let sent = self.mono();
         let lease = self.api(true, |t| t.renew_leader(pid)).await.map_err(leader::Refusal::NotRenewed)?;
         let version = lease.metadata.resource_version.clone().unwrap_or_default();
