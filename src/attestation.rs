@@ -87,7 +87,7 @@ reasons! {
     NoFailedFence => Waiting, "no CoronerRemediation for the node has ended with Succeeded=False";
     AlreadyReleased => Final, "a remediation for the node already released it";
     FenceSawLife => Final, "a fence of the node ended on evidence that the node is alive (NodeNotUnreachable, NodeAliveAfterPowerOff), or its Lease was renewed while the fence ran";
-    BindingUnverified => Final, "the fence's BmcBinding was not verified at its current generation before the fence was admitted (or the remediation predates that record): a binding that reaches no BMC fails exactly like a dead one, so its silence is no evidence";
+    BindingUnverified => Final, "the fence's BmcBinding was not verified at its current generation before the fence was admitted (or no single binding was recorded then): a binding that reaches no BMC fails exactly like a dead one, so its silence is no evidence";
     BmcReportedOn => Final, "the fence's last reading of the node's verified system was not Off: its BMC showed the machine alive";
     NodeNotFound => Final, "the node does not exist";
     NodeUidMismatch => Final, "the node's UID is not the one attested: it was replaced";
@@ -577,7 +577,7 @@ pub fn binding_verified_at_admission(remediation: &CoronerRemediation) -> Result
         return Err(Refusal::new(
             AttestationReason::BindingUnverified,
             format!(
-                "remediation {name} recorded no BmcBinding at admission (it predates that record): nothing shows its binding was verified; let NodeHealthCheck create a new remediation"
+                "remediation {name} recorded no single BmcBinding at admission (several named the node, or it predates that record): nothing shows the binding it used was verified"
             ),
         ));
     };

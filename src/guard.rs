@@ -259,6 +259,7 @@ pub fn identify(
         match_kind: matched,
         verified_at: MicroTime(now),
         tls_verified: found.tls_verified,
+        binding_generation: Some(found.through.generation),
     });
     new.last_update_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now));
     Ok((new, Notice { warning: false, reason: "GuardIdentityVerified".into(), message }))

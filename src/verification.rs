@@ -208,7 +208,7 @@ pub fn record_latency(
     let was = conditions::find(&status.conditions, READS_FIT).map(|c| (c.status.clone(), c.reason.clone()));
     let (state, reason, message) = if crate::fence::read_fits(latency, poll_interval) {
         let message = format!(
-            "a power reading took {:.1}s, within pollInterval {} + {:.1}s",
+            "a power reading took {:.1}s, which leaves the loop its time within pollInterval {} + {:.1}s",
             latency.as_secs_f64(),
             crate::api::Duration::from(poll_interval),
             crate::fence::READ_ALLOWANCE.as_secs_f64()
@@ -216,7 +216,7 @@ pub fn record_latency(
         (conditions::TRUE, "Fits", message)
     } else {
         let message = format!(
-            "a power reading took {:.1}s, more than pollInterval {} + {:.1}s: readings this slow are never dense enough to prove power-off (docs/safety.md P4); raise pollInterval in the template, or make the BMC answer faster",
+            "a power reading took {:.1}s, more than pollInterval {} + {:.1}s leave once the loop has taken its time: readings this slow are never dense enough to prove power-off (docs/safety.md P4); raise pollInterval in the template, or make the BMC answer faster",
             latency.as_secs_f64(),
             crate::api::Duration::from(poll_interval),
             crate::fence::READ_ALLOWANCE.as_secs_f64()
@@ -642,6 +642,7 @@ mod tests {
                     match_kind: UuidMatch::ByteSwapped,
                     verified_at: k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(at),
                     tls_verified: true,
+                    binding_generation: None,
                 }),
                 ..Evidence::default()
             });
@@ -693,7 +694,7 @@ mod tests {
         let condition = conditions::find(&status.conditions, READS_FIT).unwrap();
         assert_eq!((condition.status.as_str(), condition.observed_generation), ("False", Some(3)));
         assert_eq!(record_latency(&mut status, &binding, StdDuration::from_millis(2600), second, now), None, "once");
-        assert_eq!(record_latency(&mut status, &binding, StdDuration::from_millis(1900), second, now), None);
+        assert_eq!(record_latency(&mut status, &binding, StdDuration::from_millis(1700), second, now), None);
         assert_eq!(conditions::status_of(&status.conditions, READS_FIT), Some("True"));
         let longer = StdDuration::from_secs(2);
         assert_eq!(record_latency(&mut status, &binding, StdDuration::from_millis(2500), longer, now), None);

@@ -536,3 +536,18 @@ async fn the_fence_loop_proves_a_pyghmi_machine_off_and_reboots_it_with_power_up
     directives.dedup();
     assert_eq!(directives, [0, 1], "power down, then power up; never a cycle or reset");
 }
+
+#[tokio::test]
+async fn a_power_action_whose_session_proves_another_guid_sends_nothing() {
+    use coroner::driver::ports::Target;
+    let sim = sim(GuidLayout::Ipmi, true);
+    let bmc = client(&sim.0);
+    let mut system = bmc.find(None, NODE).await.unwrap().unwrap();
+    // The reading that asked for the action came from another machine than the one answering now.
+    system.uuid = "4c4c4544-0042-3510-8058-b4c04f4e9999".into();
+    let refused = Target::act(&bmc, &system, ResetType::ForceOff).await.unwrap_err();
+    assert!(refused.sent_nothing(), "{refused}");
+    assert_eq!(refused.reason(), Reason::IdentityChanged);
+    assert!(sim.controls().is_empty(), "no chassis control: {:?}", sim.controls());
+    assert_eq!(sim.0.power(), "On");
+}

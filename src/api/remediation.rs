@@ -523,6 +523,10 @@ pub struct IdentityEvidence {
     pub verified_at: MicroTime,
     /// `false` only when the binding explicitly set `insecureSkipVerify`.
     pub tls_verified: bool,
+    /// P1: the binding's generation the identity was proven through; a reading or a power action
+    /// through another generation is not this proof's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binding_generation: Option<i64>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]

@@ -227,6 +227,18 @@ impl BmcError {
         }
     }
 
+    /// A power action that failed this way was never sent: the IPMI session proved another machine
+    /// (or none) before its Chassis Control.
+    pub fn sent_nothing(&self) -> bool {
+        use crate::ipmi::IpmiError;
+        matches!(
+            self,
+            Self::Ipmi(
+                IpmiError::GuidChanged { .. } | IpmiError::GuidsDiffer { .. } | IpmiError::IdentityUnavailable { .. }
+            )
+        )
+    }
+
     /// Transport trouble and 5xx answers may clear by themselves; everything else needs a human.
     pub fn is_transient(&self) -> bool {
         match self {

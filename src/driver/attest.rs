@@ -245,8 +245,12 @@ async fn release<W: World>(
         withdraw(world, &plan.remediation, &uid).await?;
         return Ok(Next::AwaitChange);
     }
-    // A1 once more, on what the fence and its guard recorded and this process read since the checks
-    // (a guard reading of life between them and the Node write).
+    if let Err(why) = world.ensure_leader(world.settings().request_timeout).await {
+        withdraw(world, &plan.remediation, &uid).await?;
+        return Err(Error::NotLeader(why));
+    }
+    // A1 once more, after the leader check, on what the fence and its guard recorded and this process
+    // read since the checks (a guard reading of life between them and the Node write).
     let fence = world.remediation(&plan.remediation).await?;
     let remembered = local.remembered(&world.instance(), &plan.remediation_uid).last_power;
     let life = match &fence {
@@ -256,10 +260,6 @@ async fn release<W: World>(
     if let Some(refusal) = life {
         withdraw(world, &plan.remediation, &uid).await?;
         return refuse(world, &attestation, evaluation, &refusal, world.now()).await;
-    }
-    if let Err(why) = world.ensure_leader(world.settings().request_timeout).await {
-        withdraw(world, &plan.remediation, &uid).await?;
-        return Err(Error::NotLeader(why));
     }
     match release_node(world, plan).await? {
         Err(refusal) => {

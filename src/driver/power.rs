@@ -103,7 +103,10 @@ impl<W: World> Fence<'_, W> {
         let result = device.act(&aim.system, reset).await;
         let binding = self.binding_name();
         self.world.metrics().bmc(&binding, "reset", result.as_ref().map_or_else(BmcError::category, |_| "ok"));
-        Ok(Ok(result.map_err(|e| BmcFailure::from(&e))))
+        match result {
+            Err(error) if error.sent_nothing() => Ok(Err(Unsent::NoDevice(BmcFailure::from(&error)))),
+            result => Ok(Ok(result.map_err(|e| BmcFailure::from(&e)))),
+        }
     }
 
     /// Sends the reset the persisted decision asked for (its intent is already in status) through
@@ -207,7 +210,8 @@ pub struct Aim {
 enum Unsent<R> {
     /// The remediation changed since the intent was written (or is being deleted, or timed out).
     NotWanted,
-    /// The binding leads to no device (deleted, its Secret unusable): nothing could be sent.
+    /// The binding leads to no device (deleted, its Secret unusable), or the device proved another
+    /// machine right before the request: nothing was sent.
     NoDevice(BmcFailure),
     /// The caller's check of the Node: the fence's ([`fence::may_power_off`],
     /// [`fence::may_power_on`]) or the guard's ([`crate::guard::may_enforce`]).

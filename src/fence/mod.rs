@@ -178,10 +178,15 @@ pub fn gap_bound(spec: &CoronerRemediationSpec) -> StdDuration {
     2 * (spec.poll_interval.get() + READ_ALLOWANCE)
 }
 
+/// P4: what the loop itself takes between two readings (the status write after one, the next
+/// reconcile), which the read latency must leave room for.
+pub const LOOP_ALLOWANCE: StdDuration = StdDuration::from_millis(250);
+
 /// P4: whether a BMC whose reads take `latency` can prove power-off at `poll_interval`: an honest BMC
-/// stays dense while every read takes at most `pollInterval` + [`READ_ALLOWANCE`].
+/// stays dense while every read, with the loop's own time between readings, takes at most
+/// `pollInterval` + [`READ_ALLOWANCE`].
 pub fn read_fits(latency: StdDuration, poll_interval: StdDuration) -> bool {
-    latency <= poll_interval + READ_ALLOWANCE
+    latency + LOOP_ALLOWANCE <= poll_interval + READ_ALLOWANCE
 }
 
 /// Two readings that are not one run, and by how much (P4).
@@ -761,6 +766,7 @@ impl<'a> Step<'a> {
             match_kind: matched,
             verified_at: self.now(),
             tls_verified: found.tls_verified,
+            binding_generation: Some(found.through.generation),
         });
         let attempt = self.progress.attempt.max(1);
         let last_power_state = self.progress.last_power_state.take();
@@ -831,12 +837,18 @@ impl<'a> Step<'a> {
             }
             return false;
         }
-        match self.memory.through {
-            Some(through) if through.generation != reading.through.generation && !is_released(self.old) => {
-                // The binding's endpoint or trust changed: a proof comes from where the reset went.
+        // P1: the generation the identity was proven through, as recorded (a new process knows it too).
+        let proven = verified.binding_generation.or(self.memory.through.map(|t| t.generation));
+        if proven.is_some_and(|generation| generation != reading.through.generation) {
+            if is_released(self.old) {
+                self.binding_changed_after_release();
+            } else {
+                // The binding's spec changed: a proof comes from where the reset went.
                 self.binding_changed();
-                return false;
             }
+            return false;
+        }
+        match self.memory.through {
             Some(through) if through.serial != reading.through.serial => {
                 self.memory.run = None;
                 self.memory.proof = None;
@@ -849,6 +861,15 @@ impl<'a> Step<'a> {
 
     /// The binding changed since the identity was proven: this attempt ends, and the next one proves
     /// the identity again and resets through what the binding says now.
+    /// P1, after the release: no `On` goes through a binding whose spec changed since the identity
+    /// was proven; the machine stays off (`PoweredOn=False`) and the release stands as it is.
+    fn binding_changed_after_release(&mut self) {
+        let message = "the BmcBinding's spec changed (a new generation) since the identity was proven; no On is sent through it, the machine stays off".to_owned();
+        self.set_condition(contract::POWERED_ON, false, "BindingChanged", &message);
+        self.notify(true, "BindingChanged", message.clone());
+        self.enter(Phase::WaitingForNode, Reason::WaitingForNode, message);
+    }
+
     fn binding_changed(&mut self) {
         let last = "the BmcBinding changed since the identity was proven".to_owned();
         if self.progress.attempt >= self.spec.retry.count {
@@ -1271,10 +1292,7 @@ impl<'a> Step<'a> {
         }
         if proven.generation != now.generation {
             if is_released(self.old) {
-                let message = "the BmcBinding's spec changed (a new generation) since the identity was proven; no On is sent through it, the machine stays off".to_owned();
-                self.set_condition(contract::POWERED_ON, false, "BindingChanged", &message);
-                self.notify(true, "BindingChanged", message.clone());
-                return self.enter(Phase::WaitingForNode, Reason::WaitingForNode, message);
+                return self.binding_changed_after_release();
             }
             return self.binding_changed();
         }

@@ -39,6 +39,7 @@ fn released() -> CoronerRemediationStatus {
                 match_kind: UuidMatch::Exact,
                 verified_at: MicroTime(t(1)),
                 tls_verified: true,
+                binding_generation: None,
             }),
             release: Some(ReleaseEvidence {
                 kind: ReleaseKind::BmcProof,

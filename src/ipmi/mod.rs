@@ -393,6 +393,12 @@ pub enum IpmiError {
         "the BMC at {bmc} proved GUID {rakp2} in RAKP 2 but answered Get System GUID in the session with {session}"
     )]
     GuidsDiffer { bmc: SocketAddr, rakp2: Guid, session: Guid },
+    /// Right before a power action, the session's GUID no longer spells the machine the reading
+    /// that asked for the action came from: nothing was sent.
+    #[error(
+        "the BMC at {bmc} now proves GUID {now}, not {was} as the reading that asked for the action did; nothing sent"
+    )]
+    GuidChanged { bmc: SocketAddr, was: String, now: String },
 }
 
 impl IpmiError {
@@ -412,7 +418,7 @@ impl IpmiError {
             Self::Protocol { .. } => "protocol",
             Self::Completion { .. } => "completion-code",
             Self::IdentityUnavailable { .. } => "identity-unavailable",
-            Self::GuidsDiffer { .. } => "identity-changed",
+            Self::GuidsDiffer { .. } | Self::GuidChanged { .. } => "identity-changed",
         }
     }
 
@@ -424,7 +430,7 @@ impl IpmiError {
             Self::Unauthorized { .. } | Self::BmcKeyMismatch { .. } | Self::PrivilegeRefused { .. } => {
                 Reason::BmcAuthenticationFailed
             }
-            Self::GuidsDiffer { .. } => Reason::IdentityChanged,
+            Self::GuidsDiffer { .. } | Self::GuidChanged { .. } => Reason::IdentityChanged,
             _ => Reason::BmcProtocolError,
         }
     }
@@ -580,9 +586,27 @@ impl crate::driver::ports::Target for IpmiClient {
         Ok(chassis_reading(identity, power, layout))
     }
 
-    /// Chassis Control power down or power up. Returns 0, IPMI's normal completion code.
-    async fn act(&self, _system: &SystemReading, reset: ResetType) -> Result<u16, crate::bmc::BmcError> {
-        IpmiClient::act(self, reset).await?;
+    /// Chassis Control power down or power up, in a session whose GUID, spelled in the layout of
+    /// `system`'s path, is still `system`'s UUID: a session opened again (a new address behind the
+    /// name, another machine at the old address) proves it is the same machine before it acts.
+    /// Returns 0, IPMI's normal completion code.
+    async fn act(&self, system: &SystemReading, reset: ResetType) -> Result<u16, crate::bmc::BmcError> {
+        let Some(layout) = layout_of_path(&system.path) else {
+            let problem = "not an IPMI chassis path".to_owned();
+            return Err(crate::bmc::BmcError::Protocol { path: system.path.clone(), problem });
+        };
+        let mut session = self.session().await?;
+        let acted = async {
+            let identity = session.identity().await?;
+            let now = identity.rakp2_guid.spell(layout).to_string();
+            if crate::identity::parse(&now) != crate::identity::parse(&system.uuid) {
+                return Err(IpmiError::GuidChanged { bmc: session.bmc(), was: system.uuid.clone(), now });
+            }
+            session.act(reset).await
+        }
+        .await;
+        session.close().await;
+        acted?;
         Ok(0)
     }
 }

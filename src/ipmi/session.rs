@@ -347,6 +347,11 @@ impl Session {
     }
 
     /// The GUID RAKP 2 carried, covered by the BMC's HMAC.
+    /// The BMC's address.
+    pub fn bmc(&self) -> SocketAddr {
+        self.link.bmc
+    }
+
     pub fn rakp2_guid(&self) -> Guid {
         self.rakp2_guid
     }

@@ -304,6 +304,7 @@ mod tests {
                 match_kind: UuidMatch::Exact,
                 verified_at: t(300),
                 tls_verified: true,
+                binding_generation: None,
             }),
             ..Evidence::default()
         }
