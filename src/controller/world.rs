@@ -257,3 +257,127 @@ impl World for Context {
         &self.metrics
     }
 }
+
+/// The requests as sent (kube-rs `controller-rs` style): a mock apiserver behind the real kube client
+/// sees the method, the path, the content type and the body of what the production traits send.
+#[cfg(test)]
+mod tests {
+    use http::{Request, Response};
+    use kube::{Client, client::Body};
+    use serde_json::json;
+
+    use super::*;
+    use crate::{
+        access::BmcSettings,
+        controller::{Settings, VerifySettings},
+        gates::StormLimits,
+    };
+
+    fn context(client: Client) -> Context {
+        let settings = Settings {
+            namespace: "coroner-system".into(),
+            instance: "test".into(),
+            bmc: BmcSettings {
+                request_timeout: StdDuration::from_secs(5),
+                read_retries: 1,
+                retry_backoff: StdDuration::from_millis(1),
+            },
+            limits: StormLimits { max_concurrent: 1, max_per_window: 1, window: StdDuration::from_secs(60) },
+            verify: VerifySettings { interval: StdDuration::from_secs(60), concurrency: 1 },
+            guard_interval: StdDuration::from_secs(10),
+            election: None,
+            node_name: None,
+            pod_name: None,
+        };
+        Context::new(client, settings, Metrics::new().0)
+    }
+
+    /// Runs `call` against a mock apiserver that answers its one request with `answer` and returns
+    /// what was sent: method, path and query, content type, body.
+    async fn sent<T>(
+        answer: serde_json::Value,
+        call: impl AsyncFnOnce(&Context) -> T,
+    ) -> (T, (String, String, String, serde_json::Value)) {
+        let (mock, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let ctx = context(Client::new(mock, "default"));
+        let server = tokio::spawn(async move {
+            let (request, respond) = handle.next_request().await.expect("one request");
+            let method = request.method().to_string();
+            let uri = request.uri().to_string();
+            let kind =
+                request.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+            let bytes = request.into_body().collect_bytes().await.expect("body");
+            let body = if bytes.is_empty() { serde_json::Value::Null } else { serde_json::from_slice(&bytes).unwrap() };
+            respond.send_response(Response::builder().body(Body::from(serde_json::to_vec(&answer).unwrap())).unwrap());
+            (method, uri, kind, body)
+        });
+        let result = call(&ctx).await;
+        (result, server.await.unwrap())
+    }
+
+    fn node(version: &str, taints: serde_json::Value, annotations: serde_json::Value) -> Node {
+        serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": "worker-1", "resourceVersion": version, "annotations": annotations},
+            "spec": {"taints": taints},
+        }))
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_node_write_is_a_merge_patch_of_its_taints_and_annotations_under_the_version_it_was_read_at() {
+        let current = node("41", json!([]), json!({"coroner.dev/power-on-approved": "x alice: ok", "keep": "1"}));
+        let taint = json!({"key": "node.kubernetes.io/out-of-service", "value": "nodeshutdown", "effect": "NoExecute"});
+        let wanted = node("41", json!([taint]), json!({"keep": "1"}));
+        let answer = serde_json::to_value(&wanted).unwrap();
+        let (written, (method, uri, kind, body)) =
+            sent(answer, async |ctx| ctx.patch_node(&current, &wanted).await).await;
+        assert!(written.is_ok(), "{written:?}");
+        assert_eq!((method.as_str(), uri.as_str()), ("PATCH", "/api/v1/nodes/worker-1?"));
+        assert_eq!(kind, "application/merge-patch+json");
+        assert_eq!(
+            body,
+            json!({
+                "metadata": {"resourceVersion": "41", "annotations": {"coroner.dev/power-on-approved": null}},
+                "spec": {"taints": [taint]},
+            }),
+            "only what changes, with the version as precondition; an annotation removed is sent as null"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_pod_deletion_is_immediate_and_only_of_the_pod_that_was_read() {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "virt-launcher-a", "namespace": "vms", "uid": "pod-uid-7"},
+        }))
+        .unwrap();
+        let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Success"});
+        let (deleted, (method, uri, _, body)) = sent(status, async |ctx| ctx.delete_pod(&pod).await).await;
+        assert!(deleted.is_ok(), "{deleted:?}");
+        assert_eq!((method.as_str(), uri.as_str()), ("DELETE", "/api/v1/namespaces/vms/pods/virt-launcher-a?"));
+        assert_eq!(body["gracePeriodSeconds"], json!(0));
+        assert_eq!(
+            body["preconditions"],
+            json!({"uid": "pod-uid-7"}),
+            "a pod re-created under the name is not deleted"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_status_write_replaces_the_status_subresource_under_the_version_it_was_read_at() {
+        let mut remediation = CoronerRemediation::new("worker-1-abcde", Default::default());
+        remediation.metadata.namespace = Some("coroner-system".into());
+        remediation.metadata.resource_version = Some("77".into());
+        let status = CoronerRemediationStatus { phase: Some(crate::api::Phase::Pending), ..Default::default() };
+        let answer = serde_json::to_value(&remediation).unwrap();
+        let (written, (method, uri, _, body)) =
+            sent(answer, async |ctx| ctx.write_status(&remediation, status.clone()).await).await;
+        assert!(written.is_ok(), "{written:?}");
+        assert_eq!(
+            (method.as_str(), uri.as_str()),
+            ("PUT", "/apis/coroner.dev/v1alpha1/namespaces/coroner-system/coronerremediations/worker-1-abcde/status?")
+        );
+        assert_eq!(body["metadata"]["resourceVersion"], json!("77"), "a write on a stale read conflicts");
+        assert_eq!(body["status"]["phase"], json!("Pending"));
+    }
+}
