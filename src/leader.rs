@@ -291,4 +291,57 @@ mod tests {
         assert_eq!(held(Some(&renewed), last, t(100)), Held::Wall(t(100)), "kube-lease-manager renewed it since");
         assert_eq!(held(Some(&renewed), None, t(100)), Held::Wall(t(100)), "no renewal of its own this term");
     }
+
+    type Sent = Vec<(String, String, serde_json::Value)>;
+
+    /// A mock apiserver that answers each request with `held` at the next of `versions`, and
+    /// returns what was sent: method, path and query, body.
+    fn serve(held: Lease, versions: &'static [&'static str]) -> (Client, tokio::task::JoinHandle<Sent>) {
+        use http::{Request, Response};
+        use kube::client::Body;
+        let (mock, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let server = tokio::spawn(async move {
+            let mut seen = Vec::new();
+            for version in versions {
+                let Some((request, respond)) = handle.next_request().await else { break };
+                let (method, uri) = (request.method().to_string(), request.uri().to_string());
+                let bytes = request.into_body().collect_bytes().await.unwrap();
+                let body =
+                    if bytes.is_empty() { serde_json::Value::Null } else { serde_json::from_slice(&bytes).unwrap() };
+                seen.push((method, uri, body));
+                let mut answer = held.clone();
+                answer.metadata.resource_version = Some((*version).into());
+                respond
+                    .send_response(Response::builder().body(Body::from(serde_json::to_vec(&answer).unwrap())).unwrap());
+            }
+            seen
+        });
+        (Client::new(mock, "default"), server)
+    }
+
+    /// The leader check as sent: a GET of the Lease, then its renewal as a PUT under the
+    /// resourceVersion read (a Lease written in between conflicts instead of being overwritten).
+    #[tokio::test]
+    async fn the_leader_check_renews_the_lease_it_read_under_that_version_and_judges_from_the_renewal() {
+        let election =
+            Election::new("coroner-leader".into(), "coroner-system".into(), "a".into(), StdDuration::from_secs(15));
+        let need = StdDuration::from_secs(5);
+        // Its renewTime long past, and no renewal of this term yet: the wall clock judges, and refuses.
+        let mut held = lease("a", -100_000_000, 15);
+        held.metadata.name = Some("coroner-leader".into());
+        let (client, server) = serve(held.clone(), &["9"]);
+        assert!(matches!(election.ensure_leader(&client, need).await, Err(Refusal::TooLittleLeft { .. })));
+        assert_eq!(server.await.unwrap().len(), 1, "a Lease that may have run out is not renewed");
+        // Renewed by this process at version 9 a moment ago: the monotonic clock judges, whatever
+        // renewTime says, and the renewal goes under version 9.
+        *election.renewed.lock().unwrap() = Some((Instant::now(), "9".into()));
+        let (client, server) = serve(held, &["9", "10"]);
+        assert_eq!(election.ensure_leader(&client, need).await, Ok(()));
+        let seen = server.await.unwrap();
+        let path = "/apis/coordination.k8s.io/v1/namespaces/coroner-system/leases/coroner-leader";
+        assert_eq!((seen[0].0.as_str(), seen[0].1.as_str()), ("GET", path));
+        assert_eq!((seen[1].0.as_str(), seen[1].1.as_str()), ("PUT", format!("{path}?").as_str()));
+        assert_eq!(seen[1].2["metadata"]["resourceVersion"], serde_json::json!("9"), "conditional on the Lease read");
+        assert_eq!(election.renewed.lock().unwrap().as_ref().map(|(_, v)| v.clone()), Some("10".into()));
+    }
 }
