@@ -16,9 +16,11 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::{Api, Client, ResourceExt};
 
 use crate::{
-    api::{BmcBinding, CaBundleKind},
-    bmc::{Credentials, Password, RedfishClient, RedfishConfig, SetupError, tls},
+    api::{BmcBinding, CaBundleKind, IpmiPrivilege, IpmiTarget},
+    bmc::{BmcError, Credentials, Password, RedfishClient, RedfishConfig, ResetType, SetupError, SystemReading, tls},
     contract::Reason,
+    driver::ports::Target,
+    ipmi::{BmcKey, IpmiClient, IpmiConfig, Privilege},
 };
 
 /// Settings for talking to BMCs.
@@ -46,6 +48,11 @@ pub enum Cause {
     /// A bad endpoint, a CA bundle that is not PEM, a bad serverName, no trust at all.
     #[error(transparent)]
     Setup(#[from] SetupError),
+    /// An IPMI binding that cannot be spoken (a cipher suite, a key, a name IPMI cannot carry).
+    #[error(transparent)]
+    Ipmi(#[from] crate::ipmi::IpmiError),
+    #[error("credentials Secret {namespace}/{name}: key kg is not hex")]
+    BmcKeyNotHex { namespace: String, name: String },
 }
 
 /// A binding that cannot be used, and why.
@@ -69,7 +76,9 @@ impl Unusable {
             | Cause::CaBundleMissing { .. }
             | Cause::CaBundleKeyMissing { .. }
             | Cause::BadPin(_)
-            | Cause::Setup(_) => Reason::BindingInvalid,
+            | Cause::Setup(_)
+            | Cause::Ipmi(_)
+            | Cause::BmcKeyNotHex { .. } => Reason::BindingInvalid,
         }
     }
 }
@@ -121,18 +130,31 @@ pub fn ca_bundle_in(source: CaSource, namespace: &str, name: &str, key: &str) ->
     })
 }
 
-/// Reads the credentials the binding names.
-async fn credentials(client: &Client, binding: &BmcBinding) -> Result<Result<Credentials, Cause>, kube::Error> {
+/// An IPMI BMC key in the credentials Secret (key `kg`, hex), if there is one.
+pub fn bmc_key_in(secret: Option<&Secret>, namespace: &str, name: &str) -> Result<Option<BmcKey>, Cause> {
+    let Some(value) = secret.and_then(|s| s.data.as_ref()?.get("kg")) else { return Ok(None) };
+    let text = String::from_utf8(value.0.clone()).unwrap_or_default();
+    BmcKey::from_hex(text.trim())
+        .map(Some)
+        .map_err(|_| Cause::BmcKeyNotHex { namespace: namespace.to_owned(), name: name.to_owned() })
+}
+
+/// Reads the credentials the binding names (and an IPMI BMC key, when it has one).
+async fn credentials(
+    client: &Client,
+    binding: &BmcBinding,
+) -> Result<Result<(Credentials, Option<BmcKey>), Cause>, kube::Error> {
     let namespace = binding.namespace().unwrap_or_default();
     let name = &binding.spec.credentials_secret_ref.name;
     let secret = Api::<Secret>::namespaced(client.clone(), &namespace).get_opt(name).await?;
-    Ok(credentials_in(secret.as_ref(), &namespace, name))
+    let credentials = credentials_in(secret.as_ref(), &namespace, name);
+    Ok(credentials.and_then(|c| Ok((c, bmc_key_in(secret.as_ref(), &namespace, name)?))))
 }
 
 /// Reads the trust the binding configures, with its CA bundle from the ConfigMap or Secret.
 async fn trust(client: &Client, binding: &BmcBinding) -> Result<Result<(tls::Trust, Vec<u8>), Cause>, kube::Error> {
     let namespace = binding.namespace().unwrap_or_default();
-    let policy = &binding.spec.tls;
+    let policy = &binding.spec.tls_policy();
     let ca_bundle = match &policy.ca_bundle_ref {
         None => None,
         Some(reference) => {
@@ -169,6 +191,56 @@ pub fn device_digest(endpoint: &str, tls: &str, ca_bundle: &[u8], credentials: &
     u64::from_le_bytes(digest[..8].try_into().unwrap_or_default())
 }
 
+/// The power target a binding describes: a Redfish service or an IPMI BMC, behind the one trait
+/// the fence loop uses.
+#[derive(Clone, Debug)]
+pub enum Device {
+    Redfish(RedfishClient),
+    /// An IPMI client, and the BMC request timeout that bounds a whole power action through it.
+    Ipmi {
+        client: IpmiClient,
+        timeout: StdDuration,
+    },
+}
+
+impl Target for Device {
+    fn origin(&self) -> String {
+        match self {
+            Self::Redfish(client) => Target::origin(client),
+            Self::Ipmi { client, .. } => Target::origin(client),
+        }
+    }
+
+    async fn find(
+        &self,
+        pinned: Option<&str>,
+        node_uuid: &str,
+    ) -> Result<Result<SystemReading, crate::identity::IdentityRefusal>, BmcError> {
+        match self {
+            Self::Redfish(client) => client.find(pinned, node_uuid).await,
+            Self::Ipmi { client, .. } => client.find(pinned, node_uuid).await,
+        }
+    }
+
+    async fn read(&self, path: &str) -> Result<SystemReading, BmcError> {
+        match self {
+            Self::Redfish(client) => Target::read(client, path).await,
+            Self::Ipmi { client, .. } => Target::read(client, path).await,
+        }
+    }
+
+    /// An IPMI action (its session, the GUID check, the control, the close) gets what one Redfish
+    /// request gets: the leader check asked the Lease to outlast no more.
+    async fn act(&self, system: &SystemReading, reset: ResetType) -> Result<u16, BmcError> {
+        match self {
+            Self::Redfish(client) => Target::act(client, system, reset).await,
+            Self::Ipmi { client, timeout } => tokio::time::timeout(*timeout, Target::act(client, system, reset))
+                .await
+                .unwrap_or_else(|_| Err(BmcError::Unreachable(format!("no IPMI answer within {timeout:?}")))),
+        }
+    }
+}
+
 /// How long a Redfish client (with the credentials and CA bundle it was built from) is reused: a fence
 /// polling every second does not re-read its Secret every second, and a rotated Secret is picked up
 /// within this time.
@@ -178,11 +250,11 @@ const CLIENT_TTL: StdDuration = StdDuration::from_secs(60);
 /// [`device_digest`].
 #[derive(Default)]
 struct ClientCache {
-    entries: Mutex<HashMap<String, (String, Instant, RedfishClient, u64)>>,
+    entries: Mutex<HashMap<String, (String, Instant, Device, u64)>>,
 }
 
 impl ClientCache {
-    fn get(&self, binding: &BmcBinding) -> Option<(RedfishClient, u64)> {
+    fn get(&self, binding: &BmcBinding) -> Option<(Device, u64)> {
         let entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
         let (version, built, client, serial) = entries.get(&binding.uid()?)?;
         (Some(version) == binding.resource_version().as_ref() && built.elapsed() < CLIENT_TTL)
@@ -194,7 +266,7 @@ impl ClientCache {
     }
 
     /// Keeps a new client with its device digest.
-    fn put(&self, binding: &BmcBinding, client: &RedfishClient, serial: u64) -> u64 {
+    fn put(&self, binding: &BmcBinding, client: &Device, serial: u64) -> u64 {
         if let (Some(uid), Some(version)) = (binding.uid(), binding.resource_version()) {
             let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
             entries.insert(uid, (version, Instant::now(), client.clone(), serial));
@@ -220,31 +292,72 @@ impl Clients {
         &self,
         kube: &Client,
         binding: &BmcBinding,
-    ) -> Result<Result<(RedfishClient, u64), Unusable>, kube::Error> {
+    ) -> Result<Result<(Device, u64), Unusable>, kube::Error> {
         if let Some(found) = self.cache.get(binding) {
             return Ok(Ok(found));
         }
-        let (credentials, trust) = match (credentials(kube, binding).await?, trust(kube, binding).await?) {
-            (Ok(credentials), Ok(trust)) => (credentials, trust),
-            (Err(cause), _) | (_, Err(cause)) => return Ok(Err(Unusable::new(binding, cause))),
+        let (credentials, kg) = match credentials(kube, binding).await? {
+            Ok(found) => found,
+            Err(cause) => return Ok(Err(Unusable::new(binding, cause))),
         };
-        let (trust, ca_bundle) = trust;
+        let built = match &binding.spec.ipmi {
+            Some(ipmi) => self.ipmi(ipmi, credentials, kg),
+            None => match trust(kube, binding).await? {
+                Ok((trust, ca_bundle)) => self.redfish(binding, trust, &ca_bundle, credentials),
+                Err(cause) => Err(cause),
+            },
+        };
+        Ok(built
+            .map(|(device, serial)| {
+                self.cache.put(binding, &device, serial);
+                (device, serial)
+            })
+            .map_err(|cause| Unusable::new(binding, cause)))
+    }
+
+    fn redfish(
+        &self,
+        binding: &BmcBinding,
+        trust: tls::Trust,
+        ca_bundle: &[u8],
+        credentials: Credentials,
+    ) -> Result<(Device, u64), Cause> {
+        let endpoint = binding.spec.endpoint();
         let tls = serde_json::to_string(&binding.spec.tls).unwrap_or_default();
-        let serial = device_digest(&binding.spec.redfish.endpoint, &tls, &ca_bundle, &credentials);
+        let serial = device_digest(&endpoint, &tls, ca_bundle, &credentials);
         let config = RedfishConfig {
-            endpoint: binding.spec.redfish.endpoint.clone(),
+            endpoint,
             trust,
             credentials,
             request_timeout: self.settings.request_timeout,
             read_retries: self.settings.read_retries,
             retry_backoff: self.settings.retry_backoff,
         };
-        Ok(RedfishClient::new(config)
-            .map(|client| {
-                self.cache.put(binding, &client, serial);
-                (client, serial)
-            })
-            .map_err(|e| Unusable::new(binding, e)))
+        Ok((Device::Redfish(RedfishClient::new(config)?), serial))
+    }
+
+    /// An IPMI client: each datagram waits 1 s and is sent at most twice, and a whole power action
+    /// is bounded by the BMC request timeout ([`Device::act`]).
+    fn ipmi(&self, ipmi: &IpmiTarget, credentials: Credentials, kg: Option<BmcKey>) -> Result<(Device, u64), Cause> {
+        let privilege = match ipmi.privilege {
+            Some(IpmiPrivilege::Administrator) => Privilege::Administrator,
+            Some(IpmiPrivilege::Operator) | None => Privilege::Operator,
+        };
+        let config = IpmiConfig {
+            port: ipmi.port.unwrap_or(crate::ipmi::DEFAULT_PORT),
+            cipher_suite: ipmi.cipher_suite.unwrap_or(3),
+            privilege,
+            kg: kg.clone(),
+            retries: 1,
+            ..IpmiConfig::new(ipmi.address.clone(), credentials.username.clone(), credentials.password.clone())
+        };
+        // The key counts as TLS material does: another key is another device (P2).
+        let key = kg.map(|k| k.digest_hex()).unwrap_or_default();
+        let what = format!("ipmi suite {} {privilege} kg {key}", config.cipher_suite);
+        let endpoint = format!("ipmi://{}:{}", config.address, config.port);
+        let serial = device_digest(&endpoint, &what, &[], &credentials);
+        let client = IpmiClient::new(config)?;
+        Ok((Device::Ipmi { client, timeout: self.settings.request_timeout }, serial))
     }
 
     /// Drops the binding's client: what it was built from (its Secret, its CA bundle) changed, and
@@ -270,9 +383,10 @@ mod tests {
             "b",
             BmcBindingSpec {
                 node_name: "n".into(),
-                redfish: RedfishTarget { endpoint: "https://10.0.0.1".into(), system_id: None },
+                redfish: Some(RedfishTarget { endpoint: "https://10.0.0.1".into(), system_id: None }),
+                ipmi: None,
                 credentials_secret_ref: SecretRef { name: "s".into() },
-                tls: TlsPolicy::default(),
+                tls: Some(TlsPolicy::default()),
             },
         );
         binding.metadata.uid = Some("uid-b".into());
@@ -299,7 +413,7 @@ mod tests {
         .unwrap();
         let cache = ClientCache::default();
         assert!(cache.get(&binding("1")).is_none());
-        cache.put(&binding("1"), &client, 7);
+        cache.put(&binding("1"), &Device::Redfish(client), 7);
         assert!(cache.get(&binding("1")).is_some());
         assert!(cache.get(&binding("2")).is_none(), "a changed binding builds a new client");
         cache.forget("uid-b");
@@ -373,5 +487,33 @@ mod tests {
         let pin = Unusable::new(&binding("1"), Cause::BadPin(tls::parse_pin("zz").unwrap_err()));
         assert!(pin.to_string().starts_with("BmcBinding b: certificateSHA256 must be"), "{pin}");
         assert_eq!(pin.reason(), Reason::BindingInvalid);
+    }
+
+    #[test]
+    fn an_ipmi_binding_builds_an_ipmi_device_whose_key_is_part_of_what_it_is() {
+        let clients = Clients::new(BmcSettings {
+            request_timeout: StdDuration::from_secs(5),
+            read_retries: 1,
+            retry_backoff: StdDuration::from_millis(1),
+        });
+        let target = IpmiTarget { address: "10.0.0.13".into(), port: None, cipher_suite: None, privilege: None };
+        let credentials = || Credentials { username: "admin".into(), password: Password::new("pw".into()) };
+        let (device, plain) = clients.ipmi(&target, credentials(), None).unwrap();
+        assert!(matches!(&device, Device::Ipmi { .. }));
+        assert_eq!(Target::origin(&device), "ipmi://10.0.0.13:623");
+        let (_, keyed) = clients.ipmi(&target, credentials(), Some(BmcKey::new(b"kg".to_vec()))).unwrap();
+        assert_ne!(plain, keyed, "another BMC key is another device");
+        let suite = IpmiTarget { cipher_suite: Some(17), ..target };
+        assert!(matches!(clients.ipmi(&suite, credentials(), None), Err(Cause::Ipmi(_))));
+    }
+
+    #[test]
+    fn an_ipmi_key_in_the_secret_is_hex_or_refused() {
+        assert!(matches!(bmc_key_in(Some(&secret(&[("username", b"u")])), "ns", "s"), Ok(None)));
+        assert!(bmc_key_in(Some(&secret(&[("kg", b"6b67")])), "ns", "s").unwrap().is_some());
+        assert!(matches!(
+            bmc_key_in(Some(&secret(&[("kg", b"not hex")])), "ns", "s"),
+            Err(Cause::BmcKeyNotHex { namespace, name }) if namespace == "ns" && name == "s"
+        ));
     }
 }

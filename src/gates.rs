@@ -111,13 +111,18 @@ pub fn unreachable_only(node: &Node, remediate_ready_false: bool) -> Gate {
 
 /// scheme://host:port of a BMC endpoint: two actions on one origin must not overlap.
 pub fn origin(endpoint: &str) -> String {
+    // An IPMI BMC's `ipmi://address:port` is its origin as it is (URL origins of unknown schemes
+    // are all opaque, and would make every IPMI BMC one).
+    if endpoint.starts_with("ipmi://") {
+        return endpoint.to_owned();
+    }
     reqwest::Url::parse(endpoint).map(|u| u.origin().ascii_serialization()).unwrap_or_else(|_| endpoint.to_owned())
 }
 
 /// The system a binding uses: its pin, or what verification discovered for its current spec.
 fn system_of(binding: &BmcBinding) -> Option<&str> {
     let discovered = binding.status.as_ref().filter(|s| s.observed_generation == binding.metadata.generation);
-    binding.spec.redfish.system_id.as_deref().or_else(|| discovered?.system_id.as_deref())
+    binding.spec.system_id().or_else(|| discovered?.system_id.as_deref())
 }
 
 /// Why a binding conflicts with another.
@@ -153,14 +158,14 @@ pub fn binding_conflicts(bindings: &[BmcBinding]) -> BTreeMap<String, Vec<Confli
     let mut conflicts: BTreeMap<String, Vec<Conflict>> = BTreeMap::new();
     for (i, a) in bindings.iter().enumerate() {
         for b in &bindings[i + 1..] {
-            let origin = origin(&a.spec.redfish.endpoint);
+            let origin = origin(&a.spec.endpoint());
             let pair = if a.spec.node_name == b.spec.node_name {
                 let node = a.spec.node_name.clone();
                 Some((
                     Conflict::SameNode { other: b.name_any(), node: node.clone() },
                     Conflict::SameNode { other: a.name_any(), node },
                 ))
-            } else if origin == self::origin(&b.spec.redfish.endpoint) {
+            } else if origin == self::origin(&b.spec.endpoint()) {
                 let system = match (system_of(a), system_of(b)) {
                     (Some(x), Some(y)) if x != y => None,
                     (Some(x), Some(_)) => Some(Some(x.to_owned())),
@@ -475,9 +480,8 @@ pub fn storm(inputs: &GateInputs<'_>) -> Gate {
             inputs.limits.max_concurrent
         ));
     }
-    let origin_of_node = |node: &str| {
-        inputs.bindings.iter().find(|b| b.spec.node_name == node).map(|b| origin(&b.spec.redfish.endpoint))
-    };
+    let origin_of_node =
+        |node: &str| inputs.bindings.iter().find(|b| b.spec.node_name == node).map(|b| origin(&b.spec.endpoint()));
     if let Some(mine) = origin_of_node(&inputs.node.name_any())
         && let Some(busy) = others.iter().find(|r| origin_of_node(node_of(r)).as_deref() == Some(mine.as_str()))
     {

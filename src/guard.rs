@@ -258,7 +258,7 @@ pub fn identify(
         node_uuid: node_uuid.to_owned(),
         match_kind: matched,
         verified_at: MicroTime(now),
-        tls_verified: found.tls_verified,
+        tls_verified: found.tls_verified == Some(true),
         binding_generation: Some(found.through.generation),
     });
     new.last_update_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now));

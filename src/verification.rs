@@ -94,7 +94,7 @@ fn verified_against(policy: &TlsPolicy) -> String {
 /// Applies a check to the status (conditions, observed system, power, time) and returns the Events
 /// it is worth: one per condition whose status or reason changed (Unknown ones aside).
 pub fn record(status: &mut BmcBindingStatus, check: &Check, binding: &BmcBinding, now: Timestamp) -> Vec<Notice> {
-    let policy = &binding.spec.tls;
+    let policy = &binding.spec.tls_policy();
     let node = binding.spec.node_name.as_str();
     let generation = binding.metadata.generation;
     let before = |status: &BmcBindingStatus, type_: &str| {
@@ -149,6 +149,8 @@ pub fn record(status: &mut BmcBindingStatus, check: &Check, binding: &BmcBinding
     status.last_power_check_time = power.as_ref().map(|_| Time(now));
     status.power_state = power;
     match Handshake::of(check) {
+        // An IPMI BMC speaks no TLS: the condition is absent.
+        _ if binding.spec.ipmi.is_some() => status.conditions.retain(|c| c.type_ != TLS_VERIFIED),
         Handshake::None(why) => {
             set(status, TLS_VERIFIED, u, "NoHandshake", &format!("no TLS handshake completed: {why}"))
         }
@@ -390,9 +392,10 @@ mod tests {
             "b",
             crate::api::BmcBindingSpec {
                 node_name: "n".into(),
-                redfish: crate::api::RedfishTarget { endpoint: "https://bmc".into(), system_id: None },
+                redfish: Some(crate::api::RedfishTarget { endpoint: "https://bmc".into(), system_id: None }),
+                ipmi: None,
                 credentials_secret_ref: crate::api::SecretRef { name: "s".into() },
-                tls: crate::api::TlsPolicy { insecure_skip_verify: insecure, ..Default::default() },
+                tls: Some(crate::api::TlsPolicy { insecure_skip_verify: insecure, ..Default::default() }),
             },
         );
         binding.metadata.generation = Some(3);

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
     shortname = "bmcb",
     printcolumn(name = "Node", type_ = "string", json_path = ".spec.nodeName"),
     printcolumn(name = "Endpoint", type_ = "string", json_path = ".spec.redfish.endpoint"),
+    printcolumn(name = "IPMI", type_ = "string", json_path = ".spec.ipmi.address"),
     printcolumn(
         name = "Verified",
         type_ = "string",
@@ -33,21 +34,83 @@ use serde::{Deserialize, Serialize};
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.redfish) != has(self.ipmi)").message("set exactly one of spec.redfish (a Redfish service) and spec.ipmi (an IPMI v2.0 BMC)"))]
+#[x_kube(validation = Rule::new("!has(self.redfish) || has(self.tls)").message("a Redfish binding says how its BMC's certificate is trusted: set spec.tls.caBundleRef or spec.tls.certificateSHA256"))]
+#[x_kube(validation = Rule::new("!has(self.ipmi) || !has(self.tls)").message("an IPMI BMC speaks no TLS: remove spec.tls (docs/safety.md, IPMI devices)"))]
 pub struct BmcBindingSpec {
     /// The Node this BMC powers. One binding per node.
     #[schemars(length(min = 1, max = 253))]
     pub node_name: String,
-    pub redfish: RedfishTarget,
-    /// Secret in the binding's namespace with the keys `username` and `password`.
+    /// A Redfish service (exactly one of `redfish` and `ipmi`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redfish: Option<RedfishTarget>,
+    /// An IPMI v2.0 BMC, RMCP+ with cipher suite 3 (exactly one of `redfish` and `ipmi`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ipmi: Option<IpmiTarget>,
+    /// Secret in the binding's namespace with the keys `username` and `password` (and for IPMI,
+    /// optionally `kg`: the BMC key, in hex).
     pub credentials_secret_ref: SecretRef,
-    pub tls: TlsPolicy,
+    /// How a Redfish BMC's certificate is trusted (required with `redfish`, refused with `ipmi`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsPolicy>,
+}
+
+/// An IPMI v2.0 BMC.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct IpmiTarget {
+    /// The BMC's host name or IP address (no scheme, no port).
+    #[schemars(length(min = 1, max = 253))]
+    #[x_kube(validation = Rule::new("self.matches('^[A-Za-z0-9.:-]+$') && !self.contains('://')").message("address is the BMC's host name or IP address, e.g. 10.0.0.12 or bmc-1.example: no scheme, path or spaces (the port goes in port)"))]
+    pub address: String,
+    /// UDP port, 623 unless set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: Option<u16>,
+    /// The RMCP+ cipher suite: only 3 (RAKP-HMAC-SHA1, HMAC-SHA1-96, AES-CBC-128) is spoken; coroner
+    /// never negotiates or falls back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self == 3").message("cipherSuite must be 3: coroner speaks IPMI v2.0 cipher suite 3 only, and never negotiates or falls back (suite 17 has no test peer yet)"))]
+    pub cipher_suite: Option<u8>,
+    /// The session privilege: Operator (enough for power control) unless set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub privilege: Option<IpmiPrivilege>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum IpmiPrivilege {
+    Operator,
+    Administrator,
 }
 
 impl BmcBindingSpec {
+    /// Where the BMC is: the Redfish endpoint, or `ipmi://address:port`.
+    pub fn endpoint(&self) -> String {
+        match (&self.redfish, &self.ipmi) {
+            (Some(redfish), _) => redfish.endpoint.clone(),
+            (None, Some(ipmi)) => format!("ipmi://{}:{}", ipmi.address, ipmi.port.unwrap_or(623)),
+            (None, None) => String::new(),
+        }
+    }
+
+    /// The Redfish system the binding pins, if any (an IPMI BMC has one chassis).
+    pub fn system_id(&self) -> Option<&str> {
+        self.redfish.as_ref().and_then(|r| r.system_id.as_deref())
+    }
+
+    /// How a Redfish BMC's certificate is trusted; an IPMI BMC has none (the default policy, unused).
+    pub fn tls_policy(&self) -> TlsPolicy {
+        self.tls.clone().unwrap_or_default()
+    }
+
     /// Whether the binding reads the Secret or ConfigMap `name` of its namespace (its credentials or
     /// its CA bundle): a change of that object is a reason to verify the binding again.
     pub fn refers_to(&self, kind: CaBundleKind, name: &str) -> bool {
-        let ca = self.tls.ca_bundle_ref.as_ref().is_some_and(|ca| ca.kind == kind && ca.name == name);
+        let ca = self
+            .tls
+            .as_ref()
+            .and_then(|t| t.ca_bundle_ref.as_ref())
+            .is_some_and(|ca| ca.kind == kind && ca.name == name);
         ca || (kind == CaBundleKind::Secret && self.credentials_secret_ref.name == name)
     }
 }

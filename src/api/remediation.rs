@@ -521,7 +521,7 @@ pub struct IdentityEvidence {
     #[serde(rename = "match")]
     pub match_kind: UuidMatch,
     pub verified_at: MicroTime,
-    /// `false` only when the binding explicitly set `insecureSkipVerify`.
+    /// `false` when the binding explicitly set `insecureSkipVerify`, or its BMC speaks no TLS (IPMI).
     pub tls_verified: bool,
     /// P1: the binding's generation the identity was proven through; a reading or a power action
     /// through another generation is not this proof's.

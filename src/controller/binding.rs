@@ -30,7 +30,10 @@ use super::{Context, Error};
 use crate::{
     api::{BmcBinding, CaBundleKind, CoronerRemediationSpec, CoronerRemediationTemplate},
     contract::Reason,
-    driver::{self, ports::Events},
+    driver::{
+        self,
+        ports::{Events, Target},
+    },
     fence::IdentityProblem,
     gates, identity,
     verification::{self, Check},

@@ -17,12 +17,11 @@ use tracing::warn;
 
 use super::Context;
 use crate::{
-    access::Unusable,
+    access::{Device, Unusable},
     api::{
         BmcBinding, BmcBindingStatus, CoronerAttestation, CoronerAttestationStatus, CoronerRemediation,
         CoronerRemediationStatus,
     },
-    bmc::RedfishClient,
     cluster,
     driver::{
         ApiResult, LoopSettings, World,
@@ -237,9 +236,9 @@ impl Events for Context {
 }
 
 impl Devices for Context {
-    type Target = RedfishClient;
+    type Target = Device;
 
-    async fn target(&self, binding: &BmcBinding) -> ApiResult<Result<(RedfishClient, u64), Unusable>> {
+    async fn target(&self, binding: &BmcBinding) -> ApiResult<Result<(Device, u64), Unusable>> {
         Ok(self.clients.client(&self.client, binding).await?)
     }
 

@@ -88,9 +88,9 @@ impl<W: World> Fence<'_, W> {
         }
         Ok(Ok(IdentityFound {
             binding: binding.name_any(),
-            endpoint: binding.spec.redfish.endpoint.clone(),
+            endpoint: binding.spec.endpoint(),
             // The identity read was answered: its handshake was verified unless verification is off.
-            tls_verified: verification::request_tls_verified(&binding.spec.tls, true),
+            tls_verified: binding.spec.tls.as_ref().map(|policy| verification::request_tls_verified(policy, true)),
             system,
             claims: claims(self.world, &self.node_name, binding).await?,
             through: mark(binding, serial),
@@ -150,7 +150,7 @@ pub async fn node_system<W: World>(
     node_uuid: &str,
     operation: &str,
 ) -> Result<SystemReading, IdentityProblem> {
-    let pinned = binding.spec.redfish.system_id.as_deref();
+    let pinned = binding.spec.system_id();
     let found = device.find(pinned, node_uuid).await;
     world.metrics().bmc(&binding.name_any(), operation, found.as_ref().map_or_else(BmcError::category, |_| "ok"));
     match found {

@@ -738,14 +738,14 @@ impl<'a> Step<'a> {
                 return self.fail(refusal.reason(), format!("{refusal}; no power action taken"));
             }
         };
-        if found.tls_verified {
+        if found.tls_verified == Some(true) {
             self.set_condition(
                 contract::TLS_VERIFIED,
                 true,
                 "CertificateVerified",
                 "the BMC's certificate was verified",
             );
-        } else {
+        } else if found.tls_verified == Some(false) {
             let message =
                 format!("BmcBinding {} sets insecureSkipVerify: the BMC's certificate is not verified", found.binding);
             self.set_condition(contract::TLS_VERIFIED, false, "InsecureSkipVerify", &message);
@@ -765,7 +765,7 @@ impl<'a> Step<'a> {
             node_uuid,
             match_kind: matched,
             verified_at: self.now(),
-            tls_verified: found.tls_verified,
+            tls_verified: found.tls_verified == Some(true),
             binding_generation: Some(found.through.generation),
         });
         let attempt = self.progress.attempt.max(1);

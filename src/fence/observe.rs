@@ -79,7 +79,9 @@ pub struct DeviceMark {
 pub struct IdentityFound {
     pub binding: String,
     pub endpoint: String,
-    pub tls_verified: bool,
+    /// Whether the identity read's TLS certificate was verified; `None`: the device speaks no TLS
+    /// (IPMI).
+    pub tls_verified: Option<bool>,
     pub system: SystemReading,
     pub claims: Vec<Claim>,
     pub through: DeviceMark,

@@ -124,7 +124,7 @@ fn arb_identity() -> impl Strategy<Value = Result<IdentityFound, IdentityProblem
         |(uuid, tls_verified, claim, system)| IdentityFound {
             binding: "worker-1".into(),
             endpoint: "https://bmc:443/redfish/v1".into(),
-            tls_verified: tls_verified || system == 1,
+            tls_verified: Some(tls_verified || system == 1),
             system: SystemReading {
                 id: system.to_string(),
                 path: format!("/redfish/v1/Systems/{system}"),

@@ -132,7 +132,7 @@ fn found(uuid: &str) -> Observation {
     Observation::Identity(Ok(IdentityFound {
         binding: "worker-1".into(),
         endpoint: "https://127.0.0.1:8443".into(),
-        tls_verified: true,
+        tls_verified: Some(true),
         system: system(uuid, PowerState::On),
         claims: vec![],
         through: DeviceMark::default(),
@@ -419,7 +419,7 @@ fn insecure_tls_is_a_warning_condition_and_event() {
         Observation::Identity(Ok(f)) => f,
         _ => unreachable!(),
     };
-    observation.tls_verified = false;
+    observation.tls_verified = Some(false);
     let decision = next(&spec(), &admitted, Observation::Identity(Ok(observation)), ctx(0, &node));
     assert_eq!(conditions::status_of(&decision.status.conditions, contract::TLS_VERIFIED), Some("False"));
     assert!(decision.notices.iter().any(|n| n.warning && n.reason == "InsecureSkipVerify"));

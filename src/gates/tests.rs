@@ -35,9 +35,10 @@ fn binding(name: &str, node: &str, endpoint: &str, system: Option<&str>) -> BmcB
         name,
         BmcBindingSpec {
             node_name: node.into(),
-            redfish: RedfishTarget { endpoint: endpoint.into(), system_id: system.map(str::to_owned) },
+            redfish: Some(RedfishTarget { endpoint: endpoint.into(), system_id: system.map(str::to_owned) }),
+            ipmi: None,
             credentials_secret_ref: SecretRef { name: "bmc".into() },
-            tls: TlsPolicy::default(),
+            tls: Some(TlsPolicy::default()),
         },
     )
 }
@@ -446,11 +447,11 @@ fn the_window_budget_counts_power_offs_within_the_window() {
 #[test]
 fn two_remediations_for_one_bmc_never_act_at_once() {
     let mut world = World::new(node("w-9", Some("Unknown"), &[]));
-    world.bindings[0].spec.redfish.endpoint = "https://chassis:443/redfish/v1".into();
-    world.bindings[0].spec.redfish.system_id = Some("blade-9".into());
+    world.bindings[0].spec.redfish.as_mut().unwrap().endpoint = "https://chassis:443/redfish/v1".into();
+    world.bindings[0].spec.redfish.as_mut().unwrap().system_id = Some("blade-9".into());
     world.other("w-1", 10, Phase::ConfirmingOff, None);
-    world.bindings[1].spec.redfish.endpoint = "https://chassis".into();
-    world.bindings[1].spec.redfish.system_id = Some("blade-1".into());
+    world.bindings[1].spec.redfish.as_mut().unwrap().endpoint = "https://chassis".into();
+    world.bindings[1].spec.redfish.as_mut().unwrap().system_id = Some("blade-1".into());
     let gate = world.gate(storm);
     assert!(matches!(&gate, Gate::Wait(Reason::Queued, m) if m.contains("same BMC https://chassis")), "{gate:?}");
 }

@@ -412,7 +412,7 @@ fn found(uuid: &str, claims: Vec<identity::Claim>) -> IdentityFound {
     IdentityFound {
         binding: "worker-1".into(),
         endpoint: "https://bmc".into(),
-        tls_verified: true,
+        tls_verified: Some(true),
         system: crate::bmc::SystemReading {
             id: "1".into(),
             path: "/redfish/v1/Systems/1".into(),

@@ -121,6 +121,12 @@ impl BmcKey {
     pub fn from_hex(text: &str) -> Result<Self, SetupProblem> {
         hex::decode(text.trim()).map(Self).map_err(|_| SetupProblem::BmcKeyNotHex)
     }
+
+    /// A SHA-256 of the key, in hex: what a device digest may carry without carrying the key.
+    pub fn digest_hex(&self) -> String {
+        use sha2::{Digest, Sha256};
+        hex::encode(Sha256::digest(&self.0))
+    }
 }
 
 impl fmt::Debug for BmcKey {

@@ -411,7 +411,7 @@ impl Devices for Process {
             return Ok(Ok((device.clone(), *serial)));
         }
         let secret = binding.spec.credentials_secret_ref.name.clone();
-        let endpoint = binding.spec.redfish.endpoint.clone();
+        let endpoint = binding.spec.endpoint();
         let credentials = self.api(false, |t| Ok(t.secret(&secret))).await?;
         let Some(credentials) = credentials else {
             let namespace = binding.namespace().unwrap_or_default();

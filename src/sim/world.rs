@@ -501,12 +501,13 @@ impl Truth {
             name,
             BmcBindingSpec {
                 node_name: node.into(),
-                redfish: RedfishTarget {
+                redfish: Some(RedfishTarget {
                     endpoint: format!("{origin}/redfish/v1"),
                     system_id: system_id.map(str::to_owned),
-                },
+                }),
+                ipmi: None,
                 credentials_secret_ref: SecretRef { name: format!("{name}-credentials") },
-                tls: TlsPolicy { certificate_sha256: Some("ab".repeat(32)), ..TlsPolicy::default() },
+                tls: Some(TlsPolicy { certificate_sha256: Some("ab".repeat(32)), ..TlsPolicy::default() }),
             },
         );
         binding.metadata.namespace = Some(self.namespace.clone());
@@ -626,9 +627,11 @@ impl Truth {
         let rv = self.next_rv();
         let Some(binding) = self.bindings.get(name) else { return };
         let mut binding = binding.clone();
+        // The simulator's bindings are Redfish ones.
+        let Some(redfish) = binding.spec.redfish.as_mut() else { return };
         match edit {
-            BindingEdit::Endpoint => binding.spec.redfish.endpoint = "https://bmc-2.example:443/redfish/v1".into(),
-            BindingEdit::DeadEndpoint => binding.spec.redfish.endpoint = format!("{NOWHERE}/redfish/v1"),
+            BindingEdit::Endpoint => redfish.endpoint = "https://bmc-2.example:443/redfish/v1".into(),
+            BindingEdit::DeadEndpoint => redfish.endpoint = format!("{NOWHERE}/redfish/v1"),
             BindingEdit::CredentialsSecret => {
                 let old = binding.spec.credentials_secret_ref.name.clone();
                 let value = self.secrets.get(&old).copied().unwrap_or(1);
@@ -637,7 +640,7 @@ impl Truth {
                 binding.spec.credentials_secret_ref.name = renamed;
             }
             BindingEdit::SystemId => {
-                let origin = binding.spec.redfish.endpoint.clone();
+                let origin = redfish.endpoint.clone();
                 let node_uuid = self
                     .nodes
                     .get(&binding.spec.node_name)
@@ -646,7 +649,7 @@ impl Truth {
                 let id = bmc.and_then(|b| {
                     b.systems.iter().rev().find(|s| Some(&self.machines[s.machine].uuid) == node_uuid.as_ref())
                 });
-                binding.spec.redfish.system_id = id.map(|s| s.id.clone());
+                redfish.system_id = id.map(|s| s.id.clone());
             }
         }
         binding.metadata.generation = Some(binding.metadata.generation.unwrap_or(1) + 1);

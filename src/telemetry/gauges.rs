@@ -185,9 +185,10 @@ mod tests {
                 "b",
                 BmcBindingSpec {
                     node_name: "n".into(),
-                    redfish: RedfishTarget { endpoint: "https://bmc".into(), system_id: None },
+                    redfish: Some(RedfishTarget { endpoint: "https://bmc".into(), system_id: None }),
+                    ipmi: None,
                     credentials_secret_ref: SecretRef { name: "s".into() },
-                    tls: TlsPolicy::default(),
+                    tls: Some(TlsPolicy::default()),
                 },
             );
             b.status = check.map(|check| {

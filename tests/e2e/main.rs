@@ -1382,6 +1382,43 @@ async fn scenario_n(world: &World) {
         assert!(!accepted && output.contains(message), "{object}: expected {message:?}, got:\n{output}");
         log(format!("n: {} refused: {}", object["metadata"]["name"], output.lines().last().unwrap_or_default()));
     }
+    // IPMI bindings: exactly one kind, no TLS, cipher suite 3 only; a good one is accepted.
+    let ipmi = |name: &str, spec: serde_json::Value| {
+        let mut spec = spec;
+        spec["nodeName"] = json!("n-1");
+        spec["credentialsSecretRef"] = json!({"name": "n-1-bmc"});
+        json!({"apiVersion": "coroner.dev/v1alpha1", "kind": "BmcBinding",
+               "metadata": {"name": name, "namespace": CORONER_NS}, "spec": spec})
+    };
+    let ipmi_cases = [
+        (ipmi("n-none", json!({})), Some("set exactly one of spec.redfish")),
+        (
+            ipmi(
+                "n-both",
+                json!({"redfish": {"endpoint": "https://10.0.0.12"}, "ipmi": {"address": "10.0.0.13"}, "tls": pin}),
+            ),
+            Some("set exactly one of spec.redfish"),
+        ),
+        (ipmi("n-ipmi-tls", json!({"ipmi": {"address": "10.0.0.13"}, "tls": pin})), Some("an IPMI BMC speaks no TLS")),
+        (ipmi("n-suite", json!({"ipmi": {"address": "10.0.0.13", "cipherSuite": 17}})), Some("cipherSuite must be 3")),
+        (
+            ipmi("n-redfish-no-tls", json!({"redfish": {"endpoint": "https://10.0.0.12"}})),
+            Some("set spec.tls.caBundleRef"),
+        ),
+        (ipmi("n-ipmi", json!({"ipmi": {"address": "10.0.0.13", "port": 6230, "privilege": "Operator"}})), None),
+    ];
+    for (i, (object, message)) in ipmi_cases.iter().enumerate() {
+        let file = world.dir.join(format!("n-ipmi-{i}.json"));
+        std::fs::write(&file, object.to_string()).unwrap();
+        let (accepted, output) = world.kubectl_result(&["apply", "--dry-run=server", "-f", file.to_str().unwrap()]);
+        match message {
+            Some(message) => {
+                assert!(!accepted && output.contains(message), "{object}: expected {message:?}, got:\n{output}")
+            }
+            None => assert!(accepted, "{object} refused:\n{output}"),
+        }
+    }
+    log("n: IPMI bindings: exactly one kind, no TLS, cipher suite 3; a good one accepted");
     // The sample as shipped: its pin is openssl's line as printed, accepted as is.
     let sample = coroner_repo_path("config/samples/bmc_binding.yaml");
     let (accepted, output) = world.kubectl_result(&["apply", "--dry-run=server", "-f", &sample]);

@@ -609,16 +609,17 @@ impl World {
         let bindings: Api<BmcBinding> = Api::namespaced(self.client.clone(), CORONER_NS);
         let spec = BmcBindingSpec {
             node_name: node.to_owned(),
-            redfish: RedfishTarget { endpoint: machine.endpoint(), system_id: None },
+            redfish: Some(RedfishTarget { endpoint: machine.endpoint(), system_id: None }),
+            ipmi: None,
             credentials_secret_ref: SecretRef { name: secret_name },
-            tls: TlsPolicy {
+            tls: Some(TlsPolicy {
                 ca_bundle_ref: Some(CaBundleRef {
                     kind: CaBundleKind::ConfigMap,
                     name: "bmc-ca".into(),
                     key: "ca.crt".into(),
                 }),
                 ..TlsPolicy::default()
-            },
+            }),
         };
         bindings.create(&PostParams::default(), &BmcBinding::new(binding, spec)).await.expect("create BmcBinding");
     }
