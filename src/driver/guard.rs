@@ -55,16 +55,26 @@ impl<W: World> Fence<'_, W> {
         if let Some(wait) = crate::guard::due(&memory, self.world.mono(), interval, &self.uid) {
             return Ok(Some(wait));
         }
-        let path = status.evidence.as_ref().and_then(|e| e.identity.as_ref()).map(|i| i.system_path.clone());
-        let (read, finding) = match path {
-            Some(path) => {
-                let read = self.read_power(&path).await?;
+        let identity = status.evidence.as_ref().and_then(|e| e.identity.as_ref());
+        let path = identity.map(|i| i.system_path.clone());
+        let proven = identity.and_then(|i| i.binding_generation);
+        let read = match path {
+            Some(path) => Some(self.read_power(&path).await?),
+            None => None,
+        };
+        // P1: a binding whose spec changed since the machine was proven leads to no proof's machine
+        // until it is found and proven again through the binding as it is now.
+        let edited =
+            matches!((&read, proven), (Some(Ok((aim, _))), Some(generation)) if aim.through.generation != generation);
+        let (read, finding) = match read {
+            Some(read) if !edited => {
                 let reading = read.as_ref().map(|(_, reading)| reading.clone()).map_err(Clone::clone);
                 let finding = crate::guard::assess(&status, &reading);
                 (Some(read), finding)
             }
-            // An attested release: the machine is found first, through the binding, as a fence does.
-            None => {
+            // An attested release, or a binding edited since: the machine is found first, through
+            // the binding, as a fence does.
+            _ => {
                 let identified = match crate::guard::identity_target(&status, &snapshot) {
                     Ok(uuid) => {
                         crate::guard::identify(&status, self.identity(&snapshot).await?, &uuid, self.world.now())

@@ -551,3 +551,35 @@ fn a_return_only_the_finalizer_sees_is_reported_once() {
     let counted = lab.metrics().returned_without_approval.get_or_create(&NodeLabels { node: "worker-1".into() }).get();
     assert_eq!(counted, 1);
 }
+
+/// Through the loop: the binding is edited after the release, then the machine comes on. The guard
+/// does not take a reading through the edited binding for its proof's machine: it finds and proves the
+/// machine again through the binding as it is now (`GuardIdentityVerified`), and only then enforces.
+#[test]
+fn after_a_binding_edit_the_guard_proves_the_machine_again_before_it_enforces() {
+    use crate::{
+        api::{CoronerRemediationSpec, FenceAction},
+        sim::{
+            lab::{Lab, Setup},
+            scenario::BindingEdit,
+            script::Script,
+        },
+    };
+    let spec = CoronerRemediationSpec { action: FenceAction::Off, ..CoronerRemediationSpec::default() };
+    let lab = Lab::scripted(&Setup::new(UUID, spec), Script::machine(UUID, true));
+    let fenced = futures::executor::block_on(lab.run());
+    assert!(fenced.evidence.as_ref().and_then(|e| e.release.as_ref()).is_some(), "{fenced:?}");
+    lab.world(|t| t.edit_binding("worker-1", BindingEdit::Endpoint));
+    lab.device().switch_on("1");
+    for _ in 0..3 {
+        futures::executor::block_on(lab.clock().sleep(StdDuration::from_secs(15)));
+        let _ = futures::executor::block_on(lab.reconcile());
+    }
+    let reasons = lab.reasons();
+    let proven = reasons.iter().position(|r| r == "GuardIdentityVerified").expect("proven again");
+    let enforced = reasons.iter().rposition(|r| r == "GuardForceOffSent").expect("then switched off");
+    assert!(proven < enforced, "{reasons:?}");
+    assert_eq!(lab.device().resets(), [crate::bmc::ResetType::ForceOff, crate::bmc::ResetType::ForceOff]);
+    let identity = lab.status().evidence.unwrap().identity.unwrap();
+    assert_eq!(identity.binding_generation, Some(2), "the proof now rests on the binding as it is");
+}

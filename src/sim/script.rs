@@ -180,6 +180,11 @@ impl Scripted {
         })
     }
 
+    /// Someone powers system `id` on (a power button, another tool).
+    pub fn switch_on(&self, id: &str) {
+        self.with(|s| s.script.systems.iter_mut().filter(|system| system.id == id).for_each(|system| system.on = true));
+    }
+
     /// Whether the model has system `id` powered on now.
     pub fn is_on(&self, id: &str) -> bool {
         let now = self.clock.micros();
