@@ -3,6 +3,7 @@
 
 mod approve;
 mod attest;
+mod import_far;
 mod status;
 
 use std::{net::SocketAddr, sync::Arc, time::Duration as StdDuration};
@@ -48,6 +49,9 @@ pub enum Command {
     Status(Box<status::StatusArgs>),
     /// Print every CRD coroner serves, as YAML.
     Crd,
+    /// A FenceAgentsRemediationTemplate (from a file) as coroner's template and bindings, as YAML on
+    /// stdout, every choice that differs from FAR commented; credentials never printed.
+    ImportFar(import_far::ImportFarArgs),
     /// Exit non-zero, saying what to do, while any CoronerRemediation still holds coroner's finalizer:
     /// uninstalling coroner then would leave its taints on the nodes (the chart's pre-delete hook).
     UninstallCheck(UninstallCheckArgs),
@@ -168,6 +172,8 @@ pub enum CliError {
     Status(String),
     #[error("{0}")]
     UninstallBlocked(String),
+    #[error("{0}")]
+    ImportFar(String),
     #[error(
         "--lease-duration {lease} cannot cover one BMC request: it must be longer than --bmc-request-timeout {timeout} + {checks} for the checks before a request + the {skew} clock-skew margin"
     )]
@@ -211,6 +217,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Attest(args) => attest::run(*args).await,
         Command::Approve(args) => approve::run(*args).await,
         Command::Status(args) => status::run(*args).await,
+        Command::ImportFar(args) => import_far::run(args),
         Command::UninstallCheck(args) => uninstall_check(args).await,
     }
 }
