@@ -133,10 +133,12 @@ pub fn ca_bundle_in(source: CaSource, namespace: &str, name: &str, key: &str) ->
 /// An IPMI BMC key in the credentials Secret (key `kg`, hex), if there is one.
 pub fn bmc_key_in(secret: Option<&Secret>, namespace: &str, name: &str) -> Result<Option<BmcKey>, Cause> {
     let Some(value) = secret.and_then(|s| s.data.as_ref()?.get("kg")) else { return Ok(None) };
-    let text = String::from_utf8(value.0.clone()).unwrap_or_default();
-    BmcKey::from_hex(text.trim())
-        .map(Some)
-        .map_err(|_| Cause::BmcKeyNotHex { namespace: namespace.to_owned(), name: name.to_owned() })
+    let not_hex = || Cause::BmcKeyNotHex { namespace: namespace.to_owned(), name: name.to_owned() };
+    let text = String::from_utf8(value.0.clone()).map_err(|_| not_hex())?;
+    if text.trim().is_empty() {
+        return Err(not_hex());
+    }
+    BmcKey::from_hex(text.trim()).map(Some).map_err(|_| not_hex())
 }
 
 /// Reads the credentials the binding names (and an IPMI BMC key, when it has one).
@@ -234,9 +236,7 @@ impl Target for Device {
     async fn act(&self, system: &SystemReading, reset: ResetType) -> Result<u16, BmcError> {
         match self {
             Self::Redfish(client) => Target::act(client, system, reset).await,
-            Self::Ipmi { client, timeout } => tokio::time::timeout(*timeout, Target::act(client, system, reset))
-                .await
-                .unwrap_or_else(|_| Err(BmcError::Unreachable(format!("no IPMI answer within {timeout:?}")))),
+            Self::Ipmi { client, timeout } => client.act_checked(system, reset, Some(*timeout)).await.map(|()| 0),
         }
     }
 }
@@ -354,7 +354,7 @@ impl Clients {
         // The key counts as TLS material does: another key is another device (P2).
         let key = kg.map(|k| k.digest_hex()).unwrap_or_default();
         let what = format!("ipmi suite {} {privilege} kg {key}", config.cipher_suite);
-        let endpoint = format!("ipmi://{}:{}", config.address, config.port);
+        let endpoint = crate::api::ipmi_origin(&config.address, config.port);
         let serial = device_digest(&endpoint, &what, &[], &credentials);
         let client = IpmiClient::new(config)?;
         Ok((Device::Ipmi { client, timeout: self.settings.request_timeout }, serial))

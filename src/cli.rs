@@ -174,10 +174,22 @@ pub enum CliError {
     UninstallBlocked(String),
     #[error("{0}")]
     ImportFar(String),
+    #[error("the import is printed, but some nodes need attention before they are protected: see the comments")]
+    ImportIncomplete,
     #[error(
         "--lease-duration {lease} cannot cover one BMC request: it must be longer than --bmc-request-timeout {timeout} + {checks} for the checks before a request + the {skew} clock-skew margin"
     )]
     LeaseTooShort { lease: api::Duration, timeout: api::Duration, checks: api::Duration, skew: api::Duration },
+}
+
+impl CliError {
+    /// The process's exit code: 1, or 3 for an import printed with nodes that need attention.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Self::ImportIncomplete => 3,
+            _ => 1,
+        }
+    }
 }
 
 /// P6: whether a leader Lease of `lease` can ever allow one BMC request of `timeout` after its checks.

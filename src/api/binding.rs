@@ -55,6 +55,18 @@ pub struct BmcBindingSpec {
     pub tls: Option<TlsPolicy>,
 }
 
+/// An IPMI BMC's origin, the key of one action per BMC: `ipmi://host:port`, the host lowercased and
+/// an IPv6 address bracketed.
+pub fn ipmi_origin(address: &str, port: u16) -> String {
+    let host = address.trim().to_ascii_lowercase();
+    let host = match host.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V6(v6)) => format!("[{v6}]"),
+        Ok(ip) => ip.to_string(),
+        Err(_) => host,
+    };
+    format!("ipmi://{host}:{port}")
+}
+
 /// An IPMI v2.0 BMC.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
@@ -88,7 +100,7 @@ impl BmcBindingSpec {
     pub fn endpoint(&self) -> String {
         match (&self.redfish, &self.ipmi) {
             (Some(redfish), _) => redfish.endpoint.clone(),
-            (None, Some(ipmi)) => format!("ipmi://{}:{}", ipmi.address, ipmi.port.unwrap_or(623)),
+            (None, Some(ipmi)) => ipmi_origin(&ipmi.address, ipmi.port.unwrap_or(623)),
             (None, None) => String::new(),
         }
     }

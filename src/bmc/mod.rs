@@ -234,7 +234,10 @@ impl BmcError {
         matches!(
             self,
             Self::Ipmi(
-                IpmiError::GuidChanged { .. } | IpmiError::GuidsDiffer { .. } | IpmiError::IdentityUnavailable { .. }
+                IpmiError::GuidChanged { .. }
+                    | IpmiError::GuidsDiffer { .. }
+                    | IpmiError::IdentityUnavailable { .. }
+                    | IpmiError::NotSent { .. }
             )
         )
     }

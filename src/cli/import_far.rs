@@ -84,6 +84,10 @@ pub enum Unsupported {
     Ipmi15,
     #[error("IPMI cipher suite {0}: coroner speaks cipher suite 3 only")]
     CipherSuite(String),
+    #[error(
+        "IPMI privilege level {0:?}: coroner's sessions are Operator or Administrator (power control needs Operator)"
+    )]
+    Privilege(String),
     #[error("no --ip for this node")]
     NoAddress,
     #[error("{flag} {value:?} is not a number")]
@@ -128,8 +132,12 @@ fn template(far: &FarTemplate, namespace: &str) -> (CoronerRemediationTemplate, 
             RemediationStrategy::ResourceDeletion
         }
     };
-    let action = match spec.sharedparameters.get("--action").or(spec.sharedparameters.get("action")).map(String::as_str)
-    {
+    if let Some(value) = spec.sharedparameters.get("action") {
+        notes.push(format!(
+            "FAR's action {value:?} (without dashes) is passed as is and FAR adds --action=reboot: it reboots"
+        ));
+    }
+    let action = match spec.sharedparameters.get("--action").map(String::as_str) {
         Some("off") => FenceAction::Off,
         Some("reboot") | Some("") | None => {
             notes.push("action: Reboot, as FAR adds --action=reboot when none is given".into());
@@ -151,8 +159,18 @@ fn template(far: &FarTemplate, namespace: &str) -> (CoronerRemediationTemplate, 
         }
         None => 5,
     };
-    let interval = spec.retry_interval.as_deref().and_then(duration).unwrap_or(Duration::from_secs(5));
-    let timeout = spec.timeout.as_deref().and_then(duration).unwrap_or(Duration::from_secs(60));
+    let mut parsed = |field: &str, text: Option<&str>, default: u64| match text.map(|t| (t, duration(t))) {
+        None => Duration::from_secs(default),
+        Some((_, Some(d))) => d,
+        Some((text, None)) => {
+            notes.push(format!(
+                "FAR's {field} {text:?} is no duration coroner reads: {default}s, FAR's default, is used"
+            ));
+            Duration::from_secs(default)
+        }
+    };
+    let interval = parsed("retryinterval", spec.retry_interval.as_deref(), 5);
+    let timeout = parsed("timeout", spec.timeout.as_deref(), 60);
     let spec = CoronerRemediationSpec {
         action,
         remediation_strategy: strategy,
@@ -207,6 +225,22 @@ fn node_import(spec: &FarSpec, node: &str, namespace: &str) -> NodeImport {
             "FAR's template carries credentials inline: they are not copied here; put them in Secret {secret_name}"
         ));
     }
+    if params.keys().any(|k| matches!(k.as_str(), "--hexadecimal-kg" | "-y")) {
+        notes.push(format!(
+            "FAR's template carries a BMC key (--hexadecimal-kg): it is not copied here; put it, in hex, in Secret {secret_name} key kg"
+        ));
+    }
+    if spec.agent == "fence_ipmilan" && first(&params, &["--privlvl", "-L"]).is_none() {
+        notes.push(
+            "privilege: Administrator, fence_ipmilan's default (coroner's is Operator, enough for power control)"
+                .into(),
+        );
+    }
+    for flag in ["--target", "--redfish-uri", "--ipmitool-path", "--method"] {
+        if params.contains_key(flag) {
+            notes.push(format!("FAR's {flag} has no equivalent in coroner and is not carried over"));
+        }
+    }
     let mut needs_pin = None;
     let target = match spec.agent.as_str() {
         "fence_redfish" => redfish(&params).map(|(redfish, insecure)| {
@@ -257,9 +291,11 @@ fn redfish(params: &BTreeMap<String, String>) -> Result<(RedfishTarget, bool), U
     Ok((RedfishTarget { endpoint, system_id }, insecure))
 }
 
-/// fence_ipmilan with `--lanplus`: address, port, cipher suite (3 only) and privilege.
+/// fence_ipmilan with `--lanplus`: address, port, cipher suite (3 only) and privilege
+/// (fence_ipmilan's default is administrator).
 fn ipmi(params: &BTreeMap<String, String>) -> Result<IpmiTarget, Unsupported> {
-    if !params.contains_key("--lanplus") && !params.contains_key("-P") {
+    // fence_ipmilan takes lanplus as a bare flag or "1"; "0" is IPMI 1.5.
+    if !matches!(first(params, &["--lanplus", "-P"]), Some("" | "1")) {
         return Err(Unsupported::Ipmi15);
     }
     let address = first(params, &["--ip", "-a"]).ok_or(Unsupported::NoAddress)?.to_owned();
@@ -268,8 +304,9 @@ fn ipmi(params: &BTreeMap<String, String>) -> Result<IpmiTarget, Unsupported> {
         Some(other) => return Err(Unsupported::CipherSuite(other.to_owned())),
     }
     let privilege = match first(params, &["--privlvl", "-L"]).map(str::to_ascii_lowercase).as_deref() {
-        Some("administrator") => Some(IpmiPrivilege::Administrator),
-        _ => None,
+        None | Some("administrator") => Some(IpmiPrivilege::Administrator),
+        Some("operator") => None,
+        Some(other) => return Err(Unsupported::Privilege(other.to_owned())),
     };
     Ok(IpmiTarget { address, port: port(params)?.filter(|p| *p != 623), cipher_suite: None, privilege })
 }
@@ -333,7 +370,10 @@ pub fn render(import: &Import) -> Result<String, serde_saphyr::SerializeError> {
 pub fn run(args: ImportFarArgs) -> Result<(), CliError> {
     let text = std::fs::read_to_string(&args.file)
         .map_err(|e| CliError::ImportFar(format!("cannot read {}: {e}", args.file.display())))?;
-    let far: FarTemplate = serde_saphyr::from_str(&text).map_err(|e| {
+    // No snippet of the file in the message: the lines around an error may hold a password.
+    let mut options = serde_saphyr::Options::default();
+    options.with_snippet = false;
+    let far: FarTemplate = serde_saphyr::from_str_with_options(&text, options).map_err(|e| {
         CliError::ImportFar(format!("{} is not a FenceAgentsRemediationTemplate: {e}", args.file.display()))
     })?;
     let import = import(&far, &args.nodes, &args.namespace);
@@ -347,9 +387,7 @@ pub fn run(args: ImportFarArgs) -> Result<(), CliError> {
     std::io::stdout().write_all(yaml.as_bytes()).map_err(CliError::Output)?;
     // A node left without a binding is not protected: say so in the exit code.
     if import.nodes.iter().any(|n| n.binding.is_err() || n.needs_pin.is_some()) {
-        return Err(CliError::ImportFar(
-            "some nodes need attention before they are protected: see the comments".into(),
-        ));
+        return Err(CliError::ImportIncomplete);
     }
     Ok(())
 }
@@ -435,6 +473,12 @@ spec:
         let import = import(&far(lanplus), &["13".into()], "coroner-system");
         let ipmi = import.nodes[0].binding.as_ref().unwrap().spec.ipmi.clone().unwrap();
         assert_eq!((ipmi.address.as_str(), ipmi.privilege), ("10.0.0.13", Some(IpmiPrivilege::Administrator)));
+        let default = import_one(&lanplus.replace(", --privlvl: ADMINISTRATOR", "")).unwrap();
+        assert_eq!(default.spec.ipmi.unwrap().privilege, Some(IpmiPrivilege::Administrator), "fence_ipmilan's default");
+        let user = lanplus.replace("ADMINISTRATOR", "user");
+        assert_eq!(import_one(&user).err(), Some(Unsupported::Privilege("user".into())));
+        let zero = lanplus.replace("--lanplus: \"\"", "--lanplus: \"0\"");
+        assert_eq!(import_one(&zero).err(), Some(Unsupported::Ipmi15), "lanplus 0 is IPMI 1.5");
         assert!(import.nodes[0].binding.as_ref().unwrap().spec.tls.is_none(), "IPMI has no TLS");
         let spec = &import.template.spec.template.spec;
         assert_eq!(

@@ -56,18 +56,24 @@ impl<W: World> Fence<'_, W> {
             return Ok(Some(wait));
         }
         let identity = status.evidence.as_ref().and_then(|e| e.identity.as_ref());
-        let path = identity.map(|i| i.system_path.clone());
-        let proven = identity.and_then(|i| i.binding_generation);
+        // P1: a binding whose spec changed since the machine was proven (or a proof that recorded no
+        // generation) leads to no proof's machine until it is found and proven again through the
+        // binding as it is now; judged on the binding itself, so a reading that fails through the
+        // edited binding does not leave the guard blind for good.
+        let edited = match identity {
+            Some(identity) => {
+                let now = self.world.binding(&identity.binding).await?.and_then(|b| b.metadata.generation);
+                now.is_some() && identity.binding_generation != now
+            }
+            None => false,
+        };
+        let path = identity.filter(|_| !edited).map(|i| i.system_path.clone());
         let read = match path {
             Some(path) => Some(self.read_power(&path).await?),
             None => None,
         };
-        // P1: a binding whose spec changed since the machine was proven leads to no proof's machine
-        // until it is found and proven again through the binding as it is now.
-        let edited =
-            matches!((&read, proven), (Some(Ok((aim, _))), Some(generation)) if aim.through.generation != generation);
         let (read, finding) = match read {
-            Some(read) if !edited => {
+            Some(read) => {
                 let reading = read.as_ref().map(|(_, reading)| reading.clone()).map_err(Clone::clone);
                 let finding = crate::guard::assess(&status, &reading);
                 (Some(read), finding)

@@ -90,7 +90,11 @@ impl<W: World> Fence<'_, W> {
             binding: binding.name_any(),
             endpoint: binding.spec.endpoint(),
             // The identity read was answered: its handshake was verified unless verification is off.
-            tls_verified: binding.spec.tls.as_ref().map(|policy| verification::request_tls_verified(policy, true)),
+            tls_verified: binding
+                .spec
+                .ipmi
+                .is_none()
+                .then(|| verification::request_tls_verified(&binding.spec.tls_policy(), true)),
             system,
             claims: claims(self.world, &self.node_name, binding).await?,
             through: mark(binding, serial),

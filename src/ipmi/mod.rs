@@ -405,6 +405,9 @@ pub enum IpmiError {
         "the BMC at {bmc} now proves GUID {now}, not {was} as the reading that asked for the action did; nothing sent"
     )]
     GuidChanged { bmc: SocketAddr, was: String, now: String },
+    /// No session could be set up within the power action's budget: nothing was sent.
+    #[error("no IPMI session within {waited:?}; nothing sent")]
+    NotSent { waited: Duration },
 }
 
 impl IpmiError {
@@ -425,6 +428,7 @@ impl IpmiError {
             Self::Completion { .. } => "completion-code",
             Self::IdentityUnavailable { .. } => "identity-unavailable",
             Self::GuidsDiffer { .. } | Self::GuidChanged { .. } => "identity-changed",
+            Self::NotSent { .. } => "unreachable",
         }
     }
 
@@ -448,7 +452,8 @@ impl IpmiError {
             | Self::Socket { .. }
             | Self::NoAnswer { .. }
             | Self::Busy { .. }
-            | Self::NoSessionSlot { .. } => true,
+            | Self::NoSessionSlot { .. }
+            | Self::NotSent { .. } => true,
             Self::Completion { code, .. } => code.is_transient(),
             _ => false,
         }
@@ -560,13 +565,55 @@ impl IpmiClient {
     }
 }
 
+impl IpmiClient {
+    /// A power action, in a session whose GUID, spelled in the layout of `system`'s path, is still
+    /// `system`'s UUID: a session opened again (a new address behind the name, another machine at
+    /// the old address) proves it is the same machine before it acts. `budget` bounds the session's
+    /// setup, the check and the control (a setup that runs out sent nothing: [`IpmiError::NotSent`]);
+    /// Close Session comes after, outside it.
+    pub async fn act_checked(
+        &self,
+        system: &SystemReading,
+        reset: ResetType,
+        budget: Option<Duration>,
+    ) -> Result<(), crate::bmc::BmcError> {
+        let Some(layout) = layout_of_path(&system.path) else {
+            let problem = "not an IPMI chassis path".to_owned();
+            return Err(crate::bmc::BmcError::Protocol { path: system.path.clone(), problem });
+        };
+        let started = std::time::Instant::now();
+        let budget = budget.unwrap_or(Duration::MAX);
+        let mut session = match tokio::time::timeout(budget, self.session()).await {
+            Ok(session) => session?,
+            Err(_) => return Err(IpmiError::NotSent { waited: budget }.into()),
+        };
+        let acted = tokio::time::timeout(budget.saturating_sub(started.elapsed()), async {
+            let identity = session.identity().await?;
+            let now = identity.rakp2_guid.spell(layout).to_string();
+            let same =
+                crate::identity::parse(&now).zip(crate::identity::parse(&system.uuid)).is_some_and(|(a, b)| a == b);
+            if !same {
+                return Err(IpmiError::GuidChanged { bmc: session.bmc(), was: system.uuid.clone(), now });
+            }
+            session.act(reset).await
+        })
+        .await;
+        session.close().await;
+        match acted {
+            Ok(acted) => Ok(acted?),
+            // The control may have gone out: no answer is no proof of either.
+            Err(_) => Err(crate::bmc::BmcError::Unreachable(format!("no IPMI answer within {budget:?}"))),
+        }
+    }
+}
+
 /// An IPMI BMC as the fence's power target: one chassis, whose identity is the System GUID proved in
 /// RAKP 2 and repeated in the session. Its path names the layout in which the GUID spells the node's
 /// systemUUID at discovery, and every later reading spells it in that layout: a GUID that changed, or
 /// that matches only in another layout, reads as another UUID (a changed identity).
 impl crate::driver::ports::Target for IpmiClient {
     fn origin(&self) -> String {
-        format!("ipmi://{}:{}", self.config.address, self.config.port)
+        crate::api::ipmi_origin(&self.config.address, self.config.port)
     }
 
     async fn find(
@@ -593,27 +640,10 @@ impl crate::driver::ports::Target for IpmiClient {
     }
 
     /// Chassis Control power down or power up, in a session whose GUID, spelled in the layout of
-    /// `system`'s path, is still `system`'s UUID: a session opened again (a new address behind the
-    /// name, another machine at the old address) proves it is the same machine before it acts.
+    /// `system`'s path, is still `system`'s UUID ([`IpmiClient::act_checked`], unbounded here).
     /// Returns 0, IPMI's normal completion code.
     async fn act(&self, system: &SystemReading, reset: ResetType) -> Result<u16, crate::bmc::BmcError> {
-        let Some(layout) = layout_of_path(&system.path) else {
-            let problem = "not an IPMI chassis path".to_owned();
-            return Err(crate::bmc::BmcError::Protocol { path: system.path.clone(), problem });
-        };
-        let mut session = self.session().await?;
-        let acted = async {
-            let identity = session.identity().await?;
-            let now = identity.rakp2_guid.spell(layout).to_string();
-            if crate::identity::parse(&now) != crate::identity::parse(&system.uuid) {
-                return Err(IpmiError::GuidChanged { bmc: session.bmc(), was: system.uuid.clone(), now });
-            }
-            session.act(reset).await
-        }
-        .await;
-        session.close().await;
-        acted?;
-        Ok(0)
+        self.act_checked(system, reset, None).await.map(|()| 0)
     }
 }
 
