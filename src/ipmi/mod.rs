@@ -207,10 +207,11 @@ pub enum SetupProblem {
     CipherSuite(u8),
     #[error("the user name is {0} bytes; IPMI allows 16")]
     UsernameTooLong(usize),
-    #[error("the password is {0} bytes; IPMI v2.0 allows 20")]
-    PasswordTooLong(usize),
-    #[error("the BMC key (K_G) is {0} bytes; IPMI v2.0 allows 20")]
-    BmcKeyTooLong(usize),
+    // No lengths of secrets in the message: it reaches status and Events.
+    #[error("the password is longer than the 20 bytes IPMI v2.0 allows")]
+    PasswordTooLong,
+    #[error("the BMC key (K_G) is longer than the 20 bytes IPMI v2.0 allows")]
+    BmcKeyTooLong,
     #[error("the BMC key (K_G) is not hex")]
     BmcKeyNotHex,
     #[error("the request timeout is zero")]
@@ -475,12 +476,12 @@ impl IpmiClient {
             return Err(SetupProblem::UsernameTooLong(config.username.len()).into());
         }
         if config.password.reveal().len() > MAX_KEY {
-            return Err(SetupProblem::PasswordTooLong(config.password.reveal().len()).into());
+            return Err(SetupProblem::PasswordTooLong.into());
         }
         if let Some(kg) = &config.kg
             && kg.0.len() > MAX_KEY
         {
-            return Err(SetupProblem::BmcKeyTooLong(kg.0.len()).into());
+            return Err(SetupProblem::BmcKeyTooLong.into());
         }
         if config.request_timeout.is_zero() {
             return Err(SetupProblem::ZeroTimeout.into());
@@ -679,12 +680,12 @@ mod tests {
         let long = Password::new("x".repeat(21));
         assert!(matches!(
             IpmiClient::new(IpmiConfig { password: long, ..config() }),
-            Err(IpmiError::Setup(SetupProblem::PasswordTooLong(21)))
+            Err(IpmiError::Setup(SetupProblem::PasswordTooLong))
         ));
         let user = IpmiConfig { username: "u".repeat(17), ..config() };
         assert!(matches!(IpmiClient::new(user), Err(IpmiError::Setup(SetupProblem::UsernameTooLong(17)))));
         let kg = IpmiConfig { kg: Some(BmcKey::new(vec![1; 21])), ..config() };
-        assert!(matches!(IpmiClient::new(kg), Err(IpmiError::Setup(SetupProblem::BmcKeyTooLong(21)))));
+        assert!(matches!(IpmiClient::new(kg), Err(IpmiError::Setup(SetupProblem::BmcKeyTooLong))));
         assert_eq!(BmcKey::from_hex("zz").unwrap_err(), SetupProblem::BmcKeyNotHex);
     }
 
