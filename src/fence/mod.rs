@@ -1218,7 +1218,14 @@ impl<'a> Step<'a> {
             Ok(status) => format!("HTTP {status}"),
             Err(failure) => failure.message.clone(),
         };
-        if let Some(intent) = self.progress.intent.as_mut() {
+        // The answer belongs to the intent this process persisted: a deposed process's answer,
+        // decided again on a status that now carries another process's intent, must not mark that
+        // one answered (it is still to be sent, under its own checks).
+        let instance = self.ctx.instance;
+        if let Some(intent) = self.progress.intent.as_mut()
+            && intent.instance == instance
+            && intent.action == PowerAction::from(action)
+        {
             intent.result = Some(text.clone());
         }
         let sent_at = self.progress.intent.as_ref().map_or_else(|| self.now(), |i| i.decided_at.clone());

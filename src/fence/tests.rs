@@ -1637,3 +1637,18 @@ fn after_the_release_a_reading_through_an_edited_binding_sends_no_on_even_in_a_n
     let powered_on = conditions::find(&stopped.status.conditions, contract::POWERED_ON).unwrap();
     assert_eq!((powered_on.status.as_str(), powered_on.reason.as_str()), ("False", "BindingChanged"));
 }
+
+#[test]
+fn a_deposed_process_s_answer_never_marks_another_process_s_intent_answered() {
+    let spec = spec();
+    let node = node();
+    // The intent is this process's (ME); another process's request was answered meanwhile.
+    let mine = decided(&spec);
+    let other = Context { instance: "p9/1", ..ctx(1, &node) };
+    let answer = Observation::ResetAnswered { action: ResetType::ForceOff, result: Ok(204) };
+    let after = step(&spec, &mine, answer, other);
+    let intent = after.status.progress.as_ref().unwrap().intent.clone().unwrap();
+    assert_eq!((intent.instance.as_str(), intent.result), (ME, None), "still to be sent, under its own checks");
+    let resets = &after.status.evidence.as_ref().unwrap().power_off.as_ref().unwrap().resets;
+    assert_eq!(resets.len(), 1, "the request that was sent is recorded all the same");
+}
