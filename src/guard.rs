@@ -195,11 +195,19 @@ pub fn assess(status: &CoronerRemediationStatus, reading: &Result<PowerReading, 
 }
 
 /// R2: what the guard judges on. A reading the fence took of the released machine, not Off, while
-/// the release stood ([`Memory::sighted_on`]) counts as the guard's own: an Off read after it (a
-/// glitch that ended) does not clear it.
-pub fn with_sighting(finding: &Finding, memory: &Memory) -> Finding {
+/// the release stood ([`Memory::sighted_on`]) counts as the guard's own, and so does a ForceOff an
+/// earlier guard decided and left unanswered (its process died before or after sending it): an Off
+/// read after either (a glitch that ended) does not clear it, and the ForceOff goes (on a machine
+/// already off it changes nothing).
+pub fn with_sighting(status: &CoronerRemediationStatus, finding: &Finding, memory: &Memory) -> Finding {
+    let unanswered = status
+        .guard
+        .as_ref()
+        .and_then(|g| g.intent.as_ref())
+        .is_some_and(|i| i.action == PowerAction::ForceOff && i.result.is_none());
     match (finding, &memory.sighted_on) {
         (Finding::Off, Some(power)) => Finding::NotOff(power.clone()),
+        (Finding::Off, None) if unanswered => Finding::NotOff(PowerState::On),
         _ => finding.clone(),
     }
 }
@@ -281,7 +289,7 @@ pub struct Watch<'a> {
 /// Off is switched off again: the intent is persisted first, as for every BMC mutation.
 pub fn next(status: &CoronerRemediationStatus, memory: &Memory, finding: &Finding, watch: Watch<'_>) -> Decision {
     let Watch { policy, approval, instance, now, mono } = watch;
-    let sighted = with_sighting(finding, memory);
+    let sighted = with_sighting(status, finding, memory);
     let finding = &sighted;
     let mut new = status.clone();
     let mut notices = Vec::new();

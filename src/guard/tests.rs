@@ -509,8 +509,8 @@ fn a_node_back_ready_with_no_approval_of_its_release_is_reported_once() {
 #[test]
 fn a_power_on_the_fence_read_while_the_release_stood_is_the_guard_s_even_when_its_own_reading_is_off() {
     let memory = Memory { sighted_on: Some(PowerState::On), ..Memory::default() };
-    assert_eq!(with_sighting(&Finding::Off, &memory), Finding::NotOff(PowerState::On));
-    assert_eq!(with_sighting(&Finding::Off, &Memory::default()), Finding::Off);
+    assert_eq!(with_sighting(&released(), &Finding::Off, &memory), Finding::NotOff(PowerState::On));
+    assert_eq!(with_sighting(&released(), &Finding::Off, &Memory::default()), Finding::Off);
     let decision = step_with(GuardPolicy::Enforce, &released(), &memory, &Finding::Off);
     assert_eq!(decision.reset, Some(ResetType::ForceOff), "the glitch ended; the ForceOff still goes");
     assert_eq!(decision.memory.sighted_on, None, "acted on once");
@@ -582,4 +582,21 @@ fn after_a_binding_edit_the_guard_proves_the_machine_again_before_it_enforces() 
     assert_eq!(lab.device().resets(), [crate::bmc::ResetType::ForceOff, crate::bmc::ResetType::ForceOff]);
     let identity = lab.status().evidence.unwrap().identity.unwrap();
     assert_eq!(identity.binding_generation, Some(2), "the proof now rests on the binding as it is");
+}
+
+#[test]
+fn a_force_off_an_earlier_guard_decided_and_left_unanswered_goes_even_when_the_machine_reads_off_again() {
+    let mut status = released();
+    status.guard.get_or_insert_with(GuardStatus::default).intent = Some(Intent {
+        action: PowerAction::ForceOff,
+        attempt: 1,
+        decided_at: MicroTime(t(10)),
+        instance: "p3/1".into(),
+        result: None,
+    });
+    let decision = step_with(GuardPolicy::Enforce, &status, &Memory::default(), &Finding::Off);
+    assert_eq!(decision.reset, Some(crate::bmc::ResetType::ForceOff), "its process died: the sighting stands");
+    let answered = answered(&decision.status, &decision.memory, &Ok(204), t(21));
+    let next = step_with(GuardPolicy::Enforce, &answered.status, &Memory::default(), &Finding::Off);
+    assert_eq!(next.reset, None, "once answered, an Off reading is Off");
 }

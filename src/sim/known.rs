@@ -350,6 +350,10 @@ pub const REGRESSIONS: &[(u64, &str)] = &[
         "R2: a power-on the fence's PoweringOn read while its release stood was not handed to the guard; a glitch that ended before the guard's next reading was never switched off (wave 3, fixed)",
     ),
     (
+        5437,
+        "R2 (soak): a guard ForceOff decided and persisted by a process that died before sending it was dropped once the glitch ended; an unanswered guard intent is now a sighting (wave 3, fixed)",
+    ),
+    (
         3131,
         "intents (soak): a deposed process's On answer, decided again on the new leader's status, marked the new leader's intent answered; its own On then went out with no persisted intent (wave 3, fixed)",
     ),
