@@ -158,6 +158,18 @@ async fn identity_off_read(peer: &Peer) -> (u32, Duration) {
     (sent, started.elapsed())
 }
 
+/// The Chassis Control directives pyghmi received, repeats (a resent request) folded.
+fn chassis_directives(bmc: &Pyghmi) -> Vec<u64> {
+    let mut directives: Vec<_> = bmc
+        .log()
+        .into_iter()
+        .filter(|e| e["event"] == "request" && e["netfn"] == 0 && e["command"] == 2)
+        .map(|e| e["data"][0].as_u64().unwrap())
+        .collect();
+    directives.dedup();
+    directives
+}
+
 #[tokio::test]
 async fn power_off_reads_off_everywhere_and_power_on_reads_on() {
     let sim = sim(GuidLayout::Ipmi, true);
@@ -181,13 +193,7 @@ async fn power_off_reads_off_everywhere_and_power_on_reads_on() {
     let mut controls = sim.controls();
     controls.dedup();
     assert_eq!(controls, ["set power 0", "set power 1"]);
-    let mut directives: Vec<_> = bmc
-        .log()
-        .into_iter()
-        .filter(|e| e["event"] == "request" && e["netfn"] == 0 && e["command"] == 2)
-        .map(|e| e["data"][0].as_u64().unwrap())
-        .collect();
-    directives.dedup();
+    let directives = chassis_directives(&bmc);
     assert_eq!(directives, [0, 1]);
     assert_eq!(bmc.events("refused-control"), 0);
 }
@@ -527,13 +533,7 @@ async fn the_fence_loop_proves_a_pyghmi_machine_off_and_reboots_it_with_power_up
     let (status, _) = fence_over_ipmi(&bmc.0, coroner::api::FenceAction::Reboot).await;
     assert_eq!(coroner::fence::phase_of(&status), coroner::api::Phase::WaitingForNode, "{:?}", succeeded(&status));
     assert_eq!(bmc.0.power(), "On", "{:?}", succeeded(&status));
-    let mut directives: Vec<_> = bmc
-        .log()
-        .into_iter()
-        .filter(|e| e["event"] == "request" && e["netfn"] == 0 && e["command"] == 2)
-        .map(|e| e["data"][0].as_u64().unwrap())
-        .collect();
-    directives.dedup();
+    let directives = chassis_directives(&bmc);
     assert_eq!(directives, [0, 1], "power down, then power up; never a cycle or reset");
 }
 

@@ -1003,6 +1003,13 @@ impl<'a> Step<'a> {
         true
     }
 
+    /// P1: nothing was sent right before a request: the decision, unanswered, is withdrawn.
+    fn withdraw_unsent(&mut self) {
+        if self.progress.intent.as_ref().is_some_and(|i| i.result.is_none()) {
+            self.progress.intent = None;
+        }
+    }
+
     /// An intent of `action` is persisted but was never answered: it may never have been sent.
     fn unsent(&self, action: PowerAction) -> bool {
         self.progress.intent.as_ref().is_some_and(|i| i.action == action && i.result.is_none())
@@ -1270,12 +1277,7 @@ impl<'a> Step<'a> {
     /// P1: right before the request there was no device to send it to: the decision is withdrawn
     /// (nothing was sent, so nothing is taken for an answer) and the phase's deadline judged.
     fn action_unsent(&mut self, phase: Phase, failure: BmcFailure) {
-        let action = self.progress.intent.as_ref().map(|i| i.action);
-        if let Some(action) = action
-            && self.unsent(action)
-        {
-            self.progress.intent = None;
-        }
+        self.withdraw_unsent();
         let message = format!("nothing sent: {}", failure.message);
         if phase == Phase::PoweringOn {
             return self.power_on_not_read(message);
@@ -1291,12 +1293,7 @@ impl<'a> Step<'a> {
     /// through the binding as it is now; after the release no `On` goes through it. New credential
     /// values alone: the run restarts and the next reading, through them, decides again.
     fn device_changed(&mut self, proven: DeviceMark, now: DeviceMark) {
-        let action = self.progress.intent.as_ref().map(|i| i.action);
-        if let Some(action) = action
-            && self.unsent(action)
-        {
-            self.progress.intent = None;
-        }
+        self.withdraw_unsent();
         if proven.generation != now.generation {
             if is_released(self.old) {
                 return self.binding_changed_after_release();
@@ -1471,7 +1468,7 @@ impl<'a> Step<'a> {
         if let NodeRefusal::Excluded { value, .. } = refusal {
             return self.power_on_excluded(value);
         }
-        if self.power_on_deadline() {
+        if self.attempt_deadline_passed() {
             let message =
                 format!("{refusal}; the deadline of {} passed, the machine stays off", self.spec.power_off_timeout);
             self.set_condition(contract::POWERED_ON, false, Reason::OutOfServiceTaintPresent.as_str(), &message);
@@ -1526,10 +1523,6 @@ impl<'a> Step<'a> {
         )
     }
 
-    fn power_on_deadline(&mut self) -> bool {
-        self.attempt_deadline_passed()
-    }
-
     fn powering_on(&mut self, reading: Result<PowerReading, BmcFailure>) {
         self.note_reading(&reading);
         let sent_on = self.progress.intent.as_ref().is_some_and(|i| i.action == PowerAction::On && i.result.is_some());
@@ -1561,16 +1554,9 @@ impl<'a> Step<'a> {
                 // R2: the guard judges on this reading now, not on its own next one.
                 self.memory.sighted_on = Some(PowerState::On);
                 self.memory.guarded_at = None;
-                if self.power_on_deadline() {
-                    self.set_condition(contract::POWERED_ON, false, "PowerOnNotConfirmed", &message);
-                    self.notify(true, "PowerOnNotConfirmed", message.clone());
-                    self.enter(Phase::WaitingForNode, Reason::WaitingForNode, message);
-                } else {
-                    self.progress.last_error = Some(message);
-                    self.requeue = Some(self.spec.poll_interval.get());
-                }
+                self.power_on_waits(message.clone(), message);
             }
-            Ok(_) if (!decided || self.unsent(PowerAction::On)) && !self.power_on_deadline() => {
+            Ok(_) if (!decided || self.unsent(PowerAction::On)) && !self.attempt_deadline_passed() => {
                 if let Err(refusal) = may_power_on(self.ctx.node) {
                     return self.power_on_blocked(&refusal);
                 }
@@ -1586,14 +1572,20 @@ impl<'a> Step<'a> {
 
     /// No `On` read back (yet): at the deadline the node stays fenced, with `last` as the cause.
     fn power_on_not_read(&mut self, last: String) {
-        if self.power_on_deadline() {
-            let message =
-                format!("power did not read On within {} ({last}); the node stays fenced", self.spec.power_off_timeout);
-            self.set_condition(contract::POWERED_ON, false, "PowerOnNotConfirmed", &message);
-            self.notify(true, "PowerOnNotConfirmed", message.clone());
-            self.enter(Phase::WaitingForNode, Reason::WaitingForNode, message);
+        let at_deadline =
+            format!("power did not read On within {} ({last}); the node stays fenced", self.spec.power_off_timeout);
+        self.power_on_waits(at_deadline, last);
+    }
+
+    /// PoweringOn's deadline: past it, `PoweredOn=False` with `at_deadline` and the fence waits for
+    /// the node; before it, `meanwhile` is the last error and the next reading comes.
+    fn power_on_waits(&mut self, at_deadline: String, meanwhile: String) {
+        if self.attempt_deadline_passed() {
+            self.set_condition(contract::POWERED_ON, false, "PowerOnNotConfirmed", &at_deadline);
+            self.notify(true, "PowerOnNotConfirmed", at_deadline.clone());
+            self.enter(Phase::WaitingForNode, Reason::WaitingForNode, at_deadline);
         } else {
-            self.progress.last_error = Some(last);
+            self.progress.last_error = Some(meanwhile);
             self.requeue = Some(self.spec.poll_interval.get());
         }
     }
