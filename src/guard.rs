@@ -12,8 +12,8 @@ use kube::ResourceExt;
 
 use crate::{
     api::{
-        CoronerRemediationStatus, GuardFinding, GuardPolicy, GuardStatus, IdentityEvidence, Intent, PowerAction,
-        conditions,
+        AttestedReleaseState, CoronerRemediationStatus, GuardFinding, GuardPolicy, GuardStatus, IdentityEvidence,
+        Intent, PowerAction, conditions,
     },
     bmc::{PowerState, ResetType},
     fence::{BmcFailure, Decision, IdentityFound, IdentityProblem, Memory, Mono, NodeSnapshot, Notice, PowerReading},
@@ -41,9 +41,16 @@ pub const GUARD_HELD: &str = "GuardHeld";
 /// or an annotation on the Node, which anything may rewrite or remove. It stands from the release
 /// until coroner itself ends it to power the machine on (its `On` answered, after its own
 /// out-of-service taint is off the Node), or the node reports `Ready=True`. (The remediation's
-/// deletion ends it too: the finalizer does not guard.)
+/// deletion ends it too: the finalizer does not guard.) An attested release is one once its Node
+/// update took effect: while its record still says `Releasing` (written before that update, which
+/// may never come: the process died, the attestation was refused), it stands only with its
+/// out-of-service taint on the Node.
 pub fn release_stands(status: &CoronerRemediationStatus, node: &NodeSnapshot) -> bool {
     let Some(release) = status.evidence.as_ref().and_then(|e| e.release.as_ref()) else { return false };
+    let unconfirmed = release.attestation.as_ref().is_some_and(|a| a.state == AttestedReleaseState::Releasing);
+    if unconfirmed && node.released_at.is_none() {
+        return false;
+    }
     // A Node replaced under the same name reporting Ready is another machine's kubelet (R4).
     if node.ready.as_deref() == Some(conditions::TRUE) && !replaced(status, node) {
         return false;

@@ -389,6 +389,11 @@ pub struct Progress {
     pub lease_renew_time_at_failure: Option<MicroTime>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// `ResourceDeletion`: written before the first pod is force-deleted (docs/safety.md R1). From
+    /// then on the pods deleted are a release, guarded like any other, whatever ends the fence: a
+    /// crash, a lost answer, a timeout or a failure between a deletion and its record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release_begun: Option<ReleaseEvidence>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]

@@ -29,7 +29,8 @@ pub use ports::{LoopSettings, World};
 use power::Aim;
 pub use power::CHECKS_ALLOWANCE;
 use release::{
-    align_taints, release_by_deletion, release_with_taint, remove_owned_taints, standing_release, workloads,
+    align_taints, deletion_check, release_by_deletion, release_with_taint, remove_owned_taints, standing_release,
+    workloads,
 };
 
 use crate::{
@@ -417,6 +418,13 @@ impl<'a, W: World> Fence<'a, W> {
                         release_by_deletion(self.world, &spec, &status, node, uid, deadline).await?
                     }
                 }))
+            }
+            Plan::BeginDeletion => {
+                let (spec, status) = (self.spec(), self.status());
+                let deadline = fence::proof_deadline(&spec, memory, timing(self.world)).unwrap_or_default();
+                Gathered::Plain(Observation::DeletionMayBegin(
+                    deletion_check(self.world, &spec, &status, &self.node_name, &self.uid, deadline).await?,
+                ))
             }
             Plan::RecordRelease => Gathered::Plain(Observation::Release(
                 standing_release(self.world, &self.status(), snapshot, &self.uid).await?,

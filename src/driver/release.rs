@@ -206,6 +206,33 @@ pub(super) async fn remove_owned_out_of_service<W: World>(world: &W, name: &str,
         .map(drop)
 }
 
+/// R1: what a `ResourceDeletion` release checks before it is recorded as begun: the node as before
+/// each pod, and the proof still fresh. Nothing is deleted here.
+pub(super) async fn deletion_check<W: World>(
+    world: &W,
+    spec: &CoronerRemediationSpec,
+    status: &CoronerRemediationStatus,
+    node_name: &str,
+    owner_uid: &str,
+    deadline: Mono,
+) -> Result<Result<Released, ReleaseRefusal>, Error> {
+    let snapshot = match silent_node(world, spec, status, node_name, owner_uid).await? {
+        Ok((_, snapshot)) => snapshot,
+        Err(refusal) => return Ok(Err(ReleaseRefusal::Node(refusal))),
+    };
+    if world.mono() >= deadline {
+        return Ok(Err(ReleaseRefusal::ProofExpired));
+    }
+    Ok(Ok(Released {
+        at: world.now(),
+        node_ready: snapshot.ready.clone().unwrap_or_default(),
+        lease_renew_time: snapshot.lease_renew_time,
+        taint_owned: false,
+        pods_deleted: None,
+        interrupted: None,
+    }))
+}
+
 /// The release with `ResourceDeletion` (as FAR does): after the same check, force-delete every pod
 /// bound to the node (grace period 0, UID precondition), mirror pods excepted, checking the node and
 /// the proof's freshness again before each further pod. Never VolumeAttachments. Unlike the taint,

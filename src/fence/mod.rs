@@ -54,6 +54,9 @@ pub enum Plan {
     /// Re-check the node and release its workloads in one resourceVersion-checked update, before the
     /// proof's freshness runs out ([`proof_deadline`]).
     Release,
+    /// `ResourceDeletion`: the same re-checks, so that the release can be recorded as begun before the
+    /// first pod is deleted ([`Progress::release_begun`]).
+    BeginDeletion,
     /// This remediation's own exact out-of-service taint is on the node but its status does not say so
     /// (coroner stopped between the release and its status write): record that release.
     RecordRelease,
@@ -302,6 +305,41 @@ fn is_released(status: &CoronerRemediationStatus) -> bool {
     status.evidence.as_ref().is_some_and(|e| e.release.is_some())
 }
 
+/// R1: a `ResourceDeletion` release whose beginning is not yet persisted: no pod may be deleted
+/// until it is, since a pod deleted and then forgotten (a crash, a lost answer) is a release nobody
+/// guards.
+pub fn deletion_unrecorded(spec: &CoronerRemediationSpec, status: &CoronerRemediationStatus) -> bool {
+    spec.remediation_strategy == crate::api::RemediationStrategy::ResourceDeletion
+        && status.progress.as_ref().is_none_or(|p| p.release_begun.is_none())
+}
+
+const NOTHING_RELEASED: &str = "nothing released";
+
+fn settle_begun_standalone(status: &mut CoronerRemediationStatus, message: String) -> String {
+    let (Some(progress), evidence) = (status.progress.as_mut(), &mut status.evidence) else { return message };
+    settle_begun_release(progress, evidence.get_or_insert_with(Evidence::default), message)
+}
+
+/// R1: a fence that ends after its pod deletions began, without their release recorded, records it
+/// all the same: the pods deleted are released and the guard watches the machine. The final message
+/// then says so where it would say "nothing released".
+pub fn settle_begun_release(progress: &mut Progress, evidence: &mut Evidence, message: String) -> String {
+    let Some(begun) = progress.release_begun.take() else { return message };
+    if evidence.release.is_some() {
+        return message;
+    }
+    let held = format!(
+        "the pods force-deleted since {} are released and the machine is guarded; no further pod is deleted",
+        begun.released_at.0
+    );
+    evidence.release = Some(begun);
+    if message.contains(NOTHING_RELEASED) {
+        message.replace(NOTHING_RELEASED, &held)
+    } else {
+        format!("{message}; {held}")
+    }
+}
+
 /// What to observe next in the current phase.
 pub fn plan(spec: &CoronerRemediationSpec, status: &CoronerRemediationStatus, ctx: Context<'_>) -> Plan {
     let spec = spec_of(spec, status);
@@ -321,6 +359,7 @@ pub fn plan(spec: &CoronerRemediationSpec, status: &CoronerRemediationStatus, ct
         Phase::ConfirmingOff => paced().map_or_else(read, Plan::Wait),
         // Only a fresh proof taken by this process releases; any other first reads again.
         Phase::Releasing => match proof_deadline(spec, memory, ctx.timing) {
+            Some(deadline) if ctx.mono < deadline && deletion_unrecorded(spec, status) => Plan::BeginDeletion,
             Some(deadline) if ctx.mono < deadline => Plan::Release,
             _ => read(),
         },
@@ -355,6 +394,7 @@ pub fn next(
         (Phase::ConfirmingOff, Observation::Power(reading)) => step.confirming_off(reading),
         (Phase::Releasing, Observation::Power(reading)) => step.releasing(reading),
         (Phase::Releasing, Observation::Release(outcome)) => step.released(outcome),
+        (Phase::Releasing, Observation::DeletionMayBegin(outcome)) => step.deletion_may_begin(outcome),
         (Phase::WaitingForRelease, Observation::Workloads(workloads)) => step.waiting_for_release(workloads),
         (Phase::PoweringOn, Observation::Power(reading)) => step.powering_on(reading),
         (Phase::WaitingForNode, Observation::Nothing) => step.waiting_for_node(),
@@ -432,6 +472,7 @@ pub fn timed_out(status: &CoronerRemediationStatus, now: Timestamp) -> Option<De
             phase.as_str()
         )
     };
+    let message = settle_begun_standalone(&mut new, message);
     if succeeded {
         conditions::set(
             &mut new.conditions,
@@ -457,7 +498,7 @@ pub fn node_missing(status: &CoronerRemediationStatus, node_name: &str, now: Tim
         return None;
     }
     let mut new = status.clone();
-    let message = format!("Node {node_name} does not exist");
+    let message = settle_begun_standalone(&mut new, format!("Node {node_name} does not exist"));
     if conditions::is_true(&status.conditions, contract::SUCCEEDED) {
         contract::record(
             &mut new.conditions,
@@ -604,6 +645,7 @@ impl<'a> Step<'a> {
 
     fn fail(&mut self, reason: Reason, message: String) {
         self.requeue = None;
+        let message = settle_begun_release(&mut self.progress, &mut self.evidence, message);
         // An attestation may release the node only while its Lease stays exactly as it is now.
         self.progress.lease_renew_time_at_failure = Some(lease_time(self.ctx.node));
         self.enter(Phase::Failed, reason, message);
@@ -770,7 +812,8 @@ impl<'a> Step<'a> {
         });
         let attempt = self.progress.attempt.max(1);
         let last_power_state = self.progress.last_power_state.take();
-        self.progress = Progress { attempt, last_power_state, ..Progress::default() };
+        let release_begun = self.progress.release_begun.take();
+        self.progress = Progress { attempt, last_power_state, release_begun, ..Progress::default() };
         let last_power = self.memory.last_power.take();
         self.memory = Memory { through: Some(found.through), last_power, ..Memory::default() };
         self.enter(Phase::PoweringOff, Reason::PoweringOff, message);
@@ -1313,6 +1356,36 @@ impl<'a> Step<'a> {
 
     // Releasing ---------------------------------------------------------------------------------------
 
+    fn release_evidence(&self, released: &Released) -> ReleaseEvidence {
+        ReleaseEvidence {
+            kind: ReleaseKind::BmcProof,
+            attestation: None,
+            adopted_from: None,
+            strategy: self.spec.remediation_strategy,
+            node_ready: released.node_ready.clone(),
+            lease_renew_time: released.lease_renew_time.map(MicroTime),
+            released_at: MicroTime(released.at),
+            taint_owned: released.taint_owned,
+            pods_deleted: released.pods_deleted,
+            taint_removed_at: None,
+            release_timed_out: false,
+        }
+    }
+
+    /// R1: the node passed the release check; before its first pod is deleted the release is
+    /// recorded as begun, so that nothing that ends the fence later can forget it.
+    fn deletion_may_begin(&mut self, outcome: Result<Released, ReleaseRefusal>) {
+        match outcome {
+            Ok(released) => {
+                // How many pods will go is not known until they are gone.
+                let begun = ReleaseEvidence { pods_deleted: None, ..self.release_evidence(&released) };
+                self.progress.release_begun = Some(begun);
+                self.requeue = Some(StdDuration::ZERO);
+            }
+            Err(refusal) => self.released(Err(refusal)),
+        }
+    }
+
     fn released(&mut self, outcome: Result<Released, ReleaseRefusal>) {
         let released = match outcome {
             Ok(released) => released,
@@ -1345,19 +1418,12 @@ impl<'a> Step<'a> {
             None => "the out-of-service taint was already there (not claimed)".to_owned(),
         };
         let message = format!("power proven Off and the node still silent (Ready={}); {how}", released.node_ready);
-        self.evidence.release = Some(ReleaseEvidence {
-            kind: ReleaseKind::BmcProof,
-            attestation: None,
-            adopted_from: None,
-            strategy: self.spec.remediation_strategy,
-            node_ready: released.node_ready,
-            lease_renew_time: released.lease_renew_time.map(MicroTime),
-            released_at: MicroTime(released.at),
-            taint_owned: released.taint_owned,
-            pods_deleted: released.pods_deleted,
-            taint_removed_at: None,
-            release_timed_out: false,
-        });
+        let mut evidence = self.release_evidence(&released);
+        // A deletion's release began when it was recorded as begun, before its first pod.
+        if let Some(begun) = self.progress.release_begun.take() {
+            evidence.released_at = begun.released_at;
+        }
+        self.evidence.release = Some(evidence);
         self.memory.proof = None;
         if let Some(refusal) = released.interrupted {
             // The pods deleted are released (and guarded); the rest are not, and the fence fails.

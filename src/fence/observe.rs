@@ -40,6 +40,9 @@ pub enum Observation {
     ActionUnsent(BmcFailure),
     /// The checked release: what was done, or why not.
     Release(Result<Released, ReleaseRefusal>),
+    /// `ResourceDeletion`: the node passed the release check and no pod is deleted yet (`Ok`, with
+    /// `pods_deleted` 0), or why not.
+    DeletionMayBegin(Result<Released, ReleaseRefusal>),
     Workloads(Workloads),
     /// What the plan asked for could not be observed: the API server (or a Secret, a list) failed.
     /// The phase's deadline is judged on it all the same (docs/safety.md P5).

@@ -233,6 +233,7 @@ enum Kind {
     Power,
     Answer(ResetType),
     Release,
+    DeletionCheck,
     Workloads,
 }
 
@@ -276,6 +277,7 @@ fn arb_step() -> impl Strategy<Value = Step> {
         Kind::Answer(ResetType::ForceOff),
         Kind::Answer(ResetType::On),
         Kind::Release,
+        Kind::DeletionCheck,
         Kind::Workloads,
     ]);
     let reset_result = prop_oneof![4 => prop_oneof![Just(200u16), Just(202), Just(204)].prop_map(Ok), 1 => arb_failure().prop_map(Err)];
@@ -414,6 +416,14 @@ impl<'a> Run<'a> {
                 pods_deleted,
                 interrupted: None,
             })),
+            Kind::DeletionCheck => Observation::DeletionMayBegin(step.release.clone().map(|_| Released {
+                at: self.now,
+                node_ready: node.ready.clone().unwrap_or_default(),
+                lease_renew_time: node.lease_renew_time,
+                taint_owned: false,
+                pods_deleted: None,
+                interrupted: None,
+            })),
             Kind::Workloads => Observation::Workloads(step.workloads),
         }
     }
@@ -426,6 +436,7 @@ impl<'a> Run<'a> {
             Plan::VerifyIdentity => Kind::Identity,
             Plan::ReadPower { .. } => Kind::Power,
             Plan::Release | Plan::RecordRelease => Kind::Release,
+            Plan::BeginDeletion => Kind::DeletionCheck,
             Plan::CheckWorkloads => Kind::Workloads,
             Plan::Idle => Kind::Nothing,
         }
@@ -707,7 +718,7 @@ fn the_loop_shaped_feed_reaches_every_phase() {
     let mut runner = proptest::test_runner::TestRunner::deterministic();
     let strategy = (arb_spec(), arb_nodes(), proptest::collection::vec(arb_step(), 40..48));
     let mut seen = std::collections::BTreeSet::new();
-    for _ in 0..24 {
+    for _ in 0..96 {
         let Ok(tree) = strategy.new_tree(&mut runner) else { continue };
         let (spec, nodes, steps) = tree.current();
         let hold = (HOLD.0, HOLD.1.to_owned());

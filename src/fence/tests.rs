@@ -1430,6 +1430,106 @@ fn a_deletion_release_stopped_after_some_pods_is_a_release_that_says_how_many() 
     assert!(message.contains("force-deleted 2 pods") && message.contains("stopped"), "{message}");
 }
 
+fn deletion_spec() -> CoronerRemediationSpec {
+    CoronerRemediationSpec { remediation_strategy: crate::api::RemediationStrategy::ResourceDeletion, ..spec() }
+}
+
+/// A `ResourceDeletion` fence whose node passed the check and whose release is recorded as begun.
+fn deletion_begun(spec: &CoronerRemediationSpec) -> State {
+    let node = node();
+    let state = releasing(spec);
+    assert_eq!(plan_of(spec, &state, ctx(5, &node)), Plan::BeginDeletion, "no pod goes before the record");
+    let cleared = Observation::DeletionMayBegin(Ok(Released {
+        at: t(5),
+        node_ready: "Unknown".into(),
+        lease_renew_time: Some(t(-100)),
+        taint_owned: false,
+        pods_deleted: None,
+        interrupted: None,
+    }));
+    State::from(&step(spec, &state, cleared, ctx(5, &node)))
+}
+
+#[test]
+fn a_deletion_release_is_recorded_as_begun_before_its_first_pod_is_deleted() {
+    let spec = deletion_spec();
+    let node = node();
+    let begun = deletion_begun(&spec);
+    let record = begun.status.progress.as_ref().and_then(|p| p.release_begun.as_ref()).expect("recorded as begun");
+    assert_eq!(record.released_at, MicroTime(t(5)));
+    assert!(begun.status.evidence.as_ref().and_then(|e| e.release.as_ref()).is_none(), "not yet the release");
+    assert_eq!(plan_of(&spec, &begun, ctx(5, &node)), Plan::Release, "then the pods go");
+    // With the taint there is nothing to record first: the taint is the record on the Node.
+    let taint = spec_with_taint();
+    assert_eq!(plan_of(&taint, &releasing(&taint), ctx(5, &node)), Plan::Release);
+}
+
+fn spec_with_taint() -> CoronerRemediationSpec {
+    CoronerRemediationSpec { remediation_strategy: crate::api::RemediationStrategy::OutOfServiceTaint, ..spec() }
+}
+
+#[test]
+fn a_node_that_fails_the_check_before_the_deletion_begins_releases_nothing() {
+    let spec = deletion_spec();
+    let node = node();
+    let refusal = NodeRefusal::Awake { node: "worker-1".into(), ready: "True".into() };
+    let refused = step(
+        &spec,
+        &releasing(&spec),
+        Observation::DeletionMayBegin(Err(ReleaseRefusal::Node(refusal))),
+        ctx(5, &node),
+    );
+    assert_eq!(refused.status.phase, Some(Phase::Failed));
+    assert!(refused.status.evidence.as_ref().and_then(|e| e.release.as_ref()).is_none(), "no pod went");
+    let message = &conditions::find(&refused.status.conditions, contract::SUCCEEDED).unwrap().message;
+    assert!(message.contains("nothing released"), "{message}");
+}
+
+#[test]
+fn a_fence_that_ends_after_its_deletion_began_records_the_release_and_never_says_nothing_released() {
+    let spec = deletion_spec();
+    let spec = CoronerRemediationSpec { retry: crate::api::Retry { count: 1, ..spec.retry }, ..spec };
+    let node = node();
+    // The pods went, the answer was lost; the proof went stale; the machine reads On in the last attempt.
+    let begun = State { memory: Memory::default(), ..deletion_begun(&spec) };
+    let failed = step(&spec, &begun, power(PowerState::On), ctx(30, &node));
+    assert_eq!(failed.status.phase, Some(Phase::Failed));
+    let release = failed.status.evidence.as_ref().and_then(|e| e.release.as_ref()).expect("the release is recorded");
+    assert_eq!((release.released_at.clone(), release.pods_deleted), (MicroTime(t(5)), None), "from when it began");
+    assert!(failed.status.progress.as_ref().is_some_and(|p| p.release_begun.is_none()), "moved, not copied");
+    let message = &conditions::find(&failed.status.conditions, contract::SUCCEEDED).unwrap().message;
+    assert!(
+        !message.contains("nothing released") && message.contains("are released and the machine is guarded"),
+        "{message}"
+    );
+    // NodeHealthCheck's timeout and a deleted Node record it the same way.
+    for decision in [timed_out(&begun.status, t(30)), node_missing(&begun.status, "worker-1", t(30))] {
+        let status = decision.expect("a terminal decision").status;
+        assert!(status.evidence.as_ref().is_some_and(|e| e.release.is_some()), "recorded, guarded");
+        let message = &conditions::find(&status.conditions, contract::SUCCEEDED).unwrap().message;
+        assert!(!message.contains("nothing released"), "{message}");
+    }
+}
+
+#[test]
+fn a_deletion_that_completes_is_the_release_from_when_it_began() {
+    let spec = deletion_spec();
+    let node = node();
+    let begun = deletion_begun(&spec);
+    let done = Observation::Release(Ok(Released {
+        at: t(6),
+        node_ready: "Unknown".into(),
+        lease_renew_time: Some(t(-100)),
+        taint_owned: false,
+        pods_deleted: Some(3),
+        interrupted: None,
+    }));
+    let released = step(&spec, &begun, done, ctx(6, &node));
+    let release = released.status.evidence.as_ref().and_then(|e| e.release.as_ref()).expect("released");
+    assert_eq!((release.released_at.clone(), release.pods_deleted), (MicroTime(t(5)), Some(3)));
+    assert!(released.status.progress.as_ref().is_some_and(|p| p.release_begun.is_none()));
+}
+
 #[test]
 fn an_off_whose_status_state_says_the_bmc_does_not_know_breaks_the_run_and_is_named() {
     let spec = spec();

@@ -125,7 +125,8 @@ impl Checker {
     /// The guard judged by the machine: after a release under `guard: Enforce`, a machine the world
     /// switched on (a person, a power-restore policy, a glitch the guard's reads can see, a lying BMC
     /// that starts telling the truth) is switched off again by a ForceOff within the guard's bound,
-    /// counted from when its BMC answers; while its BMC is dark, `GuardBlind` within the bound. Under
+    /// counted from when its BMC answers; while its BMC is dark, `GuardBlind` within the bound (or
+    /// one already published in the same dark spell, before the power-on). Under
     /// `Alert`: `ReleasedMachinePoweredOn` within the bound, and no power-off. Exempt: an approval
     /// given after the release and before the power-on; the release ending before the bound.
     fn guard_enforced(&mut self, truth: &Truth, scenario: &Scenario) -> Result<(), String> {
@@ -171,7 +172,19 @@ impl Checker {
                     .any(|r| matches!(r, Record::Event { at, reason: said, .. } if window(at) && said == reason))
             };
             if visible.is_none() {
-                if !event(crate::guard::BLIND) {
+                // A GuardBlind already reported for this dark spell of the BMC stands (R2).
+                let dark_since = bmc.and_then(|b| {
+                    truth.log.iter().rev().find_map(|r| match r {
+                        Record::BmcPower { at, bmc: which, alive: false } if *which == b && *at <= on => Some(*at),
+                        _ => None,
+                    })
+                });
+                let reported_in_spell = dark_since.is_some_and(|dark| {
+                    truth.log.iter().any(|r| {
+                        matches!(r, Record::Event { at, reason, .. } if *at >= dark && *at <= on && reason == crate::guard::BLIND)
+                    })
+                });
+                if !reported_in_spell && !event(crate::guard::BLIND) {
                     return Err(format!(
                         "the released machine of {node} was switched on at {} while its BMC was dark; no GuardBlind by {}",
                         show(on),
@@ -689,19 +702,33 @@ fn proof_holds(
     Ok(())
 }
 
-/// When the world's record shows remediation `task`'s fence admitted: its first write of the fencing
-/// taint (or, never admitted, its creation).
+/// When the world's record shows remediation `task`'s fence admitted: its first status write past
+/// `Pending`, or its first write of the fencing taint if that came first; with neither, its
+/// creation, which comes no later.
 fn admitted_at(truth: &Truth, task: &str) -> Option<Micros> {
-    truth.log.iter().find_map(|r| match r {
-        Record::NodeWrite { at, by, before, after, .. }
-            if by.task == task
-                && after.iter().any(|t| t.key == CoronerTaint::Fencing.key())
-                && !before.iter().any(|t| t.key == CoronerTaint::Fencing.key()) =>
-        {
-            Some(*at)
-        }
-        _ => None,
-    })
+    let created = || {
+        let at = truth.remediations.get(task)?.metadata.creation_timestamp.as_ref()?.0;
+        Some(at.duration_since(truth.wall(0)).as_micros() as Micros)
+    };
+    truth
+        .log
+        .iter()
+        .find_map(|r| match r {
+            Record::Status { at, remediation, phase, .. }
+                if remediation == task && phase != Phase::Pending.as_str() =>
+            {
+                Some(*at)
+            }
+            Record::NodeWrite { at, by, before, after, .. }
+                if by.task == task
+                    && after.iter().any(|t| t.key == CoronerTaint::Fencing.key())
+                    && !before.iter().any(|t| t.key == CoronerTaint::Fencing.key()) =>
+            {
+                Some(*at)
+            }
+            _ => None,
+        })
+        .or_else(created)
 }
 
 /// A release by attestation (docs/safety.md, "Attestations"), in effect at `at`: an attestation of

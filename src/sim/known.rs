@@ -377,4 +377,32 @@ pub const REGRESSIONS: &[(u64, &str)] = &[
         643,
         "R1: a power-on while no leader read the released machine was taken for coroner's once its taint came off for the On (wave 3, fixed)",
     ),
+    (
+        8651,
+        "R1 (soak): a ResourceDeletion release whose process lost the apiserver between a pod deletion and its status write was forgotten and left unguarded; it is now recorded as begun before the first pod (wave 4, fixed)",
+    ),
+    (
+        9375,
+        "R1 (soak): a ResourceDeletion release interrupted by apiserver errors ended PowerOffNotConfirmed, \"nothing released\", unguarded (wave 4, fixed)",
+    ),
+    (
+        10649,
+        "R1 (soak): a ResourceDeletion release lost across a leader crash left its machine unguarded (wave 4, fixed)",
+    ),
+    (
+        6198,
+        "R1 (soak): the guard enforced an attested release whose Node update never came, after its record was withdrawn (wave 4, fixed)",
+    ),
+    (
+        7499,
+        "error policy (soak): two failed reconciles in a row (1 s, then 2 s) broke a 70 s settle's gap bound every time (wave 4, fixed)",
+    ),
+    (
+        8592,
+        "A1 (soak): the oracle counted the fence's admission from t=0 when all its Node writes were denied (oracle stricter than the rule)",
+    ),
+    (
+        7515,
+        "R2 (soak): the oracle asked for a second GuardBlind in a dark spell already reported (oracle stricter than the rule)",
+    ),
 ];

@@ -334,6 +334,9 @@ impl Run {
                     world::Record::PoweredOn { machine, until, .. } => {
                         lines.push(format!("the world switched machine {machine} on (until {until:?})"));
                     }
+                    world::Record::PodDeleted { by, node, .. } => {
+                        lines.push(format!("p{}/{} ({}) force-deleted a pod of {node}", by.pid, by.term, by.task));
+                    }
                     _ => {}
                 }
             }
@@ -769,8 +772,10 @@ impl Run {
         );
         let _ = writeln!(out, "faults: {:?}", s.faults);
         let _ = writeln!(out, "events: {:?}", s.events);
-        let _ = writeln!(out, "story (last 60):");
-        for line in self.story.iter().rev().take(60).rev() {
+        // SIM_STORY=N tells the last N lines instead.
+        let told = std::env::var("SIM_STORY").ok().and_then(|n| n.parse().ok()).unwrap_or(60);
+        let _ = writeln!(out, "story (last {told}):");
+        for line in self.story.iter().rev().take(told).rev() {
             let _ = writeln!(out, "  {line}");
         }
         let statuses = self.shared.with(|t| {
