@@ -237,6 +237,37 @@ fn attester_roles_are_the_same_in_config_chart_and_bundle() {
     }
 }
 
+/// The roles `coroner-viewer` grant the same in the three install paths: what `coroner status` reads
+/// (src/cli/status.rs), read-only.
+#[test]
+fn viewer_roles_are_the_same_in_config_chart_and_bundle_and_only_read() {
+    let rules = |docs: &[Value], kind_: &str| normalise(&find(docs, kind_, "coroner-viewer")["rules"]);
+    let config = config_default();
+    let chart = chart();
+    let bundle = bundle_manifests();
+    for kind_ in ["ClusterRole", "Role"] {
+        let expected = rules(&config, kind_);
+        assert!(!expected.is_empty());
+        assert_eq!(rules(&chart, kind_), expected, "charts/coroner/templates/viewer-rbac.yaml: {kind_}");
+        assert_eq!(rules(&bundle, kind_), expected, "bundle/manifests: {kind_} coroner-viewer");
+        for rule in &expected {
+            assert!(rule.verbs.iter().all(|v| ["get", "list", "watch"].contains(&v.as_str())), "{rule:?}");
+        }
+    }
+    let grants = |kind_: &str, group: &str, resource: &str, verb: &str| {
+        rules(&config, kind_).iter().any(|r| {
+            r.api_groups.iter().any(|g| g == group)
+                && r.resources.iter().any(|x| x == resource)
+                && r.verbs.iter().any(|v| v == verb)
+        })
+    };
+    assert!(grants("ClusterRole", "", "nodes", "list"));
+    for resource in ["coronerremediations", "bmcbindings", "coronerattestations"] {
+        assert!(grants("Role", "coroner.dev", resource, "list"), "{resource}");
+    }
+    assert!(grants("Role", "coordination.k8s.io", "leases", "get"), "the leader Lease");
+}
+
 #[test]
 fn the_chart_binds_the_attester_roles_to_the_listed_attesters() {
     assert!(
@@ -698,6 +729,31 @@ fn optional_objects_render_as_nhc_and_coroner_expect() {
     assert!(text(&out.stdout).contains(r#"action: "Off""#), "{}", text(&out.stdout));
 }
 
+/// The chart's NodeHealthCheck selects workers unless a selector is given, which then replaces that
+/// default whole: a control-plane selector merged with it would select no node, silently.
+#[test]
+fn a_nodehealthcheck_selector_given_replaces_the_default_one() {
+    let selector = |values: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("values.yaml");
+        fs::write(&path, values).unwrap();
+        let docs = helm_template(&["--values", path.to_str().unwrap()]).unwrap_or_else(|e| panic!("{values}: {e}"));
+        find(&docs, "NodeHealthCheck", "coroner")["spec"]["selector"].clone()
+    };
+    let workers =
+        json!({"matchExpressions": [{"key": "node-role.kubernetes.io/control-plane", "operator": "DoesNotExist"}]});
+    assert_eq!(selector("nodeHealthCheck: {enabled: true}"), workers);
+    assert_eq!(selector("nodeHealthCheck: {enabled: true, selector: null}"), workers);
+    let control_plane = json!({"matchLabels": {"node-role.kubernetes.io/control-plane": ""}});
+    assert_eq!(
+        selector(
+            "nodeHealthCheck: {enabled: true, selector: {matchLabels: {node-role.kubernetes.io/control-plane: ''}}}"
+        ),
+        control_plane,
+        "not merged with the default"
+    );
+}
+
 /// values.schema.json rejects bad values before anything renders, naming the value and the rule.
 #[test]
 fn bad_values_are_rejected_by_the_schema() {
@@ -736,7 +792,6 @@ fn bad_values_are_rejected_by_the_schema() {
             "at '/bmcBindings/0': 'oneOf' failed",
         ),
         ("bare Off", "remediationTemplate: {spec: {action: Off}}".to_owned(), "at '/remediationTemplate/spec/action': got boolean, want string"),
-        ("NHC without selector", "nodeHealthCheck: {enabled: true, selector: null}".to_owned(), "missing property 'selector'"),
         ("NHC without unhealthyConditions", "nodeHealthCheck: {unhealthyConditions: []}".to_owned(), "at '/nodeHealthCheck/unhealthyConditions'"),
         ("blank attester", "attestation: {attesters: {users: ['']}}".to_owned(), "at '/attestation/attesters/users/0'"),
         (
