@@ -414,6 +414,17 @@ mod tests {
     }
 
     #[test]
+    fn attest_dry_run_needs_a_reason_and_cannot_clear() {
+        let parse = |args: &[&str]| Cli::try_parse_from([&["coroner", "attest", "w1"][..], args].concat());
+        let Command::Attest(args) = parse(&["--reason", "dark rack", "--dry-run"]).unwrap().command else {
+            panic!("not attest")
+        };
+        assert!(args.dry_run);
+        assert!(parse(&["--dry-run"]).is_err(), "a dry run says what would be attested: the reason too");
+        assert!(parse(&["--clear", "--dry-run"]).is_err());
+    }
+
+    #[test]
     fn the_guard_interval_must_be_longer_than_zero() {
         let parse = |interval: &str| Cli::try_parse_from(["coroner", "controller", "--guard-interval", interval]);
         let refused = parse("0s").expect_err("a zero guard interval was accepted").to_string();

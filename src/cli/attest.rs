@@ -44,6 +44,11 @@ pub struct AttestArgs {
     #[arg(long, env = "CORONER_ATTEST_CLEAR", conflicts_with = "reason")]
     pub clear: bool,
 
+    /// Print the preconditions as they stand and what would happen, and create nothing. Exits
+    /// non-zero when a precondition already refuses for good.
+    #[arg(long, env = "CORONER_ATTEST_DRY_RUN", conflicts_with = "clear")]
+    pub dry_run: bool,
+
     /// How long the attestation may still release the node (it is checked until then).
     #[arg(long, env = "CORONER_ATTEST_VALID_FOR", default_value = "15m")]
     pub valid_for: api::Duration,
@@ -162,6 +167,10 @@ Succeeded stays False. The taint goes when NodeHealthCheck deletes the remediati
         println!("coroner will wait: {refusal} (until the attestation expires in {}).", args.valid_for);
     }
     println!();
+    if args.dry_run {
+        println!("--dry-run: nothing created.");
+        return Ok(());
+    }
     let api: Api<CoronerAttestation> = Api::namespaced(client.clone(), namespace);
     draft.metadata.creation_timestamp = None;
     let created = match api.create(&PostParams::default(), &draft).await {

@@ -518,7 +518,9 @@ impl<'a, W: World> Fence<'a, W> {
         for notice in &notices.collect::<Vec<_>>() {
             info!(reason = %notice.reason, warning = notice.warning, phase = phase.as_str(), "{}", notice.message);
             self.world.publish(&self.remediation.object_ref(&()), notice, phase.as_str()).await;
-            if let Some(node) = node {
+            if let Some(node) = node
+                && fence::for_the_node(notice)
+            {
                 self.world.publish(&node.object_ref(&()), notice, phase.as_str()).await;
             }
         }

@@ -74,6 +74,25 @@ pub struct Notice {
     pub message: String,
 }
 
+/// What a node's operator must see on the Node, not only on the remediation: every warning (a
+/// refusal, a failure, a wait that holds the fence, the guard's alarms, a split-brain), the power
+/// actions on its machine and the release. Each other step of the fence is an Event on the
+/// remediation only: every Event is an apiserver write.
+pub fn for_the_node(notice: &Notice) -> bool {
+    const MILESTONES: &[&str] = &[
+        "ForceOffSent",
+        "NodeFenced",
+        "PowerOnSent",
+        "PoweredOn",
+        "NodeRecovered",
+        "GuardForceOffSent",
+        crate::guard::GUARD_HELD,
+        "PowerOnApproved",
+        "MachineOff",
+    ];
+    notice.warning || MILESTONES.contains(&notice.reason.as_str())
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct Decision {
     pub status: CoronerRemediationStatus,

@@ -1752,3 +1752,17 @@ fn a_deposed_process_s_answer_never_marks_another_process_s_intent_answered() {
     let resets = &after.status.evidence.as_ref().unwrap().power_off.as_ref().unwrap().resets;
     assert_eq!(resets.len(), 1, "the request that was sent is recorded all the same");
 }
+
+#[test]
+fn the_node_gets_the_warnings_the_power_actions_and_the_release_not_every_step() {
+    let notice = |warning, reason: &str| Notice { warning, reason: reason.into(), message: String::new() };
+    for reason in ["ForceOffSent", "NodeFenced", "PowerOnSent", "PoweredOn", "NodeRecovered", "GuardForceOffSent"] {
+        assert!(for_the_node(&notice(false, reason)), "{reason}");
+    }
+    for reason in ["PowerOffNotConfirmed", "NodeLeaseFresh", crate::guard::POWERED_ON, crate::guard::BLIND] {
+        assert!(for_the_node(&notice(true, reason)), "a warning: {reason}");
+    }
+    for reason in ["RemediationStarted", "VerifyingIdentity", "IdentityVerified", "ConfirmingOff", "PowerOffProven"] {
+        assert!(!for_the_node(&notice(false, reason)), "a step, on the remediation only: {reason}");
+    }
+}
