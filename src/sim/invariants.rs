@@ -76,15 +76,23 @@ impl Checker {
 
     /// How long after the guard's device can see a powered-on released machine the guard has, at
     /// most, to switch it off (`guard: Enforce`) or report it (`Alert`): two guard intervals and one
-    /// guard round ([`GUARD_SLACK`]); a slow apiserver slows each of a round's calls, and a seed that
-    /// killed the leader or moved leadership around then adds the time to elect a new one.
+    /// guard round ([`GUARD_SLACK`]); a slow apiserver slows each of a round's calls, and each time a
+    /// seed killed the leader or moved leadership around then adds the time to elect a new one.
     fn guard_bound(truth: &Truth, scenario: &Scenario, from: Micros) -> Micros {
         let slow_api = scenario.faults.slow > 0.0
             || scenario.events.iter().any(|(_, event)| matches!(event, super::scenario::Event::SlowApi { .. }));
         let slowdown = if slow_api { 6 * scenario.faults.slow_latency } else { 0 };
         let bound = 2 * micros(super::GUARD_INTERVAL) + GUARD_SLACK + slowdown;
-        let disrupted = truth.disruptions.iter().any(|at| *at >= from - LEADERLESS && *at <= from + bound + LEADERLESS);
-        bound + if disrupted { LEADERLESS } else { 0 }
+        // Each election the window holds lengthens it, and may bring another death into it.
+        let mut elections = 0;
+        loop {
+            let until = from + bound + (elections + 1) * LEADERLESS;
+            let held = truth.disruptions.iter().filter(|at| **at >= from - LEADERLESS && **at <= until).count() as i64;
+            if held <= elections {
+                return bound + elections * LEADERLESS;
+            }
+            elections = held;
+        }
     }
 
     /// Until when a release stands (docs/safety.md, "After the release"): coroner ends it to power the
