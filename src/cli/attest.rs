@@ -172,20 +172,29 @@ Succeeded stays False. The taint goes when NodeHealthCheck deletes the remediati
         return Ok(());
     }
     let api: Api<CoronerAttestation> = Api::namespaced(client.clone(), namespace);
+    // One undecided attestation per node; a released one is a record and blocks nothing.
+    let existing = api
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| forbidden(&format!("listing CoronerAttestations in {namespace}"), namespace, e))?
+        .items;
+    if let Some(open) = existing.iter().find(|a| a.spec.node_name == args.node && undecided(a)) {
+        return Err(CliError::Attest(format!(
+            "attestation {namespace}/{} for node {} is still {}; `coroner attest {} --clear` removes it",
+            open.name_any(),
+            args.node,
+            phase(open).as_str(),
+            args.node
+        )));
+    }
     draft.metadata.creation_timestamp = None;
-    let created = match api.create(&PostParams::default(), &draft).await {
-        Ok(created) => created,
-        Err(kube::Error::Api(status)) if status.code == 409 => {
-            let phase = api.get_opt(&args.node).await.ok().flatten().map(|a| phase(&a).as_str()).unwrap_or("unknown");
-            return Err(CliError::Attest(format!(
-                "an attestation for node {} exists already (phase {phase}); `coroner attest {} --clear` removes it",
-                args.node, args.node
-            )));
-        }
-        Err(error) => {
-            return Err(forbidden(&format!("creating the CoronerAttestation in {namespace}"), namespace, error));
-        }
-    };
+    // A generated name: every attestation of a node stays on record, and none blocks the next.
+    draft.metadata.name = None;
+    draft.metadata.generate_name = Some(format!("{}-", args.node));
+    let created = api
+        .create(&PostParams::default(), &draft)
+        .await
+        .map_err(|e| forbidden(&format!("creating the CoronerAttestation in {namespace}"), namespace, e))?;
     println!("created CoronerAttestation {namespace}/{}", created.name_any());
     wait_for_verdict(&api, &created, args.wait.get()).await
 }
@@ -202,6 +211,11 @@ async fn readable_policies(
 
 fn phase(attestation: &CoronerAttestation) -> AttestationPhase {
     attestation.status.as_ref().and_then(|s| s.phase).unwrap_or_default()
+}
+
+/// Not yet released or refused: it may still release the node.
+fn undecided(attestation: &CoronerAttestation) -> bool {
+    matches!(phase(attestation), AttestationPhase::Pending | AttestationPhase::Releasing)
 }
 
 /// Polls the attestation until coroner released or refused it, or `wait` has passed.

@@ -1163,7 +1163,15 @@ async fn scenario_p(world: &mut World) {
     assert!(message.contains("spec.attestedBy must name the user who creates the attestation: bob"), "{message}");
     log(format!("x-1: bob's attestation naming alice rejected by the API server: {message}"));
 
-    // alice attests with the CLI: preconditions, what will happen, coroner's verdict.
+    // alice looks first (--dry-run creates nothing), then attests with the CLI: preconditions, what
+    // will happen, coroner's verdict.
+    let (ok, out) = coroner_cli(&alice_config, &["x-1", "--reason", REASON, "--dry-run"]);
+    assert!(ok && out.contains("What happens:") && out.contains("nothing created"), "{out}");
+    let of_x1 = || async {
+        let all = admin.list(&ListParams::default()).await.unwrap().items;
+        all.into_iter().filter(|a| a.spec.node_name == "x-1").collect::<Vec<_>>()
+    };
+    assert!(of_x1().await.is_empty(), "a dry run created an attestation");
     let attested = Instant::now();
     let (ok, out) = coroner_cli(&alice_config, &["x-1", "--reason", REASON]);
     assert!(ok, "coroner attest x-1 failed:\n{out}");
@@ -1177,7 +1185,10 @@ async fn scenario_p(world: &mut World) {
         "x-1: attested by alice and released {:.1?} after the attestation; BMC dead → released {released_after:.1?} (of which BMC dead → Succeeded=False {fence_failed:.1?})",
         attested.elapsed()
     ));
-    let attestation = admin.get("x-1").await.unwrap();
+    // Its name is generated: a released attestation never blocks the node's next one.
+    let attestation = of_x1().await.pop().expect("alice's attestation");
+    let x1 = attestation.name_any();
+    assert!(x1.starts_with("x-1-"), "{x1}");
     assert_eq!(attestation_phase(&attestation), "Released");
     assert_eq!(attestation.spec.attested_by, "alice");
     let released = attestation.status.as_ref().unwrap().released.clone().unwrap();
@@ -1208,12 +1219,12 @@ async fn scenario_p(world: &mut World) {
     // The spec never changes, not even for an admin; metadata stays writable. (alice may not update at all.)
     let mut edited = attestation.clone();
     edited.spec.reason = "something else".into();
-    let denied = admin.replace("x-1", &PostParams::default(), &edited).await.expect_err("the admin changed the spec");
+    let denied = admin.replace(&x1, &PostParams::default(), &edited).await.expect_err("the admin changed the spec");
     assert!(denied.to_string().contains("never changes"), "{denied}");
-    let error = alice.replace("x-1", &PostParams::default(), &edited).await.expect_err("alice changed the spec");
+    let error = alice.replace(&x1, &PostParams::default(), &edited).await.expect_err("alice changed the spec");
     assert!(error.to_string().contains("forbidden") || error.to_string().contains("never changes"), "{error}");
     let labelled = json!({"metadata": {"labels": {"incident": "INC-4711"}}});
-    admin.patch("x-1", &PatchParams::default(), &Patch::Merge(&labelled)).await.expect("metadata stays writable");
+    admin.patch(&x1, &PatchParams::default(), &Patch::Merge(&labelled)).await.expect("metadata stays writable");
     log(format!("x-1: a spec update rejected by the API server ({denied}); a label added"));
 
     // x-2's Lease renews (a kubelet half alive): refused, with its reason.
@@ -1286,7 +1297,7 @@ async fn scenario_p(world: &mut World) {
     );
     let annotations = world::node_object(&world.client, "x-1").await.unwrap().metadata.annotations.unwrap_or_default();
     assert!(!annotations.keys().any(|k| k.starts_with("coroner.dev/")), "{annotations:?}");
-    assert_eq!(attestation_phase(&admin.get("x-1").await.unwrap()), "Released", "the record stays");
+    assert_eq!(attestation_phase(&admin.get(&x1).await.unwrap()), "Released", "the record stays");
     let (ok, out) = coroner_cli(&alice_config, &["x-1", "--clear"]);
     assert!(ok && out.contains("deleted") && out.contains("stays released"), "{out}");
     log("x-1: back and healthy; NHC deleted the remediation and its finalizer the taint; attestation cleared");
