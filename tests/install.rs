@@ -296,9 +296,11 @@ fn the_chart_binds_the_attester_roles_to_the_listed_attesters() {
 
 // Admission policies -------------------------------------------------------------------------------------
 
-const POLICIES: [(&str, &str); 4] = [
+const POLICIES: [(&str, &str); 6] = [
     ("ValidatingAdmissionPolicy", "coroner-attestation"),
     ("ValidatingAdmissionPolicyBinding", "coroner-attestation"),
+    ("ValidatingAdmissionPolicy", "coroner-attestation-record"),
+    ("ValidatingAdmissionPolicyBinding", "coroner-attestation-record"),
     ("ValidatingAdmissionPolicy", "coroner-out-of-service-taint"),
     ("ValidatingAdmissionPolicyBinding", "coroner-out-of-service-taint"),
 ];

@@ -39,8 +39,8 @@ pub struct AttestArgs {
     #[arg(long, env = "CORONER_ATTEST_REASON", required_unless_present = "clear")]
     pub reason: Option<String>,
 
-    /// Remove the node's attestation instead. Before its release that cancels it; after it, what was
-    /// released stays released.
+    /// Remove the node's attestations that have not released it instead (before its release that
+    /// cancels it); a released one stays as the record, and what it released stays released.
     #[arg(long, env = "CORONER_ATTEST_CLEAR", conflicts_with = "reason")]
     pub clear: bool,
 
@@ -284,9 +284,13 @@ async fn clear(client: &Client, args: &AttestArgs) -> Result<(), CliError> {
     }
     let remediations: Api<CoronerRemediation> = Api::namespaced(client.clone(), namespace);
     for attestation in mine {
-        api.delete(&attestation.name_any(), &DeleteParams::default())
-            .await
-            .map_err(|e| forbidden(&format!("deleting CoronerAttestation {}", attestation.name_any()), namespace, e))?;
+        // A released attestation is the record of a release no device proved: it stays (an
+        // admission policy, coroner-attestation-record, denies its deletion to people).
+        if phase(&attestation) != AttestationPhase::Released {
+            api.delete(&attestation.name_any(), &DeleteParams::default()).await.map_err(|e| {
+                forbidden(&format!("deleting CoronerAttestation {}", attestation.name_any()), namespace, e)
+            })?;
+        }
         match (phase(&attestation), attestation.status.as_ref().and_then(|s| s.released.as_ref())) {
             (AttestationPhase::Released, Some(released)) => {
                 let owner = remediations.get_opt(&released.remediation).await.ok().flatten();
@@ -300,7 +304,10 @@ async fn clear(client: &Client, args: &AttestArgs) -> Result<(), CliError> {
                 } else {
                     format!("remediation {} is gone, and its finalizer removed {taint}", released.remediation)
                 };
-                println!("deleted {namespace}/{}; what it released stays released: {rest}", attestation.name_any());
+                println!(
+                    "kept {namespace}/{}: it released the node and stays as the record; what it released stays released: {rest}",
+                    attestation.name_any()
+                );
             }
             (AttestationPhase::Releasing, _) => println!(
                 "deleted {namespace}/{}; coroner had started its release, which may have completed: check the remediation's evidence.release",

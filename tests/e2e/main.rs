@@ -1299,8 +1299,35 @@ async fn scenario_p(world: &mut World) {
     assert!(!annotations.keys().any(|k| k.starts_with("coroner.dev/")), "{annotations:?}");
     assert_eq!(attestation_phase(&admin.get(&x1).await.unwrap()), "Released", "the record stays");
     let (ok, out) = coroner_cli(&alice_config, &["x-1", "--clear"]);
-    assert!(ok && out.contains("deleted") && out.contains("stays released"), "{out}");
-    log("x-1: back and healthy; NHC deleted the remediation and its finalizer the taint; attestation cleared");
+    assert!(ok && out.contains("stays as the record") && out.contains("stays released"), "{out}");
+    // The record outlives its remediation: people may not delete it, a namespace deletion may.
+    let denied = admin.delete(&x1, &Default::default()).await.expect_err("the admin deleted a released attestation");
+    assert!(denied.to_string().contains("is the record of a release no device"), "{denied}");
+    assert_eq!(attestation_phase(&admin.get(&x1).await.unwrap()), "Released");
+    records_go_with_their_namespace(world, &uid1).await;
+    log(
+        "x-1: back and healthy; NHC deleted the remediation and its finalizer the taint; the attestation stays as the record (its deletion denied); a namespace holding a released one is deleted",
+    );
+}
+
+/// A released attestation in a namespace being deleted: the namespace controller may delete it (the
+/// record policy exempts it), so the deletion completes.
+async fn records_go_with_their_namespace(world: &World, node_uid: &str) {
+    let ns = "coroner-records";
+    world.kubectl(&["create", "namespace", ns]);
+    let api: Api<CoronerAttestation> = Api::namespaced(world.client.clone(), ns);
+    let mut record = attestation_object("x-1", node_uid, "harness-admin", "15m");
+    record.metadata.namespace = Some(ns.into());
+    let created = api.create(&PostParams::default(), &record).await.expect("an attestation, as the admin");
+    let status = json!({"status": {"phase": "Released"}});
+    api.patch_status(&created.name_any(), &PatchParams::default(), &Patch::Merge(&status)).await.expect("Released");
+    assert!(api.delete(&created.name_any(), &Default::default()).await.is_err(), "a person deleted the record");
+    world.kubectl(&["delete", "namespace", ns, "--wait=false"]);
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(world.client.clone());
+    wait_for("the namespace holding a released attestation deleted", SHORT, || async {
+        namespaces.get_opt(ns).await.ok().and_then(|n| n.is_none().then_some(()))
+    })
+    .await;
 }
 
 /// SIGTERM right after a replica became the leader, before its controllers' caches filled: it exits
