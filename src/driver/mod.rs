@@ -289,7 +289,7 @@ impl<'a, W: World> Fence<'a, W> {
                 self.record_standing_release(node).await?;
             }
             if let Some(decision) = fence::timed_out(&self.status(), self.world.now()) {
-                self.commit(decision, None).await?;
+                self.commit(fence::keeping_last_reading(decision, &self.remembered()), None).await?;
             }
             if let Some(node) = &node {
                 self.check_boot_id(node).await?;
@@ -303,7 +303,7 @@ impl<'a, W: World> Fence<'a, W> {
         }
         let Some(node) = self.world.node(&self.node_name).await? else {
             if let Some(decision) = fence::node_missing(&self.status(), &self.node_name, now) {
-                self.commit(decision, None).await?;
+                self.commit(fence::keeping_last_reading(decision, &self.remembered()), None).await?;
             }
             return Ok(Next::AwaitChange);
         };
@@ -596,7 +596,10 @@ impl<'a, W: World> Fence<'a, W> {
             info!("the node to fence runs this leader; handing leadership over");
             return Ok(Next::AwaitChange);
         }
-        let decision = fence::leader_on_target(&self.status(), &self.node_name, now);
+        let decision = fence::keeping_last_reading(
+            fence::leader_on_target(&self.status(), &self.node_name, now),
+            &self.remembered(),
+        );
         let requeue = decision.requeue;
         self.commit(decision, Some(node)).await?;
         Ok(requeue.map_or(Next::AwaitChange, Next::Requeue))

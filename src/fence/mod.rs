@@ -426,6 +426,18 @@ pub fn next(
 
 /// A decision made outside a fence step (start, timeout, missing node, leader on the node): stamps
 /// the phase change and the update time.
+/// A1: what this process last read of the node's machine outlives a decision taken without a
+/// reading (NHC's timeout, a missing Node, a leader on its target node), as it outlives every step:
+/// into status, and kept in memory. A reading whose own status write failed would otherwise be lost
+/// with the process, and an attestation could follow life it showed.
+pub fn keeping_last_reading(mut decision: Decision, memory: &Memory) -> Decision {
+    if let Some(power) = &memory.last_power {
+        decision.status.progress.get_or_insert_with(Progress::default).last_power_state = Some(power.clone());
+        decision.memory.last_power = Some(power.clone());
+    }
+    decision
+}
+
 fn standalone(
     old: &CoronerRemediationStatus,
     mut new: CoronerRemediationStatus,
@@ -625,9 +637,11 @@ impl<'a> Step<'a> {
             self.progress.intent.as_ref().is_some_and(|i| i.result.is_none() && ResetType::from(i.action) == reset)
         };
         let reset = self.reset.filter(|r| !phase.is_terminal() && intended(*r));
-        // No reset of the memory forgets what the machine last read (A1).
+        // No reset of the memory forgets what the machine last read (A1): this step's own reading
+        // (in progress since it was taken), else what the process read before.
         if self.memory.last_power.is_none() {
-            self.memory.last_power.clone_from(&self.ctx.memory.last_power);
+            self.memory.last_power =
+                self.progress.last_power_state.clone().or_else(|| self.ctx.memory.last_power.clone());
         }
         if phase.is_terminal() {
             // The fence is over; the guard after the release is not.
@@ -1466,6 +1480,8 @@ impl<'a> Step<'a> {
                 self.enter(Phase::Done, Reason::RemediationComplete, message);
             }
             FenceAction::Reboot => {
+                // releaseTimeout runs from the release, on this process's clock too.
+                self.memory.attempt_started = Some(self.ctx.mono);
                 self.enter(
                     Phase::WaitingForRelease,
                     Reason::WaitingForRelease,
@@ -1512,7 +1528,11 @@ impl<'a> Step<'a> {
     /// waits.
     fn release_timed_out(&mut self, holding: &str) -> bool {
         let released_at = self.evidence.release.as_ref().map_or(self.ctx.now, |r| r.released_at.0);
-        if elapsed(released_at, self.ctx.now) < self.spec.release_timeout.get() {
+        // Class 9: also on this process's own clock since it began to wait, so a release time
+        // written by a clock that ran ahead cannot hold the slot, however often leaders change.
+        let waiting_since = *self.memory.attempt_started.get_or_insert(self.ctx.mono);
+        let waited = self.ctx.mono.saturating_sub(waiting_since) >= self.spec.release_timeout.get();
+        if elapsed(released_at, self.ctx.now) < self.spec.release_timeout.get() && !waited {
             self.requeue = Some(self.spec.poll_interval.get().max(StdDuration::from_secs(2)));
             return false;
         }

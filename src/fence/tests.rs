@@ -1766,3 +1766,41 @@ fn the_node_gets_the_warnings_the_power_actions_and_the_release_not_every_step()
         assert!(!for_the_node(&notice(false, reason)), "a step, on the remediation only: {reason}");
     }
 }
+
+#[test]
+fn a_reading_of_life_outlives_the_attempt_it_ends() {
+    let spec = spec();
+    let node = node();
+    // The machine reads On once the attempt's deadline has passed: the next attempt starts afresh,
+    // but what the machine last read is this reading, not the Off before it (A1).
+    let state = State::from(&step(&spec, &confirming(&spec), power(PowerState::Off), ctx(2, &node)));
+    let late = step(&spec, &state, power(PowerState::On), ctx(500, &node));
+    assert_eq!(late.status.progress.as_ref().unwrap().last_power_state.as_deref(), Some("On"));
+    assert_eq!(late.memory.last_power.as_deref(), Some("On"), "the memory a failed status write falls back on");
+}
+
+#[test]
+fn a_decision_taken_without_a_reading_keeps_the_last_one_in_status_and_memory() {
+    let memory = Memory { last_power: Some("On".into()), ..Memory::default() };
+    let decision = keeping_last_reading(timed_out(&confirming(&spec()).status, t(10)).unwrap(), &memory);
+    assert_eq!(decision.status.progress.as_ref().unwrap().last_power_state.as_deref(), Some("On"));
+    assert_eq!(decision.memory.last_power.as_deref(), Some("On"));
+}
+
+#[test]
+fn a_release_time_written_by_a_clock_that_ran_ahead_cannot_hold_the_wait_for_release() {
+    let spec = spec();
+    let node = node();
+    let mut waiting = State::from(&release_step(&spec, released()));
+    assert_eq!(waiting.status.phase, Some(Phase::WaitingForRelease));
+    // The releasing process's clock ran an hour ahead; this process starts with no memory of it.
+    let release = waiting.status.evidence.as_mut().and_then(|e| e.release.as_mut()).unwrap();
+    release.released_at = MicroTime(t(3600));
+    waiting.memory = Memory::default();
+    let holding = || Observation::Workloads(Workloads { blocking_pods: 1, volume_attachments: 0 });
+    let first = step(&spec, &waiting, holding(), ctx(10, &node));
+    assert_eq!(first.status.phase, Some(Phase::WaitingForRelease), "it waits releaseTimeout itself");
+    let timeout = i64::try_from(spec.release_timeout.get().as_secs()).unwrap();
+    let later = step(&spec, &State::from(&first), holding(), ctx(10 + timeout, &node));
+    assert_eq!(later.status.phase, Some(Phase::PoweringOn), "then powers on regardless, as at the timeout");
+}

@@ -808,10 +808,12 @@ fn shows_life(
         .remediations
         .get(remediation)
         .and_then(|r| r.status.as_ref()?.evidence.as_ref()?.node.as_ref().map(|n| n.uid.clone()));
-    if admitted.is_some_and(|uid| current.uid().as_ref() != Some(&uid)) {
+    let seen_until = seen_until(truth, (pid, node, remediation), at, intent);
+    // A replacement after the process's last read of the Node, right before the request, it could not see.
+    let replaced_at = truth.life.get(node)?.iter().rev().find(|(_, kind)| *kind == Life::Replaced).map(|(t, _)| *t);
+    if admitted.is_some_and(|uid| current.uid().as_ref() != Some(&uid)) && replaced_at.is_none_or(|t| t <= seen_until) {
         return Some("it is another Node than the one admitted (a new UID)".into());
     }
-    let seen_until = seen_until(truth, (pid, node, remediation), at, intent);
     truth
         .life
         .get(node)?
@@ -823,6 +825,7 @@ fn shows_life(
             Life::Excluded => *t <= seen_until,
             // Not a sign of life: a person's word that the machine may run again (judged for the guard).
             Life::Approved => false,
+            Life::Replaced => false,
         })
         .map(|(t, kind)| match kind {
             Life::Excluded => format!("it was labelled {} at {}", contract::EXCLUDE_LABEL, show(*t)),

@@ -405,4 +405,17 @@ pub const REGRESSIONS: &[(u64, &str)] = &[
         7515,
         "R2 (soak): the oracle asked for a second GuardBlind in a dark spell already reported (oracle stricter than the rule)",
     ),
+    (
+        5924,
+        "A1 (soak): an On reading whose status write failed, in an attempt that ended with it, was forgotten (the step restored the reading before it), and NHC's timeout then wrote Off's record; an attestation followed life (wave 4, fixed)",
+    ),
+    (10930, "A1 (soak): the same, through a lying BMC's Unknown (wave 4, fixed)"),
+    (
+        3224,
+        "class 9 (soak): a release time written by a clock an hour ahead held WaitingForRelease (and its slot) for every later leader (wave 4, fixed)",
+    ),
+    (
+        10687,
+        "P1 (soak): the oracle counted a Node replaced after the process's last read of it, with the request in flight (oracle stricter than the rule)",
+    ),
 ];

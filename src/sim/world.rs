@@ -332,6 +332,9 @@ pub enum Life {
     Excluded,
     /// A person approved the released machine's power-on (`coroner.dev/power-on-approved`).
     Approved,
+    /// The Node object was replaced under the same name (a new UID): not a sign of life by itself,
+    /// but what coroner's next read of the Node can see.
+    Replaced,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -710,6 +713,7 @@ impl Truth {
         n.spec = Some(NodeSpec { taints: Some(Vec::new()), ..NodeSpec::default() });
         n.metadata.annotations = None;
         self.changes.push(Change::Node(node.into()));
+        self.life.entry(node.into()).or_default().push((self.now, Life::Replaced));
     }
 
     /// Someone removes taints by key, leaving the annotations as they are.
