@@ -18,10 +18,11 @@ lint:
 unit:
 	$(CARGO) test --lib --test generated --test manifests
 
-## soak: SEEDS more simulator seeds beyond the budget (default 10000)
+## soak: SEEDS more simulator seeds beyond the budget (default 10000), from seed FROM (default 1000)
 SEEDS ?= 10000
+FROM ?= 1000
 soak:
-	SIM_SEEDS=$(SEEDS) $(CARGO) test --lib sim_soak -- --ignored
+	SIM_SEEDS=$(SEEDS) SIM_FROM=$(FROM) $(CARGO) test --lib sim_soak -- --ignored
 
 ## install-check: chart, bundle and config/ agree (RBAC, CRDs, Deployment); helm lint; values schema; OLM validators
 install-check: harness

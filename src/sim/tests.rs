@@ -59,12 +59,13 @@ fn sim_every_seed_keeps_the_invariants() {
     assert!(failures.is_empty(), "{} seeds broke an invariant:\n{}", failures.len(), failures.join("\n"));
 }
 
-/// `make soak SEEDS=N`: N more seeds, after the budget's.
+/// `make soak SEEDS=N [FROM=S]`: N more seeds, from S (default: right after the budget's).
 #[test]
 #[ignore = "a soak: make soak SEEDS=N"]
 fn sim_soak() {
     let count: u64 = std::env::var("SIM_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(10_000);
-    let failures = explore((SEEDS.end..SEEDS.end + count).collect());
+    let from: u64 = std::env::var("SIM_FROM").ok().and_then(|s| s.parse().ok()).unwrap_or(SEEDS.end);
+    let failures = explore((from..from + count).collect());
     assert!(failures.is_empty(), "{} seeds broke an invariant:\n{}", failures.len(), failures.join("\n"));
 }
 
