@@ -167,10 +167,6 @@ Succeeded stays False. The taint goes when NodeHealthCheck deletes the remediati
         println!("coroner will wait: {refusal} (until the attestation expires in {}).", args.valid_for);
     }
     println!();
-    if args.dry_run {
-        println!("--dry-run: nothing created.");
-        return Ok(());
-    }
     let api: Api<CoronerAttestation> = Api::namespaced(client.clone(), namespace);
     // One undecided attestation per node; a released one is a record and blocks nothing.
     let existing = api
@@ -186,6 +182,10 @@ Succeeded stays False. The taint goes when NodeHealthCheck deletes the remediati
             phase(open).as_str(),
             args.node
         )));
+    }
+    if args.dry_run {
+        println!("--dry-run: nothing created.");
+        return Ok(());
     }
     draft.metadata.creation_timestamp = None;
     // A generated name: every attestation of a node stays on record, and none blocks the next.

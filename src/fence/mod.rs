@@ -149,6 +149,9 @@ pub struct Memory {
     /// The finalizer published `FenceDidNotTakeEffect` on the Node: a finalizer retried (its own
     /// write conflicted) must not publish it again. Kept after the finalizer, for that retry.
     pub finalizer_reported: bool,
+    /// R1: this process recorded the `ResourceDeletion` release as begun and has sent no pod
+    /// deletion since (every call that sent one reports it). Another process cannot know this.
+    pub begun_untouched: bool,
 }
 
 /// What stays fixed for one reconcile.
@@ -287,6 +290,7 @@ pub fn memory_after_failed_write(old: &Memory, new: &Memory) -> Memory {
         last_power: new.last_power.clone().or_else(|| old.last_power.clone()),
         sighted_on: new.sighted_on.clone().or_else(|| old.sighted_on.clone()),
         guarded_at: if new.sighted_on.is_some() { None } else { old.guarded_at },
+        begun_untouched: old.begun_untouched && new.begun_untouched,
         ..old.clone()
     }
 }
@@ -334,21 +338,29 @@ pub fn deletion_unrecorded(spec: &CoronerRemediationSpec, status: &CoronerRemedi
 
 const NOTHING_RELEASED: &str = "nothing released";
 
-fn settle_begun_standalone(status: &mut CoronerRemediationStatus, message: String) -> String {
+fn settle_begun_standalone(status: &mut CoronerRemediationStatus, message: String, guarded: bool) -> String {
     let (Some(progress), evidence) = (status.progress.as_mut(), &mut status.evidence) else { return message };
-    settle_begun_release(progress, evidence.get_or_insert_with(Evidence::default), message)
+    settle_begun_release(progress, evidence.get_or_insert_with(Evidence::default), message, false, guarded)
 }
 
 /// R1: a fence that ends after its pod deletions began, without their release recorded, records it
 /// all the same: the pods deleted are released and the guard watches the machine. The final message
-/// then says so where it would say "nothing released".
-pub fn settle_begun_release(progress: &mut Progress, evidence: &mut Evidence, message: String) -> String {
+/// then says so where it would say "nothing released". `untouched`: this process knows no pod was
+/// sent for deletion since the record ([`Memory::begun_untouched`]); then nothing was released.
+pub fn settle_begun_release(
+    progress: &mut Progress,
+    evidence: &mut Evidence,
+    message: String,
+    untouched: bool,
+    guarded: bool,
+) -> String {
     let Some(begun) = progress.release_begun.take() else { return message };
-    if evidence.release.is_some() {
+    if evidence.release.is_some() || untouched {
         return message;
     }
+    let watch = if guarded { ", and the machine is guarded" } else { "" };
     let held = format!(
-        "the pods force-deleted since {} are released and the machine is guarded; no further pod is deleted",
+        "pods of the node may have been force-deleted since {}: any that were are released{watch}; no further pod is deleted",
         begun.released_at.0
     );
     evidence.release = Some(begun);
@@ -503,7 +515,7 @@ pub fn timed_out(status: &CoronerRemediationStatus, now: Timestamp) -> Option<De
             phase.as_str()
         )
     };
-    let message = settle_begun_standalone(&mut new, message);
+    let message = settle_begun_standalone(&mut new, message, true);
     if succeeded {
         conditions::set(
             &mut new.conditions,
@@ -529,7 +541,8 @@ pub fn node_missing(status: &CoronerRemediationStatus, node_name: &str, now: Tim
         return None;
     }
     let mut new = status.clone();
-    let message = settle_begun_standalone(&mut new, format!("Node {node_name} does not exist"));
+    // A deleted Node ends the guard (R4): the release is recorded, not watched.
+    let message = settle_begun_standalone(&mut new, format!("Node {node_name} does not exist"), false);
     if conditions::is_true(&status.conditions, contract::SUCCEEDED) {
         contract::record(
             &mut new.conditions,
@@ -678,7 +691,9 @@ impl<'a> Step<'a> {
 
     fn fail(&mut self, reason: Reason, message: String) {
         self.requeue = None;
-        let message = settle_begun_release(&mut self.progress, &mut self.evidence, message);
+        let message =
+            settle_begun_release(&mut self.progress, &mut self.evidence, message, self.memory.begun_untouched, true);
+        self.memory.begun_untouched = false;
         // An attestation may release the node only while its Lease stays exactly as it is now.
         self.progress.lease_renew_time_at_failure = Some(lease_time(self.ctx.node));
         self.enter(Phase::Failed, reason, message);
@@ -998,9 +1013,34 @@ impl<'a> Step<'a> {
         }
     }
 
+    /// R1: once the deletion of the node's pods may have begun, a reading of the verified system
+    /// that is not Off is the guard's at once (no hold delays the guard): the fence ends and its
+    /// begun release is recorded, so the guard switches the machine off within its bound.
+    fn begun_release_shows_life(&mut self, reading: &Result<PowerReading, BmcFailure>) -> bool {
+        let Ok(reading) = reading else { return false };
+        let verified = self.evidence.identity.as_ref().and_then(|v| identity::parse(&v.bmc_uuid));
+        let of_the_machine = verified.is_some() && identity::parse(&reading.uuid) == verified;
+        if !of_the_machine
+            || reading.power_state == PowerState::Off
+            || self.progress.release_begun.is_none()
+            || self.memory.begun_untouched
+        {
+            return false;
+        }
+        let message = format!(
+            "power reads {} after the deletion of the node's pods began; nothing released",
+            reading.power_state
+        );
+        self.fail(Reason::PowerOffNotConfirmed, message);
+        true
+    }
+
     fn powering_off(&mut self, reading: Result<PowerReading, BmcFailure>) {
         self.start_attempt_if_needed();
         self.note_reading(&reading);
+        if self.begun_release_shows_life(&reading) {
+            return;
+        }
         match reading {
             Ok(reading) if !self.same_system(&reading) => {}
             Ok(reading) if reading.power_state == PowerState::Off => {
@@ -1125,6 +1165,9 @@ impl<'a> Step<'a> {
     fn confirming_off(&mut self, reading: Result<PowerReading, BmcFailure>) {
         self.start_attempt_if_needed();
         self.note_reading(&reading);
+        if self.begun_release_shows_life(&reading) {
+            return;
+        }
         match reading {
             Ok(reading) if !self.same_system(&reading) => return,
             Ok(reading) if reading.power_state == PowerState::Off => {
@@ -1234,6 +1277,9 @@ impl<'a> Step<'a> {
     fn releasing(&mut self, reading: Result<PowerReading, BmcFailure>) {
         self.start_attempt_if_needed();
         self.note_reading(&reading);
+        if self.begun_release_shows_life(&reading) {
+            return;
+        }
         match reading {
             Ok(reading) if !self.same_system(&reading) => {}
             Ok(reading) if reading.power_state == PowerState::Off => match self.memory.proof {
@@ -1413,6 +1459,7 @@ impl<'a> Step<'a> {
                 // How many pods will go is not known until they are gone.
                 let begun = ReleaseEvidence { pods_deleted: None, ..self.release_evidence(&released) };
                 self.progress.release_begun = Some(begun);
+                self.memory.begun_untouched = true;
                 self.requeue = Some(StdDuration::ZERO);
             }
             Err(refusal) => self.released(Err(refusal)),
@@ -1420,6 +1467,14 @@ impl<'a> Step<'a> {
     }
 
     fn released(&mut self, outcome: Result<Released, ReleaseRefusal>) {
+        // A refusal sent no deletion: if none was sent since this process recorded the release as
+        // begun, nothing was released and the record goes (the next try records it again).
+        if outcome.is_err() && self.memory.begun_untouched {
+            self.progress.release_begun = None;
+        }
+        if outcome.is_ok() {
+            self.memory.begun_untouched = false;
+        }
         let released = match outcome {
             Ok(released) => released,
             Err(ReleaseRefusal::Node(refusal)) => {
@@ -1430,6 +1485,14 @@ impl<'a> Step<'a> {
                 self.progress.last_error = Some(ReleaseRefusal::ProofExpired.to_string());
                 if !self.check_attempt_deadline() {
                     self.requeue = Some(StdDuration::ZERO);
+                }
+                return;
+            }
+            Err(refusal @ ReleaseRefusal::Unanswered(_)) => {
+                // Only ever an interrupted release's cause; alone it sent nothing: retried.
+                self.progress.last_error = Some(refusal.to_string());
+                if !self.check_attempt_deadline() {
+                    self.requeue = Some(self.spec.poll_interval.get());
                 }
                 return;
             }

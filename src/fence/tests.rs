@@ -53,6 +53,7 @@ static FORGOTTEN: Memory = Memory {
     guard_reads: 0,
     sighted_on: None,
     finalizer_reported: false,
+    begun_untouched: false,
 };
 
 const TIMING: Timing = Timing { request_timeout: StdDuration::from_secs(5), read_retries: 1 };
@@ -1499,7 +1500,7 @@ fn a_fence_that_ends_after_its_deletion_began_records_the_release_and_never_says
     assert!(failed.status.progress.as_ref().is_some_and(|p| p.release_begun.is_none()), "moved, not copied");
     let message = &conditions::find(&failed.status.conditions, contract::SUCCEEDED).unwrap().message;
     assert!(
-        !message.contains("nothing released") && message.contains("are released and the machine is guarded"),
+        !message.contains("nothing released") && message.contains("are released, and the machine is guarded"),
         "{message}"
     );
     // NodeHealthCheck's timeout and a deleted Node record it the same way.
@@ -1803,4 +1804,31 @@ fn a_release_time_written_by_a_clock_that_ran_ahead_cannot_hold_the_wait_for_rel
     let timeout = i64::try_from(spec.release_timeout.get().as_secs()).unwrap();
     let later = step(&spec, &State::from(&first), holding(), ctx(10 + timeout, &node));
     assert_eq!(later.status.phase, Some(Phase::PoweringOn), "then powers on regardless, as at the timeout");
+}
+
+#[test]
+fn a_refusal_before_any_pod_went_drops_the_begun_record_and_releases_nothing() {
+    let spec = deletion_spec();
+    let node = node();
+    let begun = deletion_begun(&spec);
+    assert!(begun.memory.begun_untouched, "this process wrote it and sent nothing since");
+    let renewed = NodeRefusal::LeaseRenewed { node: "worker-1".into(), renewed: t(4) };
+    let refused = step(&spec, &begun, Observation::Release(Err(ReleaseRefusal::Node(renewed))), ctx(5, &node));
+    assert_eq!(refused.status.phase, Some(Phase::Failed));
+    assert!(refused.status.evidence.as_ref().and_then(|e| e.release.as_ref()).is_none(), "no pod went: no release");
+    let message = &conditions::find(&refused.status.conditions, contract::SUCCEEDED).unwrap().message;
+    assert!(message.contains("nothing released"), "{message}");
+}
+
+#[test]
+fn after_the_deletion_began_a_machine_that_reads_on_is_the_guards_at_once() {
+    let spec = deletion_spec();
+    let node = node();
+    // Another process: it cannot know whether pods went. Attempts are left, yet the fence ends so
+    // that the guard (which no hold delays) switches the machine off.
+    let begun = State { memory: Memory::default(), ..deletion_begun(&spec) };
+    assert!(spec.retry.count > 1);
+    let on = step(&spec, &begun, power(PowerState::On), ctx(6, &node));
+    assert_eq!((on.status.phase, on.reset), (Some(Phase::Failed), None));
+    assert!(on.status.evidence.as_ref().and_then(|e| e.release.as_ref()).is_some(), "recorded: the guard's now");
 }

@@ -189,7 +189,8 @@ impl Checker {
                 });
                 let reported_in_spell = dark_since.is_some_and(|dark| {
                     truth.log.iter().any(|r| {
-                        matches!(r, Record::Event { at, reason, .. } if *at >= dark && *at <= on && reason == crate::guard::BLIND)
+                        matches!(r, Record::Event { at, by, reason, .. } if *at >= dark.max(release.at) && *at <= on
+                            && by.task == release.remediation && reason == crate::guard::BLIND)
                     })
                 });
                 if !reported_in_spell && !event(crate::guard::BLIND) {
@@ -810,8 +811,16 @@ fn shows_life(
         .and_then(|r| r.status.as_ref()?.evidence.as_ref()?.node.as_ref().map(|n| n.uid.clone()));
     let seen_until = seen_until(truth, (pid, node, remediation), at, intent);
     // A replacement after the process's last read of the Node, right before the request, it could not see.
-    let replaced_at = truth.life.get(node)?.iter().rev().find(|(_, kind)| *kind == Life::Replaced).map(|(t, _)| *t);
-    if admitted.is_some_and(|uid| current.uid().as_ref() != Some(&uid)) && replaced_at.is_none_or(|t| t <= seen_until) {
+    let replacements: Vec<Micros> = truth
+        .life
+        .get(node)
+        .into_iter()
+        .flatten()
+        .filter(|(_, kind)| *kind == Life::Replaced)
+        .map(|(t, _)| *t)
+        .collect();
+    let seen_replaced = replacements.is_empty() || replacements.iter().any(|t| *t <= seen_until);
+    if admitted.is_some_and(|uid| current.uid().as_ref() != Some(&uid)) && seen_replaced {
         return Some("it is another Node than the one admitted (a new UID)".into());
     }
     truth
