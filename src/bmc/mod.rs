@@ -182,6 +182,9 @@ pub enum SetupError {
 pub enum BmcError {
     #[error("BMC unreachable: {0}")]
     Unreachable(String),
+    /// No connection came about (refused, no route, no TLS session): the request never left.
+    #[error("BMC unreachable: {0}")]
+    Unconnected(String),
     #[error("BMC certificate not trusted: {0}")]
     Tls(String),
     #[error("BMC rejected the credentials (HTTP {0})")]
@@ -203,7 +206,7 @@ impl BmcError {
     /// Used as Event reason suffix and metric label.
     pub fn category(&self) -> &'static str {
         match self {
-            Self::Unreachable(_) => "unreachable",
+            Self::Unreachable(_) | Self::Unconnected(_) => "unreachable",
             Self::Tls(_) => "tls",
             Self::Unauthorized(_) => "unauthorized",
             Self::Status { .. } => "http-status",
@@ -217,7 +220,7 @@ impl BmcError {
     /// The condition reason a fence that ends on this error gives.
     pub fn reason(&self) -> Reason {
         match self {
-            Self::Unreachable(_) => Reason::BmcUnreachable,
+            Self::Unreachable(_) | Self::Unconnected(_) => Reason::BmcUnreachable,
             Self::Tls(_) => Reason::BmcTlsVerificationFailed,
             Self::Unauthorized(_) => Reason::BmcAuthenticationFailed,
             Self::Status { .. } if self.is_transient() => Reason::BmcUnreachable,
@@ -227,25 +230,26 @@ impl BmcError {
         }
     }
 
-    /// A power action that failed this way was never sent: the IPMI session proved another machine
-    /// (or none) before its Chassis Control.
+    /// A power action that failed this way was never sent: no connection came about, or the IPMI
+    /// session proved another machine (or none) before its Chassis Control.
     pub fn sent_nothing(&self) -> bool {
         use crate::ipmi::IpmiError;
         matches!(
             self,
-            Self::Ipmi(
-                IpmiError::GuidChanged { .. }
-                    | IpmiError::GuidsDiffer { .. }
-                    | IpmiError::IdentityUnavailable { .. }
-                    | IpmiError::NotSent { .. }
-            )
+            Self::Unconnected(_)
+                | Self::Ipmi(
+                    IpmiError::GuidChanged { .. }
+                        | IpmiError::GuidsDiffer { .. }
+                        | IpmiError::IdentityUnavailable { .. }
+                        | IpmiError::NotSent { .. }
+                )
         )
     }
 
     /// Transport trouble and 5xx answers may clear by themselves; everything else needs a human.
     pub fn is_transient(&self) -> bool {
         match self {
-            Self::Unreachable(_) => true,
+            Self::Unreachable(_) | Self::Unconnected(_) => true,
             // 408 and 429 (a BMC polled every second may rate-limit) clear by themselves too.
             Self::Status { status, .. } => *status >= 500 || *status == 408 || *status == 429,
             Self::Ipmi(error) => error.is_transient(),

@@ -475,7 +475,8 @@ fn classify(error: reqwest::Error) -> BmcError {
         text = format!("{text}: {cause}");
         source = cause.source();
     }
-    BmcError::Unreachable(text)
+    // A connection that never came about sent nothing (a reset's request never left).
+    if error.is_connect() { BmcError::Unconnected(text) } else { BmcError::Unreachable(text) }
 }
 
 fn find_source<'a, E: StdError + 'static>(error: &'a (dyn StdError + 'static)) -> Option<&'a E> {

@@ -61,12 +61,12 @@ impl<W: World> Fence<'_, W> {
     }
 
     /// P1, the one checked power action: the checks right before a request, in their order. The
-    /// origin's turn first (waiting for it must not age what follows); the remediation read again,
-    /// which `wanted` judges against the one whose status carries the intent; the leader check,
-    /// asking the Lease to outlast the reads that follow and the request; the binding read fresh,
-    /// whose device must be the one the aimed-at reading was taken through ([`fence::DeviceMark`]:
-    /// the binding's generation and the digest of its endpoint, TLS material and credential values);
-    /// then the node's Lease and the Node, last, which `allows` judges. No apiserver round trip sits
+    /// origin's turn first (waiting for it must not age what follows); the leader check, asking the
+    /// Lease to outlast the reads that follow and the request; the binding read fresh, whose device
+    /// must be the one the aimed-at reading was taken through ([`fence::DeviceMark`]: the binding's
+    /// generation and the digest of its endpoint, TLS material and credential values); the
+    /// remediation read again, which `wanted` judges against the one whose status carries the
+    /// intent; then the node's Lease and the Node, last, which `allows` judges. No apiserver round trip sits
     /// between the Node read and the request. Returns the answer, or why nothing was sent.
     async fn checked_action<R>(
         &self,
@@ -76,12 +76,6 @@ impl<W: World> Fence<'_, W> {
         allows: impl FnOnce(Option<&Node>, Option<Option<Timestamp>>) -> Result<(), R>,
     ) -> Result<Result<Result<u16, BmcFailure>, Unsent<R>>, Error> {
         let _turn = self.local.origins.turn(&aim.origin).await;
-        let name = self.remediation.name_any();
-        let current =
-            self.world.remediation(&name).await?.ok_or_else(|| ApiError::NotFound(format!("remediation {name}")))?;
-        if !wanted(&current, &self.remediation) {
-            return Ok(Err(Unsent::NotWanted));
-        }
         let timeout = self.world.settings().request_timeout;
         self.world.ensure_leader(timeout + CHECKS_ALLOWANCE).await?;
         let checked = self.world.mono();
@@ -90,6 +84,14 @@ impl<W: World> Fence<'_, W> {
             Ok((_, now)) => return Ok(Err(Unsent::DeviceChanged { proven: aim.through, now })),
             Err(failure) => return Ok(Err(Unsent::NoDevice(failure))),
         };
+        // Late, next to the Node: a write by another process (a deposed one that has not noticed
+        // yet) that withdrew the intent must not be missed while the other checks ran.
+        let name = self.remediation.name_any();
+        let current =
+            self.world.remediation(&name).await?.ok_or_else(|| ApiError::NotFound(format!("remediation {name}")))?;
+        if !wanted(&current, &self.remediation) {
+            return Ok(Err(Unsent::NotWanted));
+        }
         let lease = self.world.node_lease(&self.node_name).await?;
         let node = self.world.node(&self.node_name).await?;
         if let Err(refusal) = allows(node.as_ref(), lease) {

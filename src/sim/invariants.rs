@@ -206,7 +206,16 @@ impl Checker {
                 matches!(r, Record::Answer { machine: Some(m), sampled, truly_on: true, said: Answered::System { reported_off: false, .. }, .. }
                     if *m == machine && *sampled >= from && *sampled <= deadline)
             });
-            if !seen_on && !truth.machines[machine].on_at(deadline) {
+            // R2 asks for what the device can see: answers in the window that all said Off (a BMC
+            // that lies) showed the guard nothing; no answer at all is the guard not reading.
+            let answered_off = |off: bool| {
+                truth.log.iter().any(|r| {
+                    matches!(r, Record::Answer { machine: Some(m), sampled, said: Answered::System { reported_off, .. }, .. }
+                        if *m == machine && *sampled >= from && *sampled <= deadline && *reported_off == off)
+                })
+            };
+            let device_blind = answered_off(true) && !answered_off(false);
+            if !seen_on && (!truth.machines[machine].on_at(deadline) || device_blind) {
                 continue;
             }
             let switched_off = truth

@@ -501,7 +501,7 @@ impl SimDevice {
         let timeout = shared.bmc_request_timeout;
         if !bmc.alive {
             shared.sched.sleep(shared.between((1_000, 5_000))).await;
-            return Err(BmcError::Unreachable("connection refused".into()));
+            return Err(BmcError::Unconnected("connection refused".into()));
         }
         let latency = shared.between(bmc.latency);
         let times_out = latency >= timeout || shared.chance(bmc.timeout_rate);
