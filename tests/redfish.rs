@@ -220,7 +220,7 @@ async fn a_bmc_that_is_down_uses_the_retry_budget_then_fails() {
     let mut machine = Machine::start(&MachineSpec::new(UUID));
     let bmc = client(&machine);
     machine.stop();
-    assert!(matches!(bmc.system(UUID).await, Err(BmcError::Unreachable(_))));
+    assert!(matches!(bmc.system(UUID).await, Err(BmcError::Unconnected(_))), "a refused connection sent nothing");
     let (status, lab) = fence(&bmc, &spec(), UUID, &[]).await;
     let reasons = lab.reasons();
     assert_eq!(reason(&status), ("False".into(), "BmcUnreachable".into()));

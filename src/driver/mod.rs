@@ -415,7 +415,13 @@ impl<'a, W: World> Fence<'a, W> {
                         release_with_taint(self.world, &spec, &status, node, uid, deadline).await?
                     }
                     RemediationStrategy::ResourceDeletion => {
-                        release_by_deletion(self.world, &spec, &status, node, uid, deadline).await?
+                        // R1: from the first deletion on, this process no longer knows that nothing went.
+                        let sending = || {
+                            let mut memory = self.remembered();
+                            memory.begun_untouched = false;
+                            self.remember(memory);
+                        };
+                        release_by_deletion(self.world, &spec, &status, node, uid, deadline, sending).await?
                     }
                 }))
             }

@@ -244,6 +244,7 @@ pub(super) async fn release_by_deletion<W: World>(
     node_name: &str,
     owner_uid: &str,
     deadline: Mono,
+    sending: impl Fn(),
 ) -> Result<Result<Released, ReleaseRefusal>, Error> {
     let snapshot = match silent_node(world, spec, status, node_name, owner_uid).await? {
         Ok((_, snapshot)) => snapshot,
@@ -259,43 +260,33 @@ pub(super) async fn release_by_deletion<W: World>(
         pods_deleted: Some(deleted),
         interrupted,
     };
-    // R1: once a pod may be gone the release has begun; a refusal or an API failure after it
-    // records the pods deleted so far as a release (guarded) and fails the fence with its cause,
-    // never "nothing released". A refusal before any (`Err`) sent nothing.
-    let mut sent = false;
-    let stop = |sent: bool, deleted: u32, refusal: ReleaseRefusal| {
-        if sent { Ok(Ok(released(deleted, Some(refusal)))) } else { Ok(Err(refusal)) }
-    };
-    let failed = |sent: bool, deleted: u32, error: Error| {
-        if sent { Ok(Ok(released(deleted, Some(ReleaseRefusal::Unanswered(error.to_string()))))) } else { Err(error) }
+    // R1: once a pod is deleted the release has begun; a refusal after it records the pods deleted
+    // so far as a release (guarded) and fails the fence with its cause, never "nothing released".
+    // `sending` is told before each deletion: an error after one leaves the begun record standing.
+    let stop = |deleted: u32, refusal: ReleaseRefusal| match deleted {
+        0 => Ok(Err(refusal)),
+        k => Ok(Ok(released(k, Some(refusal)))),
     };
     for pod in world.pods_on(node_name).await? {
         if fence::is_mirror_pod(&pod) {
             continue;
         }
         // Deleting takes a while: the node must still be silent before each further pod goes.
-        if !std::mem::take(&mut first) {
-            match silent_node(world, spec, status, node_name, owner_uid).await {
-                Ok(Ok(_)) => {}
-                Ok(Err(refusal)) => return stop(sent, deleted, ReleaseRefusal::Node(refusal)),
-                Err(error) => return failed(sent, deleted, error),
-            }
+        if !std::mem::take(&mut first)
+            && let Err(refusal) = silent_node(world, spec, status, node_name, owner_uid).await?
+        {
+            return stop(deleted, ReleaseRefusal::Node(refusal));
         }
-        match may_write_release(world, deadline).await {
-            Ok(Ok(())) => {}
-            Ok(Err(refusal)) => return stop(sent, deleted, refusal),
-            Err(error) => return failed(sent, deleted, error),
+        if let Err(refusal) = may_write_release(world, deadline).await? {
+            return stop(deleted, refusal);
         }
+        sending();
         match world.delete_pod(&pod).await {
-            Ok(()) => {
-                deleted += 1;
-                sent = true;
-            }
+            Ok(()) => deleted += 1,
             // Gone already (another remediator may delete the same pod), or replaced by a new pod.
             Err(ApiError::NotFound(_) | ApiError::Conflict(_)) => {}
-            Err(ApiError::Denied(why)) => return stop(sent, deleted, ReleaseRefusal::WriteRefused(why)),
-            // Unanswered: the pod may be gone, or not.
-            Err(e) => return failed(true, deleted, e.into()),
+            Err(ApiError::Denied(why)) => return stop(deleted, ReleaseRefusal::WriteRefused(why)),
+            Err(e) => return Err(e.into()),
         }
     }
     Ok(Ok(released(deleted, None)))

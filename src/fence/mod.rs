@@ -1488,14 +1488,6 @@ impl<'a> Step<'a> {
                 }
                 return;
             }
-            Err(refusal @ ReleaseRefusal::Unanswered(_)) => {
-                // Only ever an interrupted release's cause; alone it sent nothing: retried.
-                self.progress.last_error = Some(refusal.to_string());
-                if !self.check_attempt_deadline() {
-                    self.requeue = Some(self.spec.poll_interval.get());
-                }
-                return;
-            }
             Err(ReleaseRefusal::WriteRefused(why)) => {
                 self.progress.last_error = Some(format!("the Node update was refused: {why}"));
                 if !self.check_attempt_deadline() {

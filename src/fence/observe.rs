@@ -202,10 +202,6 @@ pub enum ReleaseRefusal {
     /// attempt, on a fresh proof.
     #[error("the Node update was refused: {0}")]
     WriteRefused(String),
-    /// `ResourceDeletion`: the API server failed after a pod deletion was sent (the pods it took are
-    /// released all the same; only ever the cause of an interrupted release).
-    #[error("the API server failed during the pod deletions: {0}")]
-    Unanswered(String),
     /// Right after the write the node's Lease read renewed since the power-off: the machine coroner
     /// switched off is not this node, or did not go off. The taint was taken back at once.
     #[error(

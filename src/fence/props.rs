@@ -565,9 +565,20 @@ impl<'a> Run<'a> {
         }
         // The release is accepted only from Releasing with a proof spanning settle.
         let released = |s: &CoronerRemediationStatus| s.evidence.as_ref().is_some_and(|e| e.release.is_some());
-        if released(new) && !released(old) {
+        // R1: so is the record of a deletion begun; a release may also be that record, settled
+        // when the fence ends after it.
+        let begun = |s: &CoronerRemediationStatus| s.progress.as_ref().and_then(|p| p.release_begun.clone());
+        if begun(new).is_some() && begun(old).is_none() {
             prop_assert_eq!(phase_of(old), Phase::Releasing);
             prop_assert!(proof_of(old).is_some_and(|p| spans_settle(p, self.spec)));
+        }
+        if released(new) && !released(old) {
+            let release = new.evidence.as_ref().and_then(|e| e.release.clone());
+            let settled = begun(old).is_some_and(|b| release.is_some_and(|r| r.released_at == b.released_at));
+            if !settled {
+                prop_assert_eq!(phase_of(old), Phase::Releasing);
+                prop_assert!(proof_of(old).is_some_and(|p| spans_settle(p, self.spec)));
+            }
         }
         // Bounded: the readings kept, and the whole status.
         if let Some(run) = new.progress.as_ref().and_then(|p| p.off_run.as_ref()) {

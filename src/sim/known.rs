@@ -437,4 +437,20 @@ pub const REGRESSIONS: &[(u64, &str)] = &[
         19051,
         "R1/R2 (soak): after a ResourceDeletion release's deletion began, the fence's own re-proof switched the machine off under guard: Alert; a reading of life after the deletion began is now the guard's (wave 4, fixed)",
     ),
+    (
+        2910,
+        "liveness (soak): an API error after a pod's deletion ended the fence as an interrupted release (a first version of the begun-record fix); the record now stands and the deletion goes on (wave 4, fixed)",
+    ),
+    (
+        5518,
+        "liveness (soak): an API error after a pod's deletion ended the fence as an interrupted release (a first version of the begun-record fix); the record now stands and the deletion goes on (wave 4, fixed)",
+    ),
+    (
+        10492,
+        "liveness (soak): an API error after a pod's deletion ended the fence as an interrupted release (a first version of the begun-record fix); the record now stands and the deletion goes on (wave 4, fixed)",
+    ),
+    (
+        9469,
+        "liveness (soak): an API error after a pod's deletion ended the fence as an interrupted release (a first version of the begun-record fix); the record now stands and the deletion goes on (wave 4, fixed)",
+    ),
 ];
