@@ -150,11 +150,11 @@ reasons! {
     IdentityMismatch => Final, None, "the BMC's system UUID is not the node's systemUUID (in either byte order): the pinned system's, or none of the BMC's systems'";
     IdentityAmbiguous => Final, None, "the UUID also belongs to another Node, another BmcBinding's verified system or another system of the same BMC, or a member of the BMC's Systems collection could not be read";
     IdentityChanged => Final, None, "a later response of the pinned system carried a different UUID, or one path answered as two UUIDs within one discovery";
-    PowerOffNotConfirmed => Final, PowerOffTimeout, "no attempt proved the power Off within powerOffTimeout; nothing released";
+    PowerOffNotConfirmed => Final, PowerOffTimeout, "no attempt proved the power Off within powerOffTimeout; nothing released, unless the message names pods a ResourceDeletion release force-deleted before it stopped (those stay released and guarded)";
     NodeAliveAfterPowerOff => Final, None, "after the proven power-off the node renewed its Lease: the machine switched off is not this node";
     NodeReplaced => Final, None, "the Node object was replaced (a new UID) since admission: the node coroner was asked to fence is gone";
     NodeLeaseChanged => Final, None, "right before a power action the node's Lease was no longer as admission saw it (renewed, created or deleted): something on the node is alive";
-    ReleaseNotWritten => Final, PowerOffTimeout, "the machine stayed proven Off but the Node update was refused or failed in every attempt; nothing released";
+    ReleaseNotWritten => Final, PowerOffTimeout, "the machine stayed proven Off but the Node update was refused or failed in every attempt; nothing released, unless the message names pods a ResourceDeletion release force-deleted before it stopped (those stay released and guarded)";
     FenceDidNotTakeEffect => Final, None, "right after the release the node's Lease read renewed since the power-off: the out-of-service taint was taken back at once";
 }
 
