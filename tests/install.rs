@@ -218,21 +218,26 @@ fn rbac_is_the_same_in_config_chart_and_bundle() {
     );
 }
 
-/// The roles `coroner-attester` (ClusterRole and Role) grant the same in the three install paths.
-#[test]
-fn attester_roles_are_the_same_in_config_chart_and_bundle() {
-    let rules = |docs: &[Value], kind_: &str| normalise(&find(docs, kind_, "coroner-attester")["rules"]);
-    let config = config_default();
-    let chart = chart();
-    let bundle = bundle_manifests();
+/// Asserts that the roles `name` (a ClusterRole and a Role for people) grant the same in config/rbac,
+/// the chart's `template` and the bundle; returns config's rules by kind.
+fn people_roles_agree(name: &'static str, template: &str) -> impl Fn(&str) -> Vec<Rule> {
+    let rules = move |docs: &[Value], kind_: &str| normalise(&find(docs, kind_, name)["rules"]);
+    let (config, chart, bundle) = (config_default(), chart(), bundle_manifests());
     for kind_ in ["ClusterRole", "Role"] {
         let expected = rules(&config, kind_);
         assert!(!expected.is_empty());
-        assert_eq!(rules(&chart, kind_), expected, "charts/coroner/templates/attester-rbac.yaml: {kind_}");
-        assert_eq!(rules(&bundle, kind_), expected, "bundle/manifests: {kind_} coroner-attester");
+        assert_eq!(rules(&chart, kind_), expected, "charts/coroner/templates/{template}: {kind_}");
+        assert_eq!(rules(&bundle, kind_), expected, "bundle/manifests: {kind_} {name}");
     }
+    move |kind_| rules(&config, kind_)
+}
+
+/// The roles `coroner-attester` (ClusterRole and Role) grant the same in the three install paths.
+#[test]
+fn attester_roles_are_the_same_in_config_chart_and_bundle() {
+    let rules = people_roles_agree("coroner-attester", "attester-rbac.yaml");
     // An attester reads, cluster-wide, only what the preconditions look at.
-    for rule in rules(&config, "ClusterRole") {
+    for rule in rules("ClusterRole") {
         assert!(rule.verbs.iter().all(|v| v == "get" || v == "list"), "{rule:?}");
     }
 }
@@ -241,21 +246,14 @@ fn attester_roles_are_the_same_in_config_chart_and_bundle() {
 /// (src/cli/status.rs), read-only.
 #[test]
 fn viewer_roles_are_the_same_in_config_chart_and_bundle_and_only_read() {
-    let rules = |docs: &[Value], kind_: &str| normalise(&find(docs, kind_, "coroner-viewer")["rules"]);
-    let config = config_default();
-    let chart = chart();
-    let bundle = bundle_manifests();
+    let rules = people_roles_agree("coroner-viewer", "viewer-rbac.yaml");
     for kind_ in ["ClusterRole", "Role"] {
-        let expected = rules(&config, kind_);
-        assert!(!expected.is_empty());
-        assert_eq!(rules(&chart, kind_), expected, "charts/coroner/templates/viewer-rbac.yaml: {kind_}");
-        assert_eq!(rules(&bundle, kind_), expected, "bundle/manifests: {kind_} coroner-viewer");
-        for rule in &expected {
+        for rule in &rules(kind_) {
             assert!(rule.verbs.iter().all(|v| ["get", "list", "watch"].contains(&v.as_str())), "{rule:?}");
         }
     }
     let grants = |kind_: &str, group: &str, resource: &str, verb: &str| {
-        rules(&config, kind_).iter().any(|r| {
+        rules(kind_).iter().any(|r| {
             r.api_groups.iter().any(|g| g == group)
                 && r.resources.iter().any(|x| x == resource)
                 && r.verbs.iter().any(|v| v == verb)

@@ -142,14 +142,7 @@ pub(super) async fn release_with_taint<W: World>(
             Ok(silent) => silent,
             Err(refusal) => return Ok(Err(ReleaseRefusal::Node(refusal))),
         };
-        let released = |at, taint_owned| Released {
-            at,
-            node_ready: snapshot.ready.clone().unwrap_or_default(),
-            lease_renew_time: snapshot.lease_renew_time,
-            taint_owned,
-            pods_deleted: None,
-            interrupted: None,
-        };
+        let released = |at, taint_owned| Released { taint_owned, ..Released::checked(&snapshot, at) };
         if snapshot.released_at.is_some() {
             return standing_release(world, status, &snapshot, owner_uid).await;
         }
@@ -190,14 +183,8 @@ pub(super) async fn standing_release<W: World>(
         remove_owned_out_of_service(world, &snapshot.name, owner_uid).await?;
         return Ok(Err(ReleaseRefusal::DidNotTakeEffect { node: snapshot.name.clone(), renewed }));
     }
-    Ok(Ok(Released {
-        at: snapshot.released_at.unwrap_or_else(|| world.now()),
-        node_ready: snapshot.ready.clone().unwrap_or_default(),
-        lease_renew_time: snapshot.lease_renew_time,
-        taint_owned: true,
-        pods_deleted: None,
-        interrupted: None,
-    }))
+    let at = snapshot.released_at.unwrap_or_else(|| world.now());
+    Ok(Ok(Released { taint_owned: true, ..Released::checked(snapshot, at) }))
 }
 
 pub(super) async fn remove_owned_out_of_service<W: World>(world: &W, name: &str, owner_uid: &str) -> Result<(), Error> {
@@ -223,14 +210,7 @@ pub(super) async fn deletion_check<W: World>(
     if world.mono() >= deadline {
         return Ok(Err(ReleaseRefusal::ProofExpired));
     }
-    Ok(Ok(Released {
-        at: world.now(),
-        node_ready: snapshot.ready.clone().unwrap_or_default(),
-        lease_renew_time: snapshot.lease_renew_time,
-        taint_owned: false,
-        pods_deleted: None,
-        interrupted: None,
-    }))
+    Ok(Ok(Released::checked(&snapshot, world.now())))
 }
 
 /// The release with `ResourceDeletion` (as FAR does): after the same check, force-delete every pod
@@ -253,12 +233,9 @@ pub(super) async fn release_by_deletion<W: World>(
     let mut deleted = 0;
     let mut first = true;
     let released = |deleted: u32, interrupted: Option<ReleaseRefusal>| Released {
-        at: world.now(),
-        node_ready: snapshot.ready.clone().unwrap_or_default(),
-        lease_renew_time: snapshot.lease_renew_time,
-        taint_owned: false,
         pods_deleted: Some(deleted),
         interrupted,
+        ..Released::checked(&snapshot, world.now())
     };
     // R1: once a pod is deleted the release has begun; a refusal after it records the pods deleted
     // so far as a release (guarded) and fails the fence with its cause, never "nothing released".

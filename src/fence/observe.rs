@@ -154,6 +154,20 @@ pub struct Released {
     pub interrupted: Option<ReleaseRefusal>,
 }
 
+impl Released {
+    /// A release at `at` on the node as the release check saw it; nothing claimed or deleted yet.
+    pub fn checked(snapshot: &NodeSnapshot, at: Timestamp) -> Self {
+        Self {
+            at,
+            node_ready: snapshot.ready.clone().unwrap_or_default(),
+            lease_renew_time: snapshot.lease_renew_time,
+            taint_owned: false,
+            pods_deleted: None,
+            interrupted: None,
+        }
+    }
+}
+
 /// Why the node no longer allows what the fence is about to do: each is a fact about the node, said
 /// as it is (a Node that disappeared is not "a machine that is not this node").
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -140,6 +140,26 @@ fn a_release_stands_from_its_record_until_coroner_ends_it_for_the_on_or_the_node
 }
 
 #[test]
+fn an_attested_record_still_releasing_stands_only_with_its_taint_on_the_node() {
+    let mut unconfirmed = released();
+    let release = unconfirmed.evidence.as_mut().and_then(|e| e.release.as_mut()).unwrap();
+    release.kind = crate::api::ReleaseKind::OperatorAttested;
+    release.attestation = Some(crate::api::AttestationEvidence {
+        name: "worker-1-abcde".into(),
+        uid: "a-1".into(),
+        attested_by: "alice".into(),
+        reason: "dark rack".into(),
+        attested_at: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(t(0)),
+        state: crate::api::AttestedReleaseState::Releasing,
+    });
+    assert!(!release_stands(&unconfirmed, &node(false)), "its Node update never came: no release to guard");
+    assert!(release_stands(&unconfirmed, &node(true)), "its taint is on the Node: the update took effect");
+    let confirmed = unconfirmed.evidence.as_mut().and_then(|e| e.release.as_mut()).unwrap();
+    confirmed.attestation.as_mut().unwrap().state = crate::api::AttestedReleaseState::Released;
+    assert!(release_stands(&unconfirmed, &node(false)), "a confirmed record stands from its record (R4)");
+}
+
+#[test]
 fn an_approval_counts_only_for_the_release_it_names() {
     let id = id();
     assert_eq!(approval(Some(&id), None), Approval::None);
