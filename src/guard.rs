@@ -161,8 +161,20 @@ pub fn jittered(interval: StdDuration, uid: &str, read: u64) -> StdDuration {
     interval.mul_f64(0.9 + per_mille as f64 / 1000.0)
 }
 
-/// How long until the guard reads again (`None`: now).
-pub fn due(memory: &Memory, now: Mono, interval: StdDuration, uid: &str) -> Option<StdDuration> {
+/// How long until the guard reads again (`None`: now). A ForceOff the guard decided and left
+/// unanswered (a check before the request failed on the API server, the process died) makes it due
+/// at once: the error policy's retry reads again and decides again, rather than a whole interval
+/// later, which two such rounds in a row would stretch past the guard's bound (R2).
+pub fn due(
+    status: &CoronerRemediationStatus,
+    memory: &Memory,
+    now: Mono,
+    interval: StdDuration,
+    uid: &str,
+) -> Option<StdDuration> {
+    if unanswered_force_off(status) {
+        return None;
+    }
     let last = memory.guarded_at?;
     let next = last + jittered(interval, uid, memory.guard_reads);
     (next > now).then(|| next - now)
@@ -207,16 +219,18 @@ pub fn assess(status: &CoronerRemediationStatus, reading: &Result<PowerReading, 
 /// read after either (a glitch that ended) does not clear it, and the ForceOff goes (on a machine
 /// already off it changes nothing).
 pub fn with_sighting(status: &CoronerRemediationStatus, finding: &Finding, memory: &Memory) -> Finding {
-    let unanswered = status
-        .guard
-        .as_ref()
-        .and_then(|g| g.intent.as_ref())
-        .is_some_and(|i| i.action == PowerAction::ForceOff && i.result.is_none());
     match (finding, &memory.sighted_on) {
         (Finding::Off, Some(power)) => Finding::NotOff(power.clone()),
-        (Finding::Off, None) if unanswered => Finding::NotOff(PowerState::On),
+        (Finding::Off, None) if unanswered_force_off(status) => Finding::NotOff(PowerState::On),
         _ => finding.clone(),
     }
+}
+
+/// A guard ForceOff decided (its intent persisted) whose answer, or the reason it was not sent, is
+/// not recorded.
+fn unanswered_force_off(status: &CoronerRemediationStatus) -> bool {
+    let intent = status.guard.as_ref().and_then(|g| g.intent.as_ref());
+    intent.is_some_and(|i| i.action == PowerAction::ForceOff && i.result.is_none())
 }
 
 /// Why the guard cannot tell which machine an attested release left behind: it stays blind.

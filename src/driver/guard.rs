@@ -52,7 +52,7 @@ impl<W: World> Fence<'_, W> {
         }
         let interval = self.world.settings().guard_interval;
         let memory = self.remembered();
-        if let Some(wait) = crate::guard::due(&memory, self.world.mono(), interval, &self.uid) {
+        if let Some(wait) = crate::guard::due(&status, &memory, self.world.mono(), interval, &self.uid) {
             return Ok(Some(wait));
         }
         let identity = status.evidence.as_ref().and_then(|e| e.identity.as_ref());

@@ -1115,6 +1115,9 @@ impl<'a> Step<'a> {
         let Some((reason, message)) = self.ctx.hold_power_action else { return false };
         self.progress.last_error = Some(message.clone());
         self.enter(Phase::PoweringOff, *reason, format!("{message}; no power action yet"));
+        // Paced: the held step's own status write wakes the fence again at once, and the BMC must
+        // not be read at every such wake-up while the hold lasts.
+        self.memory.not_before = Some(self.ctx.mono + WAIT_RECHECK);
         self.requeue = Some(WAIT_RECHECK);
         true
     }

@@ -461,6 +461,17 @@ fn a_fresh_lease_holds_the_power_action_but_not_the_reading() {
 }
 
 #[test]
+fn a_held_fence_reads_the_bmc_again_only_at_its_recheck_not_at_every_wake_up() {
+    // Its own status write wakes it at once; a crash loop of leaders read the BMC every 100 ms so.
+    let node = node();
+    let hold = (Reason::NodeLeaseFresh, "coroner saw the node's Lease renewed 3s ago".to_owned());
+    let held = Context { hold_power_action: Some(&hold), ..ctx(1, &node) };
+    let waiting = State::from(&step(&spec(), &verified(&spec()), power(PowerState::On), held));
+    assert!(matches!(plan_of(&spec(), &waiting, ctx(1, &node)), Plan::Wait(_)), "woken by its own write");
+    assert!(matches!(plan_of(&spec(), &waiting, ctx(6, &node)), Plan::ReadPower { .. }), "at the recheck");
+}
+
+#[test]
 fn a_hold_that_never_lifts_ends_the_attempt_at_its_deadline() {
     // A slot held by a phase must always be freed: the wait counts against powerOffTimeout.
     let node = node();

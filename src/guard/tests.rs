@@ -301,9 +301,21 @@ fn the_guard_period_is_jittered_within_ten_percent_and_reproducible() {
         assert_eq!(period, jittered(interval, "uid-1", read));
     }
     let memory = Memory { guarded_at: Some(StdDuration::from_secs(100)), ..Memory::default() };
-    assert!(due(&memory, StdDuration::from_secs(101), interval, "uid-1").is_some());
-    assert_eq!(due(&memory, StdDuration::from_secs(112), interval, "uid-1"), None);
-    assert_eq!(due(&Memory::default(), StdDuration::ZERO, interval, "uid-1"), None, "never read: now");
+    let status = released();
+    assert!(due(&status, &memory, StdDuration::from_secs(101), interval, "uid-1").is_some());
+    assert_eq!(due(&status, &memory, StdDuration::from_secs(112), interval, "uid-1"), None);
+    assert_eq!(due(&status, &Memory::default(), StdDuration::ZERO, interval, "uid-1"), None, "never read: now");
+}
+
+#[test]
+fn a_guard_force_off_left_unanswered_makes_the_guard_read_again_at_once() {
+    let interval = StdDuration::from_secs(10);
+    let memory = Memory { guarded_at: Some(StdDuration::from_secs(100)), ..Memory::default() };
+    let mono = StdDuration::from_secs(101);
+    assert_eq!(due(&first_intent(), &memory, mono, interval, "uid-1"), None, "a check before the request failed");
+    let mut answered = first_intent();
+    answered.guard.as_mut().and_then(|g| g.intent.as_mut()).unwrap().result = Some("HTTP 204".into());
+    assert!(due(&answered, &memory, mono, interval, "uid-1").is_some(), "answered: the interval paces it");
 }
 
 #[test]

@@ -335,6 +335,16 @@ impl Scenario {
             + 40 * SECOND
     }
 
+    /// How long a crash loop may keep a power-action slot (docs/safety.md, Crash safety): no process
+    /// lives to see a deadline on its own clock, so each attempt ends on the wall clock at twice
+    /// `powerOffTimeout`, once a leader lives long enough to write it (the 40 s of slack, per attempt).
+    pub fn crash_loop_slot_bound(&self) -> Micros {
+        let micros = |d: Duration| d.get().as_micros() as Micros;
+        let spec = &self.spec;
+        i64::from(spec.retry.count)
+            * (2 * micros(spec.power_off_timeout) + 2 * micros(spec.retry.interval) + 40 * SECOND)
+    }
+
     /// `settle` and `pollInterval`: the defaults in most seeds, settles of a minute and more (longer
     /// than a client's life) in a few, with a `powerOffTimeout` that can hold them.
     fn draw_timing(rng: &mut fastrand::Rng, spec: &mut CoronerRemediationSpec) {
