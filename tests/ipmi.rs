@@ -46,7 +46,7 @@ fn client(peer: &Peer) -> IpmiClient {
 }
 
 fn sim(layout: GuidLayout, power_on: bool) -> IpmiSim {
-    IpmiSim::start(&SimSpec { guid: Some(*Guid::of(node(), layout).as_bytes()), power_on })
+    IpmiSim::start(&SimSpec { guid: Some(*Guid::of(node(), layout).as_bytes()), power_on, power_file: None })
 }
 
 fn pyghmi(layout: GuidLayout) -> Pyghmi {
@@ -439,7 +439,7 @@ async fn every_operation_takes_milliseconds_on_loopback() {
 #[tokio::test]
 async fn ipmi_sim_without_a_guid_offers_no_rmcp_plus_and_is_refused_before_a_session() {
     // OpenIPMI clears the IPMI v2.0 bits of its authentication capabilities when no GUID is set.
-    let sim = IpmiSim::start(&SimSpec { guid: None, power_on: true });
+    let sim = IpmiSim::start(&SimSpec { guid: None, power_on: true, power_file: None });
     let error = client(&sim.0).identity().await.unwrap_err();
     assert!(matches!(error, IpmiError::NotIpmiV2 { .. }), "{error:?}");
     assert_eq!((error.category(), error.reason()), ("not-ipmi-v2", Reason::BmcProtocolError));
@@ -519,7 +519,11 @@ async fn the_fence_loop_proves_an_ipmi_machine_off_through_its_guid_in_the_layou
 #[tokio::test]
 async fn an_ipmi_guid_that_is_another_machine_s_is_refused_with_no_power_action() {
     let other = Uuid::parse_str("4c4c4544-0042-3510-8058-b4c04f4e9999").unwrap();
-    let sim = IpmiSim::start(&SimSpec { guid: Some(*Guid::of(other, GuidLayout::Ipmi).as_bytes()), power_on: true });
+    let sim = IpmiSim::start(&SimSpec {
+        guid: Some(*Guid::of(other, GuidLayout::Ipmi).as_bytes()),
+        power_on: true,
+        power_file: None,
+    });
     let (status, _) = fence_over_ipmi(&sim.0, coroner::api::FenceAction::Off).await;
     let (state, reason, _) = succeeded(&status);
     assert_eq!((state.as_str(), reason.as_str()), ("False", "IdentityMismatch"));

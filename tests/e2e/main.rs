@@ -22,7 +22,9 @@
 //!   s. bootID continuity: a BMC that lies (accepts ForceOff, does nothing, reads Off) gets its node
 //!      released; back with its old bootID, it is `FenceDidNotTakeEffect` on the Node;
 //!   t. the node labelled `remediation.medik8s.io/exclude-from-remediation` mid-fence (a slow BMC,
-//!      between admission and the ForceOff): no reset at all, `NodeExcluded`.
+//!      between admission and the ForceOff): no reset at all, `NodeExcluded`;
+//!   v. a machine whose BMC speaks only IPMI (ipmi_sim, its GUID in the IPMI layout) is fenced through
+//!      NHC: its GUID proven in the session, powered down, released, powered up, back Ready.
 //!
 //! `make e2e ONLY=c,o` runs only those scenarios (by letter, see `SCENARIOS`), in the same world.
 
@@ -289,7 +291,7 @@ async fn setup(world: &mut World) {
 
 /// The scenarios in the order they run, by the letter `make e2e ONLY=…` names them with. Scenario f
 /// (checks over the whole run) always runs last.
-const SCENARIOS: [(char, &str); 19] = [
+const SCENARIOS: [(char, &str); 20] = [
     ('a', "partitioned node fenced, pods moved, rebooted"),
     ('b', "wrong mapping refused, escalation refused too, and NHC skips a failed template"),
     ('c', "unreachable BMC fails after retry.count; once fixed, deleting it retries; uninstall refused while fenced"),
@@ -309,6 +311,7 @@ const SCENARIOS: [(char, &str); 19] = [
     ('s', "bootID continuity: a lying BMC's node back with its old bootID is FenceDidNotTakeEffect"),
     ('t', "a node excluded mid-fence gets no reset: NodeExcluded"),
     ('u', "a leader stopped while its caches fill still exits"),
+    ('v', "an IPMI machine (ipmi_sim) fenced through NHC: GUID proven, powered down, released, powered up"),
 ];
 
 /// `CORONER_E2E_ONLY=a,c` (`make e2e ONLY=a,c`): the scenarios to run; all when unset or empty.
@@ -349,7 +352,8 @@ async fn suite() {
             'r' => scenario_r(&mut world).await,
             's' => scenario_s(&world).await,
             't' => scenario_t(&world).await,
-            _ => scenario_u(&mut world).await,
+            'u' => scenario_u(&mut world).await,
+            _ => scenario_v(&mut world).await,
         }
         timings.push(format!("{name}: {:.1?}", scenario_started.elapsed()));
     }
@@ -1898,4 +1902,70 @@ async fn scenario_t(world: &World) {
     nodes.patch(node, &PatchParams::default(), &Patch::Merge(&unlabel)).await.unwrap();
     world.node(node).heal();
     wait_remediations_gone(world, node).await;
+}
+
+async fn scenario_v(world: &mut World) {
+    let node = "v-1";
+    world
+        .add_ipmi_node(
+            node,
+            &uuid(121),
+            coroner::ipmi::GuidLayout::Ipmi,
+            &[(POOL, "ipmi"), (NAME, node), ("e2e.coroner.dev/worker", "")],
+        )
+        .await;
+    wait_for(&format!("{node} Ready"), SHORT, || async {
+        (ready(world, node).await.as_deref() == Some("True")).then_some(())
+    })
+    .await;
+    world
+        .create_nhc(json!({
+            "apiVersion": "remediation.medik8s.io/v1alpha1", "kind": "NodeHealthCheck",
+            "metadata": {"name": "e2e-ipmi"},
+            "spec": {"selector": {"matchLabels": {POOL: "ipmi"}},
+                     "unhealthyConditions": [{"type": "Ready", "status": "Unknown", "duration": "2s"}],
+                     "maxUnhealthy": 1, "remediationTemplate": template_ref("coroner-reboot")},
+        }))
+        .await;
+    let old_boot = boot_id(world, node).await;
+    let cut = Instant::now();
+    world.ipmi_nodes[node].partition();
+    log(format!("{node}: network cut (heartbeats stop, power stays on)"));
+    let created = wait_remediation(world, node, "NHC creates a CoronerRemediation", SHORT, |_| true).await;
+    log(format!("{node}: NHC created {} after {:.1?}", created.name_any(), cut.elapsed()));
+    wait_for(&format!("{node}: machine really off"), LONG, || async {
+        (world.ipmi_nodes[node].bmc.0.power() == "Off").then_some(())
+    })
+    .await;
+    let off_after = cut.elapsed();
+    let fenced =
+        wait_remediation(world, node, "Succeeded=True", LONG, |r| succeeded(r).is_some_and(|s| s.0 == "True")).await;
+    let fenced_after = cut.elapsed();
+    world.ipmi_nodes[node].heal();
+    let evidence = fenced.status.as_ref().unwrap().evidence.clone().unwrap();
+    let identity = evidence.identity.unwrap();
+    assert_eq!(identity.node_uuid, uuid(121), "{identity:?}");
+    assert!(identity.endpoint.starts_with("ipmi://127.0.0.1:"), "{identity:?}");
+    assert!(!identity.tls_verified, "IPMI has no TLS: {identity:?}");
+    let power_off = evidence.power_off.unwrap();
+    assert!(power_off.proof.is_some() && power_off.proven_at.is_some(), "{power_off:?}");
+    assert!(evidence.release.is_some_and(|r| r.taint_owned && r.node_ready == "Unknown"));
+    let recovered = wait_for(&format!("{node} Ready with a new bootID"), LONG, || async {
+        let boot = boot_id(world, node).await;
+        (ready(world, node).await.as_deref() == Some("True") && boot != old_boot && !boot.is_empty()).then_some(boot)
+    })
+    .await;
+    wait_remediations_gone(world, node).await;
+    let keys = taint_keys(world, node).await;
+    assert!(
+        !keys.iter().any(|k| k.starts_with("coroner.dev/") || k == "node.kubernetes.io/out-of-service"),
+        "{keys:?}"
+    );
+    // Chassis Control power down, then power up: nothing else ever reaches the chassis.
+    let controls = world.ipmi_nodes[node].bmc.controls();
+    assert_eq!(controls, ["set power 0", "set power 1"], "{controls:?}");
+    log(format!(
+        "{node}: IPMI fence: machine off after {off_after:.1?}, released (Succeeded=True) after {fenced_after:.1?}, back Ready with bootID {recovered} after {:.1?}; chassis controls {controls:?}",
+        cut.elapsed()
+    ));
 }

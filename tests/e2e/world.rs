@@ -22,8 +22,14 @@ use kube::{
 };
 use serde_json::json;
 
-use crate::support::machine::{Machine, MachineSpec, PASSWORD, USER, peers, repo};
-use coroner::api::{BmcBinding, BmcBindingSpec, CaBundleKind, CaBundleRef, RedfishTarget, SecretRef, TlsPolicy};
+use crate::support::{
+    ipmi::{IpmiSim, SimSpec},
+    machine::{Machine, MachineSpec, PASSWORD, USER, peers, repo},
+};
+use coroner::{
+    api::{BmcBinding, BmcBindingSpec, CaBundleKind, CaBundleRef, IpmiTarget, RedfishTarget, SecretRef, TlsPolicy},
+    ipmi::{Guid, GuidLayout},
+};
 
 pub const CORONER_NS: &str = "coroner-system";
 pub const NHC_NS: &str = "nhc-system";
@@ -175,12 +181,32 @@ impl SimNode {
     }
 }
 
+/// One machine whose BMC is OpenIPMI's `ipmi_sim`: its chassis control writes the power-state file
+/// the node agent reads, so the machine runs while ipmi_sim says it is on.
+pub struct IpmiNode {
+    pub dir: PathBuf,
+    pub bmc: IpmiSim,
+    agent: Process,
+}
+
+impl IpmiNode {
+    pub fn partition(&self) {
+        fs::write(self.dir.join("partition"), "").expect("write partition file");
+    }
+
+    pub fn heal(&self) {
+        let _ = fs::remove_file(self.dir.join("partition"));
+    }
+}
+
 pub struct World {
     pub dir: PathBuf,
     pub bin: PathBuf,
     pub kubeconfig: PathBuf,
     pub client: Client,
     pub nodes: BTreeMap<String, SimNode>,
+    /// Machines whose BMC speaks IPMI (ipmi_sim), with their node agents.
+    pub ipmi_nodes: BTreeMap<String, IpmiNode>,
     pub coroners: Vec<Replica>,
     pub coroner_runs: u32,
     nhc: Option<Process>,
@@ -225,6 +251,7 @@ impl World {
             kubeconfig,
             client,
             nodes: BTreeMap::new(),
+            ipmi_nodes: BTreeMap::new(),
             coroners: Vec::new(),
             coroner_runs: 0,
             nhc: None,
@@ -591,6 +618,50 @@ impl World {
         self.nodes.insert(name.to_owned(), SimNode { name: name.to_owned(), dir, machine, spec, agent });
     }
 
+    /// Adds a machine whose BMC is ipmi_sim presenting `uuid` as its System GUID in `layout`, its
+    /// node agent, a Secret and a BmcBinding with `spec.ipmi`.
+    pub async fn add_ipmi_node(&mut self, name: &str, uuid: &str, layout: GuidLayout, labels: &[(&str, &str)]) {
+        let dir = self.dir.join("nodes").join(name);
+        fs::create_dir_all(&dir).expect("node dir");
+        let guid = Guid::of(uuid::Uuid::parse_str(uuid).expect("uuid"), layout);
+        let spec = SimSpec { guid: Some(*guid.as_bytes()), power_on: true, power_file: Some(dir.join("power-state")) };
+        let bmc = IpmiSim::start(&spec);
+        let labels: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let mut command = Command::new(self.bin.join("node-agent"));
+        command
+            .arg(format!("--kubeconfig={}", self.kubeconfig.display()))
+            .arg(format!("--node={name}"))
+            .arg(format!("--system-uuid={uuid}"))
+            .arg(format!("--power-state-file={}", dir.join("power-state").display()))
+            .arg(format!("--partition-file={}", dir.join("partition").display()))
+            .arg(format!("--labels={}", labels.join(",")));
+        let agent = Process::spawn(&format!("agent-{name}"), command, &dir.join("agent.log"));
+        let secret_name = format!("{name}-bmc");
+        let secrets: Api<Secret> = Api::namespaced(self.client.clone(), CORONER_NS);
+        let secret: Secret = serde_json::from_value(json!({
+            "metadata": {"name": secret_name},
+            "stringData": {"username": USER, "password": PASSWORD},
+        }))
+        .expect("secret");
+        secrets.create(&PostParams::default(), &secret).await.expect("create Secret");
+        let spec = BmcBindingSpec {
+            node_name: name.to_owned(),
+            redfish: None,
+            ipmi: Some(IpmiTarget {
+                address: "127.0.0.1".into(),
+                port: Some(bmc.0.port),
+                cipher_suite: None,
+                privilege: None,
+            }),
+            credentials_secret_ref: SecretRef { name: secret_name },
+            tls: None,
+        };
+        let bindings: Api<BmcBinding> = Api::namespaced(self.client.clone(), CORONER_NS);
+        bindings.create(&PostParams::default(), &BmcBinding::new(name, spec)).await.expect("create BmcBinding");
+        log(format!("{name}: an IPMI machine (ipmi_sim on UDP {}, GUID in the {layout:?} layout)", bmc.0.port));
+        self.ipmi_nodes.insert(name.to_owned(), IpmiNode { dir, bmc, agent });
+    }
+
     /// Creates the BmcBinding `binding` for node `node` pointing at `machine`'s BMC.
     pub async fn bind(&self, binding: &str, node: &str, machine: &Machine) {
         let secrets: Api<Secret> = Api::namespaced(self.client.clone(), CORONER_NS);
@@ -644,6 +715,10 @@ impl World {
         for node in self.nodes.values_mut() {
             node.agent.kill("TERM");
             node.machine.stop();
+        }
+        for node in self.ipmi_nodes.values_mut() {
+            node.agent.kill("TERM");
+            node.bmc.0.kill();
         }
         let _ =
             Command::new(repo().join("tests/harness/cluster.sh")).arg("down").arg(self.dir.join("cluster")).status();

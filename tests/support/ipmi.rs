@@ -31,6 +31,8 @@ pub struct Peer {
     child: Child,
     pub port: u16,
     pub dir: PathBuf,
+    /// Where the peer keeps the machine's power, `On` or `Off`.
+    power_file: PathBuf,
     _tmp: tempfile::TempDir,
 }
 
@@ -58,7 +60,7 @@ impl Peer {
 
     /// The machine's power as the peer keeps it: `On` or `Off`.
     pub fn power(&self) -> String {
-        std::fs::read_to_string(self.dir.join("power")).unwrap_or_default().trim().to_owned()
+        std::fs::read_to_string(&self.power_file).unwrap_or_default().trim().to_owned()
     }
 
     fn log_lines(&self, file: &str) -> Vec<String> {
@@ -78,6 +80,9 @@ pub struct SimSpec {
     /// GUID is then not supported).
     pub guid: Option<[u8; 16]>,
     pub power_on: bool,
+    /// Where the machine's power is kept (a node agent's power-state file); a file of the peer's
+    /// own directory unless set.
+    pub power_file: Option<PathBuf>,
 }
 
 /// `ipmi_sim` with a LAN channel on 127.0.0.1, user `USER`/`PASSWORD` (admin), cipher suites as
@@ -90,7 +95,8 @@ impl IpmiSim {
         let tmp = tempfile::tempdir().expect("temp dir");
         let dir = tmp.path().to_owned();
         let port = free_udp_port();
-        std::fs::write(dir.join("power"), if spec.power_on { "On\n" } else { "Off\n" }).unwrap();
+        let power_file = spec.power_file.clone().unwrap_or_else(|| dir.join("power"));
+        std::fs::write(&power_file, if spec.power_on { "On\n" } else { "Off\n" }).unwrap();
         // ipmi_sim asks `SCRIPT 0x20 get power` (answer `power:1|0`) and runs `SCRIPT 0x20 set power 0|1`.
         let script = dir.join("chassis_control.sh");
         std::fs::write(
@@ -98,16 +104,18 @@ impl IpmiSim {
             format!(
                 r#"#!/bin/sh
 dir='{dir}'
+power='{power}'
 case "$2" in
-  get) if [ "$(cat "$dir/power")" = On ]; then echo power:1; else echo power:0; fi ;;
+  get) if [ "$(cat "$power")" = On ]; then echo power:1; else echo power:0; fi ;;
   set) if [ "$3" = power ]; then
          if [ "$4" = 1 ]; then state=On; else state=Off; fi
-         echo "$state" > "$dir/power.tmp" && mv "$dir/power.tmp" "$dir/power"
+         echo "$state" > "$power.tmp" && mv "$power.tmp" "$power"
          echo "set power $4" >> "$dir/control.log"
        fi ;;
 esac
 "#,
-                dir = dir.display()
+                dir = dir.display(),
+                power = power_file.display()
             ),
         )
         .unwrap();
@@ -152,7 +160,7 @@ set_working_mc 0x20
             .stderr(std::fs::File::create(dir.join("ipmi_sim.log")).unwrap())
             .spawn()
             .expect("start ipmi_sim");
-        let peer = Peer { child, port, dir, _tmp: tmp };
+        let peer = Peer { child, port, dir, power_file, _tmp: tmp };
         wait_bound(&peer);
         Self(peer)
     }
@@ -259,7 +267,8 @@ impl Pyghmi {
                 _ => panic!("ipmi_bmc.py on port {port} exited before it was ready"),
             }
         }
-        Self(Peer { child, port, dir, _tmp: tmp })
+        let power_file = dir.join("power");
+        Self(Peer { child, port, dir, power_file, _tmp: tmp })
     }
 
     /// The BMC's log (see ipmi_bmc.py).
