@@ -543,12 +543,28 @@ pub fn layout_of_path(path: &str) -> Option<GuidLayout> {
 
 /// One reading of the chassis: its GUID spelled in `layout`, and its power.
 fn chassis_reading(identity: IpmiIdentity, power: PowerState, layout: GuidLayout) -> SystemReading {
+    chassis_system(identity.rakp2_guid, power, layout)
+}
+
+/// A chassis whose GUID is `guid` as the fence sees it: spelled in `layout`, at the path that names
+/// the layout.
+pub fn chassis_system(guid: Guid, power: PowerState, layout: GuidLayout) -> SystemReading {
     SystemReading {
         id: "chassis".into(),
         path: format!("{PATH_PREFIX}{layout}"),
-        uuid: identity.rakp2_guid.spell(layout).to_string(),
+        uuid: guid.spell(layout).to_string(),
         power_state: power,
         reset_target: None,
+    }
+}
+
+/// The layout discovery reads a chassis in: the pinned path's, else the first in which the GUID
+/// spells the node's systemUUID. When none does, any spelling is refused by the UUID rule as a
+/// mismatch.
+pub fn discovery_layout(guid: &Guid, pinned: Option<&str>, node_uuid: &str) -> GuidLayout {
+    match pinned.and_then(layout_of_path) {
+        Some(layout) => layout,
+        None => guid.matches(node_uuid).first().copied().unwrap_or(GuidLayout::Rfc4122),
     }
 }
 
@@ -623,11 +639,7 @@ impl crate::driver::ports::Target for IpmiClient {
         node_uuid: &str,
     ) -> Result<Result<SystemReading, crate::identity::IdentityRefusal>, crate::bmc::BmcError> {
         let (identity, power) = self.identity_and_power().await?;
-        let layout = match pinned.and_then(layout_of_path) {
-            Some(layout) => layout,
-            // No layout spells the node: any spelling is refused by the UUID rule as a mismatch.
-            None => identity.matches(node_uuid).first().copied().unwrap_or(GuidLayout::Rfc4122),
-        };
+        let layout = discovery_layout(&identity.rakp2_guid, pinned, node_uuid);
         Ok(Ok(chassis_reading(identity, power, layout)))
     }
 
@@ -663,6 +675,20 @@ mod tests {
 
     fn config() -> IpmiConfig {
         IpmiConfig::new("127.0.0.1", "admin", Password::new("s3cret-pw".into()))
+    }
+
+    #[test]
+    fn discovery_reads_the_pinned_layout_else_the_first_that_spells_the_node() {
+        let node = "4c4c4544-0042-3510-8058-b4c04f4e3232";
+        let uuid = uuid::Uuid::parse_str(node).unwrap();
+        let held = Guid::of(uuid, GuidLayout::Smbios);
+        assert_eq!(discovery_layout(&held, None, node), GuidLayout::Smbios);
+        let pinned = format!("{PATH_PREFIX}ipmi");
+        assert_eq!(discovery_layout(&held, Some(&pinned), node), GuidLayout::Ipmi, "the recorded layout, always");
+        let other = "11111111-2222-3333-4444-555555555555";
+        assert_eq!(discovery_layout(&held, None, other), GuidLayout::Rfc4122, "none spells it: refused later");
+        let reading = chassis_system(held, PowerState::On, GuidLayout::Smbios);
+        assert_eq!((reading.uuid.as_str(), reading.path), (node, format!("{PATH_PREFIX}smbios")));
     }
 
     #[test]

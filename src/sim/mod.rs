@@ -754,8 +754,15 @@ impl Run {
         let _ = writeln!(out, "seed {} broke an invariant: {why}", s.seed);
         let _ = writeln!(
             out,
-            "schedule: death {:?}, BMC {:?}, action {:?}, strategy {:?}, expect {:?} (excused by {:?}), NHC timeout {:?}",
-            s.death, s.bmc, s.spec.action, s.spec.remediation_strategy, s.expect, s.excuses, s.nhc_timeout
+            "schedule: death {:?}, BMC {:?}{}, action {:?}, strategy {:?}, expect {:?} (excused by {:?}), NHC timeout {:?}",
+            s.death,
+            s.bmc,
+            s.ipmi.map(|layout| format!(" over IPMI (GUID held in the {layout} layout)")).unwrap_or_default(),
+            s.spec.action,
+            s.spec.remediation_strategy,
+            s.expect,
+            s.excuses,
+            s.nhc_timeout
         );
         let _ = writeln!(
             out,
@@ -884,7 +891,13 @@ fn build_world(truth: &mut Truth, scenario: &Scenario) {
         BmcKind::Clone => vec![system("1", spare, TARGET_UUID), system("2", target, TARGET_UUID)],
         _ => vec![system("1", target, TARGET_UUID)],
     };
-    let mut bmc = BmcModel::honest("https://bmc-1.example:443", target_systems);
+    // Over IPMI every BMC of the world speaks IPMI: a mistyped binding leads to another IPMI BMC.
+    let origin = |redfish: &str| match scenario.ipmi {
+        Some(_) => world::ipmi_origin_of(redfish),
+        None => redfish.to_owned(),
+    };
+    let mut bmc = BmcModel::honest(&origin("https://bmc-1.example:443"), target_systems);
+    bmc.ipmi = scenario.ipmi;
     match scenario.bmc {
         BmcKind::Slow => bmc.latency = (500 * MS, 3 * SECOND),
         BmcKind::Flaky => {
@@ -900,16 +913,18 @@ fn build_world(truth: &mut Truth, scenario: &Scenario) {
     if scenario.death == Death::PowerLossWithBmc {
         truth.set_bmc_alive(0, false);
     }
-    truth.bmcs.push(BmcModel::honest("https://bmc-2.example:443", vec![system("1", other, OTHER_UUID)]));
+    let mut second = BmcModel::honest(&origin("https://bmc-2.example:443"), vec![system("1", other, OTHER_UUID)]);
+    second.ipmi = scenario.ipmi;
+    truth.bmcs.push(second);
     // Where a mistyped endpoint leads: nothing answers there.
-    let mut nowhere = BmcModel::honest(world::NOWHERE, Vec::new());
+    let mut nowhere = BmcModel::honest(&origin(world::NOWHERE), Vec::new());
     nowhere.alive = false;
     truth.bmcs.push(nowhere);
     let target_origin =
         if scenario.bmc == BmcKind::Mismatch { "https://bmc-2.example:443" } else { "https://bmc-1.example:443" };
-    truth.add_binding(TARGET, TARGET, target_origin, None);
+    truth.add_binding(TARGET, TARGET, &origin(target_origin), None);
     // With Mismatch, the target's binding is a mistyped copy of the other node's.
-    truth.add_binding(OTHER, OTHER, "https://bmc-2.example:443", None);
+    truth.add_binding(OTHER, OTHER, &origin("https://bmc-2.example:443"), None);
     truth.add_pod(TARGET, "vm-a", false);
     truth.add_pod(TARGET, "agent", true);
     truth.attachments.insert(TARGET.into(), 1);

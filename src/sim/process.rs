@@ -29,10 +29,11 @@ use crate::{
     controller::LeaseTracker,
     driver::{
         ApiError, ApiResult, Local, LoopSettings, World,
-        ports::{Attestations, Clock, Cluster, Devices, Events, Leadership, NodeLeases, Nodes, Remediations},
+        ports::{Attestations, Clock, Cluster, Devices, Events, Leadership, NodeLeases, Nodes, Remediations, Target},
     },
     fence::Notice,
     gates::LeaseSighting,
+    ipmi::{Guid, GuidLayout},
     leader,
     telemetry::Metrics,
 };
@@ -115,7 +116,7 @@ pub struct Process {
     pub tracker: LeaseTracker,
     /// Devices by binding UID, with the binding resourceVersion and when they were built (the
     /// production client cache: reused for 60 s while the binding is unchanged).
-    clients: Mutex<BTreeMap<String, (String, Micros, SimDevice, u64)>>,
+    clients: Mutex<BTreeMap<String, (String, Micros, SimTarget, u64)>>,
     /// What the loop keeps in memory in this process.
     pub local: Local,
     /// Its last successful leader Lease renewal: the term, when it was sent on this process's clock
@@ -397,9 +398,9 @@ impl Events for Process {
 }
 
 impl Devices for Process {
-    type Target = SimDevice;
+    type Target = SimTarget;
 
-    async fn target(&self, binding: &BmcBinding) -> ApiResult<Result<(SimDevice, u64), Unusable>> {
+    async fn target(&self, binding: &BmcBinding) -> ApiResult<Result<(SimTarget, u64), Unusable>> {
         let uid = binding.uid().unwrap_or_default();
         let version = binding.resource_version().unwrap_or_default();
         let now = self.shared.sched.now();
@@ -423,6 +424,10 @@ impl Devices for Process {
             return Ok(Err(Unusable::new(binding, cause)));
         };
         let device = SimDevice { shared: self.shared.clone(), pid: self.pid, bmc, credentials };
+        let device = match self.shared.with(|t| t.bmcs[bmc].ipmi) {
+            Some(_) => SimTarget::Ipmi(device),
+            None => SimTarget::Redfish(device),
+        };
         // The production client's device digest (P2): the same endpoint and credential values are
         // the same device, however often the client is rebuilt.
         let values = crate::bmc::Credentials {
@@ -459,6 +464,56 @@ pub struct SimDevice {
     bmc: usize,
     /// The credentials version this client was built with.
     credentials: u32,
+}
+
+/// A binding's power target in the simulator: a Redfish service (through the one Redfish adapter,
+/// as the real client is), or an IPMI BMC's chassis as [`crate::ipmi::IpmiClient`] presents it. The
+/// world never moves a machine behind a BMC, so the in-session GUID check the real client makes
+/// before a Chassis Control always passes here.
+#[derive(Clone)]
+pub enum SimTarget {
+    Redfish(SimDevice),
+    Ipmi(SimDevice),
+}
+
+impl Target for SimTarget {
+    fn origin(&self) -> String {
+        match self {
+            Self::Redfish(device) | Self::Ipmi(device) => Bmc::origin(device),
+        }
+    }
+
+    async fn find(
+        &self,
+        pinned: Option<&str>,
+        node_uuid: &str,
+    ) -> Result<Result<SystemReading, crate::identity::IdentityRefusal>, BmcError> {
+        match self {
+            Self::Redfish(device) => Target::find(device, pinned, node_uuid).await,
+            Self::Ipmi(device) => {
+                let layout = pinned.and_then(crate::ipmi::layout_of_path);
+                device.chassis(layout, Some(node_uuid.to_owned())).await.map(Ok)
+            }
+        }
+    }
+
+    async fn read(&self, path: &str) -> Result<SystemReading, BmcError> {
+        match self {
+            Self::Redfish(device) => Target::read(device, path).await,
+            Self::Ipmi(device) => match crate::ipmi::layout_of_path(path) {
+                Some(layout) => device.chassis(Some(layout), None).await,
+                None => Err(BmcError::Protocol { path: path.to_owned(), problem: "not an IPMI chassis path".into() }),
+            },
+        }
+    }
+
+    async fn act(&self, system: &SystemReading, reset: ResetType) -> Result<u16, BmcError> {
+        match self {
+            Self::Redfish(device) => Target::act(device, system, reset).await,
+            // IPMI's normal completion code.
+            Self::Ipmi(device) => device.reset(system, reset).await.map(|_| 0),
+        }
+    }
 }
 
 impl SimDevice {
@@ -599,8 +654,58 @@ impl SimDevice {
     }
 
     fn find_system(truth: &Truth, bmc: usize, path_or_id: &str) -> Option<usize> {
+        // An IPMI BMC has one chassis: its first system, at the path of any layout.
+        if truth.bmcs[bmc].ipmi.is_some() {
+            return crate::ipmi::layout_of_path(path_or_id).filter(|_| !truth.bmcs[bmc].systems.is_empty()).map(|_| 0);
+        }
         let id = path_or_id.trim_end_matches('/').rsplit('/').next().unwrap_or_default();
         truth.bmcs[bmc].systems.iter().position(|s| s.id == id)
+    }
+
+    /// One reading of an IPMI BMC's chassis, retried on transient errors: its GUID (the bytes the
+    /// firmware holds for the machine's UUID) spelled in `layout`, or for discovery in the layout
+    /// the production client chooses ([`crate::ipmi::discovery_layout`]).
+    async fn chassis(&self, layout: Option<GuidLayout>, node_uuid: Option<String>) -> Result<SystemReading, BmcError> {
+        let mut attempt = 0;
+        let read_from = self.shared.sched.now();
+        loop {
+            match self.chassis_once(layout, node_uuid.clone(), read_from).await {
+                Err(e) if e.is_transient() && attempt < self.shared.bmc_read_retries => {
+                    self.shared.sched.sleep(250_000 * 2i64.pow(attempt)).await;
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn chassis_once(
+        &self,
+        layout: Option<GuidLayout>,
+        node_uuid: Option<String>,
+        read_from: Micros,
+    ) -> Result<SystemReading, BmcError> {
+        let bmc = self.bmc;
+        let asked = layout.map_or_else(|| "ipmi:chassis".to_owned(), |l| format!("{}{l}", crate::ipmi::PATH_PREFIX));
+        self.request(false, &asked.clone(), Some(read_from), move |t, _| {
+            let held = t.bmcs[bmc].ipmi.unwrap_or(GuidLayout::Rfc4122);
+            let uuid = t.bmcs[bmc].systems.first().and_then(|s| uuid::Uuid::parse_str(&s.uuid).ok());
+            let Some(uuid) = uuid else {
+                let problem = "no chassis behind this BMC".to_owned();
+                return (Err(BmcError::Protocol { path: asked, problem }), Look::error());
+            };
+            let (reading, mut look) = Self::reading(t, (bmc, 0));
+            let guid = Guid::of(uuid, held);
+            let layout = layout.unwrap_or_else(|| {
+                crate::ipmi::discovery_layout(&guid, None, node_uuid.as_deref().unwrap_or_default())
+            });
+            let reading = crate::ipmi::chassis_system(guid, reading.power_state, layout);
+            if let Answered::System { uuid, .. } = &mut look.said {
+                *uuid = reading.uuid.clone();
+            }
+            (Ok(reading), look)
+        })
+        .await
     }
 
     async fn system_once(&self, path_or_id: &str, read_from: Micros) -> Result<SystemReading, BmcError> {

@@ -6,7 +6,10 @@ use super::{
     exec::{MS, Micros, SECOND},
     process::Faults,
 };
-use crate::api::{CoronerRemediationSpec, Duration, FenceAction, GuardPolicy, Phase, RemediationStrategy, Retry};
+use crate::{
+    api::{CoronerRemediationSpec, Duration, FenceAction, GuardPolicy, Phase, RemediationStrategy, Retry},
+    ipmi::GuidLayout,
+};
 
 /// How the node stopped reporting.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -143,6 +146,9 @@ pub struct Scenario {
     pub spec: CoronerRemediationSpec,
     pub death: Death,
     pub bmc: BmcKind,
+    /// The node's BMC (and the other node's) speaks IPMI, its firmware holding the System GUID in
+    /// this layout; Redfish when `None`.
+    pub ipmi: Option<GuidLayout>,
     pub faults: Faults,
     pub events: Vec<(When, Event)>,
     /// NHC stamps `nhc-timed-out` this long after creating the remediation.
@@ -320,8 +326,14 @@ impl Scenario {
         if more.f64() < 0.04 {
             events.push((When::At(0), Event::ApprovePowerOn));
         }
+        // IPMI: one chassis per BMC, whose power is a bit (no transitional or unknown state); the
+        // GUID's layouts are its byte orders (a GUID that spells the node in none is refused).
+        let single =
+            matches!(bmc, BmcKind::Honest | BmcKind::Slow | BmcKind::Flaky | BmcKind::LiesOff | BmcKind::Mismatch);
+        let ipmi = (single && more.u8(..6) == 0).then(|| *pick(&mut more, &GuidLayout::ALL));
         let (expect, excuses) = Self::expectation(death, bmc, &events, &faults);
-        Self { seed, spec, death, bmc, faults, events, nhc_timeout, expect, excuses, horizon: 600 * SECOND + 500 * MS }
+        let horizon = 600 * SECOND + 500 * MS;
+        Self { seed, spec, death, bmc, ipmi, faults, events, nhc_timeout, expect, excuses, horizon }
     }
 
     /// How long after the last leader started the fence must have ended: the Lease's freshness wait,

@@ -26,6 +26,7 @@ fn explore(seeds: Vec<u64>) -> Vec<String> {
             .collect();
         handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
     });
+    let ipmi = seeds.iter().filter(|seed| super::scenario::Scenario::generate(**seed).ipmi.is_some()).count();
     let (mut calls, mut crashes, mut faults) = (0u64, 0u64, 0u64);
     let mut failures = Vec::new();
     for outcome in &results {
@@ -44,7 +45,7 @@ fn explore(seeds: Vec<u64>) -> Vec<String> {
     // Printed past the test harness's capture: the budget's numbers are part of every run's output.
     let _ = writeln!(
         std::io::stderr(),
-        "sim: explored {} schedules, {calls} calls, {crashes} crashes injected, {faults} faults in {:.1}s",
+        "sim: explored {} schedules ({ipmi} over IPMI), {calls} calls, {crashes} crashes injected, {faults} faults in {:.1}s",
         results.len(),
         started.elapsed().as_secs_f64()
     );

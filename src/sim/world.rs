@@ -20,11 +20,12 @@ use super::exec::{Micros, SECOND};
 use crate::{
     api::{
         BmcBinding, BmcBindingSpec, BmcBindingStatus, CoronerAttestation, CoronerAttestationSpec,
-        CoronerAttestationStatus, CoronerRemediation, CoronerRemediationSpec, CoronerRemediationStatus, RedfishTarget,
-        SecretRef, TlsPolicy, conditions,
+        CoronerAttestationStatus, CoronerRemediation, CoronerRemediationSpec, CoronerRemediationStatus, IpmiPrivilege,
+        IpmiTarget, RedfishTarget, SecretRef, TlsPolicy, conditions,
     },
     contract,
     driver::{ApiError, ApiResult},
+    ipmi::GuidLayout,
     taints::CoronerTaint,
 };
 
@@ -128,6 +129,9 @@ pub struct BmcModel {
     pub timeout_rate: f64,
     /// How long a reset takes to take effect.
     pub reset_delay: (Micros, Micros),
+    /// An IPMI BMC (one chassis, its first system) whose firmware holds the System GUID in this
+    /// layout; a Redfish service when `None`.
+    pub ipmi: Option<GuidLayout>,
 }
 
 impl BmcModel {
@@ -142,6 +146,7 @@ impl BmcModel {
             error_rate: 0.0,
             timeout_rate: 0.0,
             reset_delay: (100_000, 1_500_000),
+            ipmi: None,
         }
     }
 }
@@ -499,20 +504,30 @@ impl Truth {
         self.leases.insert(name.into(), Some(stale));
     }
 
+    /// A binding of `node` to the BMC at `origin`: an IPMI one for an `ipmi://host:port` origin, a
+    /// Redfish one otherwise.
     pub fn add_binding(&mut self, name: &str, node: &str, origin: &str, system_id: Option<&str>) {
-        let mut binding = BmcBinding::new(
-            name,
-            BmcBindingSpec {
+        let credentials_secret_ref = SecretRef { name: format!("{name}-credentials") };
+        let spec = match ipmi_address(origin) {
+            Some((address, port)) => BmcBindingSpec {
+                node_name: node.into(),
+                redfish: None,
+                ipmi: Some(IpmiTarget { address, port, cipher_suite: None, privilege: None }),
+                credentials_secret_ref,
+                tls: None,
+            },
+            None => BmcBindingSpec {
                 node_name: node.into(),
                 redfish: Some(RedfishTarget {
                     endpoint: format!("{origin}/redfish/v1"),
                     system_id: system_id.map(str::to_owned),
                 }),
                 ipmi: None,
-                credentials_secret_ref: SecretRef { name: format!("{name}-credentials") },
+                credentials_secret_ref,
                 tls: Some(TlsPolicy { certificate_sha256: Some("ab".repeat(32)), ..TlsPolicy::default() }),
             },
-        );
+        };
+        let mut binding = BmcBinding::new(name, spec);
         binding.metadata.namespace = Some(self.namespace.clone());
         binding.metadata.uid = Some(self.next_uid("binding"));
         binding.metadata.resource_version = Some(self.next_rv());
@@ -630,7 +645,27 @@ impl Truth {
         let rv = self.next_rv();
         let Some(binding) = self.bindings.get(name) else { return };
         let mut binding = binding.clone();
-        // The simulator's bindings are Redfish ones.
+        if let Some(ipmi) = binding.spec.ipmi.as_mut() {
+            match edit {
+                BindingEdit::Endpoint => ipmi.address = "bmc-2.example".into(),
+                BindingEdit::DeadEndpoint => {
+                    (ipmi.address, ipmi.port) = ipmi_address(&ipmi_origin_of(NOWHERE)).unwrap_or_default();
+                }
+                BindingEdit::CredentialsSecret => {
+                    let old = binding.spec.credentials_secret_ref.name.clone();
+                    let value = self.secrets.get(&old).copied().unwrap_or(1);
+                    let renamed = format!("{old}-copy");
+                    self.secrets.insert(renamed.clone(), value);
+                    binding.spec.credentials_secret_ref.name = renamed;
+                }
+                // An IPMI BMC has one chassis, nothing to pin: an edit that leads where it did.
+                BindingEdit::SystemId => ipmi.privilege = Some(IpmiPrivilege::Operator),
+            }
+            binding.metadata.generation = Some(binding.metadata.generation.unwrap_or(1) + 1);
+            binding.metadata.resource_version = Some(rv);
+            self.bindings.insert(name.into(), roundtrip(&binding));
+            return;
+        }
         let Some(redfish) = binding.spec.redfish.as_mut() else { return };
         match edit {
             BindingEdit::Endpoint => redfish.endpoint = "https://bmc-2.example:443/redfish/v1".into(),
@@ -1174,4 +1209,16 @@ impl Truth {
 pub struct NhcPolicy {
     /// Stamps `nhc-timed-out` this long after creating a remediation that has not succeeded.
     pub timeout: Option<Micros>,
+}
+
+/// The IPMI origin of a BMC host the world names by its Redfish origin (`https://host:443`).
+pub fn ipmi_origin_of(redfish_origin: &str) -> String {
+    let host = redfish_origin.trim_start_matches("https://").split(':').next().unwrap_or_default();
+    crate::api::ipmi_origin(host, 623)
+}
+
+/// The address and port of an `ipmi://host:port` origin.
+fn ipmi_address(origin: &str) -> Option<(String, Option<u16>)> {
+    let (host, port) = origin.strip_prefix("ipmi://")?.rsplit_once(':')?;
+    Some((host.to_owned(), port.parse().ok()))
 }
