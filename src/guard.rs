@@ -161,10 +161,13 @@ pub fn jittered(interval: StdDuration, uid: &str, read: u64) -> StdDuration {
     interval.mul_f64(0.9 + per_mille as f64 / 1000.0)
 }
 
-/// How long until the guard reads again (`None`: now). A ForceOff the guard decided and left
-/// unanswered (a check before the request failed on the API server, the process died) makes it due
-/// at once: the error policy's retry reads again and decides again, rather than a whole interval
-/// later, which two such rounds in a row would stretch past the guard's bound (R2).
+/// How soon the guard reads again after a ForceOff it decided did not take: left unanswered (a
+/// check before the request failed on the API server, the process died) or failed at the BMC.
+pub const GUARD_RETRY: StdDuration = StdDuration::from_secs(1);
+
+/// How long until the guard reads again (`None`: now). A ForceOff the guard decided that did not
+/// take makes it due [`GUARD_RETRY`] after its reading, not a whole interval later, which two such
+/// rounds in a row would stretch past the guard's bound (R2).
 pub fn due(
     status: &CoronerRemediationStatus,
     memory: &Memory,
@@ -172,11 +175,9 @@ pub fn due(
     interval: StdDuration,
     uid: &str,
 ) -> Option<StdDuration> {
-    if unanswered_force_off(status) {
-        return None;
-    }
     let last = memory.guarded_at?;
-    let next = last + jittered(interval, uid, memory.guard_reads);
+    let wait = if unanswered_force_off(status) { GUARD_RETRY } else { jittered(interval, uid, memory.guard_reads) };
+    let next = last + wait;
     (next > now).then(|| next - now)
 }
 
@@ -226,8 +227,8 @@ pub fn with_sighting(status: &CoronerRemediationStatus, finding: &Finding, memor
     }
 }
 
-/// A guard ForceOff decided (its intent persisted) whose answer, or the reason it was not sent, is
-/// not recorded.
+/// A guard ForceOff decided (its intent persisted) whose success, or the reason it was not sent, is
+/// not recorded: it may not have taken ([`answered`] records a failed one so).
 fn unanswered_force_off(status: &CoronerRemediationStatus) -> bool {
     let intent = status.guard.as_ref().and_then(|g| g.intent.as_ref());
     intent.is_some_and(|i| i.action == PowerAction::ForceOff && i.result.is_none())
@@ -453,7 +454,10 @@ pub fn withheld(status: &CoronerRemediationStatus, memory: &Memory, hold: &Guard
     Decision { status: new, memory: memory.clone(), reset: None, requeue: None, notices: vec![notice] }
 }
 
-/// The answer to a guard's ForceOff, recorded on its intent.
+/// The answer to a guard's ForceOff, recorded on its intent. A failed one (an error status, no
+/// answer) leaves the intent unanswered: the machine was seen on and may still be, so the guard
+/// reads again after [`GUARD_RETRY`] and sends ForceOff again even if that reading finds it off
+/// ([`with_sighting`], R2).
 pub fn answered(
     status: &CoronerRemediationStatus,
     memory: &Memory,
@@ -461,22 +465,25 @@ pub fn answered(
     now: Timestamp,
 ) -> Decision {
     let mut new = status.clone();
-    let text = match result {
-        Ok(0) => "accepted (IPMI completion code 0x00)".to_owned(),
-        Ok(code) => format!("HTTP {code}"),
-        Err(failure) => failure.message.clone(),
-    };
     let guard = new.guard.get_or_insert_with(GuardStatus::default);
-    if let Some(intent) = guard.intent.as_mut() {
-        intent.result = Some(text.clone());
-    }
-    guard.enforced += 1;
-    new.last_update_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now));
-    let notice = Notice {
-        warning: true,
-        reason: "GuardForceOffSent".into(),
-        message: format!("the guard sent ForceOff to the released machine: {text}"),
+    let message = match result {
+        Ok(code) => {
+            let text =
+                if *code == 0 { "accepted (IPMI completion code 0x00)".to_owned() } else { format!("HTTP {code}") };
+            if let Some(intent) = guard.intent.as_mut() {
+                intent.result = Some(text.clone());
+            }
+            guard.enforced += 1;
+            format!("the guard sent ForceOff to the released machine: {text}")
+        }
+        Err(failure) => format!(
+            "the guard sent ForceOff to the released machine and it failed: {}; it reads again within {}s and sends ForceOff again",
+            failure.message,
+            GUARD_RETRY.as_secs()
+        ),
     };
+    new.last_update_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now));
+    let notice = Notice { warning: true, reason: "GuardForceOffSent".into(), message };
     Decision { status: new, memory: memory.clone(), reset: None, requeue: None, notices: vec![notice] }
 }
 

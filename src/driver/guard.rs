@@ -121,6 +121,7 @@ impl<W: World> Fence<'_, W> {
             self.send_guard_reset(system, node).await?;
         }
         let memory = self.remembered();
-        Ok(Some(crate::guard::jittered(interval, &self.uid, memory.guard_reads)))
+        let next = crate::guard::due(&self.status(), &memory, self.world.mono(), interval, &self.uid);
+        Ok(Some(next.unwrap_or(StdDuration::ZERO)))
     }
 }

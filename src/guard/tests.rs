@@ -6,6 +6,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use super::*;
 use crate::{
     api::{Evidence, IdentityEvidence, NodeEvidence, ReleaseEvidence, ReleaseKind, RemediationStrategy, UuidMatch},
+    contract::Reason,
     fence::{DeviceMark, Sampled},
 };
 
@@ -308,14 +309,21 @@ fn the_guard_period_is_jittered_within_ten_percent_and_reproducible() {
 }
 
 #[test]
-fn a_guard_force_off_left_unanswered_makes_the_guard_read_again_at_once() {
+fn a_guard_force_off_that_did_not_take_makes_the_guard_read_again_within_a_second() {
     let interval = StdDuration::from_secs(10);
     let memory = Memory { guarded_at: Some(StdDuration::from_secs(100)), ..Memory::default() };
-    let mono = StdDuration::from_secs(101);
-    assert_eq!(due(&first_intent(), &memory, mono, interval, "uid-1"), None, "a check before the request failed");
-    let mut answered = first_intent();
-    answered.guard.as_mut().and_then(|g| g.intent.as_mut()).unwrap().result = Some("HTTP 204".into());
-    assert!(due(&answered, &memory, mono, interval, "uid-1").is_some(), "answered: the interval paces it");
+    let soon = StdDuration::from_secs(100) + GUARD_RETRY;
+    assert!(due(&first_intent(), &memory, StdDuration::from_secs(100), interval, "uid-1").is_some());
+    assert_eq!(due(&first_intent(), &memory, soon, interval, "uid-1"), None, "a check before the request failed");
+    let failure = BmcFailure { transient: true, reason: Reason::BmcUnreachable, message: "HTTP 503".into() };
+    let failed = answered(&first_intent(), &memory, &Err(failure), t(21));
+    assert_eq!(due(&failed.status, &memory, soon, interval, "uid-1"), None, "failed at the BMC: as unanswered");
+    assert_eq!(failed.status.guard.as_ref().unwrap().enforced, 0, "a failed ForceOff enforced nothing");
+    assert!(failed.notices[0].message.contains("failed: HTTP 503"), "{:?}", failed.notices);
+    let off_again = step_with(GuardPolicy::Enforce, &failed.status, &memory, &Finding::Off);
+    assert_eq!(off_again.reset, Some(ResetType::ForceOff), "seen on, and the ForceOff did not take: sent again");
+    let took = answered(&first_intent(), &memory, &Ok(204), t(21));
+    assert!(due(&took.status, &memory, soon, interval, "uid-1").is_some(), "answered: the interval paces it");
 }
 
 #[test]

@@ -455,6 +455,10 @@ pub const REGRESSIONS: &[(u64, &str)] = &[
         "class 9 (soak): a crash loop's leaders, held by NodeLeaseFresh (each counts every Lease as just renewed), read the BMC at every wake-up their own status writes caused, and the slot bound was stricter than the rule (each attempt ends on the wall clock at twice powerOffTimeout)",
     ),
     (
+        33266,
+        "R2 (soak, seeds 24000..34000): a guard ForceOff the BMC failed (a 503) counted as answered, so a glitch that ended by itself before the next guard round was never switched off; a failed ForceOff now stays unanswered and the guard reads again within a second",
+    ),
+    (
         23535,
         "R2 (soak): a guard ForceOff whose leader check failed on a 503 was tried again only at the next guard round; an unanswered guard ForceOff now makes the guard due at once",
     ),
