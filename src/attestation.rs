@@ -89,6 +89,7 @@ reasons! {
     FenceSawLife => Final, "a fence of the node ended on evidence that the node is alive (NodeNotUnreachable, NodeAliveAfterPowerOff), or its Lease was renewed while the fence ran";
     BindingUnverified => Final, "the fence's BmcBinding was not verified at its current generation before the fence was admitted (or no single binding was recorded then): a binding that reaches no BMC fails exactly like a dead one, so its silence is no evidence";
     BmcReportedOn => Final, "the fence's last reading of the node's verified system was not Off: its BMC showed the machine alive";
+    ReadingUnrecorded => Final, "the coroner process reading the fence's machine stopped before it could record what it last read, and the fence ended without another reading: that reading may have shown the machine alive";
     NodeNotFound => Final, "the node does not exist";
     NodeUidMismatch => Final, "the node's UID is not the one attested: it was replaced";
     NodeNotUnreachable => Final, "the node is not Ready=Unknown: a kubelet is reporting";
@@ -522,6 +523,15 @@ pub fn no_life_in_fence(remediation: &CoronerRemediation, remembered: Option<&st
             AttestationReason::BmcReportedOn,
             format!(
                 "the last reading of remediation {} found the machine's power {power}, not Off: its BMC showed it alive; there is no override",
+                remediation.name_any()
+            ),
+        ));
+    }
+    if let Some(reader) = progress.and_then(|p| p.reader.as_deref()) {
+        return Err(Refusal::new(
+            AttestationReason::ReadingUnrecorded,
+            format!(
+                "coroner process {reader} was reading remediation {}'s machine and stopped before it could record what it last read, and the fence ended without another reading: that reading may have shown the machine alive. A fence that reads again records it: delete the remediation (NodeHealthCheck creates a new one) and attest once that one fails",
                 remediation.name_any()
             ),
         ));

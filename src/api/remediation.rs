@@ -389,6 +389,12 @@ pub struct Progress {
     pub lease_renew_time_at_failure: Option<MicroTime>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// The coroner process (instance) reading the machine for this fence, named before its first
+    /// reading. A fence that ended while another process was its reader may have lost what that
+    /// process last read (it stopped before it could record it): no attestation follows it
+    /// (docs/safety.md A1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reader: Option<String>,
     /// `ResourceDeletion`: written before the first pod is force-deleted (docs/safety.md R1). From
     /// then on the pods deleted are a release, guarded like any other, whatever ends the fence: a
     /// crash, a lost answer, a timeout or a failure between a deletion and its record.

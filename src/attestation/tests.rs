@@ -837,6 +837,15 @@ fn a_reading_whose_status_write_failed_still_refuses_the_attestation() {
 }
 
 #[test]
+fn an_attestation_never_follows_a_fence_whose_reader_stopped_before_it_recorded_its_reading() {
+    let mut world = World::dead_node();
+    last_read(&mut world, "Off");
+    world.remediations[0].status.as_mut().unwrap().progress.as_mut().unwrap().reader = Some("p1/1".into());
+    let (verdict, _) = world.evaluate(t(0));
+    assert!(matches!(&verdict, Verdict::Refuse(r) if r.reason == AttestationReason::ReadingUnrecorded), "{verdict:?}");
+}
+
+#[test]
 fn a_lease_renewed_while_the_fence_ran_refuses_the_attestation() {
     let mut world = World::dead_node();
     let progress = world.remediations[0].status.as_mut().unwrap().progress.as_mut().unwrap();

@@ -347,6 +347,14 @@ impl<'a, W: World> Fence<'a, W> {
                 fence::Context { hold_power_action: hold.as_ref(), ..self.context(&snapshot, &memory, &instance) };
             let plan = fence::plan(&spec, &status, context);
             debug!(phase = fence::phase_of(&status).as_str(), ?plan, "step");
+            // A1: named as the fence's reader before this process's first reading of the machine.
+            if matches!(plan, Plan::VerifyIdentity | Plan::ReadPower { .. })
+                && fence::reader_unnamed(&status, &instance)
+            {
+                let decision = Decision { status, memory, reset: None, requeue: None, notices: Vec::new() };
+                self.commit(decision, Some(&node)).await?;
+                continue;
+            }
             let gathered = match (&plan, admissions.as_deref_mut()) {
                 (Plan::Admit, Some(history)) => {
                     Gathered::Plain(Observation::Admission(self.admission(&node, &snapshot, history).await?))
@@ -497,6 +505,7 @@ impl<'a, W: World> Fence<'a, W> {
     /// publishes its notices.
     async fn commit(&mut self, decision: Decision, node: Option<&Node>) -> Result<(), Error> {
         let old = self.status();
+        let decision = Decision { status: fence::with_reader(decision.status, &self.world.instance()), ..decision };
         if Some(&decision.status) != self.remediation.status.as_ref() {
             match self.world.write_status(&self.remediation, decision.status).await {
                 Ok(written) => self.remediation = written,

@@ -371,6 +371,40 @@ pub fn settle_begun_release(
     }
 }
 
+/// The phases whose steps read the machine through its BMC.
+fn reads_the_machine(phase: Phase) -> bool {
+    matches!(
+        phase,
+        Phase::VerifyingIdentity | Phase::PoweringOff | Phase::ConfirmingOff | Phase::Releasing | Phase::PoweringOn
+    )
+}
+
+/// A1: a reading a process takes and cannot record (it stops first) is lost with it, and an
+/// attestation must not follow it. So every status write names its writer as the fence's reader in
+/// a phase that reads the machine, and a process is named so before its first reading
+/// ([`reader_unnamed`]); the write that ends the fence holds the writer's last reading (kept in
+/// memory from the moment it answered) and so names no reader, unless the reader was another
+/// process: then its name stays, and no attestation follows the fence
+/// (`attestation::no_life_in_fence`).
+pub fn with_reader(mut status: CoronerRemediationStatus, instance: &str) -> CoronerRemediationStatus {
+    let phase = phase_of(&status);
+    if reads_the_machine(phase) {
+        status.progress.get_or_insert_with(Progress::default).reader = Some(instance.to_owned());
+    } else if phase.is_terminal()
+        && let Some(progress) = status.progress.as_mut()
+        && progress.reader.as_deref() == Some(instance)
+    {
+        progress.reader = None;
+    }
+    status
+}
+
+/// A1: this process is about to read the machine for a fence that does not name it as its reader
+/// ([`with_reader`]): the name is written first.
+pub fn reader_unnamed(status: &CoronerRemediationStatus, instance: &str) -> bool {
+    reads_the_machine(phase_of(status)) && status.progress.as_ref().and_then(|p| p.reader.as_deref()) != Some(instance)
+}
+
 /// What to observe next in the current phase.
 pub fn plan(spec: &CoronerRemediationSpec, status: &CoronerRemediationStatus, ctx: Context<'_>) -> Plan {
     let spec = spec_of(spec, status);
@@ -444,10 +478,26 @@ pub fn next(
 /// with the process, and an attestation could follow life it showed.
 pub fn keeping_last_reading(mut decision: Decision, memory: &Memory) -> Decision {
     if let Some(power) = &memory.last_power {
-        decision.status.progress.get_or_insert_with(Progress::default).last_power_state = Some(power.clone());
+        let progress = decision.status.progress.get_or_insert_with(Progress::default);
+        progress.last_power_state = last_reading_kept(progress.last_power_state.as_deref(), Some(power));
         decision.memory.last_power = Some(power.clone());
     }
     decision
+}
+
+/// A1: the last reading status keeps when this process's memory holds one (perhaps never
+/// persisted) and status holds another (perhaps another process's, taken later): neither order is
+/// known, so a reading that showed life wins, and an `Off` never replaces it.
+pub fn last_reading_kept(recorded: Option<&str>, remembered: Option<&str>) -> Option<String> {
+    match (recorded, remembered) {
+        (Some(recorded), Some(remembered))
+            if crate::bmc::PowerState::recorded_shows_life(recorded)
+                && !crate::bmc::PowerState::recorded_shows_life(remembered) =>
+        {
+            Some(recorded.to_owned())
+        }
+        (recorded, remembered) => remembered.or(recorded).map(str::to_owned),
+    }
 }
 
 fn standalone(
@@ -625,9 +675,8 @@ impl<'a> Step<'a> {
             progress: {
                 // A1: this process's own last reading (perhaps never persisted) goes into status.
                 let mut progress = old.progress.clone().unwrap_or_default();
-                if ctx.memory.last_power.is_some() {
-                    progress.last_power_state.clone_from(&ctx.memory.last_power);
-                }
+                progress.last_power_state =
+                    last_reading_kept(progress.last_power_state.as_deref(), ctx.memory.last_power.as_deref());
                 progress
             },
             evidence: old.evidence.clone().unwrap_or_default(),

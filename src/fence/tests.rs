@@ -1800,6 +1800,44 @@ fn a_decision_taken_without_a_reading_keeps_the_last_one_in_status_and_memory() 
 }
 
 #[test]
+fn a_reading_of_life_in_status_is_never_replaced_by_an_off_this_process_remembers() {
+    // Another process recorded life (perhaps after this process's reading): an Off from memory
+    // cannot say which came last, so the life stays (A1).
+    assert_eq!(last_reading_kept(Some("Unknown"), Some("Off")).as_deref(), Some("Unknown"));
+    assert_eq!(last_reading_kept(Some("On"), Some("Off")).as_deref(), Some("On"));
+    // What this process remembers otherwise goes in: its reading may never have been persisted.
+    assert_eq!(last_reading_kept(Some("Off"), Some("On")).as_deref(), Some("On"));
+    assert_eq!(last_reading_kept(Some("On"), Some("PoweringOn")).as_deref(), Some("PoweringOn"));
+    assert_eq!(last_reading_kept(None, Some("Off")).as_deref(), Some("Off"));
+    assert_eq!(last_reading_kept(Some("Off"), None).as_deref(), Some("Off"));
+}
+
+#[test]
+fn a_decision_without_a_reading_keeps_another_process_s_record_of_life() {
+    let mut status = confirming(&spec()).status;
+    status.progress.get_or_insert_with(Progress::default).last_power_state = Some("Unknown".into());
+    let memory = Memory { last_power: Some("Off".into()), ..Memory::default() };
+    let decision = keeping_last_reading(timed_out(&status, t(10)).unwrap(), &memory);
+    assert_eq!(decision.status.progress.as_ref().unwrap().last_power_state.as_deref(), Some("Unknown"));
+}
+
+#[test]
+fn a_process_is_named_the_fence_s_reader_before_it_reads_and_unnamed_when_it_ends_the_fence() {
+    let reading = confirming(&spec()).status;
+    assert!(reader_unnamed(&reading, ME), "no reader named yet");
+    let named = with_reader(reading, ME);
+    assert_eq!(named.progress.as_ref().unwrap().reader.as_deref(), Some(ME));
+    assert!(!reader_unnamed(&named, ME));
+    assert!(reader_unnamed(&named, "p9/1"), "another process names itself before its first reading");
+    // The write that ends the fence holds this process's last reading: no reader stays named.
+    let mut ended = named.clone();
+    ended.phase = Some(Phase::Failed);
+    assert_eq!(with_reader(ended.clone(), ME).progress.unwrap().reader, None);
+    // Ended by another process: what the reader last read may be lost, and its name stays.
+    assert_eq!(with_reader(ended, "p9/1").progress.unwrap().reader.as_deref(), Some(ME));
+}
+
+#[test]
 fn a_release_time_written_by_a_clock_that_ran_ahead_cannot_hold_the_wait_for_release() {
     let spec = spec();
     let node = node();

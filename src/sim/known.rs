@@ -409,7 +409,10 @@ pub const REGRESSIONS: &[(u64, &str)] = &[
         5924,
         "A1 (soak): an On reading whose status write failed, in an attempt that ended with it, was forgotten (the step restored the reading before it), and NHC's timeout then wrote Off's record; an attestation followed life (wave 4, fixed)",
     ),
-    (10930, "A1 (soak): the same, through a lying BMC's Unknown (wave 4, fixed)"),
+    (
+        10930,
+        "A1 (soak): the same, through a lying BMC's Unknown (wave 4, fixed); again once the reader record moved its schedule: a new leader's memory of an earlier Off replaced a deposed leader's recorded Unknown (fence::last_reading_kept)",
+    ),
     (
         3224,
         "class 9 (soak): a release time written by a clock an hour ahead held WaitingForRelease (and its slot) for every later leader (wave 4, fixed)",
@@ -457,6 +460,10 @@ pub const REGRESSIONS: &[(u64, &str)] = &[
     (
         33266,
         "R2 (soak, seeds 24000..34000): a guard ForceOff the BMC failed (a 503) counted as answered, so a glitch that ended by itself before the next guard round was never switched off; a failed ForceOff now stays unanswered and the guard reads again within a second",
+    ),
+    (
+        31044,
+        "A1 (soak, seeds 24000..34000): a leader read the machine and died before it could record the reading; NHC's timeout, written by the next leader, ended the fence and an attestation followed a reading nobody had seen; the reading process is now named in status first (ReadingUnrecorded)",
     ),
     (
         23535,
