@@ -153,101 +153,140 @@ impl Checker {
                 }
                 continue;
             };
-            let bmc = bmc_of(truth, machine);
-            let bound = Self::guard_bound(truth, scenario, on);
-            let visible = bmc.and_then(|b| bmc_alive_from(truth, b, on, on + bound));
-            let from = visible.unwrap_or(on);
-            let deadline = from + bound;
-            if truth.now < deadline {
-                continue;
-            }
-            self.judged.insert(index);
-            if Self::release_end(truth, release) <= deadline {
-                continue;
-            }
-            let approved = truth.log.iter().any(|r| {
-                matches!(r, Record::Approved { at, node: of, value } if *of == node && *at >= release.at && *at <= on
-                    && names_release(value, &release.uid))
-            });
-            if approved {
-                continue;
-            }
-            let window = |at: &Micros| *at >= on && *at <= deadline;
-            let event = |reason: &str| {
-                truth
-                    .log
-                    .iter()
-                    .any(|r| matches!(r, Record::Event { at, reason: said, .. } if window(at) && said == reason))
-            };
-            if visible.is_none() {
-                // A GuardBlind already reported for this dark spell of the BMC stands (R2).
-                let dark_since = bmc.and_then(|b| {
-                    truth.log.iter().rev().find_map(|r| match r {
-                        Record::BmcPower { at, bmc: which, alive: false } if *which == b && *at <= on => Some(*at),
-                        _ => None,
-                    })
-                });
-                let reported_in_spell = dark_since.is_some_and(|dark| {
-                    truth.log.iter().any(|r| {
-                        matches!(r, Record::Event { at, by, reason, .. } if *at >= dark.max(release.at) && *at <= on
-                            && by.task == release.remediation && reason == crate::guard::BLIND)
-                    })
-                });
-                if !reported_in_spell && !event(crate::guard::BLIND) {
-                    return Err(format!(
-                        "the released machine of {node} was switched on at {} while its BMC was dark; no GuardBlind by {}",
-                        show(on),
-                        show(deadline)
-                    ));
+            match Self::guard_verdict(truth, scenario, release, &node, machine, on) {
+                None => {}
+                Some(verdict) => {
+                    self.judged.insert(index);
+                    verdict?;
                 }
-                continue;
+            }
+        }
+        Ok(())
+    }
+
+    /// R2 for one power-on while `release` stands, judged spell by spell of the guard's sight: while
+    /// its device sees the machine, a ForceOff (`Enforce`) or `ReleasedMachinePoweredOn` (`Alert`)
+    /// within the bound of the moment it began to see; while it is dark, `GuardBlind` within the
+    /// bound of the moment the dark spell began (or one already reported in it), and the bound starts
+    /// again when the device sees again. `None` while a bound has not run out yet.
+    fn guard_verdict(
+        truth: &Truth,
+        scenario: &Scenario,
+        release: &Release,
+        node: &str,
+        machine: usize,
+        on: Micros,
+    ) -> Option<Result<(), String>> {
+        let approved = truth.log.iter().any(|r| {
+            matches!(r, Record::Approved { at, node: of, value } if of == node && *at >= release.at && *at <= on
+                && names_release(value, &release.uid))
+        });
+        if approved {
+            return Some(Ok(()));
+        }
+        let end = Self::release_end(truth, release);
+        let reset_off = |from: Micros, until: Micros| {
+            truth.log.iter().any(
+                |r| matches!(r, Record::Reset { at, machine: m, on: false, .. } if *m == machine && *at >= from && *at <= until),
+            )
+        };
+        let event = |reason: &str, from: Micros, until: Micros| {
+            truth.log.iter().any(
+                |r| matches!(r, Record::Event { at, reason: said, .. } if *at >= from && *at <= until && said == reason),
+            )
+        };
+        let mut start = on;
+        loop {
+            let bound = Self::guard_bound(truth, scenario, start);
+            let Some(from) = guard_sees_from(truth, node, machine, start, start + bound) else {
+                let deadline = start + bound;
+                if truth.now < deadline {
+                    return None;
+                }
+                // A later dark spell is judged only if the machine still runs when it begins.
+                if end <= deadline || (start != on && !truth.machines[machine].on_at(start)) {
+                    return Some(Ok(()));
+                }
+                // A GuardBlind already reported for this dark spell of the guard's device stands (R2).
+                let dark = guard_dark_since(truth, node, machine, start).unwrap_or(start);
+                let reported_in_spell = truth.log.iter().any(|r| {
+                    matches!(r, Record::Event { at, by, reason, .. } if *at >= dark.max(release.at) && *at <= start
+                        && by.task == release.remediation && reason == crate::guard::BLIND)
+                });
+                if !reported_in_spell && !event(crate::guard::BLIND, start, deadline) {
+                    return Some(Err(format!(
+                        "the released machine of {node} was on at {} while the guard's device was dark; no GuardBlind by {}",
+                        show(start),
+                        show(deadline)
+                    )));
+                }
+                // The device may see again later: its bound starts then.
+                let still_on = truth.machines[machine].on_at(truth.now) && end > truth.now;
+                return match guard_sees_from(truth, node, machine, deadline, truth.now) {
+                    Some(again) if still_on || again < end => {
+                        start = again;
+                        continue;
+                    }
+                    None if still_on => None,
+                    _ => Some(Ok(())),
+                };
+            };
+            let deadline = from + bound;
+            let darkened = sight_changes(truth, node)
+                .filter(|at| *at > from && *at <= deadline)
+                .find(|at| !guard_sees(truth, node, machine, *at));
+            if darkened.is_none() && truth.now < deadline {
+                return None;
+            }
+            let until = darkened.unwrap_or(deadline);
+            if end <= until {
+                return Some(Ok(()));
             }
             let seen_on = truth.log.iter().any(|r| {
                 matches!(r, Record::Answer { machine: Some(m), sampled, truly_on: true, said: Answered::System { reported_off: false, .. }, .. }
-                    if *m == machine && *sampled >= from && *sampled <= deadline)
+                    if *m == machine && *sampled >= from && *sampled <= until)
             });
             // R2 asks for what the device can see: answers in the window that all said Off (a BMC
             // that lies) showed the guard nothing; no answer at all is the guard not reading.
             let answered_off = |off: bool| {
                 truth.log.iter().any(|r| {
                     matches!(r, Record::Answer { machine: Some(m), sampled, said: Answered::System { reported_off, .. }, .. }
-                        if *m == machine && *sampled >= from && *sampled <= deadline && *reported_off == off)
+                        if *m == machine && *sampled >= from && *sampled <= until && *reported_off == off)
                 })
             };
             let device_blind = answered_off(true) && !answered_off(false);
-            if !seen_on && (!truth.machines[machine].on_at(deadline) || device_blind) {
-                continue;
+            if !seen_on && (!truth.machines[machine].on_at(until) || device_blind) {
+                return Some(Ok(()));
             }
-            let switched_off = truth
-                .log
-                .iter()
-                .any(|r| matches!(r, Record::Reset { at, machine: m, on: false, .. } if *m == machine && window(at)));
-            match scenario.spec.guard {
-                GuardPolicy::Enforce if !switched_off => {
-                    return Err(format!(
-                        "the world switched the released machine of {node} on at {} (its BMC answering from {}); no ForceOff by {}",
+            let switched_off = reset_off(on, until);
+            match (scenario.spec.guard, darkened) {
+                (GuardPolicy::Alert, _) if switched_off => {
+                    return Some(Err(format!(
+                        "the guard (Alert) switched the released machine of {node} off after {}",
+                        show(on)
+                    )));
+                }
+                (GuardPolicy::Enforce, _) if switched_off => return Some(Ok(())),
+                (GuardPolicy::Alert, _) if event(crate::guard::POWERED_ON, on, until) => return Some(Ok(())),
+                // Its device went dark before the bound ran out: the guard is judged as blind from then.
+                (_, Some(dark)) => start = dark,
+                (GuardPolicy::Enforce, None) => {
+                    return Some(Err(format!(
+                        "the world switched the released machine of {node} on at {} (its guard's device seeing it from {}); no ForceOff by {}",
                         show(on),
                         show(from),
                         show(deadline)
-                    ));
+                    )));
                 }
-                GuardPolicy::Alert if switched_off => {
-                    return Err(format!(
-                        "the guard (Alert) switched the released machine of {node} off after {}",
-                        show(on)
-                    ));
-                }
-                GuardPolicy::Alert if !event(crate::guard::POWERED_ON) => {
-                    return Err(format!(
+                (GuardPolicy::Alert, None) => {
+                    return Some(Err(format!(
                         "the world switched the released machine of {node} on at {}; no ReleasedMachinePoweredOn by {}",
                         show(on),
                         show(deadline)
-                    ));
+                    )));
                 }
-                _ => {}
             }
         }
-        Ok(())
     }
 
     /// A lying BMC's release cannot be caught by a reading; the node coming back with its pre-fence
@@ -447,7 +486,8 @@ impl Checker {
             | Record::Attested { .. }
             | Record::BmcPower { .. }
             | Record::TimedOut { .. }
-            | Record::Approved { .. } => {}
+            | Record::Approved { .. }
+            | Record::BindingEdited { .. } => {}
         }
         Ok(())
     }
@@ -578,15 +618,51 @@ fn bmc_alive_at(truth: &Truth, bmc: usize, at: Micros) -> bool {
         .unwrap_or(true)
 }
 
-/// The first moment at or after `from` when BMC `bmc` answers, if it does before `until`.
-fn bmc_alive_from(truth: &Truth, bmc: usize, from: Micros, until: Micros) -> Option<Micros> {
-    if bmc_alive_at(truth, bmc, from) {
-        return Some(from);
-    }
-    truth.log.iter().find_map(|r| match r {
-        Record::BmcPower { at, bmc: which, alive: true } if *which == bmc && *at > from && *at <= until => Some(*at),
+/// The BMC `node`'s binding leads to at `at`: where its last edit led, else the BMC of its machine.
+fn bound_bmc(truth: &Truth, node: &str, machine: usize, at: Micros) -> Option<usize> {
+    truth
+        .log
+        .iter()
+        .rev()
+        .find_map(|r| match r {
+            Record::BindingEdited { at: when, node: of, bmc } if of == node && *when <= at => Some(*bmc),
+            _ => None,
+        })
+        .unwrap_or_else(|| bmc_of(truth, machine))
+}
+
+/// R2: the guard's device sees `machine` at `at` when the node's binding, as it is then, leads to a
+/// BMC that serves the machine and has power. A binding edited to an endpoint where nothing answers,
+/// or to another machine's BMC, leaves the guard dark until it is fixed.
+fn guard_sees(truth: &Truth, node: &str, machine: usize, at: Micros) -> bool {
+    bound_bmc(truth, node, machine, at)
+        .is_some_and(|b| truth.bmcs[b].systems.iter().any(|s| s.machine == machine) && bmc_alive_at(truth, b, at))
+}
+
+/// When the guard's device may change its sight: BMC power changes and binding edits.
+fn sight_changes(truth: &Truth, node: &str) -> impl Iterator<Item = Micros> {
+    truth.log.iter().filter_map(move |r| match r {
+        Record::BmcPower { at, .. } => Some(*at),
+        Record::BindingEdited { at, node: of, .. } if of == node => Some(*at),
         _ => None,
     })
+}
+
+/// The first moment in `from..=until` when the guard's device sees `machine`.
+fn guard_sees_from(truth: &Truth, node: &str, machine: usize, from: Micros, until: Micros) -> Option<Micros> {
+    std::iter::once(from)
+        .chain(sight_changes(truth, node).filter(|at| *at > from && *at <= until))
+        .find(|at| guard_sees(truth, node, machine, *at))
+}
+
+/// The start of the guard's dark spell that holds `at` (none if its device sees the machine then).
+fn guard_dark_since(truth: &Truth, node: &str, machine: usize, at: Micros) -> Option<Micros> {
+    if guard_sees(truth, node, machine, at) {
+        return None;
+    }
+    let changes: Vec<Micros> = sight_changes(truth, node).filter(|when| *when <= at).collect();
+    let since = changes.into_iter().rev().find(|when| *when > 0 && guard_sees(truth, node, machine, *when - 1));
+    Some(since.unwrap_or(0))
 }
 
 /// The BMC that serves `machine` (its first system of it).

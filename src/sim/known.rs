@@ -466,6 +466,15 @@ pub const REGRESSIONS: &[(u64, &str)] = &[
         "A1 (soak, seeds 24000..34000): a leader read the machine and died before it could record the reading; NHC's timeout, written by the next leader, ended the fence and an attestation followed a reading nobody had seen; the reading process is now named in status first (ReadingUnrecorded)",
     ),
     (
+        39159,
+        "R2 (soak, seeds 34000..44000; the oracle): a binding edited to a dead endpoint after a release leaves the guard dark (GuardBlind), as a BMC without power does; the oracle took the BMC's own power for the guard's sight",
+    ),
+    (39803, "R2 (soak; the oracle): the same, a binding edited to a dead endpoint right after the release"),
+    (
+        41943,
+        "R2 (soak; the oracle): a BMC that lost power within the guard's bound makes the guard blind from then; the oracle asked for a ForceOff the dark BMC could not take",
+    ),
+    (
         23535,
         "R2 (soak): a guard ForceOff whose leader check failed on a 503 was tried again only at the next guard round; an unanswered guard ForceOff now makes the guard due at once",
     ),

@@ -246,6 +246,8 @@ pub enum Record {
     TimedOut { at: Micros, remediation: String },
     /// A person approved a released machine's power-on: the annotation's value.
     Approved { at: Micros, node: String, value: String },
+    /// A person edited a node's binding: the BMC its endpoint leads to since (none: nowhere known).
+    BindingEdited { at: Micros, node: String, bmc: Option<usize> },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -663,6 +665,7 @@ impl Truth {
             }
             binding.metadata.generation = Some(binding.metadata.generation.unwrap_or(1) + 1);
             binding.metadata.resource_version = Some(rv);
+            self.record_binding_edit(&binding);
             self.bindings.insert(name.into(), roundtrip(&binding));
             return;
         }
@@ -692,7 +695,15 @@ impl Truth {
         }
         binding.metadata.generation = Some(binding.metadata.generation.unwrap_or(1) + 1);
         binding.metadata.resource_version = Some(rv);
+        self.record_binding_edit(&binding);
         self.bindings.insert(name.into(), roundtrip(&binding));
+    }
+
+    /// Logs where an edited binding leads now, as a client built from it finds its BMC.
+    fn record_binding_edit(&mut self, binding: &BmcBinding) {
+        let endpoint = binding.spec.endpoint();
+        let bmc = self.bmcs.iter().position(|b| endpoint.starts_with(&b.origin));
+        self.log.push(Record::BindingEdited { at: self.now, node: binding.spec.node_name.clone(), bmc });
     }
 
     /// Something wrote `name`'s binding without changing its spec (its status): a new
