@@ -53,6 +53,7 @@ pub(super) async fn run(
             },
         }
         ctx.term.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        ctx.leading.store(true, std::sync::atomic::Ordering::Release);
         election.new_term();
         // The term's first renewal of its own: from here on the check judges on the monotonic clock.
         if let Err(refusal) = election.ensure_leader(&ctx.client, StdDuration::ZERO).await {
@@ -83,6 +84,8 @@ pub(super) async fn run(
                 },
             }
         };
+        // Reconciles still in flight read no more (A1: another process reads now).
+        ctx.leading.store(false, std::sync::atomic::Ordering::Release);
         term.cancel();
         let _ = controllers.await;
         ctx.metrics.leader.set(0);

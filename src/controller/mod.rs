@@ -90,6 +90,8 @@ pub struct Context {
     pub step_down: tokio::sync::Notify,
     /// Leadership terms of this process: power readings from an earlier term never count.
     term: std::sync::atomic::AtomicU64,
+    /// Whether this process still leads in its term (always, without an election).
+    leading: std::sync::atomic::AtomicBool,
     /// The Redfish clients bindings describe (the fence's and the verifier's).
     clients: Clients,
     /// Consecutive failed reconciles per object, for the error policy's backoff.
@@ -108,6 +110,7 @@ impl Context {
             guard_interval: settings.guard_interval,
         };
         let clients = Clients::new(settings.bmc);
+        let leading = std::sync::atomic::AtomicBool::new(settings.election.is_none());
         Self {
             client,
             settings,
@@ -119,6 +122,7 @@ impl Context {
             leases: LeaseTracker::default(),
             step_down: tokio::sync::Notify::new(),
             term: std::sync::atomic::AtomicU64::new(0),
+            leading,
             clients,
             failures: retry::Failures::default(),
         }

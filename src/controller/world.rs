@@ -117,6 +117,10 @@ impl Leadership for Context {
         self.settings.node_name.as_deref()
     }
 
+    fn leading(&self) -> bool {
+        self.leading.load(std::sync::atomic::Ordering::Acquire)
+    }
+
     async fn ensure_leader(&self, need: StdDuration) -> Result<(), leader::Refusal> {
         match &self.settings.election {
             Some(election) => election.ensure_leader(&self.client, need).await,

@@ -55,6 +55,10 @@ impl<W: World> Fence<'_, W> {
         if let Some(wait) = crate::guard::due(&status, &memory, self.world.mono(), interval, &self.uid) {
             return Ok(Some(wait));
         }
+        // A1: a process that knows it was deposed reads no more; the new leader's guard reads.
+        if !self.world.leading() {
+            return Ok(None);
+        }
         let identity = status.evidence.as_ref().and_then(|e| e.identity.as_ref());
         // P1: a binding whose spec changed since the machine was proven (or a proof that recorded no
         // generation) leads to no proof's machine until it is found and proven again through the

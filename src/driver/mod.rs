@@ -347,13 +347,18 @@ impl<'a, W: World> Fence<'a, W> {
                 fence::Context { hold_power_action: hold.as_ref(), ..self.context(&snapshot, &memory, &instance) };
             let plan = fence::plan(&spec, &status, context);
             debug!(phase = fence::phase_of(&status).as_str(), ?plan, "step");
-            // A1: named as the fence's reader before this process's first reading of the machine.
-            if matches!(plan, Plan::VerifyIdentity | Plan::ReadPower { .. })
-                && fence::reader_unnamed(&status, &instance)
-            {
-                let decision = Decision { status, memory, reset: None, requeue: None, notices: Vec::new() };
-                self.commit(decision, Some(&node)).await?;
-                continue;
+            if matches!(plan, Plan::VerifyIdentity | Plan::ReadPower { .. }) {
+                // A1: a process that knows it was deposed reads no more (another reads now, and a
+                // reading this one could not record would be lost); a reader is named in status
+                // before its first reading of the machine.
+                if !self.world.leading() {
+                    return Ok(Next::AwaitChange);
+                }
+                if fence::reader_unnamed(&status, &instance) {
+                    let decision = Decision { status, memory, reset: None, requeue: None, notices: Vec::new() };
+                    self.commit(decision, Some(&node)).await?;
+                    continue;
+                }
             }
             let gathered = match (&plan, admissions.as_deref_mut()) {
                 (Plan::Admit, Some(history)) => {
@@ -510,7 +515,9 @@ impl<'a, W: World> Fence<'a, W> {
             match self.world.write_status(&self.remediation, decision.status).await {
                 Ok(written) => self.remediation = written,
                 Err(error) => {
-                    self.remember(fence::memory_after_failed_write(&self.remembered(), &decision.memory));
+                    let memory = fence::memory_after_failed_write(&self.remembered(), &decision.memory);
+                    self.record_life(memory.last_power.as_deref()).await;
+                    self.remember(memory);
                     return Err(error.into());
                 }
             }
@@ -540,6 +547,22 @@ impl<'a, W: World> Fence<'a, W> {
             }
         }
         Ok(())
+    }
+
+    /// A1: a reading of life whose status write failed is written into the latest status on its own
+    /// (`fence::recording_life`), a few times at most, whether this process still leads or not.
+    async fn record_life(&mut self, remembered: Option<&str>) {
+        let name = self.remediation.name_any();
+        for _ in 0..3 {
+            let Ok(Some(latest)) = self.world.remediation(&name).await else { return };
+            let Some(status) = fence::recording_life(&latest.status.clone().unwrap_or_default(), remembered) else {
+                return;
+            };
+            if let Ok(written) = self.world.write_status(&latest, status).await {
+                self.remediation = written;
+                return;
+            }
+        }
     }
 
     /// Commits an observation made outside the step loop (a reset's answer, a refused action): the

@@ -68,6 +68,10 @@ pub trait Leadership {
     fn instance(&self) -> String;
     /// The node this replica runs on: its leader never fences it.
     fn own_node(&self) -> Option<&str>;
+    /// Whether this process still believes it leads (no request: what its election loop knows). A
+    /// process that knows it was deposed reads no machine: another process reads now, and a reading
+    /// this one could not record would be lost (docs/safety.md A1).
+    fn leading(&self) -> bool;
     /// Whether the leader Lease is still this replica's for longer than a request can take.
     fn ensure_leader(&self, need: StdDuration) -> impl Future<Output = Result<(), leader::Refusal>> + Send;
     /// Hands leadership to a replica that can fence `node_to_fence`, if there is one; `false` when

@@ -485,6 +485,21 @@ pub fn keeping_last_reading(mut decision: Decision, memory: &Memory) -> Decision
     decision
 }
 
+/// A1: a reading of life this process took and could not record (its status write failed, or
+/// another process wrote first) goes into the latest status on its own, whether this process still
+/// leads or not: a failed write never loses a sign of life. `None` when the latest status already
+/// shows life, or this process remembers none.
+pub fn recording_life(latest: &CoronerRemediationStatus, remembered: Option<&str>) -> Option<CoronerRemediationStatus> {
+    let remembered = remembered.filter(|p| crate::bmc::PowerState::recorded_shows_life(p))?;
+    let recorded = latest.progress.as_ref().and_then(|p| p.last_power_state.as_deref());
+    if recorded.is_some_and(crate::bmc::PowerState::recorded_shows_life) {
+        return None;
+    }
+    let mut status = latest.clone();
+    status.progress.get_or_insert_with(Progress::default).last_power_state = Some(remembered.to_owned());
+    Some(status)
+}
+
 /// A1: the last reading status keeps when this process's memory holds one (perhaps never
 /// persisted) and status holds another (perhaps another process's, taken later): neither order is
 /// known, so a reading that showed life wins, and an `Off` never replaces it.

@@ -1813,6 +1813,19 @@ fn a_reading_of_life_in_status_is_never_replaced_by_an_off_this_process_remember
 }
 
 #[test]
+fn a_reading_of_life_whose_write_failed_is_written_into_the_latest_status_on_its_own() {
+    let mut latest = confirming(&spec()).status;
+    latest.progress.get_or_insert_with(Progress::default).last_power_state = Some("Off".into());
+    let recorded = recording_life(&latest, Some("On")).expect("the On goes in");
+    assert_eq!(recorded.progress.as_ref().unwrap().last_power_state.as_deref(), Some("On"));
+    assert_eq!(recorded.phase, latest.phase, "nothing else changes");
+    // Nothing to write: no life remembered, or the latest status already shows life.
+    assert!(recording_life(&latest, Some("Off")).is_none());
+    assert!(recording_life(&latest, None).is_none());
+    assert!(recording_life(&recorded, Some("PoweringOn")).is_none());
+}
+
+#[test]
 fn a_decision_without_a_reading_keeps_another_process_s_record_of_life() {
     let mut status = confirming(&spec()).status;
     status.progress.get_or_insert_with(Progress::default).last_power_state = Some("Unknown".into());

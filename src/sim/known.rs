@@ -475,6 +475,10 @@ pub const REGRESSIONS: &[(u64, &str)] = &[
         "R2 (soak; the oracle): a BMC that lost power within the guard's bound makes the guard blind from then; the oracle asked for a ForceOff the dark BMC could not take",
     ),
     (
+        48084,
+        "A1 (soak, seeds 44000..54000): a deposed leader's read (a slow BMC's retry) saw the machine on and its status write lost to the new leader's; the new leader's fence failed and an attestation followed the lost reading; a reading of life whose write failed is now written on its own, and a process that knows it was deposed reads no more",
+    ),
+    (
         23535,
         "R2 (soak): a guard ForceOff whose leader check failed on a 503 was tried again only at the next guard round; an unanswered guard ForceOff now makes the guard due at once",
     ),

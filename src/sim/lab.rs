@@ -473,6 +473,10 @@ impl<D: Target + Clone> Leadership for Lab<D> {
         None
     }
 
+    fn leading(&self) -> bool {
+        true
+    }
+
     /// The lab's process is the only replica and always leads.
     async fn ensure_leader(&self, _need: StdDuration) -> Result<(), crate::leader::Refusal> {
         if self.edit_at_leader_check.swap(false, std::sync::atomic::Ordering::AcqRel) {

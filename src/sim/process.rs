@@ -301,6 +301,10 @@ impl Leadership for Process {
         None
     }
 
+    fn leading(&self) -> bool {
+        self.shared.with(|t| t.processes.get(&self.pid).is_some_and(|p| p.leading))
+    }
+
     /// As production's: the pre-check by what this process knows, its own renewal, the check from
     /// when the renewal was sent.
     async fn ensure_leader(&self, need: StdDuration) -> Result<(), leader::Refusal> {
