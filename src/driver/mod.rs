@@ -516,7 +516,8 @@ impl<'a, W: World> Fence<'a, W> {
                 Ok(written) => self.remediation = written,
                 Err(error) => {
                     let memory = fence::memory_after_failed_write(&self.remembered(), &decision.memory);
-                    self.record_life(memory.last_power.as_deref()).await;
+                    // Boxed: a rare path, kept out of the size of every commit's future.
+                    Box::pin(self.record_life(memory.last_power.as_deref())).await;
                     self.remember(memory);
                     return Err(error.into());
                 }
