@@ -127,6 +127,8 @@ reasons! {
     OutOfServiceTaintPresent => Fenced, PowerOn, "Reboot: an out-of-service taint (anyone's, any value or effect) is on the node: no On until it is gone, PoweredOn=False at the deadline";
     WaitingForNode => Fenced, NhcTimeout, "Reboot: waiting for the node to come back Ready with a new bootID";
     PowerOnExcluded => Complete, None, "Reboot: the exclusion label was set before the On: no power-on; it ends as an Off release does (the machine stays off, the out-of-service taint stays while it still stands)";
+    PowerOnBlocked => Complete, None, "Reboot: no On could be sent by the power-on deadline (an out-of-service taint coroner does not own, a BMC that did not answer, the machine read on by someone else; the message names it): it ends as an Off release does (the machine stays off)";
+    PowerOnNotOwned => Complete, None, "Reboot: this remediation adopted the release another remediation made and left off; it proved no identity to send On through and sends none: it ends as an Off release does (the machine stays off)";
     RemediationComplete => Complete, None, "nothing left to do; NHC deletes the remediation once the node is healthy";
     TimedOutByNHC => Final, None, "NHC stamped nhc-timed-out before success; no further BMC mutation is sent";
     NodeNotFound => Final, None, "the node named by the remediation does not exist";

@@ -377,6 +377,17 @@ pub fn release_to_adopt(inputs: &GateInputs<'_>) -> Option<(String, Timestamp)> 
     })
 }
 
+/// Whether a release to adopt ([`release_to_adopt`]) may be adopted now: adoption reports the node
+/// fenced, so it waits on the evidence a fence waits on before it acts — a Lease renewed within
+/// leaseFreshness is life. Storm limits, the quorum rule and a sibling's fence do not hold it: it
+/// sends nothing and takes no slot.
+pub fn adoption_waits(inputs: &GateInputs<'_>) -> Option<(Reason, String)> {
+    match lease_stale(inputs.lease, inputs.remediation.spec.lease_freshness.get()) {
+        Gate::Admit => None,
+        Gate::Wait(reason, message) | Gate::Refuse(reason, message) => Some((reason, message)),
+    }
+}
+
 fn is_pod_ready(pod: &Pod) -> bool {
     pod.metadata.deletion_timestamp.is_none()
         && pod

@@ -488,11 +488,14 @@ impl<'a, W: World> Fence<'a, W> {
             recent_admissions: &admitted,
             limits: settings.limits,
         };
-        // A release another remediation of the node did stands, whatever a storm limit or a wait
-        // says; a final refusal still wins.
+        // A release another remediation of the node did stands, whatever a storm limit says; a
+        // final refusal still wins, and a fresh Lease holds it (gates::adoption_waits).
         Ok(match (gates::evaluate(&inputs), gates::release_to_adopt(&inputs)) {
             (Gate::Refuse(reason, message), _) => Verdict::Refuse { reason, message },
-            (_, Some((from, released_at))) => Verdict::Adopt { from, released_at },
+            (_, Some((from, released_at))) => match gates::adoption_waits(&inputs) {
+                Some((reason, message)) => Verdict::Wait { reason, message },
+                None => Verdict::Adopt { from, released_at },
+            },
             (Gate::Admit, None) => {
                 let mut evidence = snapshot.evidence(now);
                 // A2: the binding as admission found it, for an attestation to judge.

@@ -824,11 +824,18 @@ impl<'a> Step<'a> {
         self.notify(false, Reason::NodeFenced.as_str(), message.clone());
         match self.spec.action {
             FenceAction::Off => self.after_release(message),
-            // Powering the machine on again is the fence it adopted: this one proved no identity to
-            // send On through, and holds no slot while it waits for the node.
+            // The adopted release was left off (only a finished fence is adopted): this one proved
+            // no identity to send On through, so it ends as an Off release does, never waiting
+            // for a power-on nobody will send.
             FenceAction::Reboot => {
-                let message = format!("{message}; {from} powers the machine on again");
-                self.enter(Phase::WaitingForNode, Reason::WaitingForNode, message);
+                let reason = Reason::PowerOnNotOwned;
+                let message = format!(
+                    "{message}; {from} left the machine off and this remediation proved no identity to send On through: no power-on ({}), the machine stays off, as with action Off",
+                    reason.as_str()
+                );
+                self.set_condition(contract::POWERED_ON, false, reason.as_str(), &message);
+                self.notify(true, reason.as_str(), message.clone());
+                self.enter(Phase::Done, reason, message);
             }
         }
     }
@@ -1696,12 +1703,7 @@ impl<'a> Step<'a> {
             return self.power_on_excluded(value);
         }
         if self.attempt_deadline_passed() {
-            let message =
-                format!("{refusal}; the deadline of {} passed, the machine stays off", self.spec.power_off_timeout);
-            self.set_condition(contract::POWERED_ON, false, Reason::OutOfServiceTaintPresent.as_str(), &message);
-            self.notify(true, Reason::OutOfServiceTaintPresent.as_str(), message.clone());
-            self.enter(Phase::WaitingForNode, Reason::WaitingForNode, message);
-            return;
+            return self.power_on_given_up(refusal.to_string());
         }
         let message = format!("{refusal}; waiting for it to go");
         let reason = Reason::OutOfServiceTaintPresent.as_str();
@@ -1807,7 +1809,10 @@ impl<'a> Step<'a> {
     /// PoweringOn's deadline: past it, `PoweredOn=False` with `at_deadline` and the fence waits for
     /// the node; before it, `meanwhile` is the last error and the next reading comes.
     fn power_on_waits(&mut self, at_deadline: String, meanwhile: String) {
-        if self.attempt_deadline_passed() {
+        let decided = self.progress.intent.as_ref().is_some_and(|i| i.action == PowerAction::On);
+        if self.attempt_deadline_passed() && !decided {
+            self.power_on_given_up(meanwhile);
+        } else if self.attempt_deadline_passed() {
             self.set_condition(contract::POWERED_ON, false, "PowerOnNotConfirmed", &at_deadline);
             self.notify(true, "PowerOnNotConfirmed", at_deadline.clone());
             self.enter(Phase::WaitingForNode, Reason::WaitingForNode, at_deadline);
@@ -1815,6 +1820,22 @@ impl<'a> Step<'a> {
             self.progress.last_error = Some(meanwhile);
             self.requeue = Some(self.spec.poll_interval.get());
         }
+    }
+
+    /// PoweringOn's deadline passed and no `On` was ever decided (so none was sent): the fence ends as
+    /// an `Off` release does, with the cause, and never waits for a node whose machine nobody
+    /// switches on (a later remediation of the node is not held by it).
+    fn power_on_given_up(&mut self, cause: String) {
+        let reason = Reason::PowerOnBlocked;
+        let message = format!(
+            "{cause}; no On was sent by the power-on deadline of {} ({}): the machine stays off, as with action Off",
+            self.spec.power_off_timeout,
+            reason.as_str()
+        );
+        self.progress.intent = None;
+        self.set_condition(contract::POWERED_ON, false, reason.as_str(), &message);
+        self.notify(true, reason.as_str(), message.clone());
+        self.enter(Phase::Done, reason, message);
     }
 
     // WaitingForNode ----------------------------------------------------------------------------------

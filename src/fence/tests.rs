@@ -1110,10 +1110,12 @@ fn no_on_while_any_out_of_service_taint_is_on_the_node_and_powered_on_false_at_t
     // Gone: the On goes out after a fresh reading.
     let go = step(&spec, &State::from(&waiting), power(PowerState::Off), ctx(9, &node()));
     assert_eq!(go.reset, Some(ResetType::On));
-    // Still there at the deadline (powerOffTimeout from entering PoweringOn at t=6): left off.
+    // Still there at the deadline (powerOffTimeout from entering PoweringOn at t=6): left off, and
+    // the fence ends as an Off release does, with its reason (no wait for a node that cannot return).
     let late = step(&spec, &State::from(&waiting), power(PowerState::Off), ctx(66, &tainted));
-    assert_eq!((late.status.phase, late.reset), (Some(Phase::WaitingForNode), None));
+    assert_eq!((late.status.phase, late.reset), (Some(Phase::Done), None));
     assert_eq!(conditions::status_of(&late.status.conditions, contract::POWERED_ON), Some("False"));
+    assert_eq!(succeeded(&late.status), ("True".into(), "PowerOnBlocked".into()));
 }
 
 #[test]
@@ -1124,7 +1126,12 @@ fn a_power_on_that_never_gets_a_reading_still_frees_its_slot() {
     let early = step(&spec, &state, down(), ctx(30, &node()));
     assert_eq!(early.status.phase, Some(Phase::PoweringOn));
     let late = step(&spec, &State::from(&early), down(), ctx(66, &node()));
-    assert_eq!(late.status.phase, Some(Phase::WaitingForNode), "PoweringOn holds a slot: its deadline elapses");
+    assert_eq!(late.status.phase, Some(Phase::Done), "PoweringOn holds a slot: its deadline elapses");
+    assert_eq!(
+        succeeded(&late.status),
+        ("True".into(), "PowerOnBlocked".into()),
+        "no On was sent: the machine stays off"
+    );
 }
 
 #[test]
@@ -1270,14 +1277,16 @@ fn a_machine_already_off_is_judged_against_the_lease_admission_saw() {
 }
 
 #[test]
-fn an_adopted_release_with_reboot_waits_for_the_node_and_holds_no_slot() {
+fn an_adopted_release_with_reboot_ends_as_an_off_release_and_never_waits_for_a_power_on() {
     let spec = CoronerRemediationSpec { action: FenceAction::Reboot, ..spec() };
     let node = node();
     let adopt = Verdict::Adopt { from: "worker-1-first".into(), released_at: t(-5) };
     let decision = step(&spec, &State::default(), Observation::Admission(adopt), ctx(0, &node));
     let phase = decision.status.phase.unwrap();
-    assert_eq!(phase, Phase::WaitingForNode, "the fence it adopted powers the machine on");
-    assert!(!phase.holds_power_slot());
+    assert_eq!(phase, Phase::Done, "the sibling left the machine off; nobody sends On");
+    assert!(!phase.being_fenced(), "a later remediation of the node is not blocked by it");
+    assert_eq!(succeeded(&decision.status), ("True".into(), "PowerOnNotOwned".into()));
+    assert_eq!(conditions::status_of(&decision.status.conditions, contract::POWERED_ON), Some("False"));
     assert_eq!(decision.reset, None);
     let release = decision.status.evidence.as_ref().unwrap().release.as_ref().unwrap();
     assert_eq!((release.kind, release.adopted_from.as_deref()), (ReleaseKind::Adopted, Some("worker-1-first")));
@@ -1612,7 +1621,7 @@ fn a_power_on_whose_reads_keep_failing_leaves_the_node_fenced_at_the_deadline() 
     let early = step(&spec, &state, unavailable(), ctx(7, &node));
     assert_eq!(early.status.phase, Some(Phase::PoweringOn));
     let over = step(&spec, &State::from(&early), unavailable(), ctx(6 + 61, &node));
-    assert_eq!(over.status.phase, Some(Phase::WaitingForNode));
+    assert_eq!(over.status.phase, Some(Phase::Done), "no On was sent: it ends as an Off release does");
     assert_eq!(conditions::status_of(&over.status.conditions, contract::POWERED_ON), Some("False"));
     assert!(over.reset.is_none());
 }

@@ -592,3 +592,13 @@ fn a_siblings_release_is_adopted_only_while_its_exact_taint_is_on_the_node() {
     .unwrap();
     assert_eq!(release_to_adopt(&world_foreign.inputs()), None);
 }
+
+#[test]
+fn adoption_waits_while_the_node_s_lease_is_fresh_and_never_for_a_storm_limit() {
+    let mut world = World::new(node("w-9", Some("Unknown"), &[]));
+    world.lease = LeaseSighting::Seen { age: StdDuration::from_secs(5) };
+    assert!(matches!(adoption_waits(&world.inputs()), Some((Reason::NodeLeaseFresh, _))), "a renewing Lease is life");
+    world.lease = LeaseSighting::Seen { age: StdDuration::from_secs(3600) };
+    world.limits.max_concurrent = 0;
+    assert_eq!(adoption_waits(&world.inputs()), None, "adoption takes no slot");
+}
