@@ -40,8 +40,10 @@ pub const UPDATE_RULE: &str = "request.operation != 'UPDATE' || object.spec == o
 /// The API server loads a new or changed policy asynchronously: an attestation created within this
 /// time after the policy (or its binding) last changed may have been admitted without it.
 pub const POLICY_SETTLE: StdDuration = StdDuration::from_secs(5);
-/// The attestation's one condition.
+/// The attestation's one condition; on a remediation, set by an attested release (A3).
 pub const RELEASED: &str = "Released";
+/// The `Released` condition's reason on a remediation released by attestation.
+pub const OPERATOR_ATTESTED: &str = "OperatorAttested";
 
 const RESOURCE: &str = "coronerattestations";
 
@@ -99,7 +101,6 @@ reasons! {
     NodeExcluded => Final, "the node carries remediation.medik8s.io/exclude-from-remediation";
     ControlPlaneNever => Final, "the node is a control-plane node and the remediation's template says controlPlane: Never";
     ControlPlaneQuorumGuard => Waiting, "releasing this control-plane node now could cost etcd quorum, or another control-plane node is being fenced";
-    Queued => Waiting, "a storm limit is reached; each attested release takes a slot of --max-fences-per-window";
     GateRefused => Final, "a safety gate refused for a reason of its own (the message names it)";
     OutOfServiceTaintPresent => Final, "the node already carries a node.kubernetes.io/out-of-service taint that coroner does not own";
     RemediationDeleted => Final, "the remediation was deleted while the release was written; the taint was taken back";
@@ -155,7 +156,6 @@ fn from_gate(gate: Gate, passed: &str) -> Result<String, Refusal> {
         Reason::ControlPlaneNever => AttestationReason::ControlPlaneNever,
         Reason::NodeLeaseFresh => AttestationReason::NodeLeaseFresh,
         Reason::ControlPlaneQuorumGuard => AttestationReason::ControlPlaneQuorumGuard,
-        Reason::Queued => AttestationReason::Queued,
         other => {
             let how = if waiting { "waits" } else { "refuses" };
             return Err(Refusal::new(AttestationReason::GateRefused, format!("{} {how}: {message}", other.as_str())));
@@ -181,12 +181,11 @@ pub enum Precondition {
     NotExcluded,
     ControlPlaneAllowed,
     ControlPlaneQuorum,
-    StormLimits,
     NoForeignOutOfServiceTaint,
 }
 
 impl Precondition {
-    pub const ALL: [Precondition; 14] = [
+    pub const ALL: [Precondition; 13] = [
         Self::NotExpired,
         Self::PolicyInForce,
         Self::FenceEndedWithoutProof,
@@ -199,7 +198,6 @@ impl Precondition {
         Self::NotExcluded,
         Self::ControlPlaneAllowed,
         Self::ControlPlaneQuorum,
-        Self::StormLimits,
         Self::NoForeignOutOfServiceTaint,
     ];
 
@@ -217,7 +215,6 @@ impl Precondition {
             Self::NotExcluded => "NotExcluded",
             Self::ControlPlaneAllowed => "ControlPlaneAllowed",
             Self::ControlPlaneQuorum => "ControlPlaneQuorum",
-            Self::StormLimits => "StormLimits",
             Self::NoForeignOutOfServiceTaint => "NoForeignOutOfServiceTaint",
         }
     }
@@ -720,9 +717,6 @@ pub struct ClusterView<'a> {
     pub nodes: &'a [Node],
     pub etcd_pods: &'a [Pod],
     pub bmc_bindings: &'a [BmcBinding],
-    /// When fences were admitted and attestations released, for the per-window budget.
-    pub recent_admissions: &'a [Timestamp],
-    pub limits: StormLimits,
     /// What this process's fences last read of their machines, by remediation UID: a reading whose
     /// status write failed counts too.
     pub remembered_power: &'a std::collections::BTreeMap<String, String>,
@@ -778,6 +772,12 @@ pub struct Evaluation<'a> {
     pub checks: Vec<Check>,
     pub remediation: Option<&'a CoronerRemediation>,
     pub verdict: Verdict,
+}
+
+/// A3: the failed fence's template as it was admitted (an edit since does not count), as the fence
+/// itself judges it.
+pub fn admitted_spec(remediation: &CoronerRemediation) -> &crate::api::CoronerRemediationSpec {
+    remediation.status.as_ref().and_then(|s| s.admitted_spec.as_ref()).unwrap_or(&remediation.spec)
 }
 
 /// Checks every precondition, in order, and decides: the first final refusal refuses, else the first
@@ -841,7 +841,7 @@ pub fn evaluate<'a>(inputs: &Inputs<'a>) -> Evaluation<'a> {
     push(
         Precondition::LeaseStale,
         match (remediation, inputs.sighting) {
-            (Some(r), Some(sighting)) => result(lease_stale(sighting, r.spec.lease_freshness.get())),
+            (Some(r), Some(sighting)) => result(lease_stale(sighting, admitted_spec(r).lease_freshness.get())),
             (None, _) => skipped("no failed fence"),
             (_, None) => skipped("coroner's own view of the Lease; coroner checks it"),
         },
@@ -854,7 +854,7 @@ pub fn evaluate<'a>(inputs: &Inputs<'a>) -> Evaluation<'a> {
         Precondition::ControlPlaneAllowed,
         match (node, remediation) {
             (Some(n), Some(r)) => result(from_gate(
-                gates::control_plane_allowed(r.spec.control_plane, n),
+                gates::control_plane_allowed(admitted_spec(r).control_plane, n),
                 "the template allows this node",
             )),
             _ => skipped("needs the node and its failed fence"),
@@ -871,8 +871,9 @@ pub fn evaluate<'a>(inputs: &Inputs<'a>) -> Evaluation<'a> {
             nodes: cluster.nodes,
             etcd_pods: cluster.etcd_pods,
             remediations: inputs.remediations,
-            recent_admissions: cluster.recent_admissions,
-            limits: cluster.limits,
+            // A3: the storm limits are not consulted (the fence took its slot at its admission).
+            recent_admissions: &[],
+            limits: StormLimits { max_concurrent: u32::MAX, max_per_window: u32::MAX, window: StdDuration::ZERO },
         }),
         _ => None,
     };
@@ -886,13 +887,6 @@ pub fn evaluate<'a>(inputs: &Inputs<'a>) -> Evaluation<'a> {
         gate_inputs.as_ref().map_or_else(
             || skipped(unchecked),
             |g| result(from_gate(gates::control_plane_quorum(g), "not a control-plane node, or quorum survives")),
-        ),
-    );
-    push(
-        Precondition::StormLimits,
-        gate_inputs.as_ref().map_or_else(
-            || skipped(unchecked),
-            |g| result(from_gate(gates::storm(g), "within the storm limits; takes a slot of the fence window")),
         ),
     );
     push(
@@ -913,19 +907,25 @@ pub fn evaluate<'a>(inputs: &Inputs<'a>) -> Evaluation<'a> {
         Verdict::Refuse(refusal)
     } else if let Some(first) = refusals().next() {
         Verdict::Wait(first)
-    } else if let (Some(r), Some(baseline)) = (remediation, baseline) {
-        Verdict::Release(ReleasePlan {
-            node_name: spec.node_name.clone(),
-            node_uid: spec.node_uid.clone(),
-            remediation: r.name_any(),
-            remediation_uid: r.uid().unwrap_or_default(),
-            lease_baseline: baseline,
-        })
+    } else if let Some(plan) = remediation.and_then(|r| plan_of(attestation, r)) {
+        Verdict::Release(plan)
     } else {
         // Unreachable with every check passed; waiting is the safe answer.
         Verdict::Wait(Refusal::new(AttestationReason::NoFailedFence, "no failed fence to release on"))
     };
     Evaluation { checks, remediation, verdict }
+}
+
+/// The release of `attestation` through the failed fence `remediation`: the node attested, and the
+/// Lease mark the fence ended on, which must still hold (none recorded: no plan).
+pub fn plan_of(attestation: &CoronerAttestation, remediation: &CoronerRemediation) -> Option<ReleasePlan> {
+    Some(ReleasePlan {
+        node_name: attestation.spec.node_name.clone(),
+        node_uid: attestation.spec.node_uid.clone(),
+        remediation: remediation.name_any(),
+        remediation_uid: remediation.uid().unwrap_or_default(),
+        lease_baseline: lease_at_fence_end(remediation)?,
+    })
 }
 
 fn fence_summary(remediation: &CoronerRemediation) -> String {
@@ -939,6 +939,15 @@ fn fence_summary(remediation: &CoronerRemediation) -> String {
 /// The checks right inside the releasing Node update, on the Node about to be written and its
 /// current Lease: the same node, still Ready=Unknown, the Lease unchanged, not excluded, no foreign
 /// out-of-service taint.
+/// A3: right after the releasing Node update the Lease is read again, as the BMC release does: a
+/// Lease that changed since the fence ended (renewed while the update was on its way) takes the
+/// taint back at once; so does one found changed under a release already on the Node.
+pub fn lease_held_after_release(plan: &ReleasePlan, lease: Option<Option<Timestamp>>) -> Result<(), Refusal> {
+    lease_unchanged_since_fence(Some(plan.lease_baseline), lease).map(drop).map_err(|refusal| {
+        Refusal::new(refusal.reason, format!("{}; the out-of-service taint was taken back", refusal.message))
+    })
+}
+
 pub fn recheck_node(plan: &ReleasePlan, node: Option<&Node>, lease: Option<Option<Timestamp>>) -> Result<(), Refusal> {
     node_is_the_attested_one(node, &plan.node_name, &plan.node_uid)?;
     let node = node.ok_or_else(|| Refusal::new(AttestationReason::NodeNotFound, "the node disappeared"))?;
@@ -1074,6 +1083,31 @@ pub fn confirm_release(status: &CoronerRemediationStatus, released: &AttestedRel
         }
     }
     status.last_update_time = Some(Time(released.released_at.0));
+    said_released_by_attestation(status, released.released_at.0)
+}
+
+/// The remediation's reason for a person after an attested release (A3): a `Released` condition
+/// (reason `OperatorAttested`) names the attestation; `Succeeded` stays `False` (NodeHealthCheck has
+/// acted on it already), and the failure's message no longer asks for a retry.
+pub fn said_released_by_attestation(mut status: CoronerRemediationStatus, at: Timestamp) -> CoronerRemediationStatus {
+    let Some(record) = status.evidence.as_ref().and_then(|e| e.release.as_ref()?.attestation.clone()) else {
+        return status;
+    };
+    let message = format!(
+        "released at {at} by attestation {} of {} ({}); Succeeded stays False, as NodeHealthCheck saw it: nothing to retry",
+        record.name,
+        record.attested_by,
+        bounded(String::new(), &record.reason, 300)
+    );
+    conditions::set(&mut status.conditions, RELEASED, conditions::TRUE, OPERATOR_ATTESTED, &message, at);
+    for type_ in [contract::PROCESSING, contract::SUCCEEDED] {
+        if let Some(condition) = status.conditions.iter_mut().find(|c| c.type_ == type_) {
+            let cause = contract::cause(&condition.message).to_owned();
+            if cause != condition.message {
+                condition.message = format!("{cause}. Released since by attestation {}: nothing to retry", record.name);
+            }
+        }
+    }
     status
 }
 
@@ -1088,7 +1122,8 @@ pub fn mark_released(status: &CoronerRemediationStatus) -> Option<CoronerRemedia
     if let Some(a) = status.evidence.as_mut().and_then(|e| e.release.as_mut()).and_then(|r| r.attestation.as_mut()) {
         a.state = AttestedReleaseState::Released;
     }
-    Some(status)
+    let at = status.evidence.as_ref()?.release.as_ref()?.released_at.0;
+    Some(said_released_by_attestation(status, at))
 }
 
 /// The release as the Node shows it: the out-of-service taint the remediation owns, if it is there.

@@ -36,6 +36,11 @@ use super::Duration;
         type_ = "string",
         json_path = r#".status.conditions[?(@.type=="Processing")].reason"#
     ),
+    printcolumn(
+        name = "Released",
+        type_ = "string",
+        json_path = r#".status.conditions[?(@.type=="Released")].reason"#
+    ),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[serde(rename_all = "camelCase")]

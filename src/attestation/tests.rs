@@ -464,8 +464,6 @@ struct World {
     lease: Option<Option<Timestamp>>,
     sighting: LeaseSighting,
     nodes: Vec<Node>,
-    admissions: Vec<Timestamp>,
-    limits: StormLimits,
     remembered: std::collections::BTreeMap<String, String>,
 }
 
@@ -480,8 +478,6 @@ impl World {
             lease: Some(Some(t(-300))),
             sighting: LeaseSighting::Seen { age: StdDuration::from_secs(290) },
             nodes: vec![node("Unknown")],
-            admissions: vec![],
-            limits: StormLimits { max_concurrent: 3, max_per_window: 5, window: StdDuration::from_secs(600) },
             remembered: Default::default(),
         }
     }
@@ -500,8 +496,6 @@ impl World {
                 nodes: &self.nodes,
                 etcd_pods: &[],
                 bmc_bindings: &[],
-                recent_admissions: &self.admissions,
-                limits: self.limits,
                 remembered_power: &self.remembered,
             }),
         };
@@ -631,14 +625,22 @@ fn a_control_plane_node_is_released_only_with_quorum_and_never_under_control_pla
 }
 
 #[test]
-fn each_attested_release_takes_a_slot_of_the_fence_window() {
+fn the_preconditions_judge_the_failed_fence_s_template_as_admitted_not_as_edited_since() {
     let mut world = World::dead_node();
-    world.limits.max_per_window = 2;
-    world.admissions = vec![t(-100), t(-50)];
-    let (verdict, _) = world.evaluate(t(5));
-    assert!(matches!(&verdict, Verdict::Wait(r) if r.reason == AttestationReason::Queued), "{verdict:?}");
-    world.admissions = vec![t(-700), t(-50)];
-    assert!(matches!(world.evaluate(t(5)).0, Verdict::Release(_)), "a slot outside the window is free again");
+    let admitted = world.remediations[0].spec.clone();
+    world.remediations[0].status.as_mut().unwrap().admitted_spec = Some(admitted);
+    // Edited after admission to ask for an hour of Lease silence: not judged.
+    world.remediations[0].spec.lease_freshness = crate::api::Duration::from_secs(3600);
+    assert!(matches!(world.evaluate(t(5)).0, Verdict::Release(_)), "the template as admitted");
+}
+
+#[test]
+fn the_lease_read_again_after_the_release_takes_the_taint_back_when_it_changed() {
+    let plan = plan_for(&failed("w1", "BmcUnreachable", -60, Some(-300)));
+    assert!(lease_held_after_release(&plan, Some(Some(t(-300)))).is_ok());
+    let refusal = lease_held_after_release(&plan, Some(Some(t(2)))).unwrap_err();
+    assert_eq!(refusal.reason, AttestationReason::LeaseChangedSinceFence);
+    assert!(refusal.message.ends_with("the out-of-service taint was taken back"), "{}", refusal.message);
 }
 
 #[test]
@@ -661,15 +663,7 @@ fn the_preflight_without_coroner_s_view_lists_what_it_could_not_check() {
         .filter(|c| matches!(c.outcome, Outcome::NotChecked(_)))
         .map(|c| c.precondition)
         .collect();
-    assert_eq!(
-        unchecked,
-        [
-            Precondition::PolicyInForce,
-            Precondition::LeaseStale,
-            Precondition::ControlPlaneQuorum,
-            Precondition::StormLimits
-        ]
-    );
+    assert_eq!(unchecked, [Precondition::PolicyInForce, Precondition::LeaseStale, Precondition::ControlPlaneQuorum,]);
     assert!(matches!(evaluation.verdict, Verdict::Release(_)), "nothing refused what it could see");
 }
 
@@ -722,10 +716,21 @@ fn the_remediation_records_the_attestation_verbatim_and_succeeded_stays_false() 
         lease_renew_time: Some(MicroTime(t(-300))),
         released_at: MicroTime(t(2)),
     };
+    let mut status = status;
+    let lever = contract::final_message(contract::Reason::BmcUnreachable, "BMC unreachable");
+    status.conditions.iter_mut().for_each(|c| c.message.clone_from(&lever));
     let confirmed = confirm_release(&status, &released);
     let release = confirmed.evidence.as_ref().unwrap().release.as_ref().unwrap();
     assert_eq!(release.attestation.as_ref().unwrap().state, AttestedReleaseState::Released);
     assert_eq!(release.released_at, MicroTime(t(2)));
+    // A3: it says it was released by attestation, Succeeded stays False, and no retry is asked for.
+    let said = conditions::find(&confirmed.conditions, RELEASED).unwrap();
+    assert_eq!((said.status.as_str(), said.reason.as_str()), ("True", OPERATOR_ATTESTED));
+    assert!(said.message.contains("alice"), "{}", said.message);
+    let failed = conditions::find(&confirmed.conditions, contract::SUCCEEDED).unwrap();
+    assert_eq!(failed.status, "False");
+    assert!(!failed.message.contains(contract::RETRY_LEVER), "{}", failed.message);
+    assert!(failed.message.ends_with("nothing to retry"), "{}", failed.message);
     assert_eq!(withdraw_release(&confirmed, "att-uid"), None, "a confirmed release is never withdrawn");
     let withdrawn = withdraw_release(&status, "att-uid").unwrap();
     assert!(withdrawn.evidence.unwrap().release.is_none());
@@ -756,11 +761,11 @@ fn the_event_carries_the_reason_verbatim_within_an_event_note() {
 
 #[test]
 fn the_attestation_waits_pending_or_is_refused_with_the_reason_in_its_condition() {
-    let waiting = Refusal::new(AttestationReason::Queued, "place 1");
+    let waiting = Refusal::new(AttestationReason::NodeLeaseFresh, "seen 3s ago");
     let status = refused_status(&CoronerAttestationStatus::default(), &[], &waiting, t(0));
     assert_eq!(status.phase, Some(AttestationPhase::Pending));
     let condition = conditions::find(&status.conditions, RELEASED).unwrap();
-    assert_eq!((condition.status.as_str(), condition.reason.as_str()), ("False", "Queued"));
+    assert_eq!((condition.status.as_str(), condition.reason.as_str()), ("False", "NodeLeaseFresh"));
     let refused = Refusal::new(AttestationReason::AttestationExpired, "old");
     assert_eq!(refused_status(&status, &[], &refused, t(1)).phase, Some(AttestationPhase::Refused));
 }

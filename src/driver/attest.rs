@@ -43,31 +43,28 @@ pub async fn reconcile<W: World>(world: &W, local: &Local, name: &str) -> Result
     if attestation.metadata.deletion_timestamp.is_some() {
         return Ok(Next::AwaitChange);
     }
-    let mut admissions = local.admissions.lock().await;
     match phase_of(&attestation) {
-        AttestationPhase::Released => {
-            // Each attested release keeps its slot of the fence window, also across restarts.
-            if let (Some(uid), Some(released)) =
-                (attestation.uid(), attestation.status.as_ref().and_then(|s| s.released.as_ref()))
-            {
-                admissions.times.entry(uid).or_insert(released.released_at.0);
-            }
-            return Ok(Next::AwaitChange);
-        }
-        AttestationPhase::Refused => return Ok(Next::AwaitChange),
+        AttestationPhase::Released | AttestationPhase::Refused => return Ok(Next::AwaitChange),
         AttestationPhase::Pending | AttestationPhase::Releasing => {}
     }
-    let seen = Seen::read(world, local, &attestation, &mut admissions.times).await?;
+    let seen = Seen::read(world, local, &attestation).await?;
     let now = world.now();
     if let Some((remediation, released)) = seen.release_already_on_node(&attestation) {
-        // A coroner stopped after the Node update: the release stands; only its records are missing.
-        return finish(world, &attestation, remediation, &released, &mut admissions.times).await;
+        // A coroner stopped after the Node update, maybe before it read the Lease again: the same
+        // check as right after the update (A3), then only the records are missing.
+        let plan = attestation::plan_of(&attestation, &remediation);
+        if let Some(refusal) = plan.and_then(|plan| attestation::lease_held_after_release(&plan, seen.lease).err()) {
+            take_back_owned(world, &attestation.spec.node_name, &remediation.uid().unwrap_or_default()).await?;
+            withdraw(world, &remediation.name_any(), &attestation.uid().unwrap_or_default()).await?;
+            let evaluation = seen.evaluate(world, &attestation, now);
+            return refuse(world, &attestation, &evaluation, &refusal, now).await;
+        }
+        return finish(world, &attestation, remediation, &released).await;
     }
     let evaluation = seen.evaluate(world, &attestation, now);
     match evaluation.verdict.clone() {
-        Verdict::Release(plan) => release(world, local, &attestation, &evaluation, &plan, &mut admissions.times).await,
+        Verdict::Release(plan) => release(world, local, &attestation, &evaluation, &plan).await,
         Verdict::Wait(refusal) | Verdict::Refuse(refusal) => {
-            drop(admissions);
             if refusal.is_final()
                 && let Some(remediation) = evaluation.remediation
             {
@@ -78,8 +75,6 @@ pub async fn reconcile<W: World>(world: &W, local: &Local, name: &str) -> Result
     }
 }
 
-type Times = std::collections::BTreeMap<String, Timestamp>;
-
 /// Everything the preconditions look at, read afresh.
 struct Seen {
     policies: (Vec<ValidatingAdmissionPolicy>, Vec<ValidatingAdmissionPolicyBinding>),
@@ -89,29 +84,14 @@ struct Seen {
     nodes: Vec<Node>,
     etcd_pods: Vec<Pod>,
     bmc_bindings: Vec<BmcBinding>,
-    /// When fences were admitted and attestations released (the fence window).
-    recent: Vec<Timestamp>,
     /// What this process's fences last read (A1), by remediation UID.
     remembered_power: std::collections::BTreeMap<String, String>,
 }
 
 impl Seen {
-    async fn read<W: World>(
-        world: &W,
-        local: &Local,
-        attestation: &CoronerAttestation,
-        admitted: &mut Times,
-    ) -> Result<Self, Error> {
+    async fn read<W: World>(world: &W, local: &Local, attestation: &CoronerAttestation) -> Result<Self, Error> {
         let node_name = &attestation.spec.node_name;
         let remediations = world.remediations().await?;
-        // The fence window counts every admission the remediations record, as the fence's admission does.
-        for r in &remediations {
-            if let (Some(uid), Some(node)) =
-                (r.uid(), r.status.as_ref().and_then(|s| s.evidence.as_ref()?.node.as_ref()))
-            {
-                admitted.insert(uid, node.admitted_at.0);
-            }
-        }
         let nodes = world.nodes().await?;
         let instance = world.instance();
         let remembered_power = remediations
@@ -124,7 +104,6 @@ impl Seen {
             .collect();
         Ok(Self {
             remembered_power,
-            recent: admitted.values().copied().collect(),
             policies: world.admission_policies().await?,
             node: nodes.iter().find(|n| &n.name_any() == node_name).cloned(),
             lease: world.node_lease(node_name).await?,
@@ -155,8 +134,6 @@ impl Seen {
                 nodes: &self.nodes,
                 etcd_pods: &self.etcd_pods,
                 bmc_bindings: &self.bmc_bindings,
-                recent_admissions: &self.recent,
-                limits: settings.limits,
                 remembered_power: &self.remembered_power,
             }),
         };
@@ -221,7 +198,6 @@ async fn release<W: World>(
     attestation: &CoronerAttestation,
     evaluation: &Evaluation<'_>,
     plan: &ReleasePlan,
-    admitted: &mut Times,
 ) -> Result<Next, Error> {
     let now = world.now();
     let old = attestation.status.clone().unwrap_or_default();
@@ -297,28 +273,25 @@ async fn release<W: World>(
                 return Ok(Next::AwaitChange);
             }
             let remediation = current.ok_or(Error::Incomplete("remediation"))?;
-            finish(world, &attestation, remediation, &released, admitted).await
+            finish(world, &attestation, remediation, &released).await
         }
     }
 }
 
-/// The release is on the Node: confirm the remediation's record, take the window slot, mark the
-/// attestation Released and announce it on the remediation, the Node and the attestation.
+/// The release is on the Node: confirm the remediation's record (no slot of the fence window: the
+/// fence took its own, A3), mark the attestation Released and announce it on the remediation, the
+/// Node and the attestation.
 async fn finish<W: World>(
     world: &W,
     attestation: &CoronerAttestation,
     remediation: CoronerRemediation,
     released: &AttestedRelease,
-    admitted: &mut Times,
 ) -> Result<Next, Error> {
     update_remediation_status(world, &remediation.name_any(), |status| {
         let record = status.evidence.as_ref()?.release.as_ref()?.attestation.as_ref()?;
         (record.state != AttestedReleaseState::Released).then(|| attestation::confirm_release(status, released))
     })
     .await?;
-    if let Some(uid) = attestation.uid() {
-        admitted.insert(uid, released.released_at.0);
-    }
     if let Err(error) = mark_attestation_released(world, attestation, released).await {
         // The release and its record on the remediation stand; the attestation may have been deleted.
         warn!(%error, attestation = %attestation.name_any(), "released, but could not mark the attestation Released");
@@ -327,7 +300,7 @@ async fn finish<W: World>(
     let id = crate::guard::release_id_at(&remediation.uid().unwrap_or_default(), released.released_at.0);
     let message = format!("{} (release {id})", attestation::release_message(attestation));
     info!(attestation = %attestation.name_any(), node = %attestation.spec.node_name, remediation = %remediation.name_any(), "{message}");
-    let attested = Notice { warning: true, reason: "OperatorAttested".into(), message };
+    let attested = Notice { warning: true, reason: attestation::OPERATOR_ATTESTED.into(), message };
     world.publish(&remediation.object_ref(&()), &attested, "Release").await;
     let node_ref = ObjectReference {
         api_version: Some("v1".into()),
@@ -445,6 +418,12 @@ pub async fn release_node<W: World>(world: &W, plan: &ReleasePlan) -> Result<Res
         match world.patch_node(&node, &updated).await {
             Ok(written) => {
                 if let Some(done) = found(&written, Some(now)) {
+                    // A3: the Lease read again right after the update, as the BMC release does.
+                    let after = world.node_lease(&plan.node_name).await?;
+                    if let Err(refusal) = attestation::lease_held_after_release(plan, after) {
+                        take_back(world, plan).await?;
+                        return Ok(Err(refusal));
+                    }
                     return Ok(Ok(done));
                 }
             }
@@ -455,11 +434,14 @@ pub async fn release_node<W: World>(world: &W, plan: &ReleasePlan) -> Result<Res
     Err(Error::NodeConflicts(plan.node_name.clone()))
 }
 
-/// Removes the out-of-service taint the remediation owns (a release whose owner is gone).
+/// Removes the out-of-service taint the remediation owns (a release whose owner is gone, or whose
+/// node showed life right after it).
 async fn take_back<W: World>(world: &W, plan: &ReleasePlan) -> Result<(), Error> {
-    update_node(world, &plan.node_name, |node| {
-        taints::without_owned(node, &[CoronerTaint::OutOfService], &plan.remediation_uid)
-    })
-    .await
-    .map(drop)
+    take_back_owned(world, &plan.node_name, &plan.remediation_uid).await
+}
+
+async fn take_back_owned<W: World>(world: &W, node: &str, remediation_uid: &str) -> Result<(), Error> {
+    update_node(world, node, |node| taints::without_owned(node, &[CoronerTaint::OutOfService], remediation_uid))
+        .await
+        .map(drop)
 }
