@@ -1383,6 +1383,10 @@ impl<'a> Step<'a> {
                     power_off.proof = None;
                     power_off.proven_at = None;
                 }
+                // P3: the proof and any run end here, also when a gate holds the ForceOff below.
+                self.memory.proof = None;
+                self.memory.run = None;
+                self.progress.off_run = None;
                 let last = format!("power reads {} after the proof: the machine came back on", reading.power_state);
                 self.progress.last_error = Some(last.clone());
                 if self.progress.attempt >= self.spec.retry.count {

@@ -1001,6 +1001,21 @@ fn releasing(spec: &CoronerRemediationSpec) -> State {
     state
 }
 
+#[test]
+fn a_reading_of_life_after_the_proof_ends_the_proof_even_while_a_gate_holds_the_force_off() {
+    let spec = spec();
+    let node = node();
+    let hold = (Reason::NodeLeaseFresh, "coroner saw the node's Lease renewed 1s ago".to_owned());
+    let held = Context { hold_power_action: Some(&hold), ..ctx(5, &node) };
+    let on = step(&spec, &releasing(&spec), power(PowerState::Other("Unknown".into())), held);
+    assert_eq!(on.reset, None, "the ForceOff is held");
+    assert!(on.memory.proof.is_none() && on.memory.run.is_none(), "P3: the run is broken: {:?}", on.memory);
+    // One Off reading afterwards is no proof: it starts a new run.
+    let off = step(&spec, &State::from(&on), power(PowerState::Off), ctx(6, &node));
+    assert_eq!(off.status.phase, Some(Phase::ConfirmingOff));
+    assert_eq!(off.memory.run.map(|r| r.count), Some(1));
+}
+
 /// One step of the release phase at t=5 with `observation`.
 fn release_step(spec: &CoronerRemediationSpec, observation: Observation) -> Decision {
     let node = node();

@@ -479,6 +479,14 @@ pub const REGRESSIONS: &[(u64, &str)] = &[
         "A1 (soak, seeds 44000..54000): a deposed leader's read (a slow BMC's retry) saw the machine on and its status write lost to the new leader's; the new leader's fence failed and an attestation followed the lost reading; a reading of life whose write failed is now written on its own, and a process that knows it was deposed reads no more",
     ),
     (
+        65552,
+        "P3 (soak, seeds 64000..70000): a reading that was not Off after the proof, with a gate holding the ForceOff, left the run and the proof in memory; a single Off reading then released on it. The run now ends on every such reading",
+    ),
+    (
+        64837,
+        "bootID (soak; the oracle): a slow apiserver answer (12.6 s) delayed the reconcile that reports FenceDidNotTakeEffect past 10 s; the bound now allows six slow answers, as the guard's does",
+    ),
+    (
         23535,
         "R2 (soak): a guard ForceOff whose leader check failed on a 503 was tried again only at the next guard round; an unanswered guard ForceOff now makes the guard due at once",
     ),
