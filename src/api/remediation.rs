@@ -350,6 +350,10 @@ pub struct GuardStatus {
     /// machine was brought back unapproved (reported once).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub returned_without_approval: Option<MicroTime>,
+    /// How the release record and the Node disagree (R4), as last reported: the guard goes on
+    /// against the machine of the admitted identity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record_diverged: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]

@@ -44,6 +44,18 @@ impl<W: World> Fence<'_, W> {
         if !crate::guard::release_stands(&status, &snapshot) {
             return Ok(None);
         }
+        // R4: a record and a Node that disagree are said so, once per cause; the guard goes on.
+        if let Some((new, notice)) = crate::guard::diverged_record(&status, &snapshot) {
+            let decision = Decision {
+                status: new,
+                memory: self.remembered(),
+                reset: None,
+                requeue: None,
+                notices: Vec::from_iter(notice),
+            };
+            self.commit(decision, Some(node)).await?;
+        }
+        let status = self.status();
         // One guard per release: an adopted release is its sibling's to guard while the sibling exists.
         if let Some(sibling) = &release.adopted_from
             && self.world.remediation(sibling).await?.is_some()

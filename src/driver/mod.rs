@@ -18,9 +18,9 @@ mod release;
 use std::{collections::BTreeMap, time::Duration as StdDuration};
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, ObjectReference};
 use kube::{Resource, ResourceExt};
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 pub use crate::cluster::{ApiError, ApiResult};
 pub use identity::{claims, node_system, origin_peers};
@@ -172,7 +172,23 @@ pub async fn cleanup<W: World>(world: &W, local: &Local, remediation: &CoronerRe
     let uid = remediation.uid().ok_or(Error::Incomplete("uid"))?;
     let status = remediation.status.clone().unwrap_or_default();
     if let Some(node) = node_of(remediation) {
-        if let Some(found) = world.node(&node).await? {
+        let found = world.node(&node).await?;
+        // R4: the Node was deleted while the release stood; the guard ends with this remediation.
+        if found.is_none()
+            && let Some((binding, notice)) = crate::guard::unguarded_by_node_deletion(&status, &node)
+        {
+            let regarding = ObjectReference {
+                api_version: Some("coroner.dev/v1alpha1".into()),
+                kind: Some("BmcBinding".into()),
+                name: Some(binding),
+                namespace: Some(world.settings().namespace.clone()),
+                ..Default::default()
+            };
+            warn!(node, "{}", notice.message);
+            world.publish(&regarding, &notice, "Cleanup").await;
+            world.publish(&remediation.object_ref(&()), &notice, "Cleanup").await;
+        }
+        if let Some(found) = found {
             let snapshot = NodeSnapshot::new(&found, world.node_lease(&node).await?, &uid);
             // R1: the node came back Ready while the release stood and NHC deleted the remediation
             // before any reconcile saw it: the finalizer reports it, once (its record in status).

@@ -640,3 +640,33 @@ fn a_force_off_an_earlier_guard_decided_and_left_unanswered_goes_even_when_the_m
     let next = step_with(GuardPolicy::Enforce, &answered.status, &Memory::default(), &Finding::Off);
     assert_eq!(next.reset, None, "once answered, an Off reading is Off");
 }
+
+#[test]
+fn a_release_whose_taint_was_removed_or_rewritten_or_whose_node_was_replaced_is_said_to_diverge_once() {
+    let status = released();
+    assert_eq!(record_diverged(&status, &node(true)), None, "the record and the Node agree");
+    let removed = record_diverged(&status, &node(false)).unwrap();
+    assert!(removed.contains("removed by someone else"), "{removed}");
+    let rewritten =
+        NodeSnapshot { out_of_service: Some("node.kubernetes.io/out-of-service=x:NoExecute".into()), ..node(false) };
+    assert!(record_diverged(&status, &rewritten).unwrap().contains("rewritten"));
+    let replaced = NodeSnapshot { uid: "new-uid".into(), ..node(false) };
+    assert!(record_diverged(&status, &replaced).unwrap().contains("replaced"));
+    // Reported once per cause; a Node that agrees again clears the record without a notice.
+    let (diverged, notice) = diverged_record(&status, &node(false)).unwrap();
+    assert_eq!(notice.unwrap().reason, RECORD_DIVERGED);
+    assert_eq!(diverged_record(&diverged, &node(false)), None);
+    let (agreed, notice) = diverged_record(&diverged, &node(true)).unwrap();
+    assert!(notice.is_none() && agreed.guard.unwrap().record_diverged.is_none());
+}
+
+#[test]
+fn a_node_deleted_under_a_standing_release_is_reported_on_its_binding_with_the_machine_s_identity() {
+    let (binding, notice) = unguarded_by_node_deletion(&released(), "worker-1").unwrap();
+    assert_eq!((binding.as_str(), notice.reason.as_str()), ("worker-1", UNGUARDED_NODE_DELETED));
+    assert!(notice.warning && notice.message.contains(UUID), "{}", notice.message);
+    let mut ended = released();
+    ended.evidence.as_mut().unwrap().release.as_mut().unwrap().taint_removed_at = Some(MicroTime(t(9)));
+    assert!(unguarded_by_node_deletion(&ended, "worker-1").is_none(), "coroner ended the release for its On");
+    assert!(unguarded_by_node_deletion(&CoronerRemediationStatus::default(), "worker-1").is_none());
+}
