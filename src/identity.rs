@@ -161,6 +161,29 @@ pub fn prove(node_uuid: &str, bmc_uuid: &str, others: &[Claim]) -> Result<UuidMa
     Ok(matched)
 }
 
+/// IPMI: a System GUID is sixteen bytes firmware spells in three layouts. The spelling that names the
+/// node is the proof ([`prove`]); no other spelling of the same bytes may name another Node or be a
+/// placeholder, since either makes the bytes as likely another machine's.
+pub fn other_spellings_clear(aliases: &[String], others: &[Claim]) -> Result<(), IdentityRefusal> {
+    for alias in aliases {
+        let Some(uuid) = parse(alias) else { continue };
+        if let Some(why) = unusable(alias) {
+            return Err(IdentityRefusal::NodeUuidUnusable(
+                bounded(alias, 64),
+                if why.contains("placeholder") {
+                    "another layout of the BMC's GUID spells a known firmware placeholder"
+                } else {
+                    why
+                },
+            ));
+        }
+        if let Some(other) = others.iter().find(|c| parse(&c.uuid).is_some_and(|u| same_machine(uuid, u).is_some())) {
+            return Err(IdentityRefusal::Ambiguous { uuid: alias.clone(), other: other.owner.clone() });
+        }
+    }
+    Ok(())
+}
+
 fn usable_node_uuid(node_uuid: &str) -> Result<Uuid, IdentityRefusal> {
     let refuse = |why| IdentityRefusal::NodeUuidUnusable(bounded(node_uuid, 64), why);
     if let Some(why) = unusable(node_uuid) {
@@ -299,6 +322,18 @@ mod tests {
     }
 
     #[test]
+    fn another_layout_of_an_ipmi_guid_that_names_another_node_or_a_placeholder_is_refused() {
+        let guid = crate::ipmi::Guid::of(parse(NODE).unwrap(), crate::ipmi::GuidLayout::Smbios);
+        let reversed = guid.spell(crate::ipmi::GuidLayout::Ipmi).to_string();
+        let aliases = vec![reversed.clone()];
+        assert_eq!(other_spellings_clear(&aliases, &[]), Ok(()));
+        let claims = [Claim { owner: "Node worker-2".into(), uuid: reversed.clone() }];
+        assert!(matches!(other_spellings_clear(&aliases, &claims), Err(IdentityRefusal::Ambiguous { .. })));
+        let placeholder = vec!["03000200-0400-0500-0006-000700080009".to_owned()];
+        assert!(matches!(other_spellings_clear(&placeholder, &[]), Err(IdentityRefusal::NodeUuidUnusable(..))));
+    }
+
+    #[test]
     fn a_malformed_bmc_uuid_is_an_error_never_a_default() {
         assert!(matches!(prove(NODE, "", &[]), Err(IdentityRefusal::BmcUuidMalformed { .. })));
         assert!(matches!(prove(NODE, "12345", &[]), Err(IdentityRefusal::BmcUuidMalformed { .. })));
@@ -328,6 +363,7 @@ mod tests {
             uuid: uuid.into(),
             power_state: crate::bmc::PowerState::On,
             reset_target: None,
+            aliases: Vec::new(),
         }
     }
 

@@ -265,6 +265,21 @@ pub fn status_patch(old: Option<&BmcBindingStatus>, new: &BmcBindingStatus) -> s
     serde_json::json!({ "status": status })
 }
 
+/// The system a binding's reads go to when it names one: a Redfish binding's `systemId`; for an IPMI
+/// binding, the GUID layout its verification proved the node in at the binding's current generation,
+/// so a fence whose GUID spells the node only in another layout is refused as a changed identity.
+pub fn pinned_system(binding: &BmcBinding) -> Option<&str> {
+    if binding.spec.ipmi.is_none() {
+        return binding.spec.system_id();
+    }
+    let status = binding.status.as_ref()?;
+    let current = status.observed_generation.is_some() && status.observed_generation == binding.metadata.generation;
+    status
+        .system_id
+        .as_deref()
+        .filter(|id| current && status.uuid.is_some() && id.starts_with(crate::ipmi::PATH_PREFIX))
+}
+
 /// What a fence learned about its binding, for [`record_fence`]: recorded once per fence, at the
 /// proof or at the final refusal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -400,6 +415,29 @@ mod tests {
         );
         binding.metadata.generation = Some(3);
         binding
+    }
+
+    #[test]
+    fn an_ipmi_binding_pins_the_guid_layout_its_verification_proved_at_its_current_generation() {
+        let mut redfish = binding(false);
+        assert_eq!(pinned_system(&redfish), None);
+        redfish.spec.redfish.as_mut().unwrap().system_id = Some("2".into());
+        assert_eq!(pinned_system(&redfish), Some("2"));
+        let mut ipmi = binding(false);
+        ipmi.spec.redfish = None;
+        ipmi.spec.ipmi =
+            Some(crate::api::IpmiTarget { address: "bmc".into(), port: None, cipher_suite: None, privilege: None });
+        assert_eq!(pinned_system(&ipmi), None, "never verified: discovery finds the layout");
+        let path = format!("{}smbios", crate::ipmi::PATH_PREFIX);
+        ipmi.status = Some(BmcBindingStatus {
+            system_id: Some(path.clone()),
+            uuid: Some("u".into()),
+            observed_generation: Some(3),
+            ..Default::default()
+        });
+        assert_eq!(pinned_system(&ipmi), Some(path.as_str()));
+        ipmi.metadata.generation = Some(4);
+        assert_eq!(pinned_system(&ipmi), None, "verified at another generation: found again");
     }
 
     fn read(identity: Result<UuidMatch, (Reason, String)>) -> Check {

@@ -472,6 +472,16 @@ async fn fence_over_ipmi(
     peer: &Peer,
     action: coroner::api::FenceAction,
 ) -> (coroner::api::CoronerRemediationStatus, coroner::sim::lab::Lab<IpmiClient>) {
+    fence_over_ipmi_verified_in(peer, action, None).await
+}
+
+/// As [`fence_over_ipmi`], the binding's last verification (at its current generation) having
+/// proved the node in `verified` layout.
+async fn fence_over_ipmi_verified_in(
+    peer: &Peer,
+    action: coroner::api::FenceAction,
+    verified: Option<GuidLayout>,
+) -> (coroner::api::CoronerRemediationStatus, coroner::sim::lab::Lab<IpmiClient>) {
     use coroner::{
         api::{CoronerRemediationSpec, Duration as ApiDuration},
         sim::lab::{Lab, LabClock, Setup},
@@ -482,6 +492,18 @@ async fn fence_over_ipmi(
         ..CoronerRemediationSpec::default()
     };
     let lab = Lab::new(&Setup::new(NODE, spec), LabClock::real(), client(peer));
+    if let Some(layout) = verified {
+        lab.world(|t| {
+            for binding in t.bindings.values_mut() {
+                binding.status = Some(coroner::api::BmcBindingStatus {
+                    system_id: Some(format!("{}{layout}", coroner::ipmi::PATH_PREFIX)),
+                    uuid: Some(NODE.into()),
+                    observed_generation: binding.metadata.generation,
+                    ..Default::default()
+                });
+            }
+        });
+    }
     // A Reboot then waits for a kubelet, which none runs here.
     let settled = |s: &coroner::api::CoronerRemediationStatus| {
         let phase = coroner::fence::phase_of(s);
@@ -514,6 +536,23 @@ async fn the_fence_loop_proves_an_ipmi_machine_off_through_its_guid_in_the_layou
         assert_eq!(resets[0].result, "accepted (IPMI completion code 0x00)");
         assert!(lab.reasons().contains(&"NodeFenced".to_owned()));
     }
+}
+
+#[tokio::test]
+async fn a_guid_that_spells_the_node_only_in_another_layout_than_verified_is_refused_with_no_power_action() {
+    // Verified in the SMBIOS layout; the BMC now spells the node only in IPMI's (a changed identity).
+    let changed = sim(GuidLayout::Ipmi, true);
+    let (status, _) =
+        fence_over_ipmi_verified_in(&changed.0, coroner::api::FenceAction::Off, Some(GuidLayout::Smbios)).await;
+    let (state, reason, message) = succeeded(&status);
+    assert_eq!((state.as_str(), reason.as_str()), ("False", "IdentityMismatch"), "{message}");
+    assert!(changed.controls().is_empty(), "no chassis control: {:?}", changed.controls());
+    assert_eq!(changed.0.power(), "On");
+    // Verified in the layout it spells the node in: fenced.
+    let same = sim(GuidLayout::Ipmi, true);
+    let (status, _) =
+        fence_over_ipmi_verified_in(&same.0, coroner::api::FenceAction::Off, Some(GuidLayout::Ipmi)).await;
+    assert_eq!(coroner::fence::phase_of(&status), coroner::api::Phase::Done, "{:?}", succeeded(&status));
 }
 
 #[tokio::test]

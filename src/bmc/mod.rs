@@ -126,6 +126,9 @@ pub struct SystemReading {
     pub power_state: PowerState,
     /// `Actions["#ComputerSystem.Reset"].target`, when advertised.
     pub reset_target: Option<String>,
+    /// The same identity in the other spellings its protocol allows: an IPMI System GUID in its two
+    /// other layouts ([`crate::identity::other_spellings_clear`]); empty for a Redfish UUID.
+    pub aliases: Vec<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

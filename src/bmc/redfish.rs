@@ -417,6 +417,7 @@ fn parse_system(origin: &Url, answered: &Url, system: &Value) -> Result<SystemRe
         uuid: uuid.to_owned(),
         power_state: PowerState::with_state(power, state),
         reset_target,
+        aliases: Vec::new(),
     })
 }
 
@@ -681,6 +682,7 @@ mod tests {
                 uuid: UUID.into(),
                 power_state: PowerState::On,
                 reset_target: Some(target.into()),
+                aliases: Vec::new(),
             };
             // Refused before any request: 10.0.0.1 is never contacted (that would be Unreachable).
             let error = client().reset(&system, ResetType::ForceOff).await.unwrap_err();

@@ -231,8 +231,9 @@ async fn identify(ctx: &Context, binding: &BmcBinding, all: &[BmcBinding]) -> Re
         return Ok((Check::Refused { reason: Reason::BindingConflict, message }, None));
     }
     let claims = driver::claims(ctx, node_name, binding).await?;
-    let verdict =
-        identity::prove(&node_uuid, &system.uuid, &claims).map_err(|refusal| (refusal.reason(), refusal.to_string()));
+    let verdict = identity::prove(&node_uuid, &system.uuid, &claims)
+        .and_then(|matched| identity::other_spellings_clear(&system.aliases, &claims).map(|()| matched))
+        .map_err(|refusal| (refusal.reason(), refusal.to_string()));
     let read = Check::Read {
         system_id: system.id,
         uuid: system.uuid,

@@ -154,7 +154,7 @@ pub async fn node_system<W: World>(
     node_uuid: &str,
     operation: &str,
 ) -> Result<SystemReading, IdentityProblem> {
-    let pinned = binding.spec.system_id();
+    let pinned = crate::verification::pinned_system(binding);
     let found = device.find(pinned, node_uuid).await;
     world.metrics().bmc(&binding.name_any(), operation, found.as_ref().map_or_else(BmcError::category, |_| "ok"));
     match found {

@@ -893,7 +893,10 @@ impl<'a> Step<'a> {
         if names_node {
             self.saw_power(&found.system.power_state.to_string());
         }
-        let matched = match identity::prove(&node_uuid, &found.system.uuid, &found.claims) {
+        let proven = identity::prove(&node_uuid, &found.system.uuid, &found.claims).and_then(|matched| {
+            identity::other_spellings_clear(&found.system.aliases, &found.claims).map(|()| matched)
+        });
+        let matched = match proven {
             Ok(matched) => matched,
             Err(refusal) => {
                 return self.fail(refusal.reason(), format!("{refusal}; no power action taken"));

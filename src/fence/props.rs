@@ -131,6 +131,7 @@ fn arb_identity() -> impl Strategy<Value = Result<IdentityFound, IdentityProblem
                 uuid,
                 power_state: PowerState::On,
                 reset_target: None,
+                aliases: Vec::new(),
             },
             claims: claim.into_iter().map(|uuid| Claim { owner: "Node worker-2".into(), uuid }).collect(),
             through: DeviceMark::default(),

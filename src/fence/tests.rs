@@ -126,6 +126,7 @@ fn system(uuid: &str, power: PowerState) -> SystemReading {
         uuid: uuid.into(),
         power_state: power,
         reset_target: None,
+        aliases: Vec::new(),
     }
 }
 

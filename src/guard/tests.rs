@@ -459,6 +459,7 @@ fn found(uuid: &str, claims: Vec<identity::Claim>) -> IdentityFound {
             uuid: uuid.into(),
             power_state: PowerState::On,
             reset_target: None,
+            aliases: Vec::new(),
         },
         claims,
         through: DeviceMark::default(),

@@ -549,13 +549,11 @@ fn chassis_reading(identity: IpmiIdentity, power: PowerState, layout: GuidLayout
 /// A chassis whose GUID is `guid` as the fence sees it: spelled in `layout`, at the path that names
 /// the layout.
 pub fn chassis_system(guid: Guid, power: PowerState, layout: GuidLayout) -> SystemReading {
-    SystemReading {
-        id: "chassis".into(),
-        path: format!("{PATH_PREFIX}{layout}"),
-        uuid: guid.spell(layout).to_string(),
-        power_state: power,
-        reset_target: None,
-    }
+    let uuid = guid.spell(layout);
+    let aliases = guid.spellings().into_iter().filter(|s| s.uuid != uuid).map(|s| s.uuid.to_string()).collect();
+    // The path names the layout: recorded at verification, it is the one the fence reads in.
+    let path = format!("{PATH_PREFIX}{layout}");
+    SystemReading { id: path.clone(), path, uuid: uuid.to_string(), power_state: power, reset_target: None, aliases }
 }
 
 /// The layout discovery reads a chassis in: the pinned path's, else the first in which the GUID

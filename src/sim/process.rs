@@ -648,6 +648,7 @@ impl SimDevice {
             uuid: system.uuid.clone(),
             power_state: power,
             reset_target: None,
+            aliases: Vec::new(),
         };
         let look = Look {
             machine: Some(system.machine),

@@ -143,6 +143,7 @@ impl State {
             uuid: system.uuid.clone(),
             power_state,
             reset_target: None,
+            aliases: Vec::new(),
         })
     }
 }
