@@ -5,8 +5,7 @@
 //!
 //! Pure decisions: [`attestation`], [`contract`], [`fence`], [`gates`], [`guard`], [`identity`], [`taints`].
 //! The one fence loop, over small I/O traits: [`driver`]. Thin I/O: [`bmc`] (Redfish), [`ipmi`] (IPMI v2.0
-//! RMCP+, not yet wired into the loop), [`cluster`]
-//! (Kubernetes), [`access`] (a binding's client), wired by [`controller`] and [`cli`].
+//! RMCP+), [`pdu`] (PDU outlets: clients only, no level uses them yet), [`cluster`] (Kubernetes), [`access`] (a binding's client), wired by [`controller`] and [`cli`].
 
 pub mod access;
 pub mod api;

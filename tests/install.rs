@@ -294,11 +294,13 @@ fn the_chart_binds_the_attester_roles_to_the_listed_attesters() {
 
 // Admission policies -------------------------------------------------------------------------------------
 
-const POLICIES: [(&str, &str); 6] = [
+const POLICIES: [(&str, &str); 8] = [
     ("ValidatingAdmissionPolicy", "coroner-attestation"),
     ("ValidatingAdmissionPolicyBinding", "coroner-attestation"),
     ("ValidatingAdmissionPolicy", "coroner-attestation-record"),
     ("ValidatingAdmissionPolicyBinding", "coroner-attestation-record"),
+    ("ValidatingAdmissionPolicy", "coroner-approval"),
+    ("ValidatingAdmissionPolicyBinding", "coroner-approval"),
     ("ValidatingAdmissionPolicy", "coroner-out-of-service-taint"),
     ("ValidatingAdmissionPolicyBinding", "coroner-out-of-service-taint"),
 ];
@@ -357,6 +359,39 @@ fn the_out_of_service_taint_guard_admits_coroner_the_break_glass_group_and_the_l
     let off = helm_template(&["--set", "outOfServiceTaintGuard.enabled=false"]).unwrap();
     assert!(!off.iter().any(|d| name(d) == "coroner-out-of-service-taint"));
     find(&off, "ValidatingAdmissionPolicy", "coroner-attestation");
+}
+
+#[test]
+fn the_approval_policy_admits_coroner_the_approvers_or_else_the_attesters_and_the_break_glass_group() {
+    let allowed = |docs: &[Value]| {
+        let policy = find(docs, "ValidatingAdmissionPolicy", "coroner-approval");
+        assert_eq!(
+            policy["spec"]["matchConstraints"]["resourceRules"][0]["resources"],
+            json!(["nodes"]),
+            "never nodes/status"
+        );
+        let variables = policy["spec"]["variables"].as_array().unwrap();
+        variables.iter().find(|v| v["name"] == "allowed").unwrap()["expression"].as_str().unwrap().to_owned()
+    };
+    let default = allowed(&chart());
+    assert!(default.contains(r#"["system:serviceaccount:coroner-system:coroner"]"#), "{default}");
+    assert!(default.contains(r#"g in ["coroner:break-glass"]"#), "{default}");
+    let attesters = helm_template(&["--set", "attestation.attesters.users={alice}"]).unwrap();
+    assert!(allowed(&attesters).contains(r#""system:serviceaccount:coroner-system:coroner","alice"]"#));
+    let approvers =
+        helm_template(&["--set", "attestation.attesters.users={alice}", "--set", "approval.approvers.groups={sre}"])
+            .unwrap();
+    let expression = allowed(&approvers);
+    assert!(!expression.contains("alice") && expression.contains(r#"["sre","coroner:break-glass"]"#), "{expression}");
+    // coroner recognises what it ships as the policy that guards approvals.
+    use k8s_openapi::api::admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding};
+    let chart = chart();
+    let policy: ValidatingAdmissionPolicy =
+        serde_json::from_value(find(&chart, "ValidatingAdmissionPolicy", "coroner-approval").clone()).unwrap();
+    let binding: ValidatingAdmissionPolicyBinding =
+        serde_json::from_value(find(&chart, "ValidatingAdmissionPolicyBinding", "coroner-approval").clone()).unwrap();
+    assert_eq!(coroner::guard::approval_policy_problem(std::slice::from_ref(&policy), &[binding]), None);
+    assert!(coroner::guard::approval_policy_problem(&[policy], &[]).is_some(), "no binding: not in force");
 }
 
 #[test]
@@ -624,6 +659,22 @@ fn operator_values_map_one_to_one_to_flags() {
 }
 
 #[test]
+fn the_uninstall_check_pod_is_no_replica_for_the_deployment_the_pdb_or_the_service() {
+    let docs = chart();
+    let pod = &find(&docs, "Job", "coroner-uninstall-check")["spec"]["template"]["metadata"]["labels"];
+    let matches = |selector: &Value| {
+        selector.as_object().is_some_and(|s| !s.is_empty() && s.iter().all(|(k, v)| pod.get(k) == Some(v)))
+    };
+    let deployment = find(&docs, "Deployment", "coroner");
+    assert!(!matches(&deployment["spec"]["selector"]["matchLabels"]), "{pod}");
+    for (kind_, selector) in [("PodDisruptionBudget", "/spec/selector/matchLabels"), ("Service", "/spec/selector")] {
+        for doc in docs.iter().filter(|d| kind(d) == kind_) {
+            assert!(!matches(doc.pointer(selector).unwrap_or(&Value::Null)), "{kind_} {} selects it", name(doc));
+        }
+    }
+}
+
+#[test]
 fn helm_lint_passes() {
     let full = root().join("charts/coroner/ci/full-values.yaml");
     for extra in [vec![], vec!["--values", full.to_str().unwrap()]] {
@@ -680,6 +731,7 @@ fn optional_objects_render_as_nhc_and_coroner_expect() {
             "CoronerReleasedMachinePoweredOn",
             "CoronerFenceDidNotTakeEffect",
             "CoronerGuardBlind",
+            "CoronerSafetyOverride",
             "CoronerLeaderChurn"
         ]
     );
@@ -688,6 +740,7 @@ fn optional_objects_render_as_nhc_and_coroner_expect() {
         ("CoronerReleasedMachinePoweredOn", "coroner_released_machine_powered_on_total", "warning"),
         ("CoronerFenceDidNotTakeEffect", "coroner_fence_did_not_take_effect_total", "critical"),
         ("CoronerGuardBlind", "coroner_guard_blind_reads_total", "warning"),
+        ("CoronerSafetyOverride", "coroner_safety_overrides_total", "warning"),
     ] {
         let rules = rule["spec"]["groups"][0]["rules"].as_array().unwrap();
         let rule = rules.iter().find(|r| r["alert"] == alert).unwrap();

@@ -39,10 +39,31 @@ impl<W: World> Fence<'_, W> {
                 Decision { status: new, memory: self.remembered(), reset: None, requeue: None, notices: vec![notice] };
             self.commit(decision, Some(node)).await?;
             self.world.metrics().returned_without_approval.get_or_create(&labels).inc();
+            self.world.metrics().safety_override("ReturnedWithoutApproval");
         }
         let status = self.status();
         if !crate::guard::release_stands(&status, &snapshot) {
             return Ok(None);
+        }
+        // R3: an approval of this release is honoured; without a policy guarding it, that is said.
+        if matches!(approval, crate::guard::Approval::ForThisRelease(_)) {
+            let (policies, bindings) = self.world.admission_policies().await?;
+            let problem = crate::guard::approval_policy_problem(&policies, &bindings);
+            if let Some((new, notice)) =
+                crate::guard::approval_policy_record(&self.status(), problem.as_deref(), self.world.now())
+            {
+                if notice.is_some() {
+                    self.world.metrics().safety_override(crate::guard::APPROVAL_POLICY_MISSING);
+                }
+                let decision = Decision {
+                    status: new,
+                    memory: self.remembered(),
+                    reset: None,
+                    requeue: None,
+                    notices: Vec::from_iter(notice),
+                };
+                self.commit(decision, Some(node)).await?;
+            }
         }
         // R4: a record and a Node that disagree are said so, once per cause; the guard goes on.
         if let Some((new, notice)) = crate::guard::diverged_record(&status, &snapshot) {

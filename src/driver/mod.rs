@@ -204,6 +204,7 @@ pub async fn cleanup<W: World>(world: &W, local: &Local, remediation: &CoronerRe
                 world.publish(&remediation.object_ref(&()), &notice, "Cleanup").await;
                 world.publish(&found.object_ref(&()), &notice, "Cleanup").await;
                 world.metrics().returned_without_approval.get_or_create(&NodeLabels { node: node.clone() }).inc();
+                world.metrics().safety_override("ReturnedWithoutApproval");
             }
             if !local.remembered(&instance, &uid).finalizer_reported
                 && let Some(message) = crate::guard::unreported_did_not_take_effect(&status, &snapshot)

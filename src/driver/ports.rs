@@ -171,9 +171,10 @@ impl<B: bmc::Bmc> Target for B {
 
 pub trait Devices {
     type Target: Target;
-    /// The target a binding describes, with the serial of the client built for it (a new serial
-    /// after each rebuild: new credentials, a new CA bundle). `Ok(Err(_))`: what the binding refers
-    /// to (its Secret, CA bundle, pin, endpoint) cannot be used.
+    /// The target a binding describes, with its device digest (`access::device_digest`: the same
+    /// endpoint, TLS material and credential values give the same digest, however often the client
+    /// is rebuilt; P2). `Ok(Err(_))`: what the binding refers to (its Secret, CA bundle, pin,
+    /// endpoint) cannot be used.
     fn target(
         &self,
         binding: &BmcBinding,

@@ -662,6 +662,19 @@ fn a_release_whose_taint_was_removed_or_rewritten_or_whose_node_was_replaced_is_
 }
 
 #[test]
+fn an_approval_without_a_policy_guarding_it_is_honoured_and_said_once() {
+    assert!(approval_policy_problem(&[], &[]).unwrap().contains("no ValidatingAdmissionPolicy"));
+    let (missing, notice) = approval_policy_record(&released(), Some("no policy"), t(10)).unwrap();
+    assert_eq!(notice.unwrap().reason, APPROVAL_POLICY_MISSING);
+    let condition = crate::api::conditions::find(&missing.conditions, APPROVAL_POLICY).unwrap();
+    assert_eq!((condition.status.as_str(), condition.reason.as_str()), ("False", APPROVAL_POLICY_MISSING));
+    assert_eq!(approval_policy_record(&missing, Some("no policy"), t(20)), None, "said once");
+    let (in_force, notice) = approval_policy_record(&missing, None, t(30)).unwrap();
+    assert!(notice.is_none());
+    assert_eq!(crate::api::conditions::status_of(&in_force.conditions, APPROVAL_POLICY), Some("True"));
+}
+
+#[test]
 fn a_node_deleted_under_a_standing_release_is_reported_on_its_binding_with_the_machine_s_identity() {
     let (binding, notice) = unguarded_by_node_deletion(&released(), "worker-1").unwrap();
     assert_eq!((binding.as_str(), notice.reason.as_str()), ("worker-1", UNGUARDED_NODE_DELETED));

@@ -354,20 +354,28 @@ pub enum Change {
 /// Every ValidatingAdmissionPolicy and binding.
 pub type Policies = (Vec<ValidatingAdmissionPolicy>, Vec<ValidatingAdmissionPolicyBinding>);
 
-/// The admission policy and binding of config/admission, as an apiserver serves them an hour after
-/// they were applied.
+/// The attestation and approval policies and bindings of config/admission, as an apiserver serves
+/// them an hour after they were applied.
 fn shipped_policies() -> Policies {
-    let text = include_str!("../../config/admission/attestation_policy.yaml");
-    let mut documents = text.split("\n---\n");
-    let parsed = (documents.next().map(serde_saphyr::from_str), documents.next().map(serde_saphyr::from_str));
-    let (Some(Ok(mut policy)), Some(Ok(mut binding))) = parsed else {
-        panic!("config/admission/attestation_policy.yaml is not a policy and its binding");
-    };
     let applied = Some(Time(Timestamp::UNIX_EPOCH + SignedDuration::from_secs(1_900_000_000 - 3600)));
-    let (p, b): (&mut ValidatingAdmissionPolicy, &mut ValidatingAdmissionPolicyBinding) = (&mut policy, &mut binding);
-    p.metadata.creation_timestamp = applied.clone();
-    b.metadata.creation_timestamp = applied;
-    (vec![policy], vec![binding])
+    let mut shipped: Policies = (Vec::new(), Vec::new());
+    for (file, text) in [
+        ("attestation_policy.yaml", include_str!("../../config/admission/attestation_policy.yaml")),
+        ("approval_policy.yaml", include_str!("../../config/admission/approval_policy.yaml")),
+    ] {
+        let mut documents = text.split("\n---\n");
+        let parsed = (documents.next().map(serde_saphyr::from_str), documents.next().map(serde_saphyr::from_str));
+        let (Some(Ok(mut policy)), Some(Ok(mut binding))) = parsed else {
+            panic!("config/admission/{file} is not a policy and its binding");
+        };
+        let (p, b): (&mut ValidatingAdmissionPolicy, &mut ValidatingAdmissionPolicyBinding) =
+            (&mut policy, &mut binding);
+        p.metadata.creation_timestamp.clone_from(&applied);
+        b.metadata.creation_timestamp.clone_from(&applied);
+        shipped.0.push(policy);
+        shipped.1.push(binding);
+    }
+    shipped
 }
 
 /// A taint's identity for provenance: key, value, effect and timeAdded.

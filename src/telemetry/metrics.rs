@@ -48,6 +48,11 @@ pub struct PhaseLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabels {
+    pub kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CategoryLabels {
     pub category: String,
 }
@@ -78,6 +83,9 @@ pub struct Metrics {
     /// A released node reported back with its pre-fence bootID: the fence did not take effect.
     pub fence_did_not_take_effect: Family<NodeLabels, Counter>,
     pub returned_without_approval: Family<NodeLabels, Counter>,
+    /// Every way around a rule that was taken, by kind (`ApprovalPolicyMissing`,
+    /// `ReturnedWithoutApproval`).
+    pub safety_overrides: Family<KindLabels, Counter>,
 }
 
 fn stage_histogram() -> Histogram {
@@ -105,6 +113,7 @@ impl Metrics {
             guard_force_offs: Family::default(),
             fence_did_not_take_effect: Family::default(),
             returned_without_approval: Family::default(),
+            safety_overrides: Family::default(),
         };
         let mut registry = Registry::with_prefix("coroner");
         let m = metrics.clone();
@@ -173,7 +182,17 @@ impl Metrics {
             "Released nodes that reported Ready=True again with no approval of their release (R1), by node",
             m.returned_without_approval,
         );
+        registry.register(
+            "safety_overrides",
+            "Ways around a safety rule that were taken, by kind (ApprovalPolicyMissing: an approval honoured with no admission policy guarding it; ReturnedWithoutApproval)",
+            m.safety_overrides,
+        );
         (metrics, registry)
+    }
+
+    /// One way around a rule, of `kind`, was taken.
+    pub fn safety_override(&self, kind: &str) {
+        self.safety_overrides.get_or_create(&KindLabels { kind: kind.into() }).inc();
     }
 
     pub fn bmc(&self, binding: &str, operation: &str, result: &str) {

@@ -306,7 +306,7 @@ const SCENARIOS: [(char, &str); 20] = [
     ('n', "admission explains bad bindings; a sample's openssl pin is accepted"),
     ('o', "a binding is verified again when its Secret or CA bundle appears or changes; TLS errors in words"),
     ('p', "BMC dead with its machine: released on an audited attestation, forgeries refused"),
-    ('q', "the out-of-service taint by hand: ordinary admin rejected, break-glass allowed"),
+    ('q', "the out-of-service taint and the approval by hand: ordinary admin rejected, break-glass allowed"),
     ('r', "the guard: a released machine powered on behind coroner's back is switched off, unless approved"),
     ('s', "bootID continuity: a lying BMC's node back with its old bootID is FenceDidNotTakeEffect"),
     ('t', "a node excluded mid-fence gets no reset: NodeExcluded"),
@@ -1384,6 +1384,21 @@ fn scenario_q(world: &World) {
     let (ok, out) = kubectl(&[], &["taint", "node", "spare-1", "node.kubernetes.io/out-of-service:NoSchedule-"]);
     assert!(ok, "removing the taint:\n{out}");
     log("spare-1: the break-glass group added the taint; the admin removed it");
+
+    // R3: only the approvers, the break-glass group and coroner may set an approval; anyone may remove it.
+    let approval = format!("{}=uid@2026-01-01T00:00:00Z mallory: looks fine", coroner::guard::APPROVAL_ANNOTATION);
+    let mallory = ["--as", "mallory", "--as-group", "system:masters"];
+    let (ok, refused) = kubectl(&mallory, &["annotate", "node", "spare-1", &approval]);
+    assert!(!ok && refused.contains("only the approvers"), "a non-approver set an approval:\n{refused}");
+    let (ok, out) = kubectl(&break_glass, &["annotate", "node", "spare-1", &approval]);
+    assert!(ok, "break-glass could not set an approval:\n{out}");
+    let removal = format!("{}-", coroner::guard::APPROVAL_ANNOTATION);
+    let (ok, out) = kubectl(&mallory, &["annotate", "node", "spare-1", &removal]);
+    assert!(ok, "removing an approval must stay open:\n{out}");
+    log(format!(
+        "spare-1: a non-approver's approval rejected ({}); break-glass set one; anyone removes it",
+        refused.trim()
+    ));
 }
 
 /// What the API server answers a new user's mistakes with: each of the CRD's CEL rules names the

@@ -362,6 +362,9 @@ impl World {
             // alice and bob may attest (the chart binds its coroner-attester roles to them).
             "--set",
             "attestation.attesters.users={alice,bob}",
+            // The harness's admin approves a released machine's return (`coroner approve`).
+            "--set",
+            "approval.approvers.users={harness-admin}",
         ];
         self.helm(
             &[&["install", "coroner", &chart, "--namespace", CORONER_NS, "--wait=false"][..], &pending[..]].concat(),
