@@ -45,37 +45,8 @@ impl<W: World> Fence<'_, W> {
         if !crate::guard::release_stands(&status, &snapshot) {
             return Ok(None);
         }
-        // R3: an approval of this release is honoured; without a policy guarding it, that is said.
-        if matches!(approval, crate::guard::Approval::ForThisRelease(_)) {
-            let (policies, bindings) = self.world.admission_policies().await?;
-            let problem = crate::guard::approval_policy_problem(&policies, &bindings);
-            if let Some((new, notice)) =
-                crate::guard::approval_policy_record(&self.status(), problem.as_deref(), self.world.now())
-            {
-                if notice.is_some() {
-                    self.world.metrics().safety_override(crate::guard::APPROVAL_POLICY_MISSING);
-                }
-                let decision = Decision {
-                    status: new,
-                    memory: self.remembered(),
-                    reset: None,
-                    requeue: None,
-                    notices: Vec::from_iter(notice),
-                };
-                self.commit(decision, Some(node)).await?;
-            }
-        }
-        // R4: a record and a Node that disagree are said so, once per cause; the guard goes on.
-        if let Some((new, notice)) = crate::guard::diverged_record(&status, &snapshot) {
-            let decision = Decision {
-                status: new,
-                memory: self.remembered(),
-                reset: None,
-                requeue: None,
-                notices: Vec::from_iter(notice),
-            };
-            self.commit(decision, Some(node)).await?;
-        }
+        // Boxed: rare paths, kept out of the size of every guard round's future.
+        Box::pin(self.say_how_the_release_stands(node, &snapshot, approval)).await?;
         let status = self.status();
         // One guard per release: an adopted release is its sibling's to guard while the sibling exists.
         if let Some(sibling) = &release.adopted_from
@@ -160,5 +131,53 @@ impl<W: World> Fence<'_, W> {
         let memory = self.remembered();
         let next = crate::guard::due(&self.status(), &memory, self.world.mono(), interval, &self.uid);
         Ok(Some(next.unwrap_or(StdDuration::ZERO)))
+    }
+
+    /// R3 and R4, said once each: an approval honoured with no admission policy guarding it, and a
+    /// release record the Node disagrees with. A divergence is judged on a fresh read of the Node: the
+    /// one this reconcile began with may predate its own release.
+    async fn say_how_the_release_stands(
+        &mut self,
+        node: &Node,
+        snapshot: &NodeSnapshot,
+        approval: crate::guard::Approval<'_>,
+    ) -> Result<(), Error> {
+        if matches!(approval, crate::guard::Approval::ForThisRelease(_)) {
+            let (policies, bindings) = self.world.admission_policies().await?;
+            let problem = crate::guard::approval_policy_problem(&policies, &bindings);
+            if let Some((new, notice)) =
+                crate::guard::approval_policy_record(&self.status(), problem.as_deref(), self.world.now())
+            {
+                if notice.is_some() {
+                    self.world.metrics().safety_override(crate::guard::APPROVAL_POLICY_MISSING);
+                }
+                let decision = Decision {
+                    status: new,
+                    memory: self.remembered(),
+                    reset: None,
+                    requeue: None,
+                    notices: Vec::from_iter(notice),
+                };
+                self.commit(decision, Some(node)).await?;
+            }
+        }
+        let status = self.status();
+        let recorded = status.guard.as_ref().and_then(|g| g.record_diverged.clone());
+        if crate::guard::record_diverged(&status, snapshot) == recorded {
+            return Ok(());
+        }
+        let Some(fresh) = self.world.node(&self.node_name).await? else { return Ok(()) };
+        let fresh_snapshot = NodeSnapshot::new(&fresh, None, &self.uid);
+        if let Some((new, notice)) = crate::guard::diverged_record(&status, &fresh_snapshot) {
+            let decision = Decision {
+                status: new,
+                memory: self.remembered(),
+                reset: None,
+                requeue: None,
+                notices: Vec::from_iter(notice),
+            };
+            self.commit(decision, Some(&fresh)).await?;
+        }
+        Ok(())
     }
 }
