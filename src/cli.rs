@@ -5,6 +5,7 @@ mod approve;
 mod attest;
 mod import_far;
 mod status;
+mod verify;
 
 use std::{net::SocketAddr, sync::Arc, time::Duration as StdDuration};
 
@@ -52,6 +53,10 @@ pub enum Command {
     /// A FenceAgentsRemediationTemplate (from a file) as coroner's template and bindings, as YAML on
     /// stdout, every choice that differs from FAR commented; credentials never printed.
     ImportFar(import_far::ImportFarArgs),
+    /// Would each node be fenced if it went Ready=Unknown now? The controller reads the BMCs (a
+    /// CoronerVerification); exit 0 when every listed node would be, 1 when one would not, 2 on a
+    /// usage or API error. No power action.
+    Verify(Box<verify::VerifyArgs>),
     /// Exit non-zero, saying what to do, while any CoronerRemediation still holds coroner's finalizer:
     /// uninstalling coroner then would leave its taints on the nodes (the chart's pre-delete hook).
     UninstallCheck(UninstallCheckArgs),
@@ -174,6 +179,10 @@ pub enum CliError {
     UninstallBlocked(String),
     #[error("{0}")]
     ImportFar(String),
+    #[error("{0}")]
+    Verify(String),
+    #[error("{0} listed node(s) would not be fenced: see why above")]
+    NotProtected(usize),
     #[error("the import is printed, but some nodes need attention before they are protected: see the comments")]
     ImportIncomplete,
     #[error(
@@ -183,10 +192,12 @@ pub enum CliError {
 }
 
 impl CliError {
-    /// The process's exit code: 1, or 3 for an import printed with nodes that need attention.
+    /// The process's exit code: 1; 3 for an import printed with nodes that need attention; for
+    /// `verify`, 1 when a node would not be fenced and 2 on an API error (as clap's usage errors).
     pub fn exit_code(&self) -> u8 {
         match self {
             Self::ImportIncomplete => 3,
+            Self::Verify(_) => 2,
             _ => 1,
         }
     }
@@ -229,6 +240,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Attest(args) => attest::run(*args).await,
         Command::Approve(args) => approve::run(*args).await,
         Command::Status(args) => status::run(*args).await,
+        Command::Verify(args) => verify::run(*args).await,
         Command::ImportFar(args) => import_far::run(args),
         Command::UninstallCheck(args) => uninstall_check(args).await,
     }

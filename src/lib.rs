@@ -3,7 +3,8 @@
 //! It releases a dead node's workloads only after proving, through the node's own BMC, that the
 //! machine behind it is that node and that its power reads back Off.
 //!
-//! Pure decisions: [`attestation`], [`contract`], [`fence`], [`gates`], [`guard`], [`identity`], [`taints`].
+//! Pure decisions: [`attestation`], [`contract`], [`fence`], [`gates`], [`guard`], [`identity`], [`taints`],
+//! [`verify`].
 //! The one fence loop, over small I/O traits: [`driver`]. Thin I/O: [`bmc`] (Redfish), [`ipmi`] (IPMI v2.0
 //! RMCP+), [`pdu`] (PDU outlets: clients only, no level uses them yet), [`cluster`] (Kubernetes), [`access`] (a binding's client), wired by [`controller`] and [`cli`].
 
@@ -29,3 +30,4 @@ pub mod taints;
 pub mod telemetry;
 pub mod uninstall;
 pub mod verification;
+pub mod verify;

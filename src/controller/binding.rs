@@ -206,7 +206,11 @@ async fn verify(
 }
 
 /// What the BMC says of the binding's node, and the verified system's path when it answered.
-async fn identify(ctx: &Context, binding: &BmcBinding, all: &[BmcBinding]) -> Result<(Check, Option<String>), Error> {
+pub(super) async fn identify(
+    ctx: &Context,
+    binding: &BmcBinding,
+    all: &[BmcBinding],
+) -> Result<(Check, Option<String>), Error> {
     let client = match ctx.clients.client(&ctx.client, binding).await? {
         Ok(client) => client,
         Err(unusable) => return Ok((Check::Invalid(unusable.to_string()), None)),

@@ -9,6 +9,7 @@ mod leases;
 mod remediation;
 pub mod retry;
 mod template;
+mod verify;
 mod world;
 
 pub use leases::LeaseTracker;
@@ -271,6 +272,7 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
     .for_each(settle(&ctx));
     let attestation_controller = attestation::run(ctx.clone(), stop.clone());
     let binding_controller = binding::run(ctx.clone(), stop.clone());
+    let verify_controller = verify::run(ctx.clone(), stop.clone());
     info!(namespace, instance = %ctx.instance(), "controllers started");
     let grace = shutdown_grace(ctx.settings.election.as_ref(), &ctx.settings.bmc);
     // A controller told to stop before its cache filled never finishes its graceful shutdown
@@ -278,7 +280,7 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
     // more): after the grace the controllers are dropped, which aborts their reconciles as a crash
     // would, and the fence is built to survive a crash at any await.
     tokio::select! {
-        _ = async { futures::join!(remediation_controller, template_controller, binding_controller, attestation_controller) } => {
+        _ = async { futures::join!(remediation_controller, template_controller, binding_controller, attestation_controller, verify_controller) } => {
             info!("controllers stopped");
         }
         () = async { stop.cancelled().await; tokio::time::sleep(grace).await } => {

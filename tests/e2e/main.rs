@@ -291,7 +291,7 @@ async fn setup(world: &mut World) {
 
 /// The scenarios in the order they run, by the letter `make e2e ONLY=…` names them with. Scenario f
 /// (checks over the whole run) always runs last.
-const SCENARIOS: [(char, &str); 20] = [
+const SCENARIOS: [(char, &str); 21] = [
     ('a', "partitioned node fenced, pods moved, rebooted"),
     ('b', "wrong mapping refused, escalation refused too, and NHC skips a failed template"),
     ('c', "unreachable BMC fails after retry.count; once fixed, deleting it retries; uninstall refused while fenced"),
@@ -312,6 +312,7 @@ const SCENARIOS: [(char, &str); 20] = [
     ('t', "a node excluded mid-fence gets no reset: NodeExcluded"),
     ('u', "a leader stopped while its caches fill still exits"),
     ('v', "an IPMI machine (ipmi_sim) fenced through NHC: GUID proven, powered down, released, powered up"),
+    ('w', "kubectl coroner verify: a good, a wrong-UUID, a wrong-CA and an unbound node; --all as JSON; exit codes"),
 ];
 
 /// `CORONER_E2E_ONLY=a,c` (`make e2e ONLY=a,c`): the scenarios to run; all when unset or empty.
@@ -353,7 +354,8 @@ async fn suite() {
             's' => scenario_s(&world).await,
             't' => scenario_t(&world).await,
             'u' => scenario_u(&mut world).await,
-            _ => scenario_v(&mut world).await,
+            'v' => scenario_v(&mut world).await,
+            _ => scenario_w(&mut world).await,
         }
         timings.push(format!("{name}: {:.1?}", scenario_started.elapsed()));
     }
@@ -1108,6 +1110,95 @@ fn coroner_cli_as(kubeconfig: &std::path::Path, args: &[&str]) -> (bool, String)
         .expect("run coroner");
     let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
     (output.status.success(), text)
+}
+
+/// `coroner verify ARGS` as `kubeconfig`'s user: (exit code, stdout, stderr).
+fn coroner_verify(kubeconfig: &std::path::Path, args: &[&str]) -> (i32, String, String) {
+    let output = std::process::Command::new(support::machine::repo().join("target/debug/coroner"))
+        .arg("verify")
+        .args(args)
+        .args(["--namespace", CORONER_NS, "--timeout", "3m", "--kubeconfig"])
+        .arg(kubeconfig)
+        .env_remove("KUBECONFIG")
+        .output()
+        .expect("run coroner verify");
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (output.status.code().unwrap_or(-1), text(&output.stdout), text(&output.stderr))
+}
+
+/// `kubectl coroner verify`, as a user bound only to the shipped coroner-viewer roles: the controller
+/// reads the BMCs and answers in a CoronerVerification; the user needs no BMC credential.
+async fn scenario_w(world: &mut World) {
+    world.restart_coroners(2, &[]);
+    world.kubectl(&["create", "clusterrolebinding", "carol-viewer", "--clusterrole=coroner-viewer", "--user=carol"]);
+    world.kubectl(&[
+        "create",
+        "rolebinding",
+        "carol-viewer",
+        "-n",
+        CORONER_NS,
+        "--role=coroner-viewer",
+        "--user=carol",
+    ]);
+    let carol = world.impersonating_kubeconfig("carol", &[]);
+    let row = |out: &str, node: &str| {
+        out.lines().find(|l| l.split_whitespace().next() == Some(node)).unwrap_or_default().to_owned()
+    };
+
+    let (code, out, err) = coroner_verify(&carol, &["spare-1", "spare-2"]);
+    assert_eq!(code, 0, "both would be fenced:\n{out}{err}");
+    assert!(row(&out, "spare-1").contains(" yes ") && row(&out, "spare-1").contains("Exact match"), "{out}");
+    log(format!("verify spare-1 spare-2 (as carol, a viewer): exit 0\n{out}"));
+
+    // A binding whose endpoint reaches another machine's BMC, one that trusts another CA, and a Node
+    // no binding names.
+    let bindings: Api<coroner::api::BmcBinding> = Api::namespaced(world.client.clone(), CORONER_NS);
+    let endpoint = |machine: &str| json!({"spec": {"redfish": {"endpoint": world.node(machine).machine.endpoint()}}});
+    bindings.patch("b-1", &PatchParams::default(), &Patch::Merge(endpoint("spare-3"))).await.unwrap();
+    let maps: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(world.client.clone(), CORONER_NS);
+    let other = String::from_utf8(peers().pem("other-ca")).unwrap();
+    let map =
+        serde_json::from_value(json!({"metadata": {"name": "verify-other-ca"}, "data": {"ca.crt": other}})).unwrap();
+    maps.create(&PostParams::default(), &map).await.unwrap();
+    let trust =
+        |name: &str| json!({"spec": {"tls": {"caBundleRef": {"kind": "ConfigMap", "name": name, "key": "ca.crt"}}}});
+    bindings.patch("spare-2", &PatchParams::default(), &Patch::Merge(trust("verify-other-ca"))).await.unwrap();
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(world.client.clone());
+    let unbound: k8s_openapi::api::core::v1::Node =
+        serde_json::from_value(json!({"metadata": {"name": "unbound-1"}})).unwrap();
+    nodes.create(&PostParams::default(), &unbound).await.unwrap();
+    let (code, out, err) = coroner_verify(&carol, &["spare-1", "b-1", "spare-2", "unbound-1"]);
+    assert_eq!(code, 1, "some would not be fenced:\n{out}{err}");
+    assert!(row(&out, "spare-1").contains(" yes "), "{out}");
+    for (node, why) in [("b-1", "NO"), ("spare-2", "NO"), ("unbound-1", "no BmcBinding")] {
+        assert!(row(&out, node).contains(why), "{node}: {out}");
+    }
+    assert!(row(&out, "spare-2").to_lowercase().contains("certificate"), "the TLS failure in words: {out}");
+    log(format!("verify with a wrong mapping, another CA and no binding: exit 1\n{out}"));
+
+    let (code, out, err) = coroner_verify(&carol, &["--all", "-o", "json"]);
+    assert_eq!(code, 1, "b-1 and spare-2 are still broken:\n{out}{err}");
+    let answer: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("JSON: {e}\n{out}"));
+    let listed: Vec<&str> = answer["nodes"].as_array().unwrap().iter().filter_map(|n| n["node"].as_str()).collect();
+    assert!(listed.contains(&"a-1") && listed.contains(&"spare-1"), "NHC e2e-main selects them: {listed:?}");
+    assert!(!listed.contains(&"unbound-1"), "no NodeHealthCheck selects it: {listed:?}");
+    let unselected = answer["unselected"].as_array().unwrap();
+    assert!(unselected.iter().any(|n| n == "unbound-1"), "listed apart: {unselected:?}");
+    log(format!("verify --all -o json: {} nodes selected, {} listed apart", listed.len(), unselected.len()));
+
+    let (code, _, err) = coroner_verify(&carol, &[]);
+    assert_eq!(code, 2, "no node and no --all is a usage error: {err}");
+
+    bindings.patch("b-1", &PatchParams::default(), &Patch::Merge(endpoint("b-1"))).await.unwrap();
+    bindings.patch("spare-2", &PatchParams::default(), &Patch::Merge(trust("bmc-ca"))).await.unwrap();
+    maps.delete("verify-other-ca", &Default::default()).await.unwrap();
+    nodes.delete("unbound-1", &Default::default()).await.unwrap();
+    let verifications: Api<coroner::api::CoronerVerification> = Api::namespaced(world.client.clone(), CORONER_NS);
+    let kept = verifications.list(&ListParams::default()).await.unwrap().items;
+    assert!(
+        kept.iter().all(|v| v.status.as_ref().and_then(|s| s.completed_at.as_ref()).is_some()),
+        "answered and kept an hour"
+    );
 }
 
 async fn events_about(
