@@ -176,6 +176,7 @@ pub enum Precondition {
     BindingVerifiedAtAdmission,
     NodeIsTheAttestedOne,
     NodeUnreachable,
+    NoNewBoot,
     LeaseUnchangedSinceFence,
     LeaseStale,
     NotExcluded,
@@ -185,7 +186,7 @@ pub enum Precondition {
 }
 
 impl Precondition {
-    pub const ALL: [Precondition; 13] = [
+    pub const ALL: [Precondition; 14] = [
         Self::NotExpired,
         Self::PolicyInForce,
         Self::FenceEndedWithoutProof,
@@ -193,6 +194,7 @@ impl Precondition {
         Self::BindingVerifiedAtAdmission,
         Self::NodeIsTheAttestedOne,
         Self::NodeUnreachable,
+        Self::NoNewBoot,
         Self::LeaseUnchangedSinceFence,
         Self::LeaseStale,
         Self::NotExcluded,
@@ -210,6 +212,7 @@ impl Precondition {
             Self::BindingVerifiedAtAdmission => "BindingVerifiedAtAdmission",
             Self::NodeIsTheAttestedOne => "NodeIsTheAttestedOne",
             Self::NodeUnreachable => "NodeUnreachable",
+            Self::NoNewBoot => "NoNewBoot",
             Self::LeaseUnchangedSinceFence => "LeaseUnchangedSinceFence",
             Self::LeaseStale => "LeaseStale",
             Self::NotExcluded => "NotExcluded",
@@ -632,6 +635,30 @@ pub fn node_unreachable(node: &Node) -> Result<String, Refusal> {
     }
 }
 
+/// The bootID the failed fence's admission recorded (empty: none recorded).
+pub fn admitted_boot_id(remediation: &CoronerRemediation) -> &str {
+    remediation.status.as_ref().and_then(|s| s.evidence.as_ref()?.node.as_ref()).map_or("", |n| n.boot_id.as_str())
+}
+
+/// A1: a Node whose kubelet reported a bootID other than the one the fence admitted the node with
+/// booted since: something ran on that machine, whatever it reads now (`FenceSawLife`).
+pub fn no_new_boot(admitted: &str, node: &Node) -> Result<String, Refusal> {
+    let now = node.status.as_ref().and_then(|s| s.node_info.as_ref()).map_or("", |i| i.boot_id.as_str());
+    if admitted.is_empty() || now == admitted {
+        return Ok(if admitted.is_empty() {
+            "no bootID recorded at admission".into()
+        } else {
+            format!("bootID {now} as at admission")
+        });
+    }
+    Err(Refusal::new(
+        AttestationReason::FenceSawLife,
+        format!(
+            "the node reports bootID {now}, not {admitted} as when its fence was admitted: the machine booted since, and its kubelet ran"
+        ),
+    ))
+}
+
 /// A node Lease as one mark to compare: its renewTime, the epoch when it has none or does not exist
 /// (as the fence records it).
 pub fn lease_mark(lease: Option<Option<Timestamp>>) -> Timestamp {
@@ -755,6 +782,8 @@ pub struct Check {
 pub struct ReleasePlan {
     pub node_name: String,
     pub node_uid: String,
+    /// The bootID the fence admitted the node with: a new one in the releasing update refuses it.
+    pub boot_id: String,
     pub remediation: String,
     pub remediation_uid: String,
     /// The Lease mark that must still hold in the releasing Node update.
@@ -830,6 +859,13 @@ pub fn evaluate<'a>(inputs: &Inputs<'a>) -> Evaluation<'a> {
     let node = inputs.node.filter(|_| node_ok);
     let no_node = "the node is not the attested one";
     push(Precondition::NodeUnreachable, node.map_or_else(|| skipped(no_node), |n| result(node_unreachable(n))));
+    push(
+        Precondition::NoNewBoot,
+        match (node, remediation) {
+            (Some(n), Some(r)) => result(no_new_boot(admitted_boot_id(r), n)),
+            _ => skipped("needs the node and its failed fence"),
+        },
+    );
     let baseline = remediation.and_then(lease_at_fence_end);
     push(
         Precondition::LeaseUnchangedSinceFence,
@@ -922,6 +958,7 @@ pub fn plan_of(attestation: &CoronerAttestation, remediation: &CoronerRemediatio
     Some(ReleasePlan {
         node_name: attestation.spec.node_name.clone(),
         node_uid: attestation.spec.node_uid.clone(),
+        boot_id: admitted_boot_id(remediation).to_owned(),
         remediation: remediation.name_any(),
         remediation_uid: remediation.uid().unwrap_or_default(),
         lease_baseline: lease_at_fence_end(remediation)?,
@@ -952,6 +989,7 @@ pub fn recheck_node(plan: &ReleasePlan, node: Option<&Node>, lease: Option<Optio
     node_is_the_attested_one(node, &plan.node_name, &plan.node_uid)?;
     let node = node.ok_or_else(|| Refusal::new(AttestationReason::NodeNotFound, "the node disappeared"))?;
     node_unreachable(node)?;
+    no_new_boot(&plan.boot_id, node)?;
     lease_unchanged_since_fence(Some(plan.lease_baseline), lease)?;
     from_gate(gates::not_excluded(node), "")?;
     no_foreign_out_of_service_taint(node, &plan.remediation_uid)?;

@@ -358,6 +358,7 @@ fn plan_for(r: &CoronerRemediation) -> ReleasePlan {
     ReleasePlan {
         node_name: "w1".into(),
         node_uid: NODE_UID.into(),
+        boot_id: admitted_boot_id(r).to_owned(),
         remediation: r.name_any(),
         remediation_uid: r.uid().unwrap(),
         lease_baseline: lease_at_fence_end(r).unwrap(),
@@ -535,6 +536,7 @@ fn a_dead_node_whose_fence_failed_is_released_when_every_precondition_holds() {
         ReleasePlan {
             node_name: "w1".into(),
             node_uid: NODE_UID.into(),
+            boot_id: String::new(),
             remediation: "w1".into(),
             remediation_uid: "uid-w1".into(),
             lease_baseline: t(-300),
@@ -848,6 +850,18 @@ fn an_attestation_never_follows_a_fence_whose_reader_stopped_before_it_recorded_
     world.remediations[0].status.as_mut().unwrap().progress.as_mut().unwrap().reader = Some("p1/1".into());
     let (verdict, _) = world.evaluate(t(0));
     assert!(matches!(&verdict, Verdict::Refuse(r) if r.reason == AttestationReason::ReadingUnrecorded), "{verdict:?}");
+}
+
+#[test]
+fn a_node_that_booted_since_its_fence_was_admitted_refuses_the_attestation() {
+    let mut booted = node("Unknown");
+    booted.status.as_mut().unwrap().node_info =
+        Some(k8s_openapi::api::core::v1::NodeSystemInfo { boot_id: "boot-2".into(), ..Default::default() });
+    assert!(no_new_boot("", &booted).is_ok(), "no bootID recorded: nothing to compare");
+    assert!(no_new_boot("boot-2", &booted).is_ok());
+    let refusal = no_new_boot("boot-1", &booted).unwrap_err();
+    assert_eq!(refusal.reason, AttestationReason::FenceSawLife);
+    assert!(refusal.message.contains("boot-2") && refusal.message.contains("boot-1"), "{}", refusal.message);
 }
 
 #[test]
