@@ -33,7 +33,7 @@ use kube::{
     },
 };
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use crate::{
     access::{self, Clients},
@@ -224,6 +224,9 @@ fn is_pending(remediation: &CoronerRemediation) -> bool {
 /// ([`leader::run`]; always, without election). On shutdown the controllers stop taking work and the
 /// Lease is released.
 pub async fn run(ctx: Arc<Context>, health: Health, shutdown: CancellationToken) -> Result<(), Error> {
+    if !crds_current(&ctx, &shutdown).await {
+        return Ok(());
+    }
     tokio::spawn(ctx.leases.clone().run(ctx.client.clone(), ctx.started));
     tokio::spawn(refresh_gauges(ctx.clone(), shutdown.clone()));
     match ctx.settings.election.clone() {
@@ -233,6 +236,37 @@ pub async fn run(ctx: Arc<Context>, health: Health, shutdown: CancellationToken)
             ctx.metrics.leader.set(1);
             run_controllers(ctx, shutdown).await;
             Ok(())
+        }
+    }
+}
+
+/// Waits until every CRD coroner serves carries the schema revision it needs (`api::crd_outdated`):
+/// until then it acts on nothing, stays not ready and says why (`CrdOutdated`, the gauge
+/// `coroner_crd_outdated`). `false` when `shutdown` came first.
+async fn crds_current(ctx: &Context, shutdown: &CancellationToken) -> bool {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let api: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
+    loop {
+        let mut served = Vec::new();
+        let mut unreadable = None;
+        for crd in crate::api::crds() {
+            let name = crd.name_any();
+            match api.get_opt(&name).await {
+                Ok(found) => served.push((name, found.and_then(|c| c.metadata.annotations))),
+                Err(error) => unreadable = Some(format!("cannot read CRD {name}: {error}")),
+            }
+        }
+        let problem =
+            unreadable.or_else(|| crate::api::crd_outdated(served.iter().map(|(n, a)| (n.as_str(), a.as_ref()))));
+        let Some(problem) = problem else {
+            ctx.metrics.crd_outdated.set(0);
+            return true;
+        };
+        ctx.metrics.crd_outdated.set(1);
+        error!(reason = "CrdOutdated", "acting on nothing: {problem}");
+        tokio::select! {
+            () = shutdown.cancelled() => return false,
+            () = tokio::time::sleep(StdDuration::from_secs(30)) => {}
         }
     }
 }

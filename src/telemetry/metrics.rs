@@ -86,6 +86,8 @@ pub struct Metrics {
     /// Every way around a rule that was taken, by kind (`ApprovalPolicyMissing`,
     /// `ReturnedWithoutApproval`).
     pub safety_overrides: Family<KindLabels, Counter>,
+    /// 1 while a CRD coroner serves is older than it needs: it acts on nothing.
+    pub crd_outdated: Gauge,
 }
 
 fn stage_histogram() -> Histogram {
@@ -114,6 +116,7 @@ impl Metrics {
             fence_did_not_take_effect: Family::default(),
             returned_without_approval: Family::default(),
             safety_overrides: Family::default(),
+            crd_outdated: Gauge::default(),
         };
         let mut registry = Registry::with_prefix("coroner");
         let m = metrics.clone();
@@ -181,6 +184,11 @@ impl Metrics {
             "returned_without_approval",
             "Released nodes that reported Ready=True again with no approval of their release (R1), by node",
             m.returned_without_approval,
+        );
+        registry.register(
+            "crd_outdated",
+            "1 while a CRD coroner serves lacks the schema revision this version needs: it acts on nothing (CrdOutdated)",
+            m.crd_outdated,
         );
         registry.register(
             "safety_overrides",

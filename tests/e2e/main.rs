@@ -1199,6 +1199,26 @@ async fn scenario_w(world: &mut World) {
         kept.iter().all(|v| v.status.as_ref().and_then(|s| s.completed_at.as_ref()).is_some()),
         "answered and kept an hour"
     );
+
+    // An upgrade that did not apply the CRDs first: coroner acts on nothing and says why.
+    let crd = "crd/coronerverifications.coroner.dev";
+    let revision = coroner::api::SCHEMA_REVISION_ANNOTATION;
+    world.kubectl(&["annotate", "--overwrite", crd, &format!("{revision}=1")]);
+    world.stop_coroners();
+    let replica = world.start_coroner(&[]);
+    wait_for("a replica that says its CRDs are outdated", SHORT, || async {
+        let metrics = world.coroners.iter().find(|r| r.name == replica)?.metrics().await;
+        metrics.lines().any(|l| l == "coroner_crd_outdated 1").then_some(())
+    })
+    .await;
+    let log_text = std::fs::read_to_string(world.dir.join(format!("{replica}.log"))).unwrap_or_default();
+    assert!(
+        log_text.contains("CrdOutdated") && !log_text.contains("became the leader"),
+        "{replica} acted with old CRDs"
+    );
+    world.kubectl(&["annotate", "--overwrite", crd, &format!("{revision}={}", coroner::api::SCHEMA_REVISION)]);
+    world.restart_coroners(2, &[]);
+    log("an outdated CRD: the replica stayed out of the election and said CrdOutdated (coroner_crd_outdated 1)");
 }
 
 async fn events_about(
