@@ -78,3 +78,17 @@ pub async fn pods_on(client: &Client, node_name: &str) -> Result<Vec<Pod>, kube:
     let pods: Api<Pod> = Api::all(client.clone());
     Ok(pods.list(&ListParams::default().fields(&format!("spec.nodeName={node_name}"))).await?.items)
 }
+
+/// Every NodeHealthCheck, as NHC's API serves it (untyped: its CRD is NHC's, and coroner reads only a
+/// selector and template references, `crate::verify`).
+pub async fn node_health_checks(client: &Client) -> Result<Vec<serde_json::Value>, kube::Error> {
+    let nhc = kube::api::ApiResource {
+        group: "remediation.medik8s.io".into(),
+        version: "v1alpha1".into(),
+        api_version: "remediation.medik8s.io/v1alpha1".into(),
+        kind: "NodeHealthCheck".into(),
+        plural: "nodehealthchecks".into(),
+    };
+    let list = Api::<kube::api::DynamicObject>::all_with(client.clone(), &nhc).list(&ListParams::default()).await?;
+    Ok(list.items.iter().filter_map(|o| serde_json::to_value(o).ok()).collect())
+}

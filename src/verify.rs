@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::{
     api::core::v1::{Node, NodeCondition},
-    apimachinery::pkg::apis::meta::v1::LabelSelector,
+    apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta},
 };
 use kube::{
     ResourceExt,
@@ -46,7 +46,11 @@ pub fn coroner_templates(nhc: &Value) -> Vec<TemplateRef> {
 /// The nodes the NodeHealthChecks using a coroner template select, each with the first such
 /// template, and the cluster's other nodes (nothing remediates them through coroner). A selector that
 /// does not parse selects nothing; an empty one (NHC's webhook refuses it) would select every node.
-pub fn selection(nhcs: &[Value], nodes: &[Node]) -> (BTreeMap<String, TemplateRef>, Vec<String>) {
+pub fn selection<'a>(
+    nhcs: &[Value],
+    nodes: impl IntoIterator<Item = &'a ObjectMeta> + Clone,
+) -> (BTreeMap<String, TemplateRef>, Vec<String>) {
+    let no_labels = BTreeMap::new();
     let mut selected = BTreeMap::new();
     for nhc in nhcs {
         let Some(template) = coroner_templates(nhc).into_iter().next() else { continue };
@@ -54,12 +58,18 @@ pub fn selection(nhcs: &[Value], nodes: &[Node]) -> (BTreeMap<String, TemplateRe
             .ok()
             .and_then(|s| Selector::try_from(s).ok());
         let Some(selector) = selector else { continue };
-        for node in nodes.iter().filter(|n| selector.matches(n.labels())) {
-            selected.entry(node.name_any()).or_insert_with(|| template.clone());
+        for node in nodes.clone().into_iter().filter(|n| selector.matches(n.labels.as_ref().unwrap_or(&no_labels))) {
+            selected.entry(node.name.clone().unwrap_or_default()).or_insert_with(|| template.clone());
         }
     }
-    let unselected = nodes.iter().map(ResourceExt::name_any).filter(|n| !selected.contains_key(n)).collect();
+    let unselected = nodes.into_iter().filter_map(|n| n.name.clone()).filter(|n| !selected.contains_key(n)).collect();
     (selected, unselected)
+}
+
+/// The nodes a NodeHealthCheck using a coroner template selects that no BmcBinding names: when one
+/// dies, coroner can prove nothing and releases nothing (`coroner_nodes_unprotected`).
+pub fn unprotected<T>(selected: &BTreeMap<String, T>, bindings: &[BmcBinding]) -> Vec<String> {
+    selected.keys().filter(|n| !bindings.iter().any(|b| &b.spec.node_name == *n)).cloned().collect()
 }
 
 /// The node as a fence would find it had it died now: `Ready=Unknown` (the gates then judge the rest
@@ -193,14 +203,18 @@ mod tests {
             nhc(json!({"matchLabels": {"role": "worker"}}), coroner_template()),
             nhc(json!({"matchLabels": {"role": "cp"}}), far.clone()),
         ];
-        let (selected, unselected) = selection(&nhcs, &nodes);
+        let (selected, unselected) = selection(&nhcs, nodes.iter().map(|n| &n.metadata));
         assert_eq!(selected.keys().collect::<Vec<_>>(), ["w1", "w2"]);
+        let bound = binding(TlsPolicy::default());
+        let mut w2 = bound.clone();
+        w2.spec.node_name = "w2".into();
+        assert_eq!(unprotected(&selected, &[w2]), ["w1"], "w1 has no binding");
         assert_eq!(selected["w1"], TemplateRef { namespace: "coroner-system".into(), name: "coroner-reboot".into() });
         assert_eq!(unselected, ["cp1"]);
         // A coroner template as one of the escalating remediations counts too.
         let escalating = json!({"spec": {"selector": {"matchExpressions": [{"key": "role", "operator": "In", "values": ["cp"]}]},
             "escalatingRemediations": [{"remediationTemplate": far, "order": 0}, {"remediationTemplate": coroner_template(), "order": 1}]}});
-        let (selected, _) = selection(&[escalating], &nodes);
+        let (selected, _) = selection(&[escalating], nodes.iter().map(|n| &n.metadata));
         assert_eq!(selected.keys().collect::<Vec<_>>(), ["cp1"]);
     }
 

@@ -736,6 +736,7 @@ fn optional_objects_render_as_nhc_and_coroner_expect() {
             "CoronerReleasedMachinePoweredOn",
             "CoronerFenceDidNotTakeEffect",
             "CoronerGuardBlind",
+            "CoronerNodesUnprotected",
             "CoronerCrdOutdated",
             "CoronerSafetyOverride",
             "CoronerLeaderChurn"

@@ -32,6 +32,8 @@ pub struct Seen {
     pub bindings: Vec<BmcBinding>,
     pub attestations: Vec<CoronerAttestation>,
     pub leader: Option<Lease>,
+    /// The NodeHealthChecks (untyped), or why they could not be read.
+    pub nhcs: Result<Vec<serde_json::Value>, String>,
 }
 
 fn age(now: Timestamp, then: Option<Timestamp>) -> String {
@@ -131,6 +133,21 @@ pub fn render(seen: &Seen) -> String {
         out.push_str("  none\n");
     }
 
+    out.push_str("Nodes nothing could fence (a NodeHealthCheck using a coroner template selects them, no BmcBinding names them):\n");
+    match &seen.nhcs {
+        Ok(nhcs) => {
+            let (selected, _) = crate::verify::selection(nhcs, seen.nodes.iter().map(|n| &n.metadata));
+            let unprotected = crate::verify::unprotected(&selected, &seen.bindings);
+            for node in &unprotected {
+                out.push_str(&format!("  {node} — add a BmcBinding, then `kubectl coroner verify {node}`\n"));
+            }
+            if unprotected.is_empty() {
+                out.push_str("  none\n");
+            }
+        }
+        Err(why) => out.push_str(&format!("  unknown: {why}\n")),
+    }
+
     out.push_str("Attestations:\n");
     for a in &seen.attestations {
         let phase = a.status.as_ref().and_then(|s| s.phase).unwrap_or_default();
@@ -187,10 +204,13 @@ pub async fn run(args: StatusArgs) -> Result<(), CliError> {
             .await
             .map_err(|e| fail("CoronerAttestations", e))?
             .items,
-        leader: Api::<Lease>::namespaced(client, ns)
+        leader: Api::<Lease>::namespaced(client.clone(), ns)
             .get_opt(&args.lease_name)
             .await
             .map_err(|e| fail("the leader Lease", e))?,
+        nhcs: crate::cluster::node_health_checks(&client)
+            .await
+            .map_err(|e| format!("cannot list NodeHealthChecks: {e}")),
     };
     print!("{}", render(&seen));
     Ok(())
@@ -208,6 +228,7 @@ mod tests {
             bindings: vec![],
             attestations: vec![],
             leader: None,
+            nhcs: Ok(vec![]),
         }
     }
 
@@ -217,6 +238,21 @@ mod tests {
         assert!(text.contains("Fences in flight:\n  none\n"), "{text}");
         assert!(text.contains("Releases (workloads released; the machine must stay off):\n  none\n"), "{text}");
         assert!(text.contains("Leader: none"), "{text}");
+    }
+
+    #[test]
+    fn a_selected_node_no_binding_names_is_listed_as_one_nothing_could_fence() {
+        let mut seen = empty();
+        let mut node = k8s_openapi::api::core::v1::Node::default();
+        node.metadata.name = Some("worker-9".into());
+        node.metadata.labels = Some([("pool".to_owned(), "main".to_owned())].into());
+        seen.nodes.push(node);
+        seen.nhcs = Ok(vec![serde_json::json!({"spec": {"selector": {"matchLabels": {"pool": "main"}},
+            "remediationTemplate": {"kind": "CoronerRemediationTemplate", "name": "t", "namespace": "coroner-system"}}})]);
+        let text = render(&seen);
+        assert!(text.contains("  worker-9 — add a BmcBinding"), "{text}");
+        seen.nhcs = Err("cannot list NodeHealthChecks: forbidden".into());
+        assert!(render(&seen).contains("unknown: cannot list NodeHealthChecks"));
     }
 
     #[test]

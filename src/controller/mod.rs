@@ -336,9 +336,11 @@ fn shutdown_grace(election: Option<&Election>, bmc: &access::BmcSettings) -> Std
 }
 
 /// Recomputes the gauges from the API every few seconds ([`telemetry::remediation_gauges`],
-/// [`telemetry::binding_gauges`]): a list that fails leaves its gauges as they were.
+/// [`telemetry::binding_gauges`]), and every minute the nodes nothing could fence
+/// ([`crate::verify::unprotected`], from the Nodes' metadata only): a list that fails leaves its
+/// gauges as they were.
 async fn refresh_gauges(ctx: Arc<Context>, shutdown: CancellationToken) {
-    loop {
+    for round in 0u64.. {
         tokio::select! {
             () = shutdown.cancelled() => return,
             () = tokio::time::sleep(GAUGE_PERIOD) => {}
@@ -346,11 +348,22 @@ async fn refresh_gauges(ctx: Arc<Context>, shutdown: CancellationToken) {
         if let Ok(list) = ctx.remediations_api().list(&ListParams::default()).await {
             ctx.metrics.set_remediation_gauges(&telemetry::remediation_gauges(&list.items, Timestamp::now()));
         }
-        if let Ok(list) = ctx.bindings_api().list(&ListParams::default()).await {
-            ctx.metrics.set_binding_gauges(&telemetry::binding_gauges(&list.items));
+        let Ok(bindings) = ctx.bindings_api().list(&ListParams::default()).await else { continue };
+        ctx.metrics.set_binding_gauges(&telemetry::binding_gauges(&bindings.items));
+        if round % UNPROTECTED_EVERY != 0 {
+            continue;
+        }
+        let nodes = Api::<Node>::all(ctx.client.clone()).list_metadata(&ListParams::default()).await;
+        if let (Ok(nhcs), Ok(nodes)) = (crate::cluster::node_health_checks(&ctx.client).await, nodes) {
+            let (selected, _) = crate::verify::selection(&nhcs, nodes.items.iter().map(|n| &n.metadata));
+            let unprotected = crate::verify::unprotected(&selected, &bindings.items);
+            ctx.metrics.nodes_unprotected.set(i64::try_from(unprotected.len()).unwrap_or(i64::MAX));
         }
     }
 }
+
+/// The unprotected-nodes gauge is recomputed every this many gauge rounds (a minute).
+const UNPROTECTED_EVERY: u64 = 12;
 
 #[cfg(test)]
 mod tests {

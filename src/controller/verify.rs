@@ -14,7 +14,7 @@ use k8s_openapi::{
 };
 use kube::{
     Api, ResourceExt,
-    api::{ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams},
+    api::{DeleteParams, ListParams, Patch, PatchParams},
     runtime::{Controller, controller::Action, watcher},
 };
 use tokio_util::sync::CancellationToken;
@@ -112,22 +112,10 @@ async fn targets(
     verification: &CoronerVerification,
     nodes: &[Node],
 ) -> Result<(Vec<(String, CoronerRemediationSpec)>, Vec<String>), String> {
-    let nhc = ApiResource {
-        group: "remediation.medik8s.io".into(),
-        version: "v1alpha1".into(),
-        api_version: "remediation.medik8s.io/v1alpha1".into(),
-        kind: "NodeHealthCheck".into(),
-        plural: "nodehealthchecks".into(),
-    };
-    let nhcs: Vec<serde_json::Value> = Api::<DynamicObject>::all_with(ctx.client.clone(), &nhc)
-        .list(&ListParams::default())
+    let nhcs = crate::cluster::node_health_checks(&ctx.client)
         .await
-        .map_err(|e| format!("cannot list NodeHealthChecks: {e}"))?
-        .items
-        .iter()
-        .filter_map(|o| serde_json::to_value(o).ok())
-        .collect();
-    let (selected, unselected) = verify::selection(&nhcs, nodes);
+        .map_err(|e| format!("cannot list NodeHealthChecks: {e}"))?;
+    let (selected, unselected) = verify::selection(&nhcs, nodes.iter().map(|n| &n.metadata));
     let mut wanted: Vec<String> = verification.spec.nodes.clone();
     if verification.spec.all {
         wanted.extend(selected.keys().filter(|n| !verification.spec.nodes.contains(n)).cloned());

@@ -88,6 +88,8 @@ pub struct Metrics {
     pub safety_overrides: Family<KindLabels, Counter>,
     /// 1 while a CRD coroner serves is older than it needs: it acts on nothing.
     pub crd_outdated: Gauge,
+    /// Nodes a NodeHealthCheck using a coroner template selects that no BmcBinding names.
+    pub nodes_unprotected: Gauge,
 }
 
 fn stage_histogram() -> Histogram {
@@ -117,6 +119,7 @@ impl Metrics {
             returned_without_approval: Family::default(),
             safety_overrides: Family::default(),
             crd_outdated: Gauge::default(),
+            nodes_unprotected: Gauge::default(),
         };
         let mut registry = Registry::with_prefix("coroner");
         let m = metrics.clone();
@@ -189,6 +192,11 @@ impl Metrics {
             "crd_outdated",
             "1 while a CRD coroner serves lacks the schema revision this version needs: it acts on nothing (CrdOutdated)",
             m.crd_outdated,
+        );
+        registry.register(
+            "nodes_unprotected",
+            "Nodes a NodeHealthCheck using a coroner template selects that no BmcBinding names: if one dies, nothing is proven and nothing released",
+            m.nodes_unprotected,
         );
         registry.register(
             "safety_overrides",
