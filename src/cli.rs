@@ -77,6 +77,10 @@ pub struct ControllerArgs {
     #[arg(long, env = "CORONER_NAMESPACE")]
     pub namespace: Option<String>,
 
+    /// The kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then the in-cluster config).
+    #[arg(long, env = "CORONER_KUBECONFIG")]
+    pub kubeconfig: Option<std::path::PathBuf>,
+
     /// Log lines as text, or as JSON objects with the remediation, node and binding as fields.
     #[arg(long, env = "CORONER_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -343,7 +347,7 @@ async fn run_controller(args: ControllerArgs) -> Result<(), CliError> {
     // One crypto provider for the process: kube's client and the BMC clients both use ring.
     rustls::crypto::CryptoProvider::install_default(Arc::unwrap_or_clone(tls::crypto_provider()))
         .map_err(|_| CliError::CryptoProvider)?;
-    let client = Client::try_default().await?;
+    let client = kube_client(args.kubeconfig.as_deref(), None).await?;
     let instance = uuid::Uuid::new_v4().to_string();
     let election = args.leader_election.then(|| {
         Election::new(

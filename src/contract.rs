@@ -206,7 +206,7 @@ pub fn reason_table() -> String {
 /// `remediationTemplate`, a deleted remediation is created again at once while the node is unhealthy;
 /// with `escalatingRemediations`, NHC marks a template that failed or timed out as `timedOut` for the
 /// node and skips it until the node is healthy, even after the remediation is deleted.
-pub const RETRY_LEVER: &str = "To retry once the cause is fixed: with a single remediationTemplate, delete this CoronerRemediation and NodeHealthCheck creates a new one; with escalatingRemediations, NodeHealthCheck has moved on and skips this template for the node until the node is healthy again (deleting the remediation does not bring it back): the levers are then the next template, or an attestation that the machine is dead (coroner attest NODE --reason ...).";
+pub const RETRY_LEVER: &str = "To retry once the cause is fixed: with a single remediationTemplate, delete this CoronerRemediation and NodeHealthCheck creates a new one; with escalatingRemediations, NodeHealthCheck has moved on and skips this template for the node until the node is healthy again (deleting the remediation does not bring it back): the levers are then the next template, or an attestation that the machine is dead (kubectl coroner attest NODE --reason ...). kubectl coroner verify NODE checks the binding now; kubectl coroner status shows what coroner is doing.";
 
 /// The retry lever for a final refusal with `reason`; `None` where a retry cannot help (the node is
 /// gone: NHC deletes the remediation itself).

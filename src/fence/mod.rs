@@ -748,7 +748,9 @@ impl<'a> Step<'a> {
         // One Event per transition: a step that already announced this message with its own reason
         // (IdentityVerified, PowerOffProven) is not announced twice.
         if changed && !self.notices.iter().any(|n| n.message == message) {
-            let warning = matches!(reason.disposition(), contract::Disposition::Final | contract::Disposition::Waiting);
+            // A wait for the node's Lease to go stale is the rule doing its job, not trouble.
+            let warning = matches!(reason.disposition(), contract::Disposition::Final | contract::Disposition::Waiting)
+                && reason != Reason::NodeLeaseFresh;
             self.notify(warning, reason.as_str(), message);
         }
     }
