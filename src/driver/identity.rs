@@ -67,7 +67,13 @@ impl<W: World> Fence<'_, W> {
                 return Ok(Err(IdentityProblem::Binding { reason, message, seen_on: None }));
             }
         };
-        let system = match node_system(self.world, binding, &device, &snapshot.system_uuid, "read").await {
+        let requested = self.world.mono();
+        let found = {
+            let _turn = self.local.origins.turn(&device.origin()).await;
+            node_system(self.world, binding, &device, &snapshot.system_uuid, "read").await
+        };
+        let sampled = Sampled { requested, answered: self.world.mono() };
+        let system = match found {
             Ok(system) => {
                 self.remember_power(&system);
                 system
@@ -98,6 +104,8 @@ impl<W: World> Fence<'_, W> {
             system,
             claims: claims(self.world, &self.node_name, binding).await?,
             through: mark(binding, serial),
+            sampled,
+            origin: device.origin(),
         }))
     }
 

@@ -434,7 +434,15 @@ impl<'a, W: World> Fence<'a, W> {
         Ok(match plan {
             Plan::Wait(_) | Plan::Admit => Gathered::Plain(Observation::Wait),
             Plan::Idle => Gathered::Plain(Observation::Nothing),
-            Plan::VerifyIdentity => Gathered::Plain(Observation::Identity(self.identity(snapshot).await?)),
+            // The identity read is also the first power reading: a ForceOff decided on it aims there.
+            Plan::VerifyIdentity => match self.identity(snapshot).await? {
+                Ok(found) => {
+                    let aim =
+                        Aim { system: found.system.clone(), through: found.through, origin: found.origin.clone() };
+                    Gathered::Aimed(Observation::Identity(Ok(found)), aim)
+                }
+                problem => Gathered::Plain(Observation::Identity(problem)),
+            },
             Plan::ReadPower { system_path } => Gathered::Reading(self.read_power(system_path).await?),
             Plan::Release => {
                 let (spec, status) = (self.spec(), self.status());
@@ -680,6 +688,8 @@ impl<'a, W: World> Fence<'a, W> {
 /// the reset.
 enum Gathered {
     Plain(Observation),
+    /// An observation that read the machine (the identity read) and what an action after it aims at.
+    Aimed(Observation, Aim),
     Reading(Result<(Aim, PowerReading), BmcFailure>),
 }
 
@@ -687,6 +697,7 @@ impl Gathered {
     fn split(self) -> (Observation, Option<Aim>) {
         match self {
             Self::Plain(observation) => (observation, None),
+            Self::Aimed(observation, aim) => (observation, Some(aim)),
             Self::Reading(Ok((aim, reading))) => (Observation::Power(Ok(reading)), Some(aim)),
             Self::Reading(Err(failure)) => (Observation::Power(Err(failure)), None),
         }

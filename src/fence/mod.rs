@@ -918,10 +918,11 @@ impl<'a> Step<'a> {
             self.notify(true, "InsecureSkipVerify", message);
         }
         let message = format!(
-            "BMC system {} at {} has UUID {} ({:?} match with the node's systemUUID {node_uuid}); reading its power",
-            found.system.id, found.endpoint, found.system.uuid, matched
+            "BMC system {} at {} has UUID {} ({:?} match with the node's systemUUID {node_uuid}); its power reads {}",
+            found.system.id, found.endpoint, found.system.uuid, matched, found.system.power_state
         );
         self.notify(false, "IdentityVerified", message.clone());
+        let first_reading = PowerReading::of(&found.system, found.sampled, found.through);
         self.evidence.identity = Some(IdentityEvidence {
             binding: found.binding,
             endpoint: found.endpoint,
@@ -942,6 +943,8 @@ impl<'a> Step<'a> {
         self.memory = Memory { through: Some(found.through), last_power, ..Memory::default() };
         self.enter(Phase::PoweringOff, Reason::PoweringOff, message);
         self.requeue = Some(StdDuration::ZERO);
+        // The identity read is the first power reading (issue 23: no second GET milliseconds later).
+        self.powering_off(Ok(first_reading));
     }
 
     fn identity_attempt_failed(&mut self, message: String) {

@@ -88,6 +88,10 @@ pub struct IdentityFound {
     pub system: SystemReading,
     pub claims: Vec<Claim>,
     pub through: DeviceMark,
+    /// When the identity read was asked for and answered: it is also the fence's first power reading.
+    pub sampled: Sampled,
+    /// The device's origin (one power action per origin at a time).
+    pub origin: String,
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -120,8 +120,8 @@ fn arb_reading() -> impl Strategy<Value = Result<PowerReading, BmcFailure>> {
 }
 
 fn arb_identity() -> impl Strategy<Value = Result<IdentityFound, IdentityProblem>> {
-    let found = (arb_uuid(), any::<bool>(), proptest::option::weighted(0.1, arb_uuid()), 1u8..=2).prop_map(
-        |(uuid, tls_verified, claim, system)| IdentityFound {
+    let found = (arb_uuid(), any::<bool>(), proptest::option::weighted(0.1, arb_uuid()), 1u8..=2, any::<bool>())
+        .prop_map(|(uuid, tls_verified, claim, system, off)| IdentityFound {
             binding: "worker-1".into(),
             endpoint: "https://bmc:443/redfish/v1".into(),
             tls_verified: Some(tls_verified || system == 1),
@@ -129,14 +129,15 @@ fn arb_identity() -> impl Strategy<Value = Result<IdentityFound, IdentityProblem
                 id: system.to_string(),
                 path: format!("/redfish/v1/Systems/{system}"),
                 uuid,
-                power_state: PowerState::On,
+                power_state: if off { PowerState::Off } else { PowerState::On },
                 reset_target: None,
                 aliases: Vec::new(),
             },
             claims: claim.into_iter().map(|uuid| Claim { owner: "Node worker-2".into(), uuid }).collect(),
             through: DeviceMark::default(),
-        },
-    );
+            sampled: Sampled::default(),
+            origin: "https://bmc:443".into(),
+        });
     prop_oneof![
         8 => found.prop_map(Ok),
         1 => (arb_reason(Disposition::Final), message())
@@ -403,7 +404,10 @@ impl<'a> Run<'a> {
                 VerdictInput::Wait(reason, message) => Verdict::Wait { reason: *reason, message: message.clone() },
                 VerdictInput::Refuse(reason, message) => Verdict::Refuse { reason: *reason, message: message.clone() },
             }),
-            Kind::Identity => Observation::Identity(step.identity.clone()),
+            Kind::Identity => Observation::Identity(step.identity.clone().map(|found| IdentityFound {
+                sampled: Sampled { requested: self.mono(), answered: self.mono() },
+                ..found
+            })),
             Kind::Power => Observation::Power(step.reading.clone().map(|reading| PowerReading {
                 sampled: Sampled { requested: self.mono(), answered: self.mono() },
                 ..reading
@@ -457,8 +461,12 @@ impl<'a> Run<'a> {
             (&from_memory.reset, &from_memory.requeue, &from_memory.notices),
             (&decision.reset, &decision.requeue, &decision.notices)
         );
-        if let Observation::Power(reading) = &observation {
-            let off = reading.as_ref().is_ok_and(|r| r.power_state == PowerState::Off);
+        let fed_power = match &observation {
+            Observation::Power(reading) => Some(reading.as_ref().is_ok_and(|r| r.power_state == PowerState::Off)),
+            Observation::Identity(found) => Some(found.as_ref().is_ok_and(|f| f.system.power_state == PowerState::Off)),
+            _ => None,
+        };
+        if let Some(off) = fed_power {
             self.fed.push(Fed { at: self.now, instance: INSTANCES[step.instance], off });
         }
         if decision.reset.is_some() {
@@ -519,8 +527,11 @@ impl<'a> Run<'a> {
             prop_assert_eq!(intent.action.as_str(), reset.as_str());
             prop_assert_eq!(&intent.result, &None);
             prop_assert_eq!((intent.instance.as_str(), intent.decided_at.0), (ctx.instance, ctx.now));
-            let Observation::Power(Ok(reading)) = observation else {
-                return Err(TestCaseError::fail(format!("{reset:?} without a fresh reading: {observation:?}")));
+            // The identity read is a fresh reading too (the fence's first).
+            let reading = match observation {
+                Observation::Power(Ok(reading)) => reading.clone(),
+                Observation::Identity(Ok(found)) => PowerReading::of(&found.system, found.sampled, found.through),
+                _ => return Err(TestCaseError::fail(format!("{reset:?} without a fresh reading: {observation:?}"))),
             };
             let verified = new.evidence.as_ref().and_then(|e| e.identity.as_ref()).map(|i| i.bmc_uuid.clone());
             prop_assert_eq!(
@@ -730,7 +741,8 @@ fn the_loop_shaped_feed_reaches_every_phase() {
     let mut runner = proptest::test_runner::TestRunner::deterministic();
     let strategy = (arb_spec(), arb_nodes(), proptest::collection::vec(arb_step(), 40..48));
     let mut seen = std::collections::BTreeSet::new();
-    for _ in 0..96 {
+    // Enough sequences that a Reboot reaches its power-on (most end earlier, on a random refusal).
+    for _ in 0..320 {
         let Ok(tree) = strategy.new_tree(&mut runner) else { continue };
         let (spec, nodes, steps) = tree.current();
         let hold = (HOLD.0, HOLD.1.to_owned());

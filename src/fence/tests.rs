@@ -138,6 +138,8 @@ fn found(uuid: &str) -> Observation {
         system: system(uuid, PowerState::On),
         claims: vec![],
         through: DeviceMark::default(),
+        sampled: Sampled::default(),
+        origin: "https://bmc:443".into(),
     }))
 }
 
@@ -300,9 +302,20 @@ fn a_refusing_gate_fails_without_any_taint() {
 // VerifyingIdentity ------------------------------------------------------------------------------------
 
 #[test]
-fn an_exact_uuid_proves_identity_without_power_action() {
-    let status = verified(&spec()).status;
-    assert_eq!(status.phase, Some(Phase::PoweringOff));
+fn an_exact_uuid_proves_identity_and_its_reading_is_the_first_power_reading() {
+    let decision = {
+        let node = node();
+        let admitted = step(
+            &spec(),
+            &State::default(),
+            Observation::Admission(Verdict::Admit(node.evidence(t(0)))),
+            ctx(0, &node),
+        );
+        step(&spec(), &State::from(&admitted), found(NODE_UUID), ctx(0, &node))
+    };
+    // The identity read said On: the ForceOff is decided on it, with no second read before it.
+    assert_eq!((decision.status.phase, decision.reset), (Some(Phase::ConfirmingOff), Some(ResetType::ForceOff)));
+    let status = decision.status;
     let identity = status.evidence.unwrap().identity.unwrap();
     assert_eq!(
         (identity.match_kind, identity.system_path.as_str()),
@@ -498,11 +511,11 @@ fn a_machine_already_off_gets_no_reset_but_is_still_confirmed() {
         [
             Phase::Pending,
             Phase::VerifyingIdentity,
-            Phase::PoweringOff,
             Phase::ConfirmingOff,
             Phase::Releasing,
             Phase::Done
-        ]
+        ],
+        "the identity read, Off, is the first reading of the run"
     );
     let power_off = status.evidence.unwrap().power_off.unwrap();
     assert!(power_off.already_off && power_off.resets.is_empty());
@@ -578,9 +591,9 @@ fn anything_but_off_breaks_the_run() {
         Read::Says(PowerState::Other("Standby".into())),
         Read::Fails(BmcError::Unreachable("connection refused".into())),
     ] {
-        // ForceOff at f, then Off at f+1, <breaker> at f+2, Off from f+3: the run restarts after the
-        // breaker, and the proof is f+3 … f+5.
-        let lab = lab(off_spec(), machine(true).reads([Read::Truth, Read::Truth, breaker.clone()]));
+        // ForceOff at f (on the identity read), then Off at f+1, <breaker> at f+2, Off from f+3: the
+        // run restarts after the breaker, and the proof is f+3 … f+5.
+        let lab = lab(off_spec(), machine(true).reads([Read::Truth, breaker.clone()]));
         let status = run(&lab);
         let [(force_off, _)] = reset_times(&lab)[..] else { panic!("{breaker:?}: {:?}", reset_times(&lab)) };
         let proof = proof_of(&status);

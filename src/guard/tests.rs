@@ -463,6 +463,8 @@ fn found(uuid: &str, claims: Vec<identity::Claim>) -> IdentityFound {
         },
         claims,
         through: DeviceMark::default(),
+        sampled: Sampled::default(),
+        origin: "https://bmc:443".into(),
     }
 }
 
