@@ -5,7 +5,7 @@ SHELL := /bin/bash
 CARGO ?= cargo
 HARNESS_BIN := .cache/harness/bin
 
-.PHONY: test lint unit install-check integration e2e peers harness cluster-up cluster-down demo crds build soak
+.PHONY: test lint unit install-check integration e2e peers harness cluster-up cluster-down demo crds build soak bench
 
 ## test: formatting, lints, unit tests, install paths, integration tests against emulated BMCs, end-to-end suite
 test: lint unit install-check integration e2e
@@ -66,3 +66,8 @@ demo: harness peers build
 crds:
 	$(CARGO) run -q -- crd > crds/coroner.yaml
 	bundle/generate.sh
+
+## bench: what one fence costs on the harness (release build; not part of `make test`): docs/benchmarks.md
+bench: harness peers
+	$(CARGO) build --release
+	CORONER_E2E=1 CORONER_BIN=$(CURDIR)/target/release/coroner $(CARGO) test -q --test e2e -- bench

@@ -508,13 +508,7 @@ fn a_machine_already_off_gets_no_reset_but_is_still_confirmed() {
     assert!(confirming.evidence.unwrap().power_off.unwrap().already_off);
     assert_eq!(
         lab.phases(),
-        [
-            Phase::Pending,
-            Phase::VerifyingIdentity,
-            Phase::ConfirmingOff,
-            Phase::Releasing,
-            Phase::Done
-        ],
+        [Phase::Pending, Phase::VerifyingIdentity, Phase::ConfirmingOff, Phase::Releasing, Phase::Done],
         "the identity read, Off, is the first reading of the run"
     );
     let power_off = status.evidence.unwrap().power_off.unwrap();

@@ -30,6 +30,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod bench;
 mod demo;
 #[path = "../support/mod.rs"]
 mod support;
@@ -66,7 +67,13 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
-    runtime.block_on(async { if mode == "demo" { demo::run().await } else { suite().await } });
+    runtime.block_on(async {
+        match mode.as_str() {
+            "demo" => demo::run().await,
+            "bench" => bench::run().await,
+            _ => suite().await,
+        }
+    });
     ExitCode::SUCCESS
 }
 

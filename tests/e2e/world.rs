@@ -44,6 +44,12 @@ pub struct Process {
     child: Child,
 }
 
+/// The coroner binary the replicas run: `$CORONER_BIN` (`make bench` sets the release build), else the
+/// debug build `make build` makes.
+pub fn coroner_binary() -> PathBuf {
+    std::env::var_os("CORONER_BIN").map_or_else(|| repo().join("target/debug/coroner"), PathBuf::from)
+}
+
 impl Process {
     pub fn spawn(name: &str, mut command: Command, log_file: &Path) -> Self {
         let out = fs::OpenOptions::new().create(true).append(true).open(log_file).expect("open log");
@@ -258,6 +264,11 @@ impl World {
         };
         world.install().await;
         world
+    }
+
+    /// The process id of replica `name`.
+    pub fn coroner_pid(&self, name: &str) -> Option<u32> {
+        self.coroners.iter().find(|r| r.name == name).map(|r| r.process.pid())
     }
 
     pub fn kubectl(&self, args: &[&str]) -> String {
@@ -515,7 +526,7 @@ impl World {
         let name = format!("coroner-{}", self.coroner_runs);
         let port = crate::support::machine::free_port();
         let kubeconfig = self.service_account_kubeconfig(CORONER_NS, "coroner");
-        let mut command = Command::new(repo().join("target/debug/coroner"));
+        let mut command = Command::new(coroner_binary());
         command
             .args(["controller", "--namespace", CORONER_NS])
             .args(["--pod-name", &name, "--admin-address", &format!("127.0.0.1:{port}")])

@@ -1,0 +1,255 @@
+//! `make bench` (never part of `make test`): what one fence costs, measured on the harness — a real
+//! control plane, emulated machines, the release build of coroner, one fence at a time, no
+//! NodeHealthCheck (the remediations are created as NHC creates them, so its own latency is not
+//! counted).
+//!
+//! * P1: from the CoronerRemediation's creation to the out-of-service taint on the Node, minus
+//!   `settle`, over several fences, at the default settle/pollInterval and at the fastest the schema
+//!   allows;
+//! * P2 (idle): the replica's resident memory and CPU seconds before any fence;
+//! * P4: the BMC requests of one fence (the emulator's log) and the API server requests coroner's
+//!   ServiceAccount made for it until `Succeeded=True` + 3 s, from FlowSchemas that sort them into
+//!   reads (get, list), writes (create, update, patch, delete) and Events;
+//! * the baseline: `fence_redfish --action off` against one of the same emulators, timed.
+//!
+//! What this does not measure yet (docs/benchmarks.md says so): P2 with 1 000 Nodes and 10 000 Pods and
+//! after a 50-node storm, P3, and FAR itself side by side.
+
+use std::{
+    io::Write,
+    time::{Duration, Instant},
+};
+
+use coroner::{api::CoronerRemediation, contract};
+use kube::{Api, api::PostParams};
+use serde_json::json;
+
+use crate::{
+    support::machine::{PASSWORD, USER, peers},
+    uuid,
+    world::{CORONER_NS, World, log, wait_for},
+};
+
+const FENCES_PER_CONFIG: usize = 5;
+/// The FlowSchemas that sort coroner's API requests, and the verbs each takes.
+const FLOWS: [(&str, &[&str], &[&str], u32); 3] = [
+    ("coroner-bench-events", &["*"], &["events"], 100),
+    ("coroner-bench-reads", &["get", "list"], &["*"], 101),
+    ("coroner-bench-writes", &["create", "update", "patch", "delete"], &["*"], 102),
+];
+
+struct Fence {
+    config: &'static str,
+    settle: Duration,
+    to_taint: Duration,
+    bmc_requests: usize,
+    reads: u64,
+    writes: u64,
+    events: u64,
+}
+
+pub async fn run() {
+    println!("coroner bench: the harness, the release build, one fence at a time\n");
+    let mut world = World::up().await;
+    install_flow_schemas(&world);
+    let replica = world.start_coroner(&["--max-fences-per-window", "1000", "--guard-interval", "1h"]);
+    let nodes: Vec<String> = (0..2 * FENCES_PER_CONFIG).map(|i| format!("bench-{i}")).collect();
+    for (i, name) in nodes.iter().enumerate() {
+        let n = u32::try_from(300 + i).unwrap_or(300);
+        world.add_node(name, &uuid(n), &[("bench.coroner.dev/pool", "bench")], 0.0).await;
+    }
+    for name in &nodes {
+        wait_for(&format!("{name} Ready"), Duration::from_secs(120), || async {
+            (crate::ready(&world, name).await.as_deref() == Some("True")).then_some(())
+        })
+        .await;
+    }
+    let pid = world.coroner_pid(&replica).unwrap_or_default();
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let (rss_idle, cpu_idle) = usage(pid);
+    log(format!("idle after the bindings verified: RSS {rss_idle} KiB, CPU {cpu_idle:.2} s since start"));
+
+    for name in &nodes {
+        world.node(name).partition();
+    }
+    for name in &nodes {
+        wait_for(&format!("{name} Ready=Unknown"), Duration::from_secs(120), || async {
+            (crate::ready(&world, name).await.as_deref() == Some("Unknown")).then_some(())
+        })
+        .await;
+    }
+    let configs = [
+        ("default (settle 2s, pollInterval 1s)", "2s", "1s"),
+        ("fastest (settle 1ms, pollInterval 100ms)", "1ms", "100ms"),
+    ];
+    let mut fences = Vec::new();
+    for (i, name) in nodes.iter().enumerate() {
+        let (config, settle, poll) = configs[i / FENCES_PER_CONFIG];
+        fences.push(fence(&world, name, config, settle, poll).await);
+    }
+    let (rss_after, cpu_after) = usage(pid);
+    let baseline = fence_redfish_off(&mut world).await;
+
+    let mut out = String::new();
+    out.push_str("| configuration | P1: CR → taint − settle, min / median / max | BMC requests per fence | API reads | API writes | Events |\n|---|---|---|---|---|---|\n");
+    for (config, _, _) in configs {
+        let of: Vec<&Fence> = fences.iter().filter(|f| f.config == config).collect();
+        let mut beyond: Vec<Duration> = of.iter().map(|f| f.to_taint.saturating_sub(f.settle)).collect();
+        beyond.sort();
+        let range = |values: Vec<u64>| {
+            let (min, max) = (values.iter().min().copied().unwrap_or(0), values.iter().max().copied().unwrap_or(0));
+            if min == max { format!("{min}") } else { format!("{min}–{max}") }
+        };
+        out.push_str(&format!(
+            "| {config} | {:.0} / {:.0} / {:.0} ms | {} | {} | {} | {} |\n",
+            ms(beyond[0]),
+            ms(beyond[beyond.len() / 2]),
+            ms(beyond[beyond.len() - 1]),
+            range(of.iter().map(|f| f.bmc_requests as u64).collect()),
+            range(of.iter().map(|f| f.reads).collect()),
+            range(of.iter().map(|f| f.writes).collect()),
+            range(of.iter().map(|f| f.events).collect()),
+        ));
+    }
+    out.push_str(&format!(
+        "\nRSS {rss_idle} KiB idle (CPU {cpu_idle:.2} s since start), {rss_after} KiB after {} fences (CPU {cpu_after:.2} s).\n",
+        fences.len()
+    ));
+    out.push_str(&format!(
+        "fence_redfish --action off against the same emulator: {:.0} ms, {} BMC requests.\n",
+        ms(baseline.0),
+        baseline.1
+    ));
+    println!("\n{out}");
+    let _ = std::io::stdout().flush();
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// One fence of `name`, as NodeHealthCheck would create it: action Off, the out-of-service taint.
+async fn fence(world: &World, name: &str, config: &'static str, settle: &str, poll: &str) -> Fence {
+    let machine = &world.node(name).machine;
+    let (bmc_before, api_before) = (machine.requests().len(), flow_counts(world));
+    let remediations: Api<CoronerRemediation> = Api::namespaced(world.client.clone(), CORONER_NS);
+    let remediation: CoronerRemediation = serde_json::from_value(json!({
+        "apiVersion": "coroner.dev/v1alpha1", "kind": "CoronerRemediation",
+        "metadata": {"name": format!("{name}-bench"), "namespace": CORONER_NS,
+                     "annotations": {contract::NODE_NAME_ANNOTATION: name}},
+        "spec": {"action": "Off", "remediationStrategy": "OutOfServiceTaint", "settle": settle, "pollInterval": poll,
+                 "powerOffTimeout": "30s", "leaseFreshness": "5s", "retry": {"count": 1, "interval": "1s"}},
+    }))
+    .unwrap();
+    let created = Instant::now();
+    remediations.create(&PostParams::default(), &remediation).await.unwrap();
+    // Polled every 10 ms (wait_for's 250 ms would blur P1).
+    let to_taint = loop {
+        if crate::taint_keys(world, name).await.iter().any(|k| k == "node.kubernetes.io/out-of-service") {
+            break created.elapsed();
+        }
+        assert!(created.elapsed() < Duration::from_secs(60), "{name}: no out-of-service taint within 60 s");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    wait_for(&format!("{name}: Succeeded=True"), Duration::from_secs(60), || async {
+        let r = remediations.get_opt(&format!("{name}-bench")).await.ok()??;
+        (crate::succeeded(&r)?.0 == "True").then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let api_after = flow_counts(world);
+    let delta = |i: usize| api_after[i].saturating_sub(api_before[i]);
+    let settle = settle.parse::<coroner::api::Duration>().map(|d| d.get()).unwrap_or_default();
+    let fence = Fence {
+        config,
+        settle,
+        to_taint,
+        bmc_requests: machine.requests().len() - bmc_before,
+        events: delta(0),
+        reads: delta(1),
+        writes: delta(2),
+    };
+    log(format!(
+        "{name} ({config}): taint after {:.0} ms; {} BMC requests; API {} reads, {} writes, {} Events",
+        ms(fence.to_taint),
+        fence.bmc_requests,
+        fence.reads,
+        fence.writes,
+        fence.events
+    ));
+    fence
+}
+
+/// Sorts coroner's ServiceAccount's requests into [`FLOWS`] (the lowest matchingPrecedence first).
+fn install_flow_schemas(world: &World) {
+    for (name, verbs, resources, precedence) in FLOWS {
+        let schema = json!({
+            "apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema",
+            "metadata": {"name": name},
+            "spec": {"priorityLevelConfiguration": {"name": "workload-high"}, "matchingPrecedence": precedence,
+                     "rules": [{"subjects": [{"kind": "ServiceAccount", "serviceAccount": {"name": "coroner", "namespace": CORONER_NS}}],
+                                "resourceRules": [{"verbs": verbs, "apiGroups": ["*"], "resources": resources,
+                                                   "clusterScope": true, "namespaces": ["*"]}]}]},
+        });
+        let file = world.dir.join(format!("{name}.json"));
+        std::fs::write(&file, schema.to_string()).unwrap();
+        world.kubectl(&["apply", "-f", file.to_str().unwrap()]);
+    }
+}
+
+/// The API server's dispatched-request counters of [`FLOWS`], in their order.
+fn flow_counts(world: &World) -> [u64; 3] {
+    let metrics = world.kubectl(&["get", "--raw", "/metrics"]);
+    FLOWS.map(|(name, _, _, _)| {
+        metrics
+            .lines()
+            .filter(|l| {
+                l.starts_with("apiserver_flowcontrol_dispatched_requests_total{")
+                    && l.contains(&format!("flow_schema=\"{name}\""))
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>() as u64
+    })
+}
+
+/// Resident memory (KiB) and CPU seconds (user + system) of process `pid`.
+fn usage(pid: u32) -> (u64, f64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let rss = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0);
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat.rsplit(") ").next().unwrap_or_default().split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime and stime are fields 14 and 15 of /proc/PID/stat; after the ") " split, 11 and 12.
+    (rss, (ticks(11) + ticks(12)) / 100.0)
+}
+
+/// `fence_redfish --action off` (Debian's fence-agents) against a fresh emulated machine: the FAR-style
+/// baseline, timed, and the BMC requests it made.
+async fn fence_redfish_off(world: &mut World) -> (Duration, usize) {
+    world.add_node("bench-far", &uuid(399), &[("bench.coroner.dev/pool", "far")], 0.0).await;
+    let machine = &world.node("bench-far").machine;
+    let before = machine.requests().len();
+    let started = Instant::now();
+    let mut child = std::process::Command::new("/usr/sbin/fence_redfish")
+        .env("REQUESTS_CA_BUNDLE", peers().cert("ca"))
+        .env("PYTHONWARNINGS", "ignore::DeprecationWarning")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("fence_redfish is installed by `make peers`");
+    let options = format!(
+        "action=off\nip=127.0.0.1\nipport={}\nusername={USER}\npassword={PASSWORD}\nssl=1\nsystems-uri=/redfish/v1/Systems/{}\n",
+        machine.port,
+        uuid(399)
+    );
+    child.stdin.take().unwrap().write_all(options.as_bytes()).unwrap();
+    let code = child.wait().unwrap().code();
+    let elapsed = started.elapsed();
+    assert_eq!(code, Some(0), "fence_redfish --action off failed");
+    (elapsed, machine.requests().len() - before)
+}
