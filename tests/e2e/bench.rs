@@ -52,7 +52,20 @@ pub async fn run() {
     println!("coroner bench: the harness, the release build, one fence at a time\n");
     let mut world = World::up().await;
     install_flow_schemas(&world);
-    let replica = world.start_coroner(&["--max-fences-per-window", "1000", "--guard-interval", "1h"]);
+    // coroner's defaults, but for the window budget (ten fences in a row) and a guard that reads only
+    // once in the measurement (its reads are the guard's, not the fence's).
+    let replica = world.start_coroner(&[
+        "--max-fences-per-window",
+        "1000",
+        "--guard-interval",
+        "1h",
+        "--verify-interval",
+        "10m",
+        "--lease-duration",
+        "15s",
+        "--bmc-request-timeout",
+        "5s",
+    ]);
     let nodes: Vec<String> = (0..2 * FENCES_PER_CONFIG).map(|i| format!("bench-{i}")).collect();
     for (i, name) in nodes.iter().enumerate() {
         let n = u32::try_from(300 + i).unwrap_or(300);
