@@ -12,7 +12,7 @@ use k8s_openapi::{
         admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding},
         core::v1::Node,
     },
-    apimachinery::pkg::apis::meta::v1::MicroTime,
+    apimachinery::pkg::apis::meta::v1::{Condition, MicroTime},
 };
 use kube::ResourceExt;
 
@@ -452,6 +452,16 @@ pub struct Watch<'a> {
     pub mono: Mono,
 }
 
+pub const MACHINE_OFF: &str = "MachineOff";
+const MACHINE_OFF_MESSAGE: &str = "the released machine reads Off";
+
+/// W1: a release that rests on the proof's readings starts guarded with what they showed: the
+/// machine reads Off (the proof's last reading, taken right before the release). The guard's first
+/// reading then writes and announces only what differs from it.
+pub fn armed_at_release(conditions: &mut Vec<Condition>, now: Timestamp) {
+    conditions::set(conditions, GUARD, conditions::TRUE, MACHINE_OFF, MACHINE_OFF_MESSAGE, now);
+}
+
 /// The guard's step for one reading. It writes status only when the finding changes (or it decides a
 /// ForceOff); with `Enforce` and no approval on the Node, a released machine that reads anything but
 /// Off is switched off again: the intent is persisted first, as for every BMC mutation.
@@ -465,7 +475,7 @@ pub fn next(status: &CoronerRemediationStatus, memory: &Memory, finding: &Findin
     let guard = new.guard.get_or_insert_with(GuardStatus::default);
     let finding_at = |seen: String| GuardFinding { at: MicroTime(now), seen };
     let (state, reason, message) = match finding {
-        Finding::Off => (conditions::TRUE, "MachineOff", "the released machine reads Off".to_owned()),
+        Finding::Off => (conditions::TRUE, MACHINE_OFF, MACHINE_OFF_MESSAGE.to_owned()),
         Finding::NotOff(power) => {
             guard.last_finding = Some(finding_at(power.to_string()));
             let message =

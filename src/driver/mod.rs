@@ -96,6 +96,9 @@ pub struct Local {
     pub memories: Memories,
     /// One request at a time per device origin, from this process.
     pub origins: Origins,
+    /// Statuses decided and not yet written ([`fence::may_wait_for_next_write`]), by remediation UID:
+    /// the instance that decided each and the resourceVersion it builds on.
+    pub unwritten: std::sync::Mutex<BTreeMap<String, (String, String, CoronerRemediationStatus)>>,
 }
 
 impl Local {
@@ -113,6 +116,28 @@ impl Local {
 
     pub fn forget(&self, uid: &str) {
         self.memories.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(uid);
+        self.hold(uid, None);
+    }
+
+    /// The status this instance decided on top of `remediation` and has not written, if it still
+    /// builds on what the API server holds (the same resourceVersion).
+    fn unwritten(
+        &self,
+        instance: &str,
+        uid: &str,
+        remediation: &CoronerRemediation,
+    ) -> Option<CoronerRemediationStatus> {
+        let unwritten = self.unwritten.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (by, version, status) = unwritten.get(uid)?;
+        (by == instance && Some(version) == remediation.metadata.resource_version.as_ref()).then(|| status.clone())
+    }
+
+    fn hold(&self, uid: &str, held: Option<(String, String, CoronerRemediationStatus)>) {
+        let mut unwritten = self.unwritten.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match held {
+            Some(held) => unwritten.insert(uid.to_owned(), held),
+            None => unwritten.remove(uid),
+        };
     }
 }
 
@@ -160,7 +185,12 @@ impl Error {
 
 /// One reconcile of a live remediation (the finalizer is in place).
 pub async fn apply<W: World>(world: &W, local: &Local, cached: &CoronerRemediation) -> Result<Next, Error> {
-    Fence::load(world, local, cached).await?.run().await
+    let mut fence = Fence::load(world, local, cached).await?;
+    let next = fence.run().await;
+    // W1: a decision held back for the next write that did not come in this reconcile (the start of
+    // a fence whose gates decided nothing new) is written now.
+    fence.flush().await?;
+    next
 }
 
 /// The finalizer: remove the taints this remediation owns and, once its release is over, the
@@ -251,6 +281,8 @@ struct Fence<'a, W: World> {
     local: &'a Local,
     /// The latest version read or written; status writes carry its resourceVersion.
     remediation: CoronerRemediation,
+    /// A status decided on top of `remediation` and not yet written (W1).
+    held: Option<CoronerRemediationStatus>,
     node_name: String,
     uid: String,
 }
@@ -263,7 +295,8 @@ impl<'a, W: World> Fence<'a, W> {
             world.remediation(&name).await?.ok_or_else(|| ApiError::NotFound(format!("remediation {name}")))?;
         let node_name = node_of(&remediation).ok_or(Error::Incomplete("node name"))?;
         let uid = remediation.uid().ok_or(Error::Incomplete("uid"))?;
-        Ok(Self { world, local, remediation, node_name, uid })
+        let held = local.unwritten(&world.instance(), &uid, &remediation);
+        Ok(Self { world, local, remediation, held, node_name, uid })
     }
 
     /// What this instance knows of the fence ([`Local::remembered`]).
@@ -275,8 +308,28 @@ impl<'a, W: World> Fence<'a, W> {
         self.local.remember(&self.world.instance(), &self.uid, memory);
     }
 
+    /// The status this process decided last: written, or held for the next write (W1).
     fn status(&self) -> CoronerRemediationStatus {
-        self.remediation.status.clone().unwrap_or_default()
+        self.held.clone().or_else(|| self.remediation.status.clone()).unwrap_or_default()
+    }
+
+    /// Takes `status` as the one the API server holds (just read or written).
+    fn stored(&mut self, remediation: CoronerRemediation) {
+        self.remediation = remediation;
+        self.held = None;
+        self.local.hold(&self.uid, None);
+    }
+
+    /// Writes a status held back for a write that did not come (W1): the start of a fence.
+    async fn flush(&mut self) -> Result<(), Error> {
+        let Some(held) = self.held.clone() else { return Ok(()) };
+        let stored = self.remediation.status.clone().unwrap_or_default();
+        if fence::may_wait_for_next_write(&stored, &held) {
+            return Ok(());
+        }
+        let written = self.world.write_status(&self.remediation, held).await?;
+        self.stored(written);
+        Ok(())
     }
 
     /// The spec this fence follows: as admitted, once admitted.
@@ -296,7 +349,7 @@ impl<'a, W: World> Fence<'a, W> {
         }
     }
 
-    async fn run(mut self) -> Result<Next, Error> {
+    async fn run(&mut self) -> Result<Next, Error> {
         let now = self.world.now();
         if contract::timed_out_by_nhc(&self.remediation.metadata) {
             // NHC gave up on the remediation, not on the released machine: a release already on the
@@ -325,7 +378,8 @@ impl<'a, W: World> Fence<'a, W> {
             return Ok(Next::AwaitChange);
         };
         if let Some(decision) = fence::start(&self.status(), &self.node_name, now) {
-            self.commit(decision, Some(&node)).await?;
+            // W1: the gates decide right after; their write carries the start.
+            self.commit_as(decision, Some(&node), true).await?;
         }
         // First: nothing the fence's steps may fail on (a denied Node write) must hide this.
         self.check_boot_id(&node).await?;
@@ -406,7 +460,13 @@ impl<'a, W: World> Fence<'a, W> {
             let decision = fence::next(&spec, &status, observation, context);
             let requeue = decision.requeue;
             let reset = decision.reset;
+            let before = self.status();
             self.commit(decision, Some(&node)).await?;
+            // A change held for the next write (W1) wakes the fence as its write would have.
+            let requeue = match requeue {
+                None if self.held.is_some() && self.status() != before => Some(StdDuration::ZERO),
+                requeue => requeue,
+            };
             if let Some(history) = admissions.as_deref_mut()
                 && fence::phase_of(&self.status()) == Phase::VerifyingIdentity
             {
@@ -534,14 +594,31 @@ impl<'a, W: World> Fence<'a, W> {
         })
     }
 
-    /// Persists the decision's status (skipped when unchanged), keeps what it learnt in memory, and
-    /// publishes its notices.
+    /// Persists the decision's status (skipped when unchanged, held when it may wait for the next
+    /// write: W1), keeps what it learnt in memory, and publishes its notices.
     async fn commit(&mut self, decision: Decision, node: Option<&Node>) -> Result<(), Error> {
+        self.commit_as(decision, node, false).await
+    }
+
+    /// [`Self::commit`]; `until_flushed`: the status is held for the next write of this reconcile, or
+    /// for the [`Self::flush`] at its end, whatever it holds (the start of a fence, which the gates'
+    /// decision right after it carries).
+    async fn commit_as(&mut self, decision: Decision, node: Option<&Node>, until_flushed: bool) -> Result<(), Error> {
         let old = self.status();
         let decision = Decision { status: fence::with_reader(decision.status, &self.world.instance()), ..decision };
-        if Some(&decision.status) != self.remediation.status.as_ref() {
+        let stored = self.remediation.status.clone().unwrap_or_default();
+        if decision.status == stored {
+            self.stored(self.remediation.clone());
+        } else if fence::may_wait_for_next_write(&stored, &decision.status) {
+            // W1: kept by this process until the next write carries it.
+            let version = self.remediation.metadata.resource_version.clone().unwrap_or_default();
+            self.local.hold(&self.uid, Some((self.world.instance(), version, decision.status.clone())));
+            self.held = Some(decision.status.clone());
+        } else if until_flushed {
+            self.held = Some(decision.status.clone());
+        } else {
             match self.world.write_status(&self.remediation, decision.status).await {
-                Ok(written) => self.remediation = written,
+                Ok(written) => self.stored(written),
                 Err(error) => {
                     let memory = fence::memory_after_failed_write(&self.remembered(), &decision.memory);
                     // Boxed: a rare path, kept out of the size of every commit's future.
@@ -588,7 +665,7 @@ impl<'a, W: World> Fence<'a, W> {
                 return;
             };
             if let Ok(written) = self.world.write_status(&latest, status).await {
-                self.remediation = written;
+                self.stored(written);
                 return;
             }
         }
@@ -629,11 +706,12 @@ impl<'a, W: World> Fence<'a, W> {
             let decision = decide(&self.status(), &memory);
             match self.commit(decision, Some(node)).await {
                 Err(Error::Api(ApiError::Conflict(_))) => {
-                    self.remediation = self
+                    let latest = self
                         .world
                         .remediation(&name)
                         .await?
                         .ok_or_else(|| ApiError::NotFound(format!("remediation {name}")))?;
+                    self.stored(latest);
                 }
                 other => return other,
             }
@@ -658,7 +736,7 @@ impl<'a, W: World> Fence<'a, W> {
 
     /// This replica runs on the node to fence. With another replica ready it hands leadership over;
     /// otherwise the remediation waits (`LeaderOnTargetNode`).
-    async fn leader_on_target(mut self, node: &Node, now: Timestamp) -> Result<Next, Error> {
+    async fn leader_on_target(&mut self, node: &Node, now: Timestamp) -> Result<Next, Error> {
         if self.world.hand_over(&self.node_name).await? {
             info!("the node to fence runs this leader; handing leadership over");
             return Ok(Next::AwaitChange);

@@ -75,12 +75,12 @@ pub struct Notice {
 }
 
 /// What a node's operator must see on the Node, not only on the remediation: every warning (a
-/// refusal, a failure, a wait that holds the fence, the guard's alarms, a split-brain), the power
-/// actions on its machine and the release. Each other step of the fence is an Event on the
+/// refusal, a failure, a wait that holds the fence, the guard's alarms, a split-brain), the release
+/// (its Event says the machine was proven Off), a power-on and what the guard did. Each other step
+/// of the fence, the ForceOff that the release then reports included, is an Event on the
 /// remediation only: every Event is an apiserver write.
 pub fn for_the_node(notice: &Notice) -> bool {
     const MILESTONES: &[&str] = &[
-        "ForceOffSent",
         "NodeFenced",
         "PowerOnSent",
         "PoweredOn",
@@ -88,7 +88,7 @@ pub fn for_the_node(notice: &Notice) -> bool {
         "GuardForceOffSent",
         crate::guard::GUARD_HELD,
         "PowerOnApproved",
-        "MachineOff",
+        crate::guard::MACHINE_OFF,
     ];
     notice.warning || MILESTONES.contains(&notice.reason.as_str())
 }
@@ -293,6 +293,48 @@ pub fn memory_after_failed_write(old: &Memory, new: &Memory) -> Memory {
         begun_untouched: old.begun_untouched && new.begun_untouched,
         ..old.clone()
     }
+}
+
+/// W1: a decided status may wait for the next write (it is kept by the process that decided it) when
+/// it differs from what the API server holds only by what that write will carry anyway: the Off
+/// readings of a run (the run itself lives in [`Memory`]; status only mirrors it), the time of a
+/// reading, and the answer to a persisted intent. Everything else is written at once: a phase, a
+/// condition, an error, a new or withdrawn intent, evidence, the guard's record, and any reading
+/// that is not Off (A1: life is recorded as soon as it is seen). A process that stops before the
+/// next write loses only readings and an answer; the intent it answered stands unanswered, which
+/// the fence already treats as a request that may not have gone out.
+pub fn may_wait_for_next_write(stored: &CoronerRemediationStatus, decided: &CoronerRemediationStatus) -> bool {
+    let stored_progress = stored.progress.clone().unwrap_or_default();
+    let power = decided.progress.as_ref().and_then(|p| p.last_power_state.as_deref());
+    if power != stored_progress.last_power_state.as_deref() && power.is_some_and(|power| power != "Off") {
+        return false;
+    }
+    let stored_resets = stored.evidence.as_ref().and_then(|e| e.power_off.as_ref()).map(|p| p.resets.clone());
+    let mut carried = decided.clone();
+    carried.last_update_time = stored.last_update_time.clone();
+    let progress = carried.progress.get_or_insert_with(Progress::default);
+    progress.off_run = stored_progress.off_run.clone();
+    progress.last_reading_at = stored_progress.last_reading_at.clone();
+    progress.last_power_state = stored_progress.last_power_state.clone();
+    // The answer to the intent the API server holds, and its line in the evidence.
+    let answered = match (&stored_progress.intent, &mut progress.intent) {
+        (Some(persisted), Some(intent))
+            if persisted.result.is_none() && Intent { result: None, ..intent.clone() } == *persisted =>
+        {
+            intent.result = None;
+            Some(persisted.attempt)
+        }
+        _ => None,
+    };
+    if let (Some(attempt), Some(power_off)) = (answered, carried.evidence.as_mut().and_then(|e| e.power_off.as_mut()))
+        && let Some(stored_resets) = stored_resets
+        && power_off.resets.len() == stored_resets.len() + 1
+        && power_off.resets.starts_with(&stored_resets)
+        && power_off.resets.last().is_some_and(|answer| answer.attempt == attempt)
+    {
+        power_off.resets = stored_resets;
+    }
+    carried == *stored
 }
 
 /// A reading added to a run: continues it when [`dense`], else starts a new one (and says why the old
@@ -1121,7 +1163,7 @@ impl<'a> Step<'a> {
             return;
         }
         match reading {
-            Ok(reading) if !self.same_system(&reading) => {}
+            Ok(reading) if !self.same_system(&reading) => self.paced_retry(),
             Ok(reading) if reading.power_state == PowerState::Off => {
                 if self.power_off_evidence().resets.is_empty() {
                     self.power_off_evidence().already_off = true;
@@ -1148,9 +1190,24 @@ impl<'a> Step<'a> {
             }
             Err(failure) => {
                 self.progress.last_error = Some(failure.message);
-                self.check_attempt_deadline();
+                self.paced_retry();
             }
         }
+    }
+
+    /// The next reading of a failing or wrong answer comes one `pollInterval` later (none at once:
+    /// a BMC that refuses connections answers in microseconds), or the attempt ends.
+    fn paced_retry(&mut self) {
+        if !self.check_attempt_deadline() {
+            self.requeue = Some(self.until_next_poll());
+        }
+    }
+
+    /// One `pollInterval` from the last request, not from its answer: a BMC slower than the interval
+    /// is asked again as soon as it answers.
+    fn until_next_poll(&self) -> StdDuration {
+        let poll = self.spec.poll_interval.get();
+        self.memory.last_requested.map_or(poll, |at| (at + poll).saturating_sub(self.ctx.mono))
     }
 
     /// The node's Lease as admission recorded it (the epoch for none, so any Lease that appears
@@ -1288,9 +1345,7 @@ impl<'a> Step<'a> {
                 self.progress.last_error = Some(failure.message);
             }
         }
-        if !self.check_attempt_deadline() {
-            self.requeue = Some(self.spec.poll_interval.get());
-        }
+        self.paced_retry();
     }
 
     /// Ends the attempt when powerOffTimeout has passed on this process's clock: schedules the next
@@ -1619,6 +1674,7 @@ impl<'a> Step<'a> {
             FenceAction::Off => {
                 let message = format!("{message}; the machine stays off until someone powers it on");
                 self.enter(Phase::Done, Reason::RemediationComplete, message);
+                crate::guard::armed_at_release(&mut self.status.conditions, self.ctx.now);
             }
             FenceAction::Reboot => {
                 // releaseTimeout runs from the release, on this process's clock too.

@@ -508,8 +508,8 @@ fn a_machine_already_off_gets_no_reset_but_is_still_confirmed() {
     assert!(confirming.evidence.unwrap().power_off.unwrap().already_off);
     assert_eq!(
         lab.phases(),
-        [Phase::Pending, Phase::VerifyingIdentity, Phase::ConfirmingOff, Phase::Releasing, Phase::Done],
-        "the identity read, Off, is the first reading of the run"
+        [Phase::VerifyingIdentity, Phase::ConfirmingOff, Phase::Releasing, Phase::Done],
+        "the identity read, Off, is the first reading of the run (and the gates' write carries the start)"
     );
     let power_off = status.evidence.unwrap().power_off.unwrap();
     assert!(power_off.already_off && power_off.resets.is_empty());
@@ -565,7 +565,7 @@ fn readings_less_than_settle_apart_prove_nothing() {
     let status = run(&lab);
     assert_eq!(succeeded(&status), ("False".into(), "PowerOffNotConfirmed".into()));
     assert!(
-        lab.history().iter().any(|s| s
+        lab.decided_history().iter().any(|s| s
             .progress
             .as_ref()
             .and_then(|p| p.off_run.as_ref())
@@ -1170,7 +1170,7 @@ fn power_on_is_sent_after_a_fresh_read_and_read_back() {
     let before_on =
         lab.device().requests().into_iter().take_while(|(_, r)| !matches!(r, Request::Reset(_, ResetType::On)));
     assert!(matches!(before_on.last(), Some((_, Request::Read(_)))), "a fresh reading right before the On");
-    let answered_still_off = lab.history().into_iter().filter(|s| {
+    let answered_still_off = lab.decided_history().into_iter().filter(|s| {
         let progress = s.progress.clone().unwrap_or_default();
         s.phase == Some(Phase::PoweringOn)
             && progress.intent.is_some_and(|i| i.result.is_some())
@@ -1798,15 +1798,16 @@ fn a_deposed_process_s_answer_never_marks_another_process_s_intent_answered() {
 }
 
 #[test]
-fn the_node_gets_the_warnings_the_power_actions_and_the_release_not_every_step() {
+fn the_node_gets_the_warnings_the_release_the_power_on_and_the_guard_not_every_step() {
     let notice = |warning, reason: &str| Notice { warning, reason: reason.into(), message: String::new() };
-    for reason in ["ForceOffSent", "NodeFenced", "PowerOnSent", "PoweredOn", "NodeRecovered", "GuardForceOffSent"] {
+    for reason in ["NodeFenced", "PowerOnSent", "PoweredOn", "NodeRecovered", "GuardForceOffSent"] {
         assert!(for_the_node(&notice(false, reason)), "{reason}");
     }
     for reason in ["PowerOffNotConfirmed", "NodeLeaseFresh", crate::guard::POWERED_ON, crate::guard::BLIND] {
         assert!(for_the_node(&notice(true, reason)), "a warning: {reason}");
     }
-    for reason in ["RemediationStarted", "VerifyingIdentity", "IdentityVerified", "ConfirmingOff", "PowerOffProven"] {
+    let steps = ["RemediationStarted", "VerifyingIdentity", "IdentityVerified", "ConfirmingOff", "ForceOffSent"];
+    for reason in steps.into_iter().chain(["PowerOffProven"]) {
         assert!(!for_the_node(&notice(false, reason)), "a step, on the remediation only: {reason}");
     }
 }
@@ -1925,4 +1926,62 @@ fn after_the_deletion_began_a_machine_that_reads_on_is_the_guards_at_once() {
     let on = step(&spec, &begun, power(PowerState::On), ctx(6, &node));
     assert_eq!((on.status.phase, on.reset), (Some(Phase::Failed), None));
     assert!(on.status.evidence.as_ref().and_then(|e| e.release.as_ref()).is_some(), "recorded: the guard's now");
+}
+
+#[test]
+fn a_fence_proven_at_once_writes_its_status_once_per_phase_and_holds_its_readings_for_those_writes() {
+    let lab = lab(off_spec(), machine(true));
+    let status = run(&lab);
+    let written: Vec<_> = lab.history().iter().map(|s| s.phase.unwrap_or_default()).collect();
+    assert_eq!(
+        written,
+        [Phase::VerifyingIdentity, Phase::ConfirmingOff, Phase::Releasing, Phase::Done],
+        "the start goes with the gates' write; the ForceOff's answer and the run's Off readings with the proof's"
+    );
+    let intent = lab.history()[1].progress.clone().unwrap().intent.unwrap();
+    assert_eq!(
+        (intent.action, intent.result),
+        (PowerAction::ForceOff, None),
+        "the intent, written before the ForceOff"
+    );
+    assert_eq!(proof_of(&status).count, 3, "the readings held back are all in the proof");
+    assert_eq!(status.evidence.unwrap().power_off.unwrap().resets.len(), 1, "and so is the ForceOff's answer");
+    let node_writes =
+        lab.world(|t| t.log.iter().filter(|r| matches!(r, crate::sim::world::Record::NodeWrite { .. })).count());
+    assert_eq!(node_writes, 2, "the fencing taint, then the out-of-service taint");
+    assert_eq!(lab.reasons_on("Node"), ["NodeFenced"], "the guard's first reading agrees with the proof: no Event");
+}
+
+#[test]
+fn a_decision_waits_for_the_next_write_only_when_it_adds_off_readings_or_an_answer() {
+    let mut stored = confirming(&spec()).status;
+    stored.progress.as_mut().unwrap().last_power_state = Some("Off".into());
+    let mut reading = stored.clone();
+    let progress = reading.progress.get_or_insert_with(Default::default);
+    progress.last_power_state = Some("Off".into());
+    progress.last_reading_at = Some(MicroTime(t(5)));
+    assert!(may_wait_for_next_write(&stored, &reading), "an Off reading");
+    let mut life = reading.clone();
+    life.progress.as_mut().unwrap().last_power_state = Some("On".into());
+    assert!(!may_wait_for_next_write(&stored, &life), "a reading of life is written at once (A1)");
+    let mut error = reading.clone();
+    error.progress.as_mut().unwrap().last_error = Some("BMC unreachable".into());
+    assert!(!may_wait_for_next_write(&stored, &error), "an error");
+    let mut phase = reading.clone();
+    phase.phase = Some(Phase::Releasing);
+    assert!(!may_wait_for_next_write(&stored, &phase), "a phase");
+    let mut intent = reading;
+    intent.progress.as_mut().unwrap().intent = Some(Intent {
+        action: PowerAction::ForceOff,
+        attempt: 1,
+        decided_at: MicroTime(t(5)),
+        instance: "p1/1".into(),
+        result: None,
+    });
+    assert!(!may_wait_for_next_write(&stored, &intent), "an intent, written before its action");
+    let mut answered = intent.clone();
+    answered.progress.as_mut().unwrap().intent.as_mut().unwrap().result = Some("HTTP 204".into());
+    assert!(may_wait_for_next_write(&intent, &answered), "the answer to a persisted intent");
+    answered.progress.as_mut().unwrap().intent.as_mut().unwrap().attempt = 2;
+    assert!(!may_wait_for_next_write(&intent, &answered), "another intent");
 }

@@ -135,6 +135,7 @@ pub struct Lab<D> {
     started: Mutex<Micros>,
     /// Every status coroner wrote, in order.
     history: Mutex<Vec<CoronerRemediationStatus>>,
+    decided: Mutex<Vec<CoronerRemediationStatus>>,
     /// Events published: the kind of object they regard, and the notice.
     events: Mutex<Vec<(String, Notice)>>,
     /// Errors reconciles returned (the controller retries them).
@@ -201,6 +202,7 @@ impl<D: Target + Clone> Lab<D> {
             local: Local::default(),
             started: Mutex::new(started),
             history: Mutex::default(),
+            decided: Mutex::default(),
             events: Mutex::default(),
             errors: Mutex::default(),
             binding_history: Mutex::default(),
@@ -246,6 +248,23 @@ impl<D: Target + Clone> Lab<D> {
     /// Every status coroner wrote, in order.
     pub fn history(&self) -> Vec<CoronerRemediationStatus> {
         lock(&self.history).clone()
+    }
+
+    /// The status coroner decided last: the one written, or the one its process holds for the next
+    /// write (W1, `fence::may_wait_for_next_write`).
+    pub fn decided(&self) -> CoronerRemediationStatus {
+        let Some(remediation) = self.world(|t| t.remediation(&self.name)) else { return self.status() };
+        let uid = remediation.uid().unwrap_or_default();
+        let held = self.local.unwritten.lock().unwrap_or_else(PoisonError::into_inner).get(&uid).cloned();
+        match held {
+            Some((_, version, status)) if Some(&version) == remediation.metadata.resource_version.as_ref() => status,
+            _ => remediation.status.unwrap_or_default(),
+        }
+    }
+
+    /// Every status coroner decided, written or held, as seen after each reconcile and each write.
+    pub fn decided_history(&self) -> Vec<CoronerRemediationStatus> {
+        lock(&self.decided).clone()
     }
 
     /// The phases the remediation went through, in order.
@@ -354,10 +373,17 @@ impl<D: Target + Clone> Lab<D> {
             self.world(|t| t.changes.clear());
             let next = self.reconcile().await;
             failures = if next.is_ok() { 0 } else { failures + 1 };
-            let status = self.status();
-            if until(&status) {
-                return status;
+            let decided = self.decided();
+            {
+                let mut history = lock(&self.decided);
+                if history.last() != Some(&decided) {
+                    history.push(decided.clone());
+                }
             }
+            if until(&decided) {
+                return self.status();
+            }
+            let status = self.status();
             let changed = self.world(|t| !t.changes.is_empty());
             // A fence that ended waits for nothing but the guard's next reading of its released
             // machine: settled.
@@ -427,6 +453,7 @@ impl<D: Target + Clone> Remediations for Lab<D> {
         let expected = current.resource_version();
         let written = self.world(|t| t.write_status(&current.name_any(), expected.as_deref(), &status))?;
         lock(&self.history).push(written.status.clone().unwrap_or_default());
+        lock(&self.decided).push(written.status.clone().unwrap_or_default());
         Ok(written)
     }
 }
