@@ -53,6 +53,17 @@ pub enum Cause {
     Ipmi(#[from] crate::ipmi::IpmiError),
     #[error("credentials Secret {namespace}/{name}: key kg is not hex")]
     BmcKeyNotHex { namespace: String, name: String },
+    /// More than one of the above: each is named, so that one edit can fix them all.
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Several(Vec<Cause>),
+}
+
+/// The causes found (at least one), as one: the only one, or all of them ([`Cause::Several`]).
+pub fn together(mut causes: Vec<Cause>) -> Cause {
+    match (causes.pop(), causes.is_empty()) {
+        (Some(only), true) => only,
+        (last, _) => Cause::Several(causes.into_iter().chain(last).collect()),
+    }
 }
 
 /// A binding that cannot be used, and why.
@@ -78,7 +89,8 @@ impl Unusable {
             | Cause::BadPin(_)
             | Cause::Setup(_)
             | Cause::Ipmi(_)
-            | Cause::BmcKeyNotHex { .. } => Reason::BindingInvalid,
+            | Cause::BmcKeyNotHex { .. }
+            | Cause::Several(_) => Reason::BindingInvalid,
         }
     }
 }
@@ -97,7 +109,10 @@ pub fn credentials_in(secret: Option<&Secret>, namespace: &str, name: &str) -> R
             .filter(|v| !v.is_empty())
             .ok_or_else(|| Cause::KeyMissing { namespace: namespace.to_owned(), name: name.to_owned(), key })
     };
-    Ok(Credentials { username: field("username")?, password: Password::new(field("password")?) })
+    match (field("username"), field("password")) {
+        (Ok(username), Ok(password)) => Ok(Credentials { username, password: Password::new(password) }),
+        (username, password) => Err(together([username.err(), password.err()].into_iter().flatten().collect())),
+    }
 }
 
 /// Where a CA bundle was found, as read.
@@ -296,15 +311,14 @@ impl Clients {
         if let Some(found) = self.cache.get(binding) {
             return Ok(Ok(found));
         }
-        let (credentials, kg) = match credentials(kube, binding).await? {
-            Ok(found) => found,
-            Err(cause) => return Ok(Err(Unusable::new(binding, cause))),
-        };
-        let built = match &binding.spec.ipmi {
-            Some(ipmi) => self.ipmi(ipmi, credentials, kg),
-            None => match trust(kube, binding).await? {
-                Ok((trust, ca_bundle)) => self.redfish(binding, trust, &ca_bundle, credentials),
-                Err(cause) => Err(cause),
+        let found = credentials(kube, binding).await?;
+        let built = match (&binding.spec.ipmi, found) {
+            (Some(ipmi), Ok((credentials, kg))) => self.ipmi(ipmi, credentials, kg),
+            (Some(_), Err(cause)) => Err(cause),
+            // Both read before either is judged: a binding missing its Secret and its CA bundle names both.
+            (None, found) => match (found, trust(kube, binding).await?) {
+                (Ok((credentials, _)), Ok((trust, ca_bundle))) => self.redfish(binding, trust, &ca_bundle, credentials),
+                (found, trusted) => Err(together([found.err(), trusted.err()].into_iter().flatten().collect())),
             },
         };
         Ok(built
@@ -398,6 +412,25 @@ mod tests {
         let data: BTreeMap<String, ByteString> =
             data.iter().map(|(k, v)| ((*k).to_owned(), ByteString(v.to_vec()))).collect();
         Secret { data: Some(data), ..Secret::default() }
+    }
+
+    #[test]
+    fn a_binding_that_misses_several_objects_names_every_one_at_once() {
+        let empty = secret(&[]);
+        let missing = credentials_in(Some(&empty), "ns", "s").unwrap_err();
+        assert_eq!(
+            missing.to_string(),
+            r#"credentials Secret ns/s has no non-empty UTF-8 key "username"; credentials Secret ns/s has no non-empty UTF-8 key "password""#
+        );
+        let ca = Cause::CaBundleMissing { kind: CaBundleKind::ConfigMap, namespace: "ns".into(), name: "ca".into() };
+        let secret = Cause::SecretMissing { namespace: "ns".into(), name: "s".into() };
+        assert_eq!(together(vec![secret.clone()]), secret, "one cause is itself");
+        let both = together(vec![secret, ca]);
+        assert_eq!(
+            Unusable { binding: "b".into(), cause: both.clone() }.to_string(),
+            "BmcBinding b: credentials Secret ns/s does not exist; CA bundle ConfigMap ns/ca does not exist"
+        );
+        assert_eq!(Unusable { binding: "b".into(), cause: both }.reason(), Reason::BindingInvalid);
     }
 
     #[test]

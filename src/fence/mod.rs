@@ -762,6 +762,11 @@ impl<'a> Step<'a> {
             self.memory.last_power =
                 self.progress.last_power_state.clone().or_else(|| self.ctx.memory.last_power.clone());
         }
+        // An error an earlier phase recorded is not this phase's: a phase change carries none over.
+        let carried = self.old.progress.as_ref().and_then(|p| p.last_error.as_ref());
+        if self.status.phase != self.old.phase && self.progress.last_error.as_ref() == carried {
+            self.progress.last_error = None;
+        }
         if phase.is_terminal() {
             // The fence is over; the guard after the release is not.
             self.memory = Memory {

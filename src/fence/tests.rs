@@ -1985,3 +1985,15 @@ fn a_decision_waits_for_the_next_write_only_when_it_adds_off_readings_or_an_answ
     answered.progress.as_mut().unwrap().intent.as_mut().unwrap().attempt = 2;
     assert!(!may_wait_for_next_write(&intent, &answered), "another intent");
 }
+
+#[test]
+fn a_phase_change_leaves_the_error_of_the_phase_before_behind() {
+    let node = node();
+    let admit = Observation::Admission(Verdict::Admit(node.evidence(t(0))));
+    let admitted = step(&spec(), &State::default(), admit, ctx(0, &node));
+    let failed = step(&spec(), &State::from(&admitted), unavailable(), ctx(1, &node));
+    assert!(failed.status.progress.as_ref().unwrap().last_error.is_some(), "the identity step's error");
+    let verified = step(&spec(), &State::from(&failed), found(NODE_UUID), ctx(2, &node));
+    assert_ne!(verified.status.phase, failed.status.phase);
+    assert_eq!(verified.status.progress.unwrap().last_error, None, "not shown in the next phase");
+}
