@@ -9,7 +9,8 @@
 //! * P2 (idle): the replica's resident memory and CPU seconds before any fence;
 //! * P4: the BMC requests of one fence (the emulator's log) and the API server requests coroner's
 //!   ServiceAccount made for it until `Succeeded=True` + 3 s, from FlowSchemas that sort them into
-//!   reads (get, list), writes (create, update, patch, delete) and Events;
+//!   reads (get, list), writes (create, update, patch, delete), Events, and the leader Lease's
+//!   renewals (which go on whether anything is fenced or not);
 //! * the baseline: `fence_redfish --action off` against one of the same emulators, timed.
 //!
 //! What this does not measure yet (docs/benchmarks.md says so): P2 with 1 000 Nodes and 10 000 Pods and
@@ -32,10 +33,12 @@ use crate::{
 
 const FENCES_PER_CONFIG: usize = 5;
 /// The FlowSchemas that sort coroner's API requests, and the verbs each takes.
-const FLOWS: [(&str, &[&str], &[&str], u32); 3] = [
+/// The leader Lease's renewals are sorted apart: they go on whether or not anything is fenced.
+const FLOWS: [(&str, &[&str], &[&str], u32); 4] = [
     ("coroner-bench-events", &["*"], &["events"], 100),
-    ("coroner-bench-reads", &["get", "list"], &["*"], 101),
-    ("coroner-bench-writes", &["create", "update", "patch", "delete"], &["*"], 102),
+    ("coroner-bench-lease-writes", &["create", "update", "patch", "delete"], &["leases"], 101),
+    ("coroner-bench-reads", &["get", "list"], &["*"], 102),
+    ("coroner-bench-writes", &["create", "update", "patch", "delete"], &["*"], 103),
 ];
 
 struct Fence {
@@ -46,6 +49,7 @@ struct Fence {
     reads: u64,
     writes: u64,
     events: u64,
+    lease_writes: u64,
 }
 
 pub async fn run() {
@@ -104,7 +108,7 @@ pub async fn run() {
     let baseline = fence_redfish_off(&mut world).await;
 
     let mut out = String::new();
-    out.push_str("| configuration | P1: CR → taint − settle, min / median / max | BMC requests per fence | API reads | API writes | Events |\n|---|---|---|---|---|---|\n");
+    out.push_str("| configuration | P1: CR → taint − settle, min / median / max | BMC requests per fence | API reads | API writes | Events | leader Lease renewals |\n|---|---|---|---|---|---|---|\n");
     for (config, _, _) in configs {
         let of: Vec<&Fence> = fences.iter().filter(|f| f.config == config).collect();
         let mut beyond: Vec<Duration> = of.iter().map(|f| f.to_taint.saturating_sub(f.settle)).collect();
@@ -114,7 +118,7 @@ pub async fn run() {
             if min == max { format!("{min}") } else { format!("{min}–{max}") }
         };
         out.push_str(&format!(
-            "| {config} | {:.0} / {:.0} / {:.0} ms | {} | {} | {} | {} |\n",
+            "| {config} | {:.0} / {:.0} / {:.0} ms | {} | {} | {} | {} | {} |\n",
             ms(beyond[0]),
             ms(beyond[beyond.len() / 2]),
             ms(beyond[beyond.len() - 1]),
@@ -122,6 +126,7 @@ pub async fn run() {
             range(of.iter().map(|f| f.reads).collect()),
             range(of.iter().map(|f| f.writes).collect()),
             range(of.iter().map(|f| f.events).collect()),
+            range(of.iter().map(|f| f.lease_writes).collect()),
         ));
     }
     out.push_str(&format!(
@@ -179,16 +184,18 @@ async fn fence(world: &World, name: &str, config: &'static str, settle: &str, po
         to_taint,
         bmc_requests: machine.requests().len() - bmc_before,
         events: delta(0),
-        reads: delta(1),
-        writes: delta(2),
+        lease_writes: delta(1),
+        reads: delta(2),
+        writes: delta(3),
     };
     log(format!(
-        "{name} ({config}): taint after {:.0} ms; {} BMC requests; API {} reads, {} writes, {} Events",
+        "{name} ({config}): taint after {:.0} ms; {} BMC requests; API {} reads, {} writes, {} Events, {} leader Lease renewals",
         ms(fence.to_taint),
         fence.bmc_requests,
         fence.reads,
         fence.writes,
-        fence.events
+        fence.events,
+        fence.lease_writes
     ));
     fence
 }
@@ -211,7 +218,7 @@ fn install_flow_schemas(world: &World) {
 }
 
 /// The API server's dispatched-request counters of [`FLOWS`], in their order.
-fn flow_counts(world: &World) -> [u64; 3] {
+fn flow_counts(world: &World) -> [u64; 4] {
     let metrics = world.kubectl(&["get", "--raw", "/metrics"]);
     FLOWS.map(|(name, _, _, _)| {
         metrics
