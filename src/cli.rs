@@ -52,7 +52,7 @@ pub enum Command {
     Crd,
     /// A FenceAgentsRemediationTemplate (from a file) as coroner's template and bindings, as YAML on
     /// stdout, every choice that differs from FAR commented; credentials never printed.
-    ImportFar(import_far::ImportFarArgs),
+    ImportFar(Box<import_far::ImportFarArgs>),
     /// Would each node be fenced if it went Ready=Unknown now? The controller reads the BMCs (a
     /// CoronerVerification); exit 0 when every listed node would be, 1 when one would not, 2 on a
     /// usage or API error. No power action.
@@ -245,7 +245,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Approve(args) => approve::run(*args).await,
         Command::Status(args) => status::run(*args).await,
         Command::Verify(args) => verify::run(*args).await,
-        Command::ImportFar(args) => import_far::run(args),
+        Command::ImportFar(args) => import_far::run(*args).await,
         Command::UninstallCheck(args) => uninstall_check(args).await,
     }
 }

@@ -31,16 +31,30 @@ pub struct TemplateRef {
 /// The coroner templates a NodeHealthCheck (as NHC's API serves it, untyped) names: its
 /// `remediationTemplate`, or those of its `escalatingRemediations`.
 pub fn coroner_templates(nhc: &Value) -> Vec<TemplateRef> {
+    templates_of_kind(nhc, "CoronerRemediationTemplate")
+}
+
+/// The templates of `kind` a NodeHealthCheck names (FAR's, for the importer).
+pub fn templates_of_kind(nhc: &Value, kind: &str) -> Vec<TemplateRef> {
     let spec = &nhc["spec"];
     let single = std::iter::once(&spec["remediationTemplate"]);
     let escalating = spec["escalatingRemediations"].as_array().into_iter().flatten().map(|e| &e["remediationTemplate"]);
     single
         .chain(escalating)
-        .filter(|t| t["kind"] == "CoronerRemediationTemplate")
+        .filter(|t| t["kind"] == kind)
         .filter_map(|t| {
             Some(TemplateRef { namespace: t["namespace"].as_str()?.to_owned(), name: t["name"].as_str()?.to_owned() })
         })
         .collect()
+}
+
+/// Whether a NodeHealthCheck's selector selects a node with this metadata. A selector that does not
+/// parse selects nothing.
+pub fn selects(nhc: &Value, node: &ObjectMeta) -> bool {
+    let selector = serde_json::from_value::<LabelSelector>(nhc["spec"]["selector"].clone())
+        .ok()
+        .and_then(|s| Selector::try_from(s).ok());
+    selector.is_some_and(|selector| selector.matches(node.labels.as_ref().unwrap_or(&BTreeMap::new())))
 }
 
 /// The nodes the NodeHealthChecks using a coroner template select, each with the first such
@@ -50,15 +64,10 @@ pub fn selection<'a>(
     nhcs: &[Value],
     nodes: impl IntoIterator<Item = &'a ObjectMeta> + Clone,
 ) -> (BTreeMap<String, TemplateRef>, Vec<String>) {
-    let no_labels = BTreeMap::new();
     let mut selected = BTreeMap::new();
     for nhc in nhcs {
         let Some(template) = coroner_templates(nhc).into_iter().next() else { continue };
-        let selector = serde_json::from_value::<LabelSelector>(nhc["spec"]["selector"].clone())
-            .ok()
-            .and_then(|s| Selector::try_from(s).ok());
-        let Some(selector) = selector else { continue };
-        for node in nodes.clone().into_iter().filter(|n| selector.matches(n.labels.as_ref().unwrap_or(&no_labels))) {
+        for node in nodes.clone().into_iter().filter(|n| selects(nhc, n)) {
             selected.entry(node.name.clone().unwrap_or_default()).or_insert_with(|| template.clone());
         }
     }

@@ -418,6 +418,21 @@ async fn a_ca_bundle_is_the_only_trust_anchor() {
 }
 
 #[tokio::test]
+async fn first_contact_reads_the_certificate_the_bmc_shows_and_sends_nothing_after_the_handshake() {
+    let mut spec = MachineSpec::new(UUID);
+    spec.cert = "self-signed";
+    let machine = Machine::start(&spec);
+    let before = machine.requests().len();
+    let read = tls::first_contact(&machine.endpoint(), Duration::from_secs(5)).await.unwrap();
+    assert_eq!(tls::format_fingerprint(&read), fingerprint("self-signed"));
+    assert_eq!(machine.requests().len(), before, "no request: {:?}", machine.requests());
+    let refused = tls::first_contact("https://127.0.0.1:1/redfish/v1", Duration::from_secs(5)).await.unwrap_err();
+    assert!(refused.starts_with("127.0.0.1:1: "), "{refused}");
+    let plain = tls::first_contact("http://127.0.0.1:1/", Duration::from_secs(5)).await.unwrap_err();
+    assert!(plain.contains("only an https URL"), "{plain}");
+}
+
+#[tokio::test]
 async fn a_pin_trusts_a_self_signed_certificate_and_nothing_else() {
     let mut spec = MachineSpec::new(UUID);
     spec.cert = "self-signed";

@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new("self.all || size(self.nodes) > 0").message("name the nodes to verify, or set all: true (every node a NodeHealthCheck using a coroner template selects)"))]
+#[x_kube(validation = Rule::new("self.all || size(self.nodes) > 0 || (has(self.fetchCertificates) && size(self.fetchCertificates) > 0)").message("name the nodes to verify, or set all: true (every node a NodeHealthCheck using a coroner template selects), or name endpoints in fetchCertificates"))]
 #[x_kube(validation = Rule::new("self == oldSelf").message("a verification's spec never changes: create a new one"))]
 pub struct CoronerVerificationSpec {
     /// The nodes to check.
@@ -38,6 +38,13 @@ pub struct CoronerVerificationSpec {
     /// CoronerRemediationTemplate selects; the other nodes are listed apart, for information.
     #[serde(default)]
     pub all: bool,
+    /// https endpoints whose certificate the controller reads at first contact, from where fences
+    /// run: a TLS handshake and nothing after it (no request, no credential). Each answer is a
+    /// SHA-256 pin to check out of band before it is trusted (`kubectl coroner import-far` uses them
+    /// for FAR bindings that skipped verification).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 500))]
+    pub fetch_certificates: Vec<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
@@ -84,6 +91,24 @@ pub struct CoronerVerificationStatus {
     /// selects (nothing would remediate them through coroner).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unselected: Vec<String>,
+    /// One answer per endpoint of `fetchCertificates`, in their order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub certificates: Vec<FetchedCertificate>,
+}
+
+/// A certificate read at first contact.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FetchedCertificate {
+    pub endpoint: String,
+    /// The SHA-256 of the certificate the endpoint showed (as `tls.certificateSHA256` takes it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// Why none was read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fetched_at: Option<Time>,
 }
 
 /// What coroner found for one node.

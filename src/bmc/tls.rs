@@ -94,7 +94,7 @@ pub fn format_fingerprint(sha256: &[u8; 32]) -> String {
 pub fn client_config(trust: &Trust) -> Result<ClientConfig, TlsConfigError> {
     let provider = crypto_provider();
     let verifier: Arc<dyn ServerCertVerifier> = if trust.insecure_skip_verify {
-        Arc::new(LeafVerifier { pin: None, algorithms: provider.signature_verification_algorithms })
+        Arc::new(LeafVerifier { pin: None, algorithms: provider.signature_verification_algorithms, seen: None })
     } else {
         let server_name = trust
             .server_name
@@ -113,9 +113,11 @@ pub fn client_config(trust: &Trust) -> Result<ClientConfig, TlsConfigError> {
                 let source = trust.ca_bundle_source.clone().unwrap_or_else(|| "the CA bundle".into());
                 Arc::new(ChainVerifier { chain, source, anchors, server_name, pin })
             }
-            (None, Some(pin)) => {
-                Arc::new(LeafVerifier { pin: Some(pin), algorithms: provider.signature_verification_algorithms })
-            }
+            (None, Some(pin)) => Arc::new(LeafVerifier {
+                pin: Some(pin),
+                algorithms: provider.signature_verification_algorithms,
+                seen: None,
+            }),
             (None, None) => return Err(TlsConfigError::NoTrust),
         }
     };
@@ -295,6 +297,8 @@ impl ServerCertVerifier for ChainVerifier {
 struct LeafVerifier {
     pin: Option<[u8; 32]>,
     algorithms: WebPkiSupportedAlgorithms,
+    /// At first contact ([`first_contact`]): where the leaf's SHA-256 is kept.
+    seen: Option<Arc<std::sync::Mutex<Option<[u8; 32]>>>>,
 }
 
 impl ServerCertVerifier for LeafVerifier {
@@ -306,6 +310,9 @@ impl ServerCertVerifier for LeafVerifier {
         _ocsp_response: &[u8],
         _now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
+        if let Some(seen) = &self.seen {
+            *seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(fingerprint(end_entity));
+        }
         match self.pin {
             Some(pin) if fingerprint(end_entity) != pin => Err(pin_mismatch(end_entity, &pin)),
             _ => Ok(ServerCertVerified::assertion()),
@@ -333,6 +340,42 @@ impl ServerCertVerifier for LeafVerifier {
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.algorithms.supported_schemes()
     }
+}
+
+/// The SHA-256 of the certificate an https endpoint shows, read at first contact: a TLS handshake
+/// (whose signature proves the peer holds the certificate's key) and nothing after it — no HTTP
+/// request, no credential. Trust on first use: a pin read this way must be checked out of band.
+pub async fn first_contact(endpoint: &str, timeout: std::time::Duration) -> Result<[u8; 32], String> {
+    let url = reqwest::Url::parse(endpoint).map_err(|e| format!("{endpoint} is not a URL: {e}"))?;
+    if url.scheme() != "https" || !url.username().is_empty() || url.password().is_some() {
+        return Err(format!("{endpoint}: only an https URL without credentials"));
+    }
+    let host = url.host_str().ok_or_else(|| format!("{endpoint} has no host"))?.trim_matches(['[', ']']).to_owned();
+    let port = url.port().unwrap_or(443);
+    let name = ServerName::try_from(host.clone()).map_err(|e| format!("{host}: {e}"))?;
+    let seen = Arc::new(std::sync::Mutex::new(None));
+    let provider = crypto_provider();
+    let verifier =
+        LeafVerifier { pin: None, algorithms: provider.signature_verification_algorithms, seen: Some(seen.clone()) };
+    let config = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(verifier))
+        .with_no_client_auth();
+    let handshake = async {
+        let tcp =
+            tokio::net::TcpStream::connect((host.as_str(), port)).await.map_err(|e| format!("{host}:{port}: {e}"))?;
+        tokio_rustls::TlsConnector::from(Arc::new(config))
+            .connect(name, tcp)
+            .await
+            .map_err(|e| format!("{host}:{port}: TLS handshake: {e}"))
+    };
+    tokio::time::timeout(timeout, handshake)
+        .await
+        .map_err(|_| format!("{host}:{port}: no TLS handshake within {timeout:?}"))??;
+    let found = *seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    found.ok_or_else(|| format!("{host}:{port} showed no certificate"))
 }
 
 fn server_name_text(name: &ServerName<'_>) -> String {

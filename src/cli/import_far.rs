@@ -1,15 +1,24 @@
-//! `coroner import-far -f FILE` (also `kubectl coroner import-far`): a FenceAgentsRemediationTemplate
-//! as coroner's CoronerRemediationTemplate and one BmcBinding per node, as YAML on stdout, each
-//! choice that differs from FAR commented. Credentials never go to stdout: a binding names the Secret
-//! that must hold them. The FAR template is read as FAR documents its API
-//! (`fence-agents-remediation.medik8s.io/v1alpha1`, the fields read here); reading the templates
-//! from the cluster, and `--apply`, are not built yet.
+//! `coroner import-far` (also `kubectl coroner import-far`): FenceAgentsRemediationTemplates as
+//! coroner's CoronerRemediationTemplates and one BmcBinding per node, each choice that differs from
+//! FAR commented. The FAR templates come from `-f FILE` or from the cluster (every one, or those in
+//! `--far-namespace`). Without `--apply` the objects are printed as YAML and credentials never go to
+//! stdout: a binding names the Secret that must hold them. With `--apply` they are applied to the
+//! cluster, each node's credentials copied from FAR's Secrets and parameters straight into the Secret
+//! its binding names, and `verify` then runs on the nodes imported. With the cluster at hand, a Redfish
+//! binding's certificate is read by the controller at first contact and pinned, marked to be checked
+//! out of band ([`PINNED_ANNOTATION`]). The FAR template is read as FAR documents its API
+//! (`fence-agents-remediation.medik8s.io/v1alpha1`, the fields read here).
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::{ByteString, api::core::v1::Secret};
+use kube::{
+    Api, Client, ResourceExt,
+    api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams},
+};
 use serde::Deserialize;
 
-use super::CliError;
+use super::{ApiArgs, CliError, kube_client};
 use crate::api::{
     BmcBinding, BmcBindingSpec, CoronerRemediationSpec, CoronerRemediationTemplate, CoronerRemediationTemplateSpec,
     Duration, FenceAction, IpmiPrivilege, IpmiTarget, RedfishTarget, RemediationStrategy, RemediationTemplateBody,
@@ -18,18 +27,29 @@ use crate::api::{
 
 #[derive(Debug, clap::Args)]
 pub struct ImportFarArgs {
-    /// A file holding one FenceAgentsRemediationTemplate (YAML or JSON).
+    /// A file holding one FenceAgentsRemediationTemplate (YAML or JSON). Without it: the ones in the
+    /// cluster.
     #[arg(short = 'f', long = "filename", env = "CORONER_IMPORT_FAR_FILE")]
-    pub file: std::path::PathBuf,
+    pub file: Option<std::path::PathBuf>,
+
+    /// Where FAR's templates and Secrets are read in the cluster (default: every namespace; with
+    /// `-f`, the file's namespace).
+    #[arg(long, env = "CORONER_IMPORT_FAR_NAMESPACE")]
+    pub far_namespace: Option<String>,
 
     /// The nodes to write bindings for (comma-separated); FAR's `{{.NodeName}}` is expanded for each.
-    /// Without it: the nodes the template's nodeparameters and nodeSecretNames name.
+    /// Without it: the nodes the NodeHealthChecks using the FAR template select (from the cluster),
+    /// and those the template's nodeparameters and nodeSecretNames name.
     #[arg(long, env = "CORONER_IMPORT_FAR_NODES", value_delimiter = ',')]
     pub nodes: Vec<String>,
 
-    /// The namespace the imported objects go to.
-    #[arg(long, env = "CORONER_NAMESPACE", default_value = "coroner-system")]
-    pub namespace: String,
+    /// Apply the imported objects to the cluster (credentials copied from FAR's Secrets into
+    /// coroner's), then verify the nodes imported. Without it: print them as YAML.
+    #[arg(long, env = "CORONER_IMPORT_FAR_APPLY")]
+    pub apply: bool,
+
+    #[command(flatten)]
+    pub api: ApiArgs,
 }
 
 /// FAR's template, as its API documents the fields the importer reads.
@@ -42,6 +62,8 @@ pub struct FarTemplate {
 #[derive(Debug, Deserialize)]
 pub struct FarMetadata {
     pub name: String,
+    #[serde(default)]
+    pub namespace: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -92,6 +114,8 @@ pub enum Unsupported {
     NoAddress,
     #[error("{flag} {value:?} is not a number")]
     NotANumber { flag: &'static str, value: String },
+    #[error("already imported from FAR template {0}: one binding per node")]
+    Duplicate(String),
 }
 
 /// One node's binding, or why it gets none; `notes` are the comments written above it.
@@ -314,17 +338,82 @@ fn ipmi(params: &BTreeMap<String, String>) -> Result<IpmiTarget, Unsupported> {
 /// The import of `far` for `nodes` (none: the nodes its parameters and Secrets name).
 pub fn import(far: &FarTemplate, nodes: &[String], namespace: &str) -> Import {
     let spec = &far.spec.template.spec;
-    let named: Vec<String> = if nodes.is_empty() {
-        let mut named: Vec<String> = spec.nodeparameters.values().flat_map(|by| by.keys().cloned()).collect();
-        named.extend(spec.node_secret_names.keys().cloned());
-        named.sort();
-        named.dedup();
-        named
-    } else {
-        nodes.to_vec()
-    };
+    let named = if nodes.is_empty() { named_nodes(spec) } else { nodes.to_vec() };
     let (template, template_notes) = template(far, namespace);
     Import { template, template_notes, nodes: named.iter().map(|n| node_import(spec, n, namespace)).collect() }
+}
+
+/// The nodes a FAR template names itself (in nodeparameters and nodeSecretNames), sorted.
+pub fn named_nodes(spec: &FarSpec) -> Vec<String> {
+    let mut named: Vec<String> = spec.nodeparameters.values().flat_map(|by| by.keys().cloned()).collect();
+    named.extend(spec.node_secret_names.keys().cloned());
+    named.sort();
+    named.dedup();
+    named
+}
+
+/// Imports of several FAR templates, in order: a node that an earlier one already gave a binding
+/// gets none from a later one ([`Unsupported::Duplicate`]): two bindings for one node are a conflict.
+pub fn merged(mut imports: Vec<Import>) -> Vec<Import> {
+    let mut bound: BTreeMap<String, String> = BTreeMap::new();
+    for import in &mut imports {
+        let from = import.template.name_any();
+        for node in &mut import.nodes {
+            if node.binding.is_err() {
+                continue;
+            }
+            match bound.get(&node.node) {
+                Some(first) => {
+                    node.binding = Err(Unsupported::Duplicate(first.clone()));
+                    node.needs_pin = None;
+                }
+                None => {
+                    bound.insert(node.node.clone(), from.clone());
+                }
+            }
+        }
+    }
+    imports
+}
+
+/// What goes into the Secret a binding names: the username and password (and an IPMI BMC key, `kg`)
+/// as FAR would pass them to its agent for `node`: the node's Secret over the shared Secret (whose
+/// values get `{{.NodeName}}` expanded) over the template's parameters. Values only, never printed.
+pub fn far_credentials(
+    spec: &FarSpec,
+    node: &str,
+    shared: Option<&BTreeMap<String, String>>,
+    own: Option<&BTreeMap<String, String>>,
+) -> Result<BTreeMap<String, String>, String> {
+    let mut params = parameters(spec, node);
+    for (flag, value) in shared.into_iter().flatten() {
+        params.insert(flag.clone(), value.replace("{{.NodeName}}", node));
+    }
+    for (flag, value) in own.into_iter().flatten() {
+        params.insert(flag.clone(), value.clone());
+    }
+    let mut data = BTreeMap::new();
+    let mut missing = Vec::new();
+    for (key, flags) in [("username", ["--username", "-l"]), ("password", ["--password", "-p"])] {
+        match first(&params, &flags).filter(|v| !v.is_empty()) {
+            Some(value) => {
+                data.insert(key.to_owned(), value.to_owned());
+            }
+            None => missing.push(flags[0]),
+        }
+    }
+    if let Some(kg) = first(&params, &["--hexadecimal-kg", "-y"]).filter(|v| !v.is_empty()) {
+        data.insert("kg".to_owned(), kg.to_owned());
+    }
+    if params.keys().any(|k| matches!(k.as_str(), "--password-script" | "-S")) && missing.contains(&"--password") {
+        return Err(
+            "FAR runs a --password-script: coroner cannot run it; put the password in the Secret yourself".into()
+        );
+    }
+    match missing.as_slice() {
+        [] => Ok(data),
+        _ => Err(format!("no {} for node {node} in FAR's Secrets or parameters", missing.join(" or "))),
+    }
 }
 
 fn comments(out: &mut String, notes: &[String]) {
@@ -341,24 +430,30 @@ pub fn render(import: &Import) -> Result<String, serde_saphyr::SerializeError> {
     comments(&mut out, &import.template_notes);
     out.push_str(&serde_saphyr::to_string(&import.template)?);
     for node in &import.nodes {
-        out.push_str("---\n");
-        out.push_str(&format!("# node {}\n", node.node));
-        comments(&mut out, &node.notes);
-        match &node.binding {
-            Err(why) => out.push_str(&format!("# no BmcBinding: {why}\n")),
-            Ok(binding) => {
-                let yaml = serde_saphyr::to_string(binding)?;
-                match &node.needs_pin {
-                    None => out.push_str(&yaml),
-                    Some((endpoint, why)) => {
-                        let host = endpoint.trim_start_matches("https://").split('/').next().unwrap_or_default();
-                        let host = if host.contains(':') { host.to_owned() } else { format!("{host}:443") };
-                        out.push_str(&format!(
-                            "# {why}. Read its pin out of band, from a host whose path to the BMC you trust, put it in\n# tls.certificateSHA256, and uncomment (docs/install.md, Trusting a BMC's certificate):\n#   openssl s_client -connect {host} </dev/null | openssl x509 -noout -fingerprint -sha256\n"
-                        ));
-                        for line in yaml.lines() {
-                            out.push_str(&format!("# {line}\n"));
-                        }
+        out.push_str(&render_node(node)?);
+    }
+    Ok(out)
+}
+
+/// One node's document: its notes, and its binding, or why it has none.
+fn render_node(node: &NodeImport) -> Result<String, serde_saphyr::SerializeError> {
+    let mut out = String::from("---\n");
+    out.push_str(&format!("# node {}\n", node.node));
+    comments(&mut out, &node.notes);
+    match &node.binding {
+        Err(why) => out.push_str(&format!("# no BmcBinding: {why}\n")),
+        Ok(binding) => {
+            let yaml = serde_saphyr::to_string(binding)?;
+            match &node.needs_pin {
+                None => out.push_str(&yaml),
+                Some((endpoint, why)) => {
+                    let host = endpoint.trim_start_matches("https://").split('/').next().unwrap_or_default();
+                    let host = if host.contains(':') { host.to_owned() } else { format!("{host}:443") };
+                    out.push_str(&format!(
+                        "# {why}. Read its pin out of band, from a host whose path to the BMC you trust, put it in\n# tls.certificateSHA256, and uncomment (docs/install.md, Trusting a BMC's certificate):\n#   openssl s_client -connect {host} </dev/null | openssl x509 -noout -fingerprint -sha256\n"
+                    ));
+                    for line in yaml.lines() {
+                        out.push_str(&format!("# {line}\n"));
                     }
                 }
             }
@@ -367,29 +462,276 @@ pub fn render(import: &Import) -> Result<String, serde_saphyr::SerializeError> {
     Ok(out)
 }
 
-pub fn run(args: ImportFarArgs) -> Result<(), CliError> {
-    let text = std::fs::read_to_string(&args.file)
-        .map_err(|e| CliError::ImportFar(format!("cannot read {}: {e}", args.file.display())))?;
-    // No snippet of the file in the message: the lines around an error may hold a password.
+/// The FAR kind the importer reads.
+fn far_resource() -> ApiResource {
+    let gvk =
+        GroupVersionKind::gvk("fence-agents-remediation.medik8s.io", "v1alpha1", "FenceAgentsRemediationTemplate");
+    ApiResource::from_gvk_with_plural(&gvk, "fenceagentsremediationtemplates")
+}
+
+fn parse_far(text: &str, source: &str) -> Result<FarTemplate, CliError> {
+    // No snippet of the text in the message: the lines around an error may hold a password.
     let mut options = serde_saphyr::Options::default();
     options.with_snippet = false;
-    let far: FarTemplate = serde_saphyr::from_str_with_options(&text, options).map_err(|e| {
-        CliError::ImportFar(format!("{} is not a FenceAgentsRemediationTemplate: {e}", args.file.display()))
+    serde_saphyr::from_str_with_options(text, options)
+        .map_err(|e| CliError::ImportFar(format!("{source} is not a FenceAgentsRemediationTemplate: {e}")))
+}
+
+/// Every FAR template in the cluster (or in `namespace`), sorted by namespace and name.
+async fn far_templates(client: &Client, namespace: Option<&str>) -> Result<Vec<FarTemplate>, CliError> {
+    let resource = far_resource();
+    let api: Api<DynamicObject> = match namespace {
+        Some(namespace) => Api::namespaced_with(client.clone(), namespace, &resource),
+        None => Api::all_with(client.clone(), &resource),
+    };
+    let list = api.list(&ListParams::default()).await.map_err(|e| {
+        CliError::ImportFar(format!("cannot list FenceAgentsRemediationTemplates (is FAR's CRD installed?): {e}"))
     })?;
-    let import = import(&far, &args.nodes, &args.namespace);
-    if import.nodes.is_empty() {
-        return Err(CliError::ImportFar(
-            "no node to write a binding for: name them with --nodes (the template names none in nodeparameters or nodeSecretNames)".into(),
-        ));
+    let mut templates = Vec::new();
+    for object in list.items {
+        let source = format!("{}/{}", object.namespace().unwrap_or_default(), object.name_any());
+        let value = serde_json::to_value(&object).map_err(|e| CliError::ImportFar(format!("{source}: {e}")))?;
+        templates.push(
+            serde_json::from_value::<FarTemplate>(value)
+                .map_err(|e| CliError::ImportFar(format!("{source} is not a FenceAgentsRemediationTemplate: {e}")))?,
+        );
     }
-    let yaml = render(&import).map_err(|e| CliError::ImportFar(e.to_string()))?;
-    use std::io::Write;
-    std::io::stdout().write_all(yaml.as_bytes()).map_err(CliError::Output)?;
-    // A node left without a binding is not protected: say so in the exit code.
-    if import.nodes.iter().any(|n| n.binding.is_err() || n.needs_pin.is_some()) {
-        return Err(CliError::ImportIncomplete);
+    templates.sort_by(|a, b| (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name)));
+    Ok(templates)
+}
+
+/// The nodes NodeHealthChecks using `far` select, and those it names itself.
+async fn nodes_for(client: &Client, far: &FarTemplate) -> Result<Vec<String>, CliError> {
+    let nhcs = crate::cluster::node_health_checks(client)
+        .await
+        .map_err(|e| CliError::ImportFar(format!("cannot list NodeHealthChecks: {e}")))?;
+    let using: Vec<&serde_json::Value> = nhcs
+        .iter()
+        .filter(|nhc| {
+            crate::verify::templates_of_kind(nhc, "FenceAgentsRemediationTemplate")
+                .iter()
+                .any(|t| t.name == far.metadata.name && Some(&t.namespace) == far.metadata.namespace.as_ref())
+        })
+        .collect();
+    let nodes = Api::<k8s_openapi::api::core::v1::Node>::all(client.clone())
+        .list_metadata(&ListParams::default())
+        .await
+        .map_err(|e| CliError::ImportFar(format!("cannot list Nodes: {e}")))?;
+    let mut found = named_nodes(&far.spec.template.spec);
+    for node in &nodes.items {
+        if using.iter().any(|nhc| crate::verify::selects(nhc, &node.metadata)) {
+            found.push(node.name_any());
+        }
+    }
+    found.sort();
+    found.dedup();
+    Ok(found)
+}
+
+/// On a binding pinned by the importer: when and how its pin was read.
+pub const PINNED_ANNOTATION: &str = "coroner.dev/pinned-at-first-contact";
+
+/// Redfish bindings waiting for a pin get the certificate their BMC shows the controller (a
+/// `CoronerVerification` with `fetchCertificates`: from the path the fence will use), marked as
+/// pinned at first contact, to be checked out of band. A BMC that could not be reached stays
+/// commented, with why.
+async fn pin_at_first_contact(client: &Client, namespace: &str, imports: &mut [Import]) -> Result<(), CliError> {
+    let mut endpoints: Vec<String> =
+        imports.iter().flat_map(|i| &i.nodes).filter_map(|n| Some(n.needs_pin.as_ref()?.0.clone())).collect();
+    endpoints.sort();
+    endpoints.dedup();
+    if endpoints.is_empty() {
+        return Ok(());
+    }
+    let spec = crate::api::CoronerVerificationSpec { fetch_certificates: endpoints, ..Default::default() };
+    let status = super::verify::request(client.clone(), namespace, spec, crate::api::Duration::from_secs(300)).await?;
+    for node in imports.iter_mut().flat_map(|i| &mut i.nodes) {
+        pin(node, &status.certificates);
     }
     Ok(())
+}
+
+/// Pins `node`'s binding to the certificate read for its endpoint, if one was.
+pub fn pin(node: &mut NodeImport, fetched: &[crate::api::FetchedCertificate]) {
+    let (Some((endpoint, _)), Ok(binding)) = (&node.needs_pin, &mut node.binding) else { return };
+    let Some(found) = fetched.iter().find(|c| &c.endpoint == endpoint) else { return };
+    let (Some(sha256), Some(at)) = (&found.sha256, &found.fetched_at) else {
+        node.notes.push(format!(
+            "the controller could not read the certificate of {endpoint}: {}",
+            found.error.as_deref().unwrap_or("no answer")
+        ));
+        return;
+    };
+    let how = format!("pinned at first contact on {} through the controller: verify out of band", at.0);
+    binding.spec.tls = Some(TlsPolicy { certificate_sha256: Some(sha256.clone()), ..TlsPolicy::default() });
+    binding.metadata.annotations.get_or_insert_with(BTreeMap::new).insert(PINNED_ANNOTATION.into(), how.clone());
+    node.notes.push(format!("{how} (openssl s_client -connect … | openssl x509 -noout -fingerprint -sha256)"));
+    node.needs_pin = None;
+}
+
+/// A Secret's values as text (a value that is not UTF-8 is left out: no flag of FAR's is binary).
+fn secret_strings(secret: &Secret) -> BTreeMap<String, String> {
+    let data =
+        secret.data.iter().flatten().filter_map(|(k, v)| Some((k.clone(), String::from_utf8(v.0.clone()).ok()?)));
+    data.chain(secret.string_data.clone().into_iter().flatten()).collect()
+}
+
+const FIELD_MANAGER: &str = "coroner-import-far";
+
+async fn apply<K>(api: &Api<K>, object: &K) -> Result<(), CliError>
+where
+    K: kube::Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let name = object.name_any();
+    api.patch(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(object))
+        .await
+        .map(drop)
+        .map_err(|e| CliError::ImportFar(format!("cannot apply {name}: {e}")))
+}
+
+/// `--apply`: each template, and each node's Secret and binding that need nothing more; then `verify`
+/// on the nodes applied. Returns whether some node still needs attention.
+async fn apply_imports(
+    client: &Client,
+    args: &ImportFarArgs,
+    fars: &[FarTemplate],
+    imports: &[Import],
+) -> Result<(Vec<String>, bool), CliError> {
+    let namespace = &args.api.namespace;
+    let (templates, bindings, secrets): (Api<CoronerRemediationTemplate>, Api<BmcBinding>, Api<Secret>) = (
+        Api::namespaced(client.clone(), namespace),
+        Api::namespaced(client.clone(), namespace),
+        Api::namespaced(client.clone(), namespace),
+    );
+    let mut applied = Vec::new();
+    let mut attention = false;
+    for (far, import) in fars.iter().zip(imports) {
+        let spec = &far.spec.template.spec;
+        let far_namespace = far.metadata.namespace.clone().or_else(|| args.far_namespace.clone()).unwrap_or_default();
+        let far_secrets: Api<Secret> = Api::namespaced(client.clone(), &far_namespace);
+        let read = async |name: &str| {
+            far_secrets
+                .get_opt(name)
+                .await
+                .map_err(|e| CliError::ImportFar(format!("cannot read FAR's Secret {far_namespace}/{name}: {e}")))
+        };
+        let shared = match &spec.shared_secret_name {
+            Some(name) => read(name).await?.map(|s| secret_strings(&s)),
+            None => None,
+        };
+        // A template none of whose nodes can be bound would only be a template no fence can use.
+        if import.nodes.iter().any(|n| n.binding.is_ok() && n.needs_pin.is_none()) {
+            apply(&templates, &import.template).await?;
+            println!("applied CoronerRemediationTemplate {namespace}/{}", import.template.name_any());
+        }
+        let mut left = String::new();
+        for node in &import.nodes {
+            let binding = match (&node.binding, &node.needs_pin) {
+                (Ok(binding), None) => binding,
+                _ => {
+                    attention = true;
+                    left.push_str(&render_node(node).map_err(|e| CliError::ImportFar(e.to_string()))?);
+                    continue;
+                }
+            };
+            let own = match spec.node_secret_names.get(&node.node) {
+                Some(name) => read(name).await?.map(|s| secret_strings(&s)),
+                None => None,
+            };
+            let data = match far_credentials(spec, &node.node, shared.as_ref(), own.as_ref()) {
+                Ok(data) => data,
+                Err(why) => {
+                    attention = true;
+                    left.push_str(&format!("---\n# node {}: not applied: {why}\n", node.node));
+                    continue;
+                }
+            };
+            let name = binding.spec.credentials_secret_ref.name.clone();
+            let mut secret = Secret {
+                data: Some(data.into_iter().map(|(k, v)| (k, ByteString(v.into_bytes()))).collect()),
+                type_: Some("Opaque".into()),
+                ..Secret::default()
+            };
+            secret.metadata.name = Some(name.clone());
+            secret.metadata.namespace = Some(namespace.clone());
+            secret.metadata.labels =
+                Some(BTreeMap::from([("app.kubernetes.io/managed-by".into(), FIELD_MANAGER.into())]));
+            apply(&secrets, &secret).await?;
+            apply(&bindings, binding).await?;
+            println!(
+                "applied BmcBinding {namespace}/{} and its Secret {name} (from FAR's credentials)",
+                binding.name_any()
+            );
+            applied.push(node.node.clone());
+        }
+        if !left.is_empty() {
+            println!("# Not applied, from FAR template {}:\n{left}", far.metadata.name);
+        }
+    }
+    Ok((applied, attention))
+}
+
+pub async fn run(args: ImportFarArgs) -> Result<(), CliError> {
+    // A file and no --apply: nothing is read from the cluster.
+    let client = match (&args.file, args.apply) {
+        (Some(_), false) => None,
+        _ => Some(kube_client(args.api.kubeconfig.as_deref(), args.api.context.as_deref()).await?),
+    };
+    let fars = match (&args.file, &client) {
+        (Some(path), _) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| CliError::ImportFar(format!("cannot read {}: {e}", path.display())))?;
+            let mut far = parse_far(&text, &path.display().to_string())?;
+            far.metadata.namespace = far.metadata.namespace.or_else(|| args.far_namespace.clone());
+            vec![far]
+        }
+        (None, Some(client)) => far_templates(client, args.far_namespace.as_deref()).await?,
+        (None, None) => unreachable!("a client is made whenever no file is given"),
+    };
+    if fars.is_empty() {
+        return Err(CliError::ImportFar(format!(
+            "no FenceAgentsRemediationTemplate in {}",
+            args.far_namespace.as_deref().map_or("any namespace".to_owned(), |n| format!("namespace {n}"))
+        )));
+    }
+    let mut imports = Vec::new();
+    for far in &fars {
+        let nodes = match (&client, args.nodes.is_empty(), &args.file) {
+            (Some(client), true, None) => nodes_for(client, far).await?,
+            _ => args.nodes.clone(),
+        };
+        imports.push(import(far, &nodes, &args.api.namespace));
+    }
+    let mut imports = merged(imports);
+    if let Some(client) = &client {
+        pin_at_first_contact(client, &args.api.namespace, &mut imports).await?;
+    }
+    if imports.iter().all(|i| i.nodes.is_empty()) {
+        return Err(CliError::ImportFar(
+            "no node to write a binding for: name them with --nodes (no NodeHealthCheck using the template selects any, and the template names none in nodeparameters or nodeSecretNames)".into(),
+        ));
+    }
+    let attention = |import: &Import| import.nodes.iter().any(|n| n.binding.is_err() || n.needs_pin.is_some());
+    let Some(client) = client.filter(|_| args.apply) else {
+        use std::io::Write;
+        for import in &imports {
+            let yaml = render(import).map_err(|e| CliError::ImportFar(e.to_string()))?;
+            std::io::stdout().write_all(yaml.as_bytes()).map_err(CliError::Output)?;
+        }
+        // A node left without a binding is not protected: say so in the exit code.
+        return if imports.iter().any(attention) { Err(CliError::ImportIncomplete) } else { Ok(()) };
+    };
+    let (applied, incomplete) = apply_imports(&client, &args, &fars, &imports).await?;
+    if !applied.is_empty() {
+        let timeout = crate::api::Duration::from_secs(600);
+        let spec = crate::api::CoronerVerificationSpec { nodes: applied, ..Default::default() };
+        let status = super::verify::request(client, &args.api.namespace, spec, timeout).await?;
+        print!("\n{}", super::verify::render_table(&status));
+        if !super::verify::all_protected(&status) {
+            return Err(CliError::NotProtected(status.nodes.iter().filter(|n| !n.would_fence).count()));
+        }
+    }
+    if incomplete { Err(CliError::ImportIncomplete) } else { Ok(()) }
 }
 
 #[cfg(test)]
@@ -491,6 +833,84 @@ spec:
         assert_eq!(import_one(&suite).err(), Some(Unsupported::CipherSuite("17".into())));
         let other = lanplus.replace("fence_ipmilan", "fence_apc_snmp");
         assert_eq!(import_one(&other).err(), Some(Unsupported::Agent("fence_apc_snmp".into())));
+    }
+
+    #[test]
+    fn credentials_come_from_the_node_secret_over_the_shared_secret_over_the_parameters() {
+        let redfish = far(REDFISH);
+        let spec = &redfish.spec.template.spec;
+        let inline = far_credentials(spec, "worker-0", None, None).unwrap();
+        assert_eq!((inline["username"].as_str(), inline["password"].as_str()), ("admin", "s3cret"));
+        let shared = BTreeMap::from([("--password".to_owned(), "pw-{{.NodeName}}".to_owned())]);
+        let from_shared = far_credentials(spec, "worker-0", Some(&shared), None).unwrap();
+        assert_eq!(from_shared["password"], "pw-worker-0", "shared Secret values are templated");
+        let own = BTreeMap::from([("--password".to_owned(), "{{.NodeName}}".to_owned())]);
+        let from_own = far_credentials(spec, "worker-0", Some(&shared), Some(&own)).unwrap();
+        assert_eq!(from_own["password"], "{{.NodeName}}", "a node Secret is not templated, as in FAR");
+        let bare = far(&REDFISH.replace("        --username: admin\n        --password: s3cret\n", ""));
+        let missing = far_credentials(&bare.spec.template.spec, "worker-0", None, None).unwrap_err();
+        assert_eq!(missing, "no --username or --password for node worker-0 in FAR's Secrets or parameters");
+        assert!(!missing.contains("s3cret"));
+    }
+
+    #[test]
+    fn a_node_two_far_templates_name_gets_one_binding_from_the_first() {
+        let first = import(&far(REDFISH), &[], "coroner-system");
+        let second = import(&far(&REDFISH.replace("far-redfish", "far-other")), &["worker-1".into()], "coroner-system");
+        let merged = merged(vec![first, second]);
+        assert!(merged[0].nodes.iter().all(|n| n.binding.is_ok()));
+        assert_eq!(merged[1].nodes[0].binding.as_ref().err(), Some(&Unsupported::Duplicate("far-redfish".into())));
+        assert!(merged[1].nodes[0].needs_pin.is_none(), "nothing to pin for a binding not written");
+    }
+
+    #[test]
+    fn the_nodes_a_nodehealthcheck_using_the_far_template_selects_are_found() {
+        let nhc = serde_json::json!({"spec": {
+            "selector": {"matchLabels": {"role": "worker"}},
+            "remediationTemplate": {"kind": "FenceAgentsRemediationTemplate", "namespace": "far", "name": "far-redfish"}}});
+        let templates = crate::verify::templates_of_kind(&nhc, "FenceAgentsRemediationTemplate");
+        assert_eq!((templates[0].namespace.as_str(), templates[0].name.as_str()), ("far", "far-redfish"));
+        let labelled = |role: &str| kube::api::ObjectMeta {
+            labels: Some(BTreeMap::from([("role".to_owned(), role.to_owned())])),
+            ..Default::default()
+        };
+        assert!(crate::verify::selects(&nhc, &labelled("worker")));
+        assert!(!crate::verify::selects(&nhc, &labelled("master")));
+    }
+
+    #[test]
+    fn a_certificate_read_through_the_controller_pins_the_binding_and_says_to_verify_it_out_of_band() {
+        let yaml = REDFISH.replace("      nodeparameters:", "        --ssl-insecure: \"\"\n      nodeparameters:");
+        let mut import = import(&far(&yaml), &["worker-0".into(), "worker-1".into()], "coroner-system");
+        let at = jiff::Timestamp::from_second(1_800_000_000).unwrap();
+        let fetched = [
+            crate::api::FetchedCertificate {
+                endpoint: "https://bmc-worker-0.example:8443/redfish/v1".into(),
+                sha256: Some("AB:CD".into()),
+                error: None,
+                fetched_at: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at)),
+            },
+            crate::api::FetchedCertificate {
+                endpoint: "https://bmc-worker-1.example/redfish/v1".into(),
+                sha256: None,
+                error: Some("connection refused".into()),
+                fetched_at: None,
+            },
+        ];
+        for node in &mut import.nodes {
+            pin(node, &fetched);
+        }
+        let pinned = &import.nodes[0];
+        assert!(pinned.needs_pin.is_none());
+        let binding = pinned.binding.as_ref().unwrap();
+        assert_eq!(binding.spec.tls.as_ref().unwrap().certificate_sha256.as_deref(), Some("AB:CD"));
+        let how = &binding.annotations()[PINNED_ANNOTATION];
+        assert!(how.contains("pinned at first contact on 2027-01-15") && how.ends_with("verify out of band"), "{how}");
+        let dark = &import.nodes[1];
+        assert!(dark.needs_pin.is_some(), "stays commented");
+        assert!(dark.notes.iter().any(|n| n.contains("could not read the certificate") && n.contains("refused")));
+        let text = render(&import).unwrap();
+        assert!(text.contains("certificateSHA256: AB:CD") && !text.contains("# certificateSHA256: AB:CD"), "{text}");
     }
 
     fn import_one(yaml: &str) -> Result<BmcBinding, Unsupported> {

@@ -80,28 +80,31 @@ pub fn all_protected(status: &CoronerVerificationStatus) -> bool {
     status.nodes.iter().all(|n| n.would_fence)
 }
 
-pub async fn run(args: VerifyArgs) -> Result<(), CliError> {
-    let client = kube_client(args.api.kubeconfig.as_deref(), args.api.context.as_deref())
-        .await
-        .map_err(|e| CliError::Verify(e.to_string()))?;
-    let api: Api<CoronerVerification> = Api::namespaced(client, &args.api.namespace);
+/// Asks the controller to verify `nodes` (or `all`) and waits for its answer, saying how far it got.
+pub async fn request(
+    client: kube::Client,
+    namespace: &str,
+    spec: CoronerVerificationSpec,
+    timeout: crate::api::Duration,
+) -> Result<CoronerVerificationStatus, CliError> {
+    let api: Api<CoronerVerification> = Api::namespaced(client, namespace);
     let request = CoronerVerification {
         metadata: ObjectMeta { generate_name: Some("verify-".into()), ..ObjectMeta::default() },
-        spec: CoronerVerificationSpec { nodes: args.nodes.clone(), all: args.all },
+        spec,
         status: None,
     };
     let created = api
         .create(&PostParams::default(), &request)
         .await
-        .map_err(|e| CliError::Verify(format!("creating a CoronerVerification in {}: {e}", args.api.namespace)))?;
+        .map_err(|e| CliError::Verify(format!("creating a CoronerVerification in {namespace}: {e}")))?;
     let name = created.name_any();
-    let deadline = std::time::Instant::now() + args.timeout.get();
+    let deadline = std::time::Instant::now() + timeout.get();
     let mut shown = None;
-    let status = loop {
+    loop {
         let current = api.get(&name).await.map_err(|e| CliError::Verify(format!("reading {name}: {e}")))?;
         let status = current.status.unwrap_or_default();
         match status.phase {
-            Some(VerificationPhase::Done) => break status,
+            Some(VerificationPhase::Done) => return Ok(status),
             Some(VerificationPhase::Failed) => {
                 return Err(CliError::Verify(format!(
                     "verification {name} failed: {}",
@@ -116,12 +119,19 @@ pub async fn run(args: VerifyArgs) -> Result<(), CliError> {
         }
         if std::time::Instant::now() >= deadline {
             return Err(CliError::Verify(format!(
-                "no answer to verification {name} within {}: is coroner's leader running? (kubectl coroner status)",
-                args.timeout
+                "no answer to verification {name} within {timeout}: is coroner's leader running? (kubectl coroner status)"
             )));
         }
         tokio::time::sleep(StdDuration::from_secs(1)).await;
-    };
+    }
+}
+
+pub async fn run(args: VerifyArgs) -> Result<(), CliError> {
+    let client = kube_client(args.api.kubeconfig.as_deref(), args.api.context.as_deref())
+        .await
+        .map_err(|e| CliError::Verify(e.to_string()))?;
+    let spec = CoronerVerificationSpec { nodes: args.nodes.clone(), all: args.all, fetch_certificates: Vec::new() };
+    let status = request(client, &args.api.namespace, spec, args.timeout).await?;
     let text = match args.output {
         Output::Table => render_table(&status),
         Output::Json => serde_json::to_string_pretty(&status).unwrap_or_default() + "\n",

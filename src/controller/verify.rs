@@ -24,7 +24,7 @@ use super::{Context, Error, binding};
 use crate::{
     api::{
         BmcBinding, CoronerRemediation, CoronerRemediationSpec, CoronerRemediationTemplate, CoronerVerification,
-        CoronerVerificationStatus, NodeVerification, VerificationPhase,
+        CoronerVerificationStatus, FetchedCertificate, NodeVerification, VerificationPhase,
     },
     contract,
     driver::ports::Target,
@@ -61,6 +61,7 @@ async fn reconcile(verification: Arc<CoronerVerification>, ctx: Arc<Context>) ->
         return Ok(Action::requeue(StdDuration::try_from(expires.duration_since(now)).unwrap_or_default()));
     }
     let mut status = CoronerVerificationStatus { phase: Some(VerificationPhase::Running), ..status };
+    status.certificates = first_contacts(&ctx, &verification.spec.fetch_certificates).await;
     let nodes: Vec<Node> = Api::<Node>::all(ctx.client.clone()).list(&ListParams::default()).await?.items;
     let (targets, unselected) = match targets(&ctx, &verification, &nodes).await {
         Ok(found) => found,
@@ -96,6 +97,27 @@ async fn reconcile(verification: Arc<CoronerVerification>, ctx: Arc<Context>) ->
     let refused = status.nodes.iter().filter(|n| !n.would_fence).count();
     info!(verification = %name, nodes = status.nodes.len(), refused, "verification answered");
     Ok(Action::requeue(KEPT))
+}
+
+/// The certificates of `endpoints`, each read at first contact under its origin's turn (a fence's
+/// request to the same BMC goes first or after, never alongside).
+async fn first_contacts(ctx: &Context, endpoints: &[String]) -> Vec<FetchedCertificate> {
+    let mut found = Vec::with_capacity(endpoints.len());
+    for endpoint in endpoints {
+        let _turn = ctx.local.origins.turn(&gates::origin(endpoint)).await;
+        let read = crate::bmc::tls::first_contact(endpoint, ctx.settings.bmc.request_timeout).await;
+        let (sha256, error) = match read {
+            Ok(sha256) => (Some(crate::bmc::tls::format_fingerprint(&sha256)), None),
+            Err(why) => (None, Some(why)),
+        };
+        found.push(FetchedCertificate {
+            endpoint: endpoint.clone(),
+            sha256,
+            error,
+            fetched_at: Some(Time(Timestamp::now())),
+        });
+    }
+    found
 }
 
 async fn write(api: &Api<CoronerVerification>, name: &str, status: &CoronerVerificationStatus) -> Result<(), Error> {

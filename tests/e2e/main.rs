@@ -24,7 +24,9 @@
 //!   t. the node labelled `remediation.medik8s.io/exclude-from-remediation` mid-fence (a slow BMC,
 //!      between admission and the ForceOff): no reset at all, `NodeExcluded`;
 //!   v. a machine whose BMC speaks only IPMI (ipmi_sim, its GUID in the IPMI layout) is fenced through
-//!      NHC: its GUID proven in the session, powered down, released, powered up, back Ready.
+//!      NHC: its GUID proven in the session, powered down, released, powered up, back Ready;
+//!   x. `kubectl coroner import-far --apply` reads FAR's templates and Secrets from the cluster and
+//!      imports an IPMI node that then verifies.
 //!
 //! `make e2e ONLY=c,o` runs only those scenarios (by letter, see `SCENARIOS`), in the same world.
 
@@ -298,7 +300,7 @@ async fn setup(world: &mut World) {
 
 /// The scenarios in the order they run, by the letter `make e2e ONLY=…` names them with. Scenario f
 /// (checks over the whole run) always runs last.
-const SCENARIOS: [(char, &str); 21] = [
+const SCENARIOS: [(char, &str); 22] = [
     ('a', "partitioned node fenced, pods moved, rebooted"),
     ('b', "wrong mapping refused, escalation refused too, and NHC skips a failed template"),
     ('c', "unreachable BMC fails after retry.count; once fixed, deleting it retries; uninstall refused while fenced"),
@@ -320,6 +322,10 @@ const SCENARIOS: [(char, &str); 21] = [
     ('u', "a leader stopped while its caches fill still exits"),
     ('v', "an IPMI machine (ipmi_sim) fenced through NHC: GUID proven, powered down, released, powered up"),
     ('w', "kubectl coroner verify: a good, a wrong-UUID, a wrong-CA and an unbound node; --all as JSON; exit codes"),
+    (
+        'x',
+        "kubectl coroner import-far --apply: FAR templates from the cluster, credentials copied, the imported node verified",
+    ),
 ];
 
 /// `CORONER_E2E_ONLY=a,c` (`make e2e ONLY=a,c`): the scenarios to run; all when unset or empty.
@@ -362,7 +368,8 @@ async fn suite() {
             't' => scenario_t(&world).await,
             'u' => scenario_u(&mut world).await,
             'v' => scenario_v(&mut world).await,
-            _ => scenario_w(&mut world).await,
+            'w' => scenario_w(&mut world).await,
+            _ => scenario_x(&mut world).await,
         }
         timings.push(format!("{name}: {:.1?}", scenario_started.elapsed()));
     }
@@ -1226,6 +1233,105 @@ async fn scenario_w(world: &mut World) {
     world.kubectl(&["annotate", "--overwrite", crd, &format!("{revision}={}", coroner::api::SCHEMA_REVISION)]);
     world.restart_coroners(2, &[]);
     log("an outdated CRD: the replica stayed out of the election and said CrdOutdated (coroner_crd_outdated 1)");
+}
+
+/// `kubectl coroner import-far --apply` against FAR templates in the cluster (FAR's CRD written from
+/// its documented API): an IPMI template whose NodeHealthCheck selects an IPMI machine gets its
+/// binding and its credentials (copied from FAR's shared Secret) and is verified; a Redfish one with
+/// FAR's ssl-insecure gets its certificate pinned through the controller and is verified, but for a
+/// BMC that does not answer; an unsupported agent is listed (exit 3). No credential is printed.
+async fn scenario_x(world: &mut World) {
+    let (node, redfish) = ("far-1", "far-2");
+    world.add_ipmi_node(node, &uuid(131), coroner::ipmi::GuidLayout::Ipmi, &[(POOL, "far")]).await;
+    world.add_node(redfish, &uuid(132), &[(POOL, "far-redfish")], 0.0).await;
+    // As a FAR user has them: no coroner binding yet.
+    for name in [node, redfish] {
+        world.kubectl(&["delete", "-n", CORONER_NS, &format!("bmcbinding/{name}"), &format!("secret/{name}-bmc")]);
+    }
+    let redfish_port = world.node(redfish).machine.port.to_string();
+    let crd = support::machine::repo().join("tests/e2e/far-template-crd.yaml");
+    world.kubectl(&["apply", "-f", crd.to_str().unwrap()]);
+    world.kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/fenceagentsremediationtemplates.fence-agents-remediation.medik8s.io",
+    ]);
+    world.kubectl(&["create", "namespace", "far-system"]);
+    let far_password = PASSWORD;
+    world.kubectl(&[
+        "create",
+        "secret",
+        "generic",
+        "-n",
+        "far-system",
+        "far-shared",
+        &format!("--from-literal=--username={USER}"),
+        &format!("--from-literal=--password={far_password}"),
+    ]);
+    let port = world.ipmi_nodes[node].bmc.0.port.to_string();
+    let templates = json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "fence-agents-remediation.medik8s.io/v1alpha1", "kind": "FenceAgentsRemediationTemplate",
+         "metadata": {"name": "far-ipmi", "namespace": "far-system"},
+         "spec": {"template": {"spec": {"agent": "fence_ipmilan", "sharedSecretName": "far-shared",
+                  "remediationStrategy": "OutOfServiceTaint",
+                  "sharedparameters": {"--lanplus": "", "--ip": "127.0.0.1", "--action": "off"},
+                  "nodeparameters": {"--ipport": {node: port}}}}}},
+        {"apiVersion": "fence-agents-remediation.medik8s.io/v1alpha1", "kind": "FenceAgentsRemediationTemplate",
+         "metadata": {"name": "far-redfish", "namespace": "far-system"},
+         "spec": {"template": {"spec": {"agent": "fence_redfish", "sharedSecretName": "far-shared",
+                  "sharedparameters": {"--ip": "127.0.0.1", "--ssl-insecure": "", "--action": "off"},
+                  "nodeparameters": {"--ipport": {redfish: redfish_port, "far-4": "1"}}}}}},
+        {"apiVersion": "fence-agents-remediation.medik8s.io/v1alpha1", "kind": "FenceAgentsRemediationTemplate",
+         "metadata": {"name": "far-aws", "namespace": "far-system"},
+         "spec": {"template": {"spec": {"agent": "fence_aws", "nodeparameters": {"--plug": {"far-3": "i-0abc"}}}}}},
+    ]});
+    let file = world.dir.join("far-templates.json");
+    std::fs::write(&file, templates.to_string()).unwrap();
+    world.kubectl(&["apply", "-f", file.to_str().unwrap()]);
+    world
+        .create_nhc(json!({
+            "apiVersion": "remediation.medik8s.io/v1alpha1", "kind": "NodeHealthCheck",
+            "metadata": {"name": "e2e-far"},
+            "spec": {"selector": {"matchLabels": {POOL: "far"}},
+                     "unhealthyConditions": [{"type": "Ready", "status": "Unknown", "duration": "300s"}],
+                     "remediationTemplate": {"apiVersion": "fence-agents-remediation.medik8s.io/v1alpha1",
+                         "kind": "FenceAgentsRemediationTemplate", "namespace": "far-system", "name": "far-ipmi"}},
+        }))
+        .await;
+    let output = std::process::Command::new(support::machine::repo().join("target/debug/coroner"))
+        .args(["import-far", "--apply", "--far-namespace", "far-system", "--namespace", CORONER_NS, "--kubeconfig"])
+        .arg(&world.kubeconfig)
+        .env_remove("KUBECONFIG")
+        .output()
+        .expect("run coroner import-far");
+    let (out, err) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert_eq!(output.status.code(), Some(3), "applied and verified, two templates need attention:\n{out}{err}");
+    assert!(out.contains(&format!("applied BmcBinding {CORONER_NS}/{node} and its Secret {node}-bmc")), "{out}");
+    let row = out.lines().find(|l| l.split_whitespace().next() == Some(node)).unwrap_or_default();
+    assert!(row.contains(" yes "), "{node} verified through the imported binding:\n{out}{err}");
+    // FAR's --ssl-insecure: the certificate is read through the controller and pinned; a BMC that does
+    // not answer stays commented, with the command that reads its pin.
+    assert!(out.contains(&format!("applied BmcBinding {CORONER_NS}/{redfish} and its Secret")), "{out}");
+    let pinned = out.lines().find(|l| l.split_whitespace().next() == Some(redfish)).unwrap_or_default();
+    assert!(pinned.contains(" yes ") && pinned.contains("pin"), "{redfish} verified through its pin:\n{out}{err}");
+    let bindings: Api<coroner::api::BmcBinding> = Api::namespaced(world.client.clone(), CORONER_NS);
+    let binding = bindings.get(redfish).await.unwrap();
+    let how = binding.annotations().get("coroner.dev/pinned-at-first-contact").cloned().unwrap_or_default();
+    assert!(how.contains("through the controller: verify out of band"), "{how}");
+    assert!(out.contains("openssl s_client -connect 127.0.0.1:1 "), "far-4's BMC does not answer: {out}");
+    assert!(out.contains("agent fence_aws is not supported"), "{out}");
+    assert!(!out.contains(far_password) && !err.contains(far_password), "no credential printed");
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(world.client.clone(), CORONER_NS);
+    let copied = secrets.get(&format!("{node}-bmc")).await.unwrap().data.unwrap_or_default();
+    assert_eq!(copied.get("username").map(|v| v.0.as_slice()), Some(USER.as_bytes()), "copied from FAR's Secret");
+    let templates: Api<coroner::api::CoronerRemediationTemplate> = Api::namespaced(world.client.clone(), CORONER_NS);
+    let imported = templates.get("far-ipmi").await.unwrap().spec.template.spec;
+    assert_eq!(
+        (imported.action, imported.remediation_strategy),
+        (coroner::api::FenceAction::Off, coroner::api::RemediationStrategy::OutOfServiceTaint)
+    );
+    log(format!("import-far --apply: exit 3; {node} imported from FAR's far-ipmi and verified\n{out}"));
+    world.kubectl(&["delete", "nodehealthcheck", "e2e-far"]);
 }
 
 async fn events_about(
