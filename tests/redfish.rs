@@ -566,7 +566,7 @@ async fn a_settle_many_readings_long_is_proven_on_an_honest_bmc() {
     let (status, _) = fence(&client(&machine), &spec, UUID, &[]).await;
     assert_eq!(fence::phase_of(&status), Phase::Done, "{}", message(&status));
     let proof = status.evidence.unwrap().power_off.unwrap().proof.unwrap();
-    let span = proof.last.last().unwrap().at.0.duration_since(proof.first[0].at.0);
+    let span = proof.latest().unwrap().at.0.duration_since(proof.first[0].at.0);
     assert!(span >= jiff::SignedDuration::from_secs(8), "{proof:?}");
 }
 

@@ -447,23 +447,29 @@ pub struct OffRun {
     pub instance: String,
     #[schemars(extend("format" = "int32"))]
     pub count: u32,
-    /// The first readings of the run (at most 3) and the latest ones (at most 5).
+    /// The first readings of the run (at most 3), then the latest ones after those (at most 5).
     pub first: Vec<Reading>,
     pub last: Vec<Reading>,
 }
 
+impl OffRun {
+    /// The run's latest reading.
+    pub fn latest(&self) -> Option<&Reading> {
+        self.last.last().or(self.first.last())
+    }
+}
+
+/// One reading, for people. The proof's span and gaps are measured on the monotonic clock of the
+/// process that read, in its memory; these are wall-clock times.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Reading {
-    /// When the answer came, on the wall clock (for people).
+    /// When the answer came.
     pub at: MicroTime,
     pub power_state: String,
-    /// When the request was sent and the answer came, as offsets from the start of the process that
-    /// read (its monotonic clock): what the proof's span and gaps are measured on.
+    /// When the request went out: the answer's time less the time the BMC took to answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub requested: Option<Duration>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub answered: Option<Duration>,
+    pub requested_at: Option<MicroTime>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]

@@ -1276,11 +1276,15 @@ impl<'a> Step<'a> {
     }
 
     fn reading(&self, reading: &PowerReading) -> Reading {
+        let took = reading.sampled.answered.saturating_sub(reading.sampled.requested);
+        let now = self.now();
         Reading {
-            at: self.now(),
+            requested_at: jiff::SignedDuration::try_from(took)
+                .ok()
+                .and_then(|t| now.0.checked_sub(t).ok())
+                .map(MicroTime),
+            at: now,
             power_state: reading.power_state.to_string(),
-            requested: Some(reading.sampled.requested.into()),
-            answered: Some(reading.sampled.answered.into()),
         }
     }
 
@@ -1297,11 +1301,12 @@ impl<'a> Step<'a> {
         };
         mirror.count = run.count;
         if mirror.first.len() < FIRST_READINGS {
-            mirror.first.push(shown.clone());
-        }
-        mirror.last.push(shown);
-        if mirror.last.len() > LAST_READINGS {
-            mirror.last.remove(0);
+            mirror.first.push(shown);
+        } else {
+            mirror.last.push(shown);
+            if mirror.last.len() > LAST_READINGS {
+                mirror.last.remove(0);
+            }
         }
         self.progress.off_run = Some(mirror);
     }

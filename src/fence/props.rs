@@ -351,7 +351,7 @@ fn succeeded_of(status: &CoronerRemediationStatus) -> Option<String> {
 
 /// The proof's first and last readings are at least settle apart (measured here, not by `proven`).
 fn spans_settle(proof: &OffRun, spec: &CoronerRemediationSpec) -> bool {
-    match (proof.first.first(), proof.last.last()) {
+    match (proof.first.first(), proof.latest()) {
         (Some(first), Some(last)) => {
             let span = last.at.0.as_microsecond() - first.at.0.as_microsecond();
             span >= i64::try_from(spec.settle.get().as_micros()).unwrap_or(i64::MAX)
@@ -561,7 +561,7 @@ impl<'a> Run<'a> {
             let proof = proof.unwrap();
             prop_assert!(spans_settle(proof, self.spec), "a proof shorter than settle: {:?}", proof);
             prop_assert_eq!(proof.instance.as_str(), ctx.instance);
-            let (first, last) = (proof.first[0].at.0, proof.last[proof.last.len() - 1].at.0);
+            let (first, last) = (proof.first[0].at.0, proof.latest().map_or(proof.first[0].at.0, |r| r.at.0));
             for reading in proof.first.iter().chain(&proof.last) {
                 prop_assert_eq!(reading.power_state.as_str(), "Off");
                 prop_assert!(

@@ -525,7 +525,7 @@ fn an_unbroken_run_spanning_settle_is_the_proof() {
     let evidence = status.evidence.unwrap().power_off.unwrap();
     let proof = evidence.proof.unwrap();
     assert_eq!(proof.count, 3);
-    assert_eq!((proof.first[0].at.0, proof.last.last().unwrap().at.0), (force_off + secs(1), force_off + secs(3)));
+    assert_eq!((proof.first[0].at.0, proof.latest().unwrap().at.0), (force_off + secs(1), force_off + secs(3)));
     assert_eq!(evidence.proven_at, Some(MicroTime(force_off + secs(3))));
     assert!(lab.phases().ends_with(&[Phase::ConfirmingOff, Phase::Releasing, Phase::Done]), "{:?}", lab.phases());
 }
@@ -541,7 +541,7 @@ fn the_settle_span_is_measured_on_precise_times_after_persistence() {
     let proof = proof_of(&status);
     let ms = SignedDuration::from_millis;
     assert_eq!(proof.count, 4);
-    assert_eq!((proof.first[0].at.0, proof.last.last().unwrap().at.0), (force_off + ms(990), force_off + ms(3960)));
+    assert_eq!((proof.first[0].at.0, proof.latest().unwrap().at.0), (force_off + ms(990), force_off + ms(3960)));
 }
 
 #[test]
@@ -718,7 +718,7 @@ fn a_slow_bmc_still_proves_the_power_off_on_readings_spanning_settle() {
     let status = run(&lab);
     assert_eq!(phase_of(&status), Phase::Done);
     let proof = proof_of(&status);
-    let span = proof.last.last().unwrap().at.0.duration_since(proof.first[0].at.0);
+    let span = proof.latest().unwrap().at.0.duration_since(proof.first[0].at.0);
     assert!(span >= secs(2), "{proof:?}");
     assert_eq!(lab.device().resets(), [ResetType::ForceOff]);
 }
@@ -1996,4 +1996,18 @@ fn a_phase_change_leaves_the_error_of_the_phase_before_behind() {
     let verified = step(&spec(), &State::from(&failed), found(NODE_UUID), ctx(2, &node));
     assert_ne!(verified.status.phase, failed.status.phase);
     assert_eq!(verified.status.progress.unwrap().last_error, None, "not shown in the next phase");
+}
+
+#[test]
+fn a_proof_shows_each_reading_once_as_wall_clock_times() {
+    // Every read takes 300 ms: the request went out 300 ms before the answer.
+    let lab = lab(off_spec(), machine(true).latency(StdDuration::from_millis(300)));
+    let proof = proof_of(&run(&lab));
+    // Settle counts from the first answer to the last request: a fourth reading is needed.
+    assert_eq!((proof.count, proof.first.len(), proof.last.len()), (4, 3, 1), "no reading twice: {proof:?}");
+    for reading in proof.first.iter().chain(&proof.last) {
+        let requested = reading.requested_at.as_ref().unwrap().0;
+        assert_eq!(reading.at.0.duration_since(requested), SignedDuration::from_millis(300));
+    }
+    assert_eq!(proof.latest(), proof.last.last());
 }
