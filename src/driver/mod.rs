@@ -381,6 +381,16 @@ impl<'a, W: World> Fence<'a, W> {
             // W1: the gates decide right after; their write carries the start.
             self.commit_as(decision, Some(&node), true).await?;
         }
+        let memory = self.remembered();
+        let generation = self.remediation.metadata.generation;
+        if let Some(notice) =
+            fence::ignored_spec_edit(&self.remediation.spec, &self.status(), generation, memory.spec_edit_announced)
+        {
+            info!(reason = %notice.reason, "{}", notice.message);
+            let phase = fence::phase_of(&self.status());
+            self.world.publish(&self.remediation.object_ref(&()), &notice, phase.as_str()).await;
+            self.remember(Memory { spec_edit_announced: generation, ..memory });
+        }
         // First: nothing the fence's steps may fail on (a denied Node write) must hide this.
         self.check_boot_id(&node).await?;
         if self.world.own_node() == Some(self.node_name.as_str()) && !fence::phase_of(&self.status()).is_terminal() {

@@ -152,6 +152,8 @@ pub struct Memory {
     /// R1: this process recorded the `ResourceDeletion` release as begun and has sent no pod
     /// deletion since (every call that sent one reports it). Another process cannot know this.
     pub begun_untouched: bool,
+    /// The generation of a spec edit after admission this process announced ([`ignored_spec_edit`]).
+    pub spec_edit_announced: Option<i64>,
 }
 
 /// What stays fixed for one reconcile.
@@ -181,6 +183,29 @@ pub fn spec_of<'a>(
     status: &'a CoronerRemediationStatus,
 ) -> &'a CoronerRemediationSpec {
     status.admitted_spec.as_ref().unwrap_or(spec)
+}
+
+/// An edit of a remediation's spec after its admission changes nothing in its fence (it follows the
+/// spec as admitted, [`spec_of`]): said once per generation, on the remediation, so the person who
+/// edited it learns why nothing changed. `announced`: the generation already said.
+pub fn ignored_spec_edit(
+    spec: &CoronerRemediationSpec,
+    status: &CoronerRemediationStatus,
+    generation: Option<i64>,
+    announced: Option<i64>,
+) -> Option<Notice> {
+    let admitted = status.admitted_spec.as_ref()?;
+    if admitted == spec || generation == announced || phase_of(status).is_terminal() {
+        return None;
+    }
+    Some(Notice {
+        warning: true,
+        reason: "SpecEditIgnored".into(),
+        message: format!(
+            "the spec changed after admission (generation {}): this fence follows the spec it was admitted with; a new spec applies to the next remediation (edit the CoronerRemediationTemplate)",
+            generation.unwrap_or_default()
+        ),
+    })
 }
 
 /// P4: what one honest read may take beyond `pollInterval`, and so also the pause from one request

@@ -54,6 +54,7 @@ static FORGOTTEN: Memory = Memory {
     sighted_on: None,
     finalizer_reported: false,
     begun_untouched: false,
+    spec_edit_announced: None,
 };
 
 const TIMING: Timing = Timing { request_timeout: StdDuration::from_secs(5), read_retries: 1 };
@@ -2010,4 +2011,36 @@ fn a_proof_shows_each_reading_once_as_wall_clock_times() {
         assert_eq!(reading.at.0.duration_since(requested), SignedDuration::from_millis(300));
     }
     assert_eq!(proof.latest(), proof.last.last());
+}
+
+#[test]
+fn a_spec_edited_after_admission_is_said_to_be_ignored_once_per_generation() {
+    let node = node();
+    let admitted =
+        step(&spec(), &State::default(), Observation::Admission(Verdict::Admit(node.evidence(t(0)))), ctx(0, &node));
+    let edited = CoronerRemediationSpec { settle: "30s".parse().unwrap(), ..spec() };
+    let notice = ignored_spec_edit(&edited, &admitted.status, Some(2), None).unwrap();
+    assert!(notice.warning && notice.message.contains("generation 2"), "{notice:?}");
+    assert_eq!(ignored_spec_edit(&edited, &admitted.status, Some(2), Some(2)), None, "said once");
+    assert_eq!(ignored_spec_edit(&spec(), &admitted.status, Some(2), None), None, "no change of the spec");
+    assert_eq!(
+        ignored_spec_edit(&edited, &CoronerRemediationStatus::default(), Some(2), None),
+        None,
+        "not admitted yet"
+    );
+
+    // Through the loop: the edit comes mid-proof; the fence goes on with the spec it was admitted with.
+    let lab = lab(off_spec(), machine(true));
+    run_until_off_readings(&lab, 1);
+    lab.world(|t| {
+        let rv = t.next_rv();
+        let remediation = t.remediations.get_mut("worker-1").unwrap();
+        remediation.spec.settle = "30s".parse().unwrap();
+        remediation.metadata.generation = Some(2);
+        remediation.metadata.resource_version = Some(rv);
+    });
+    let status = run(&lab);
+    assert_eq!(phase_of(&status), Phase::Done);
+    assert_eq!(proof_of(&status).count, 3, "settle as admitted (2s), not 30s");
+    assert_eq!(lab.reasons().iter().filter(|r| *r == "SpecEditIgnored").count(), 1, "{:?}", lab.reasons());
 }
