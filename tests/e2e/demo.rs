@@ -115,6 +115,8 @@ async fn tell(world: &World) {
     let mut power_lines = 0;
     let mut created = false;
     let mut healed = false;
+    let mut pods_seen = BTreeSet::new();
+    let mut out_of_service = false;
     loop {
         let mut tell_once = |key: String, line: String| {
             if seen.insert(key) {
@@ -131,6 +133,7 @@ async fn tell(world: &World) {
                 ready = now;
             }
             for taint in n.spec.and_then(|s| s.taints).unwrap_or_default() {
+                out_of_service |= taint.key == "node.kubernetes.io/out-of-service";
                 if taint.key == "node.kubernetes.io/out-of-service" || taint.key == "coroner.dev/fencing" {
                     let value = taint.value.map(|v| format!("={v}")).unwrap_or_default();
                     tell_once(
@@ -180,9 +183,25 @@ async fn tell(world: &World) {
             };
             say(start, line);
         }
-        for pod in placement(world).await {
+        let now_placed = placement(world).await;
+        for pod in &now_placed {
             tell_once(format!("pod-{pod}"), format!("pod {pod}"));
         }
+        // What became of a pod: the Terminating virt-launcher is the point of the story.
+        let names: BTreeSet<String> =
+            now_placed.iter().filter_map(|p| p.split(' ').next()).map(str::to_owned).collect();
+        for gone in pods_seen.difference(&names) {
+            let what = if gone.starts_with("virt-launcher") { "its VM" } else { "its replacement" };
+            let how = if out_of_service {
+                format!(
+                    "kube-controller-manager force-deleted it once the out-of-service taint was on the node, so {what} can start elsewhere and its volumes detach"
+                )
+            } else {
+                "deleted".to_owned()
+            };
+            say(start, format!("pod {gone} is gone: {how}"));
+        }
+        pods_seen = names;
         // The fault was in the machine: once its power is really off, it will come back healthy.
         if !healed && world.node(node).power_state() == "Off" {
             healed = true;
