@@ -385,6 +385,20 @@ pub fn fresh_check(
     (ago < interval / 2).then_some(ago)
 }
 
+/// How soon a BMC that did not answer is asked again: a binding that failed during an outage turns
+/// Verified again within this of its BMC answering, not a whole verify interval later.
+pub const RECHECK_UNANSWERED: StdDuration = StdDuration::from_secs(30);
+
+/// When the binding is checked next after `check`: a BMC that did not answer (`Failed`: unreachable,
+/// a timeout, TLS, credentials) soon again, since it may answer any moment; anything else at the
+/// verify interval (what the binding refers to changing triggers a check at once).
+pub fn next_check(check: &Check, interval: StdDuration) -> StdDuration {
+    match check {
+        Check::Failed { .. } => interval.min(RECHECK_UNANSWERED),
+        _ => interval,
+    }
+}
+
 /// The binding's state for the metric: verified, unverified (not yet, or failing) or invalid
 /// (conflict, or unusable references).
 pub fn state(status: Option<&BmcBindingStatus>) -> &'static str {
@@ -474,6 +488,16 @@ mod tests {
         );
         assert_eq!(status.uuid.as_deref(), Some("u"));
         assert_eq!(state(Some(&status)), "unverified");
+    }
+
+    #[test]
+    fn a_bmc_that_did_not_answer_is_asked_again_soon_and_anything_else_at_the_interval() {
+        let interval = StdDuration::from_secs(600);
+        let unreachable = Check::Failed { reason: Reason::BmcUnreachable, message: "refused".into() };
+        assert_eq!(next_check(&unreachable, interval), RECHECK_UNANSWERED, "an outage ends within 30 s of the answer");
+        assert_eq!(next_check(&unreachable, StdDuration::from_secs(10)), StdDuration::from_secs(10));
+        assert_eq!(next_check(&Check::Invalid("Secret s does not exist".into()), interval), interval);
+        assert_eq!(next_check(&Check::Conflict("two bindings".into()), interval), interval);
     }
 
     #[test]

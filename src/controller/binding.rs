@@ -161,6 +161,7 @@ async fn check(binding: &BmcBinding, ctx: &Context, referenced_changed: bool) ->
         Some(conflict) => (Check::Conflict(conflict.to_string()), None),
         None => verify(ctx, binding, &all).await?,
     };
+    let next = verification::next_check(&check, interval);
     let mut status = binding.status.clone().unwrap_or_default();
     let mut notices = verification::record(&mut status, &check, binding, Timestamp::now());
     if let Some(latency) = latency {
@@ -175,7 +176,7 @@ async fn check(binding: &BmcBinding, ctx: &Context, referenced_changed: bool) ->
         info!(binding = %name, reason = %notice.reason, "{}", notice.message);
         ctx.publish(&binding.object_ref(&()), notice, "Verify").await;
     }
-    Ok(Action::requeue(jittered(interval)))
+    Ok(Action::requeue(jittered(next)))
 }
 
 /// The shortest `pollInterval` of the namespace's templates (the default without one): what the
