@@ -13,8 +13,11 @@
 //!   renewals (which go on whether anything is fenced or not);
 //! * the baseline: `fence_redfish --action off` against one of the same emulators, timed.
 //!
-//! What this does not measure yet (docs/benchmarks.md says so): P2 with 1 000 Nodes and 10 000 Pods and
-//! after a 50-node storm, P3, and FAR itself side by side.
+//! * P2 at scale: with 1 000 more Nodes and 10 000 Pods bound to them (objects only), coroner's RSS and
+//!   its CPU seconds over 30 s.
+//!
+//! What this does not measure yet (docs/benchmarks.md says so): P2 after a 50-node storm, P3, and FAR
+//! itself side by side.
 
 use std::{
     io::Write,
@@ -106,6 +109,7 @@ pub async fn run() {
     }
     let (rss_after, cpu_after) = usage(pid);
     let baseline = fence_redfish_off(&mut world).await;
+    let scale = at_scale(&world, pid).await;
 
     let mut out = String::new();
     out.push_str("| configuration | P1: CR → taint − settle, min / median / max | BMC requests per fence | API reads | API writes | Events | leader Lease renewals |\n|---|---|---|---|---|---|---|\n");
@@ -138,8 +142,63 @@ pub async fn run() {
         ms(baseline.0),
         baseline.1
     ));
+    out.push_str(&format!(
+        "With {SCALE_NODES} more Nodes and {SCALE_PODS} Pods bound to them: RSS {} KiB, {:.2} CPU seconds in the {} s after they settled.\n",
+        scale.0,
+        scale.1,
+        SCALE_IDLE.as_secs()
+    ));
     println!("\n{out}");
     let _ = std::io::stdout().flush();
+}
+
+const SCALE_NODES: usize = 1000;
+const SCALE_PODS: usize = 10_000;
+const SCALE_IDLE: Duration = Duration::from_secs(30);
+
+/// P2 at scale: Node objects (no kubelet behind them) and Pods bound to them (never running), created
+/// 32 at a time; then coroner's resident memory, and its CPU seconds over [`SCALE_IDLE`] once the
+/// watch events they caused have settled.
+async fn at_scale(world: &World, pid: u32) -> (u64, f64) {
+    use futures::StreamExt;
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(world.client.clone());
+    let started = Instant::now();
+    futures::stream::iter(0..SCALE_NODES)
+        .map(|i| {
+            let nodes = nodes.clone();
+            async move {
+                let node = serde_json::from_value(json!({"metadata": {"name": format!("scale-{i}"),
+                    "labels": {"bench.coroner.dev/pool": "scale"}}}))
+                .unwrap();
+                nodes.create(&PostParams::default(), &node).await.unwrap();
+            }
+        })
+        .buffer_unordered(32)
+        .collect::<Vec<()>>()
+        .await;
+    world.kubectl(&["create", "namespace", "bench-scale"]);
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(world.client.clone(), "bench-scale");
+    futures::stream::iter(0..SCALE_PODS)
+        .map(|i| {
+            let pods = pods.clone();
+            async move {
+                let pod = serde_json::from_value(json!({"metadata": {"name": format!("p-{i}")},
+                    "spec": {"nodeName": format!("scale-{}", i % SCALE_NODES),
+                             "containers": [{"name": "c", "image": "registry.invalid/pause:1"}]}}))
+                .unwrap();
+                pods.create(&PostParams::default(), &pod).await.unwrap();
+            }
+        })
+        .buffer_unordered(32)
+        .collect::<Vec<()>>()
+        .await;
+    log(format!("created {SCALE_NODES} Nodes and {SCALE_PODS} Pods in {:.1?}", started.elapsed()));
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let (_, cpu_before) = usage(pid);
+    tokio::time::sleep(SCALE_IDLE).await;
+    let (rss, cpu_after) = usage(pid);
+    log(format!("at scale: RSS {rss} KiB, {:.2} CPU s in {SCALE_IDLE:?}", cpu_after - cpu_before));
+    (rss, cpu_after - cpu_before)
 }
 
 fn ms(d: Duration) -> f64 {

@@ -1199,6 +1199,8 @@ async fn scenario_w(world: &mut World) {
     let unselected = answer["unselected"].as_array().unwrap();
     assert!(unselected.iter().any(|n| n == "unbound-1"), "listed apart: {unselected:?}");
     log(format!("verify --all -o json: {} nodes selected, {} listed apart", listed.len(), unselected.len()));
+    let (code, table, _) = coroner_verify(&carol, &["--all"]);
+    log(format!("verify --all (as carol): exit {code}\n{table}"));
 
     let (code, _, err) = coroner_verify(&carol, &[]);
     assert_eq!(code, 2, "no node and no --all is a usage error: {err}");
@@ -1977,7 +1979,7 @@ async fn scenario_r(world: &mut World) {
     assert!(ok, "coroner status: {out}");
     let line = out.lines().find(|l| l.contains(&format!("node {node} release"))).unwrap_or_default().to_owned();
     assert!(line.contains("stands, guarded") && line.contains("Guard="), "coroner status: {out}");
-    log(format!("{node}: coroner status: {}", line.trim()));
+    log(format!("{node}: coroner status: {}\n{out}", line.trim()));
 
     // An approval that names no release counts for nothing (R3): the guard switches it off again and
     // says why, once.
