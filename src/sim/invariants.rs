@@ -382,7 +382,10 @@ impl Checker {
                         }
                     }
                     let owner = owner_of(before_annotations);
-                    if oos(&removed.key) && !release_may_end(truth, owner.as_deref()) {
+                    if oos(&removed.key)
+                        && !release_may_end(truth, owner.as_deref())
+                        && !taken_back_on_life(truth, node, owner.as_deref())
+                    {
                         return Err(format!(
                             "p{pid} removed its own out-of-service taint from {node} at {} while the fence still needs it (the release was undone)",
                             show(*at)
@@ -745,11 +748,17 @@ fn proof_holds(
     let machine = truth.machine_of_node(node).ok_or("the node has no machine")?;
     let m = &truth.machines[machine];
     let spec = &scenario.spec;
-    let readings = readings_by(truth, by, sent);
+    let all = readings_by(truth, by, sent);
+    // A read of another system during discovery (every member is read) is no reading of this machine:
+    // it neither extends nor breaks the run (docs/safety.md, "When a reading was taken"). A last
+    // reading of another machine still leaves no proof behind the release.
+    let misdirected = all.last().is_some_and(|r| r.machine.is_some_and(|m| m != machine));
+    let readings: Vec<Reading> =
+        all.iter().filter(|r| !misdirected && r.machine.is_none_or(|m| m == machine)).copied().collect();
     let trailing = readings.iter().rev().take_while(|r| r.off && r.machine == Some(machine)).count();
     let run = &readings[readings.len() - trailing..];
     let Some(last) = run.last() else {
-        let what = readings.last().map_or("no reading at all".to_owned(), |r| match r.machine {
+        let what = all.last().map_or("no reading at all".to_owned(), |r| match r.machine {
             Some(other) if other != machine => format!("its last reading was of {}", truth.machines[other].name),
             _ => format!("its last reading ({}) was not Off", show(r.requested)),
         });
@@ -961,6 +970,20 @@ fn seen_until(
 /// Whether coroner may take the out-of-service taint owned by remediation `owner` off its node now:
 /// that fence is past its release (powering on again, with `Reboot`), or the remediation is being
 /// deleted or gone.
+/// docs/safety.md, "After the release": a Lease renewed since the power-off means the machine
+/// switched off is not this node, and the taint is taken back at once. Judged from the world: the
+/// node's Lease was renewed after the owning remediation was created (no fence's power-off comes
+/// before that), whatever coroner recorded.
+fn taken_back_on_life(truth: &Truth, node: &str, owner: Option<&str>) -> bool {
+    let Some(Some(renewed)) = truth.leases.get(node) else { return false };
+    let created = truth
+        .remediations
+        .values()
+        .find(|r| r.uid().as_deref() == owner)
+        .and_then(|r| r.metadata.creation_timestamp.as_ref().map(|t| t.0));
+    created.is_some_and(|created| *renewed > created)
+}
+
 fn release_may_end(truth: &Truth, owner: Option<&str>) -> bool {
     let Some(r) = truth.remediations.values().find(|r| r.uid().as_deref() == owner) else { return true };
     let phase = Phase::of(r);
