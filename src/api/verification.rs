@@ -38,12 +38,12 @@ pub struct CoronerVerificationSpec {
     /// CoronerRemediationTemplate selects; the other nodes are listed apart, for information.
     #[serde(default)]
     pub all: bool,
-    /// https endpoints whose certificate the controller reads at first contact, from where fences
-    /// run: a TLS handshake and nothing after it (no request, no credential). Each answer is a
+    /// https endpoints (at most 50) whose certificate the controller reads at first contact, from where
+    /// fences run: a TLS handshake and nothing after it (no request, no credential). Each answer is a
     /// SHA-256 pin to check out of band before it is trusted (`kubectl coroner import-far` uses them
     /// for FAR bindings that skipped verification).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 500))]
+    #[schemars(length(max = 50))]
     pub fetch_certificates: Vec<String>,
 }
 
@@ -104,7 +104,7 @@ pub struct FetchedCertificate {
     /// The SHA-256 of the certificate the endpoint showed (as `tls.certificateSHA256` takes it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sha256: Option<String>,
-    /// Why none was read.
+    /// That none was read (in general terms: the answer is no port scanner).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -386,6 +386,13 @@ pub fn far_credentials(
     own: Option<&BTreeMap<String, String>>,
 ) -> Result<BTreeMap<String, String>, String> {
     let mut params = parameters(spec, node);
+    // As FAR: a parameter both inline and in a Secret is an error, not a choice.
+    let inline: Vec<String> = params.keys().cloned().collect();
+    if let Some(both) = shared.into_iter().chain(own).flat_map(|s| s.keys()).find(|k| inline.contains(k)) {
+        return Err(format!(
+            "FAR's {both} is both in the template and in a Secret, which FAR refuses: fix the FAR template"
+        ));
+    }
     for (flag, value) in shared.into_iter().flatten() {
         params.insert(flag.clone(), value.replace("{{.NodeName}}", node));
     }
@@ -578,14 +585,21 @@ fn secret_strings(secret: &Secret) -> BTreeMap<String, String> {
 
 const FIELD_MANAGER: &str = "coroner-import-far";
 
-async fn apply<K>(api: &Api<K>, object: &K) -> Result<(), CliError>
+/// Applies `object` unless an object of that name exists that import-far did not write: that one is
+/// left as it is (`Ok(false)`), never overwritten.
+async fn apply<K>(api: &Api<K>, object: &K) -> Result<bool, CliError>
 where
     K: kube::Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
 {
     let name = object.name_any();
-    api.patch(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(object))
+    let existing = api.get_opt(&name).await.map_err(|e| CliError::ImportFar(format!("cannot read {name}: {e}")))?;
+    let ours = |o: &K| o.meta().managed_fields.iter().flatten().any(|f| f.manager.as_deref() == Some(FIELD_MANAGER));
+    if existing.as_ref().is_some_and(|o| !ours(o)) {
+        return Ok(false);
+    }
+    api.patch(&name, &PatchParams::apply(FIELD_MANAGER), &Patch::Apply(object))
         .await
-        .map(drop)
+        .map(|_| true)
         .map_err(|e| CliError::ImportFar(format!("cannot apply {name}: {e}")))
 }
 
@@ -607,7 +621,12 @@ async fn apply_imports(
     let mut attention = false;
     for (far, import) in fars.iter().zip(imports) {
         let spec = &far.spec.template.spec;
-        let far_namespace = far.metadata.namespace.clone().or_else(|| args.far_namespace.clone()).unwrap_or_default();
+        let Some(far_namespace) = far.metadata.namespace.clone().or_else(|| args.far_namespace.clone()) else {
+            return Err(CliError::ImportFar(format!(
+                "FAR template {} names no namespace: give --far-namespace, where its Secrets are",
+                far.metadata.name
+            )));
+        };
         let far_secrets: Api<Secret> = Api::namespaced(client.clone(), &far_namespace);
         let read = async |name: &str| {
             far_secrets
@@ -621,8 +640,15 @@ async fn apply_imports(
         };
         // A template none of whose nodes can be bound would only be a template no fence can use.
         if import.nodes.iter().any(|n| n.binding.is_ok() && n.needs_pin.is_none()) {
-            apply(&templates, &import.template).await?;
-            println!("applied CoronerRemediationTemplate {namespace}/{}", import.template.name_any());
+            let name = import.template.name_any();
+            if apply(&templates, &import.template).await? {
+                println!("applied CoronerRemediationTemplate {namespace}/{name}");
+            } else {
+                attention = true;
+                println!(
+                    "# CoronerRemediationTemplate {namespace}/{name} exists and was not written by import-far: left as it is"
+                );
+            }
         }
         let mut left = String::new();
         for node in &import.nodes {
@@ -656,12 +682,21 @@ async fn apply_imports(
             secret.metadata.namespace = Some(namespace.clone());
             secret.metadata.labels =
                 Some(BTreeMap::from([("app.kubernetes.io/managed-by".into(), FIELD_MANAGER.into())]));
-            apply(&secrets, &secret).await?;
-            apply(&bindings, binding).await?;
+            if !apply(&secrets, &secret).await? || !apply(&bindings, binding).await? {
+                attention = true;
+                left.push_str(&format!(
+                    "---\n# node {}: not applied: Secret {name} or BmcBinding {} exists and was not written by import-far (left as it is)\n",
+                    node.node,
+                    binding.name_any()
+                ));
+                continue;
+            }
             println!(
                 "applied BmcBinding {namespace}/{} and its Secret {name} (from FAR's credentials)",
                 binding.name_any()
             );
+            // A pin read at first contact is trust on first use until checked out of band.
+            attention |= binding.annotations().contains_key(PINNED_ANNOTATION);
             applied.push(node.node.clone());
         }
         if !left.is_empty() {
@@ -842,6 +877,10 @@ spec:
         let inline = far_credentials(spec, "worker-0", None, None).unwrap();
         assert_eq!((inline["username"].as_str(), inline["password"].as_str()), ("admin", "s3cret"));
         let shared = BTreeMap::from([("--password".to_owned(), "pw-{{.NodeName}}".to_owned())]);
+        let both = far_credentials(spec, "worker-0", Some(&shared), None).unwrap_err();
+        assert!(both.contains("--password is both in the template and in a Secret"), "as FAR refuses it: {both}");
+        let without = far(&REDFISH.replace("        --password: s3cret\n", ""));
+        let spec = &without.spec.template.spec;
         let from_shared = far_credentials(spec, "worker-0", Some(&shared), None).unwrap();
         assert_eq!(from_shared["password"], "pw-worker-0", "shared Secret values are templated");
         let own = BTreeMap::from([("--password".to_owned(), "{{.NodeName}}".to_owned())]);

@@ -33,6 +33,8 @@ use crate::{
     verify,
 };
 
+/// At most this many endpoints of `fetchCertificates` are read per verification (the schema's limit).
+const MAX_FETCHED: usize = 50;
 /// How long an answered verification stays.
 const KEPT: StdDuration = StdDuration::from_secs(3600);
 /// Nodes checked at once within one verification.
@@ -102,13 +104,22 @@ async fn reconcile(verification: Arc<CoronerVerification>, ctx: Arc<Context>) ->
 /// The certificates of `endpoints`, each read at first contact under its origin's turn (a fence's
 /// request to the same BMC goes first or after, never alongside).
 async fn first_contacts(ctx: &Context, endpoints: &[String]) -> Vec<FetchedCertificate> {
-    let mut found = Vec::with_capacity(endpoints.len());
-    for endpoint in endpoints {
+    let mut found: Vec<FetchedCertificate> = Vec::with_capacity(endpoints.len());
+    for endpoint in endpoints.iter().take(MAX_FETCHED) {
+        if found.iter().any(|f| &f.endpoint == endpoint) {
+            continue;
+        }
         let _turn = ctx.local.origins.turn(&gates::origin(endpoint)).await;
         let read = crate::bmc::tls::first_contact(endpoint, ctx.settings.bmc.request_timeout).await;
+        // Anyone who may create a verification may name any endpoint: the answer says whether a
+        // certificate was read, not why not (refused, filtered, no TLS), which would map the network
+        // from where the controller stands. The controller's log has the cause.
         let (sha256, error) = match read {
             Ok(sha256) => (Some(crate::bmc::tls::format_fingerprint(&sha256)), None),
-            Err(why) => (None, Some(why)),
+            Err(why) => {
+                info!(%endpoint, "no certificate at first contact: {why}");
+                (None, Some("no TLS certificate could be read from it within the BMC request timeout".to_owned()))
+            }
         };
         found.push(FetchedCertificate {
             endpoint: endpoint.clone(),

@@ -330,8 +330,12 @@ pub fn memory_after_failed_write(old: &Memory, new: &Memory) -> Memory {
 /// the fence already treats as a request that may not have gone out.
 pub fn may_wait_for_next_write(stored: &CoronerRemediationStatus, decided: &CoronerRemediationStatus) -> bool {
     let stored_progress = stored.progress.clone().unwrap_or_default();
-    let power = decided.progress.as_ref().and_then(|p| p.last_power_state.as_deref());
-    if power != stored_progress.last_power_state.as_deref() && power.is_some_and(|power| power != "Off") {
+    let progress = decided.progress.as_ref();
+    let power = progress.and_then(|p| p.last_power_state.as_deref());
+    let new_reading = progress.and_then(|p| p.last_reading_at.as_ref()) != stored_progress.last_reading_at.as_ref();
+    if power.is_some_and(|power| power != "Off")
+        && (new_reading || power != stored_progress.last_power_state.as_deref())
+    {
         return false;
     }
     let stored_resets = stored.evidence.as_ref().and_then(|e| e.power_off.as_ref()).map(|p| p.resets.clone());
@@ -1193,7 +1197,13 @@ impl<'a> Step<'a> {
             return;
         }
         match reading {
-            Ok(reading) if !self.same_system(&reading) => self.paced_retry(),
+            // A reading of another system ends the attempt or the fence (same_system): only one that
+            // changed nothing waits for the next poll.
+            Ok(reading) if !self.same_system(&reading) => {
+                if self.status.phase == self.old.phase {
+                    self.paced_retry();
+                }
+            }
             Ok(reading) if reading.power_state == PowerState::Off => {
                 if self.power_off_evidence().resets.is_empty() {
                     self.power_off_evidence().already_off = true;
@@ -1709,7 +1719,11 @@ impl<'a> Step<'a> {
             FenceAction::Off => {
                 let message = format!("{message}; the machine stays off until someone powers it on");
                 self.enter(Phase::Done, Reason::RemediationComplete, message);
-                crate::guard::armed_at_release(&mut self.status.conditions, self.ctx.now);
+                // Only this fence's own proof read the machine right before the release; an adopted
+                // release's guard is the sibling's.
+                if self.evidence.release.as_ref().is_some_and(|r| r.adopted_from.is_none()) {
+                    crate::guard::armed_at_release(&mut self.status.conditions, self.ctx.now);
+                }
             }
             FenceAction::Reboot => {
                 // releaseTimeout runs from the release, on this process's clock too.

@@ -1965,6 +1965,11 @@ fn a_decision_waits_for_the_next_write_only_when_it_adds_off_readings_or_an_answ
     let mut life = reading.clone();
     life.progress.as_mut().unwrap().last_power_state = Some("On".into());
     assert!(!may_wait_for_next_write(&stored, &life), "a reading of life is written at once (A1)");
+    let mut stored_on = stored.clone();
+    stored_on.progress.as_mut().unwrap().last_power_state = Some("On".into());
+    let mut on_again = stored_on.clone();
+    on_again.progress.as_mut().unwrap().last_reading_at = Some(MicroTime(t(9)));
+    assert!(!may_wait_for_next_write(&stored_on, &on_again), "so is life read again, the same as stored");
     let mut error = reading.clone();
     error.progress.as_mut().unwrap().last_error = Some("BMC unreachable".into());
     assert!(!may_wait_for_next_write(&stored, &error), "an error");

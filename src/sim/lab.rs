@@ -256,8 +256,14 @@ impl<D: Target + Clone> Lab<D> {
         let Some(remediation) = self.world(|t| t.remediation(&self.name)) else { return self.status() };
         let uid = remediation.uid().unwrap_or_default();
         let held = self.local.unwritten.lock().unwrap_or_else(PoisonError::into_inner).get(&uid).cloned();
+        // What this process holds now: a restarted one holds nothing of the one before.
+        let instance = Leadership::instance(self);
         match held {
-            Some((_, version, status)) if Some(&version) == remediation.metadata.resource_version.as_ref() => status,
+            Some((by, version, status))
+                if by == instance && Some(&version) == remediation.metadata.resource_version.as_ref() =>
+            {
+                status
+            }
             _ => remediation.status.unwrap_or_default(),
         }
     }
