@@ -189,8 +189,12 @@ impl Error {
 /// backoff while the API server is unavailable).
 fn error_policy<K: Resource<DynamicType = ()>>(object: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action {
     let class = retry::class(error);
-    let after = retry::retry_after(class, ctx.failures.failed(object.as_ref()));
+    let failures = ctx.failures.failed(object.as_ref());
+    let after = retry::retry_after(class, failures);
     match after {
+        _ if retry::expected(error, failures) => {
+            info!(%error, category = error.category(), ?class, ?after, "reconcile ended early; retrying");
+        }
         Some(after) => warn!(%error, category = error.category(), ?class, ?after, "reconcile failed; retrying"),
         None => {
             warn!(%error, category = error.category(), ?class, "reconcile failed; waiting for a change of the object")

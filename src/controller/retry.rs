@@ -86,6 +86,16 @@ pub fn class(error: &Error) -> Class {
     }
 }
 
+/// A failure that is the normal course of events, logged without a warning: another writer came
+/// first (a conflict, retried at once; a warning only from the third in a row), or the finalizer of an
+/// object that is already gone could not be removed (nothing is left to do).
+pub fn expected(error: &Error, failures: u32) -> bool {
+    use kube::runtime::finalizer::Error as Finalizer;
+    let gone = matches!(error, Error::Finalizer(inner)
+        if matches!(inner.as_ref(), Finalizer::RemoveFinalizer(kube::Error::Api(status)) if status.code == 404));
+    gone || (class(error) == Class::Conflict && failures < 3)
+}
+
 /// When to reconcile again after the `failures`-th consecutive failure (1 for the first) of this
 /// class; `None`: when the object changes.
 pub fn retry_after(class: Class, failures: u32) -> Option<StdDuration> {
@@ -127,6 +137,21 @@ mod tests {
 
     fn secs(n: u64) -> Option<StdDuration> {
         Some(StdDuration::from_secs(n))
+    }
+
+    fn api_error(code: u16) -> kube::Error {
+        kube::Error::Api(kube::core::Status { code, ..Default::default() }.boxed())
+    }
+
+    #[test]
+    fn a_conflict_or_a_finalizer_of_an_object_already_gone_is_no_warning() {
+        use kube::runtime::finalizer::Error as Finalizer;
+        let conflict = Error::Kube(api_error(409));
+        assert!(expected(&conflict, 1) && expected(&conflict, 2));
+        assert!(!expected(&conflict, 3), "a conflict that keeps coming is worth a warning");
+        let gone = Error::Finalizer(Box::new(Finalizer::RemoveFinalizer(api_error(404))));
+        assert!(expected(&gone, 1));
+        assert!(!expected(&Error::Kube(api_error(503)), 1));
     }
 
     #[test]
