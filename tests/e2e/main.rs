@@ -535,6 +535,14 @@ async fn scenario_c(world: &mut World) {
     world.node_mut("c-1").machine.stop();
     log("c-1: BMC stopped (connection refused)");
     world.node("c-1").partition();
+    // `coroner status` during the fence: in flight, with the reason it waits.
+    let in_flight = wait_for("c-1 in flight in coroner status", LONG, || async {
+        let (ok, out) = coroner_cli_as(&world.kubeconfig, &["status", "--namespace", CORONER_NS]);
+        let section = out.split("Fences in flight:\n").nth(1)?.split("Releases").next()?.to_owned();
+        (ok && section.contains(" node c-1 ")).then_some(out)
+    })
+    .await;
+    log(format!("c-1: coroner status during the fence\n{in_flight}"));
     let failed =
         wait_remediation(world, "c-1", "Succeeded=False", LONG, |r| succeeded(r).is_some_and(|s| s.0 == "False")).await;
     assert_eq!(succeeded(&failed).unwrap().1, "BmcUnreachable");
