@@ -1205,7 +1205,11 @@ impl<'a> Step<'a> {
                 }
             }
             Ok(reading) if reading.power_state == PowerState::Off => {
-                if self.power_off_evidence().resets.is_empty() {
+                // Already off only if no ForceOff may have gone out: an intent whose answer was never
+                // recorded (W1: held, then lost with its process) may have been sent.
+                let force_off_decided =
+                    self.progress.intent.as_ref().is_some_and(|i| i.action == PowerAction::ForceOff);
+                if self.power_off_evidence().resets.is_empty() && !force_off_decided {
                     self.power_off_evidence().already_off = true;
                 }
                 // No power-off of coroner's: the Lease must not have changed since admission.

@@ -2049,3 +2049,15 @@ fn a_spec_edited_after_admission_is_said_to_be_ignored_once_per_generation() {
     assert_eq!(proof_of(&status).count, 3, "settle as admitted (2s), not 30s");
     assert_eq!(lab.reasons().iter().filter(|r| *r == "SpecEditIgnored").count(), 1, "{:?}", lab.reasons());
 }
+
+#[test]
+fn a_machine_off_after_a_force_off_whose_answer_was_never_recorded_is_not_called_already_off() {
+    let node = node();
+    // A new attempt reads Off while the ForceOff decided earlier has no recorded answer (W1: held,
+    // then lost with its process): it may have gone out.
+    let mut state = decided(&spec());
+    state.status.phase = Some(Phase::PoweringOff);
+    let off = step(&spec(), &state, power(PowerState::Off), ctx(2, &node));
+    assert_eq!(off.status.phase, Some(Phase::ConfirmingOff));
+    assert!(!off.status.evidence.unwrap().power_off.unwrap().already_off);
+}
