@@ -496,34 +496,15 @@ async fn insecure_skip_verify_works_only_when_asked_for() {
 
 // Cross-check ------------------------------------------------------------------------------------------
 
-/// Debian's fence_redfish reads the same emulator; rc 0 = On, 2 = Off. The password goes on stdin.
-fn fence_redfish_status(machine: &Machine) -> i32 {
-    use std::io::Write;
-    let mut child = std::process::Command::new("/usr/sbin/fence_redfish")
-        .env("REQUESTS_CA_BUNDLE", peers().cert("ca"))
-        .env("PYTHONWARNINGS", "ignore::DeprecationWarning")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("fence_redfish is installed by `make peers`");
-    let options = format!(
-        "action=status\nip=127.0.0.1\nipport={}\nusername={USER}\npassword={PASSWORD}\nssl=1\nsystems-uri=/redfish/v1/Systems/{UUID}\n",
-        machine.port
-    );
-    child.stdin.take().unwrap().write_all(options.as_bytes()).unwrap();
-    child.wait().unwrap().code().unwrap_or(-1)
-}
-
 #[tokio::test]
 async fn fence_redfish_agrees_with_coronors_reading() {
     let machine = Machine::start(&MachineSpec::new(UUID));
     let bmc = client(&machine);
     let before = bmc.system(UUID).await.unwrap();
-    assert_eq!((before.power_state.clone(), fence_redfish_status(&machine)), (PowerState::On, 0));
+    assert_eq!((before.power_state.clone(), machine.fence_redfish("status", UUID).unwrap_or(-1)), (PowerState::On, 0));
     assert_eq!(bmc.reset(&before, ResetType::ForceOff).await.unwrap(), 204);
     let after = bmc.system(UUID).await.unwrap();
-    assert_eq!((after.power_state, fence_redfish_status(&machine)), (PowerState::Off, 2));
+    assert_eq!((after.power_state, machine.fence_redfish("status", UUID).unwrap_or(-1)), (PowerState::Off, 2));
 }
 
 // The proof and the power action (docs/safety.md P1, P4, P4b) --------------------------------------

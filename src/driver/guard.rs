@@ -4,6 +4,11 @@
 use super::*;
 
 impl<W: World> Fence<'_, W> {
+    /// A guard record to commit: `status` and its notices, with nothing sent and no wake-up of its own.
+    fn recording(&self, status: CoronerRemediationStatus, notices: Vec<fence::Notice>) -> Decision {
+        Decision { status, memory: self.remembered(), reset: None, requeue: None, notices }
+    }
+
     /// The bootID check, on every reconcile once the fence released the node: a node back with its
     /// pre-fence bootID never went down ([`crate::guard::fence_did_not_take_effect`]).
     pub(super) async fn check_boot_id(&mut self, node: &Node) -> Result<(), Error> {
@@ -35,8 +40,7 @@ impl<W: World> Fence<'_, W> {
         let approval = crate::guard::approval(id.as_deref(), value);
         if let Some(new) = crate::guard::returned_without_approval(&status, &snapshot, approval, self.world.now()) {
             let notice = crate::guard::returned_notice(&self.node_name, id.as_deref());
-            let decision =
-                Decision { status: new, memory: self.remembered(), reset: None, requeue: None, notices: vec![notice] };
+            let decision = self.recording(new, vec![notice]);
             self.commit(decision, Some(node)).await?;
             self.world.metrics().returned_without_approval.get_or_create(&labels).inc();
             self.world.metrics().safety_override("ReturnedWithoutApproval");
@@ -151,13 +155,7 @@ impl<W: World> Fence<'_, W> {
                 if notice.is_some() {
                     self.world.metrics().safety_override(crate::guard::APPROVAL_POLICY_MISSING);
                 }
-                let decision = Decision {
-                    status: new,
-                    memory: self.remembered(),
-                    reset: None,
-                    requeue: None,
-                    notices: Vec::from_iter(notice),
-                };
+                let decision = self.recording(new, Vec::from_iter(notice));
                 self.commit(decision, Some(node)).await?;
             }
         }
@@ -169,13 +167,7 @@ impl<W: World> Fence<'_, W> {
         let Some(fresh) = self.world.node(&self.node_name).await? else { return Ok(()) };
         let fresh_snapshot = NodeSnapshot::new(&fresh, None, &self.uid);
         if let Some((new, notice)) = crate::guard::diverged_record(&status, &fresh_snapshot) {
-            let decision = Decision {
-                status: new,
-                memory: self.remembered(),
-                reset: None,
-                requeue: None,
-                notices: Vec::from_iter(notice),
-            };
+            let decision = self.recording(new, Vec::from_iter(notice));
             self.commit(decision, Some(&fresh)).await?;
         }
         Ok(())

@@ -29,7 +29,6 @@ use kube::{Api, api::PostParams};
 use serde_json::json;
 
 use crate::{
-    support::machine::{PASSWORD, USER, peers},
     uuid,
     world::{CORONER_NS, World, log, wait_for},
 };
@@ -313,21 +312,7 @@ async fn fence_redfish_off(world: &mut World) -> (Duration, usize) {
     let machine = &world.node("bench-far").machine;
     let before = machine.requests().len();
     let started = Instant::now();
-    let mut child = std::process::Command::new("/usr/sbin/fence_redfish")
-        .env("REQUESTS_CA_BUNDLE", peers().cert("ca"))
-        .env("PYTHONWARNINGS", "ignore::DeprecationWarning")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("fence_redfish is installed by `make peers`");
-    let options = format!(
-        "action=off\nip=127.0.0.1\nipport={}\nusername={USER}\npassword={PASSWORD}\nssl=1\nsystems-uri=/redfish/v1/Systems/{}\n",
-        machine.port,
-        uuid(399)
-    );
-    child.stdin.take().unwrap().write_all(options.as_bytes()).unwrap();
-    let code = child.wait().unwrap().code();
+    let code = machine.fence_redfish("off", &uuid(399));
     let elapsed = started.elapsed();
     assert_eq!(code, Some(0), "fence_redfish --action off failed");
     (elapsed, machine.requests().len() - before)

@@ -228,6 +228,26 @@ impl Machine {
     }
 
     /// The power log's requests as `METHOD path [reset_type]`.
+    /// Debian's `fence_redfish --action ACTION` against this emulator's system `system` (the
+    /// password on stdin, never on its command line): its exit code (`status`: 0 On, 2 Off).
+    pub fn fence_redfish(&self, action: &str, system: &str) -> Option<i32> {
+        use std::io::Write;
+        let mut child = Command::new("/usr/sbin/fence_redfish")
+            .env("REQUESTS_CA_BUNDLE", peers().cert("ca"))
+            .env("PYTHONWARNINGS", "ignore::DeprecationWarning")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("fence_redfish is installed by `make peers`");
+        let options = format!(
+            "action={action}\nip=127.0.0.1\nipport={}\nusername={USER}\npassword={PASSWORD}\nssl=1\nsystems-uri=/redfish/v1/Systems/{system}\n",
+            self.port
+        );
+        child.stdin.take().expect("stdin").write_all(options.as_bytes()).expect("write the options");
+        child.wait().expect("fence_redfish ran").code()
+    }
+
     pub fn requests(&self) -> Vec<String> {
         self.log()
             .iter()
