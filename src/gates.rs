@@ -9,9 +9,9 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::ResourceExt;
 
 use crate::{
-    api::{BmcBinding, ControlPlanePolicy, CoronerRemediation, Phase, conditions},
+    api::{BmcBinding, ControlPlanePolicy, CoronerRemediation, Phase, RemediationStrategy, conditions},
     contract::{self, Reason},
-    fence::ready_status,
+    fence::{NodeSnapshot, ready_status},
     identity,
 };
 
@@ -363,17 +363,39 @@ pub fn one_fence_per_node(inputs: &GateInputs<'_>) -> Gate {
     }
 }
 
-/// Another remediation of the node proved it off and released it, and that release's exact taint is
-/// still on the node: a new remediation stands on it ([`crate::fence::Verdict::Adopt`]) rather than
-/// fencing the machine again. Returns that remediation and when it released.
-pub fn release_to_adopt(inputs: &GateInputs<'_>) -> Option<(String, Timestamp)> {
+/// A release another remediation of the node made, for a new remediation to stand on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Adoptable {
+    pub from: String,
+    pub released_at: Timestamp,
+    /// How that release was made: the adopter's record says the same.
+    pub strategy: RemediationStrategy,
+}
+
+/// Another remediation of the node finished its fence and its release still stands (R1: judged from
+/// its record, [`crate::guard::release_stands`]); with `OutOfServiceTaint`, its exact taint is still
+/// on the node. A new remediation stands on it ([`crate::fence::Verdict::Adopt`]) rather than fencing
+/// the machine again: under `guard: Alert` a second fence would switch off a released machine the
+/// guard only reports, and under `Enforce` the sibling's guard already switches it off.
+pub fn release_to_adopt(inputs: &GateInputs<'_>) -> Option<Adoptable> {
     siblings(inputs).find_map(|r| {
         if Phase::of(r) != Phase::Done || r.metadata.deletion_timestamp.is_some() {
             return None;
         }
-        let release = r.status.as_ref()?.evidence.as_ref()?.release.as_ref()?;
-        let on_node = crate::taints::release_on_node(inputs.node, &r.uid()?)?;
-        (release.taint_owned && release.taint_removed_at.is_none()).then(|| (r.name_any(), on_node))
+        let status = r.status.as_ref()?;
+        let release = status.evidence.as_ref()?.release.as_ref()?;
+        let uid = r.uid()?;
+        if !crate::guard::release_stands(status, &NodeSnapshot::new(inputs.node, None, &uid)) {
+            return None;
+        }
+        let released_at = match release.strategy {
+            RemediationStrategy::OutOfServiceTaint => {
+                let on_node = crate::taints::release_on_node(inputs.node, &uid)?;
+                (release.taint_owned && release.taint_removed_at.is_none()).then_some(on_node)?
+            }
+            RemediationStrategy::ResourceDeletion => release.released_at.0,
+        };
+        Some(Adoptable { from: r.name_any(), released_at, strategy: release.strategy })
     })
 }
 

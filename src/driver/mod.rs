@@ -587,9 +587,9 @@ impl<'a, W: World> Fence<'a, W> {
         // final refusal still wins, and a fresh Lease holds it (gates::adoption_waits).
         Ok(match (gates::evaluate(&inputs), gates::release_to_adopt(&inputs)) {
             (Gate::Refuse(reason, message), _) => Verdict::Refuse { reason, message },
-            (_, Some((from, released_at))) => match gates::adoption_waits(&inputs) {
+            (_, Some(adoptable)) => match gates::adoption_waits(&inputs) {
                 Some((reason, message)) => Verdict::Wait { reason, message },
-                None => Verdict::Adopt { from, released_at },
+                None => Verdict::Adopt(adoptable),
             },
             (Gate::Admit, None) => {
                 let mut evidence = snapshot.evidence(now);

@@ -868,7 +868,7 @@ impl<'a> Step<'a> {
                 self.enter(Phase::VerifyingIdentity, Reason::VerifyingIdentity, message);
                 self.requeue = Some(StdDuration::ZERO);
             }
-            Verdict::Adopt { from, released_at } => self.adopt(&from, released_at),
+            Verdict::Adopt(adoptable) => self.adopt(&adoptable),
             Verdict::Wait { reason, message } => {
                 self.enter(Phase::Pending, reason, message);
                 self.requeue = Some(WAIT_RECHECK);
@@ -877,19 +877,21 @@ impl<'a> Step<'a> {
         }
     }
 
-    /// Another remediation of this node released it, and its taint is still there: this one stands on
-    /// that release and never resets the machine itself.
-    fn adopt(&mut self, from: &str, released_at: Timestamp) {
+    /// Another remediation of this node released it, and that release stands: this one stands on it
+    /// and never resets the machine itself. Its record says how the sibling released (its strategy),
+    /// so the guard judges this record as it judges the sibling's.
+    fn adopt(&mut self, adoptable: &crate::gates::Adoptable) {
+        let crate::gates::Adoptable { from, released_at, strategy } = adoptable;
         self.evidence.node = Some(self.ctx.node.evidence(self.ctx.now));
         self.status.admitted_spec = Some(self.spec.clone());
         self.evidence.release = Some(ReleaseEvidence {
             kind: ReleaseKind::Adopted,
             attestation: None,
-            adopted_from: Some(from.to_owned()),
-            strategy: self.spec.remediation_strategy,
+            adopted_from: Some(from.clone()),
+            strategy: *strategy,
             node_ready: self.ctx.node.ready.clone().unwrap_or_default(),
             lease_renew_time: self.ctx.node.lease_renew_time.map(MicroTime),
-            released_at: MicroTime(released_at),
+            released_at: MicroTime(*released_at),
             taint_owned: false,
             pods_deleted: None,
             taint_removed_at: None,
@@ -902,13 +904,13 @@ impl<'a> Step<'a> {
         self.notify(false, Reason::NodeFenced.as_str(), message.clone());
         match self.spec.action {
             FenceAction::Off => self.after_release(message),
-            // The adopted release was left off (only a finished fence is adopted): this one proved
-            // no identity to send On through, so it ends as an Off release does, never waiting
-            // for a power-on nobody will send.
+            // Only a finished fence whose release stands is adopted, so its own power-on is not
+            // coming: this one proved no identity to send On through, so it ends as an Off release
+            // does, never waiting for a power-on nobody will send.
             FenceAction::Reboot => {
                 let reason = Reason::PowerOnNotOwned;
                 let message = format!(
-                    "{message}; {from} left the machine off and this remediation proved no identity to send On through: no power-on ({}), the machine stays off, as with action Off",
+                    "{message}; {from} ended its fence without powering the machine on, and this remediation proved no identity to send On through: no power-on ({}), the release stands as with action Off",
                     reason.as_str()
                 );
                 self.set_condition(contract::POWERED_ON, false, reason.as_str(), &message);

@@ -53,12 +53,9 @@ pub enum Observation {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Verdict {
     Admit(NodeEvidence),
-    /// Another remediation of this node released it and its taint is still on the node: this one
-    /// stands on that release instead of fencing the machine again.
-    Adopt {
-        from: String,
-        released_at: Timestamp,
-    },
+    /// Another remediation of this node released it and that release stands
+    /// ([`crate::gates::release_to_adopt`]): this one stands on it instead of fencing the machine again.
+    Adopt(crate::gates::Adoptable),
     Wait {
         reason: Reason,
         message: String,

@@ -1304,7 +1304,11 @@ fn a_machine_already_off_is_judged_against_the_lease_admission_saw() {
 fn an_adopted_release_with_reboot_ends_as_an_off_release_and_never_waits_for_a_power_on() {
     let spec = CoronerRemediationSpec { action: FenceAction::Reboot, ..spec() };
     let node = node();
-    let adopt = Verdict::Adopt { from: "worker-1-first".into(), released_at: t(-5) };
+    let adopt = Verdict::Adopt(crate::gates::Adoptable {
+        from: "worker-1-first".into(),
+        released_at: t(-5),
+        strategy: crate::api::RemediationStrategy::ResourceDeletion,
+    });
     let decision = step(&spec, &State::default(), Observation::Admission(adopt), ctx(0, &node));
     let phase = decision.status.phase.unwrap();
     assert_eq!(phase, Phase::Done, "the sibling left the machine off; nobody sends On");
@@ -1314,6 +1318,11 @@ fn an_adopted_release_with_reboot_ends_as_an_off_release_and_never_waits_for_a_p
     assert_eq!(decision.reset, None);
     let release = decision.status.evidence.as_ref().unwrap().release.as_ref().unwrap();
     assert_eq!((release.kind, release.adopted_from.as_deref()), (ReleaseKind::Adopted, Some("worker-1-first")));
+    assert_eq!(
+        release.strategy,
+        crate::api::RemediationStrategy::ResourceDeletion,
+        "the record says how the sibling released, whatever this remediation's own strategy"
+    );
 }
 
 #[test]

@@ -579,7 +579,8 @@ fn a_siblings_release_is_adopted_only_while_its_exact_taint_is_on_the_node() {
     world.node =
         crate::taints::with_taint(&world.node, crate::taints::CoronerTaint::OutOfService, &uid, t(900)).unwrap();
     let adopted = release_to_adopt(&world.inputs());
-    assert_eq!(adopted, Some(("w-9-sib-50".into(), t(900))));
+    let strategy = crate::api::RemediationStrategy::OutOfServiceTaint;
+    assert_eq!(adopted, Some(Adoptable { from: "w-9-sib-50".into(), released_at: t(900), strategy }));
     // Someone else's out-of-service taint is not a release to stand on.
     let mut world_foreign = World::new(node("w-9", Some("Unknown"), &[]));
     world_foreign.remediations.push(world.remediations[i].clone());
@@ -591,6 +592,38 @@ fn a_siblings_release_is_adopted_only_while_its_exact_taint_is_on_the_node() {
     )
     .unwrap();
     assert_eq!(release_to_adopt(&world_foreign.inputs()), None);
+}
+
+#[test]
+fn a_siblings_resource_deletion_release_is_adopted_while_its_record_says_it_stands() {
+    let mut world = World::new(node("w-9", Some("Unknown"), &[]));
+    let i = sibling(&mut world, 50, Phase::Done);
+    let status = world.remediations[i].status.get_or_insert_with(Default::default);
+    status.evidence.get_or_insert_with(Default::default).release = Some(crate::api::ReleaseEvidence {
+        kind: crate::api::ReleaseKind::BmcProof,
+        attestation: None,
+        adopted_from: None,
+        strategy: crate::api::RemediationStrategy::ResourceDeletion,
+        node_ready: "Unknown".into(),
+        lease_renew_time: None,
+        released_at: MicroTime(t(900)),
+        taint_owned: false,
+        pods_deleted: Some(3),
+        taint_removed_at: None,
+        release_timed_out: false,
+    });
+    let strategy = crate::api::RemediationStrategy::ResourceDeletion;
+    let adopted = Adoptable { from: "w-9-sib-50".into(), released_at: t(900), strategy };
+    assert_eq!(release_to_adopt(&world.inputs()), Some(adopted), "no taint: the record is the release");
+    // The node reporting Ready ends the release (R1): nothing stands to adopt.
+    world.node = node("w-9", Some("True"), &[]);
+    assert_eq!(release_to_adopt(&world.inputs()), None);
+    // Nor does one its own Reboot ended with an answered On.
+    world.node = node("w-9", Some("Unknown"), &[]);
+    let status = world.remediations[i].status.as_mut().unwrap();
+    status.evidence.as_mut().unwrap().power_on =
+        Some(crate::api::PowerOnEvidence { sent_at: Some(MicroTime(t(950))), ..Default::default() });
+    assert_eq!(release_to_adopt(&world.inputs()), None);
 }
 
 #[test]
