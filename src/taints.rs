@@ -73,6 +73,10 @@ pub struct Ownership {
     pub value: Option<String>,
     pub effect: String,
     pub time_added: Time,
+    /// With the out-of-service taint: the bootID the Node reported when coroner added it, so a taint
+    /// whose remediation is gone is removed only once the machine booted again ([`orphaned`]).
+    #[serde(rename = "bootID", default, skip_serializing_if = "Option::is_none")]
+    pub boot_id: Option<String>,
 }
 
 impl Ownership {
@@ -83,6 +87,7 @@ impl Ownership {
             value: taint.value().map(str::to_owned),
             effect: taint.effect().to_owned(),
             time_added: Time(added),
+            boot_id: None,
         }
     }
 
@@ -152,7 +157,10 @@ pub fn with_taint(node: &Node, taint: CoronerTaint, owner_uid: &str, now: Timest
         return None;
     }
     let added = Timestamp::from_second(now.as_second()).unwrap_or(now);
-    let record = Ownership::new(taint, owner_uid, added);
+    let mut record = Ownership::new(taint, owner_uid, added);
+    if taint == CoronerTaint::OutOfService {
+        record.boot_id = boot_id(node).map(str::to_owned);
+    }
     // Strings and a timestamp: serializing cannot fail.
     let annotation = serde_json::to_string(&record).ok()?;
     let mut updated = node.clone();
@@ -184,6 +192,85 @@ pub fn without_owned(node: &Node, taints: &[CoronerTaint], owner_uid: &str) -> O
         }
     }
     Some(updated)
+}
+
+fn boot_id(node: &Node) -> Option<&str> {
+    let id = node.status.as_ref()?.node_info.as_ref()?.boot_id.as_str();
+    (!id.is_empty()).then_some(id)
+}
+
+fn ready(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == crate::api::conditions::TRUE))
+}
+
+/// The remediations coroner's taint records on the Node name.
+pub fn record_owners(node: &Node) -> Vec<String> {
+    [CoronerTaint::Fencing, CoronerTaint::OutOfService]
+        .into_iter()
+        .filter_map(|t| ownership(node, t))
+        .map(|o| o.uid)
+        .collect()
+}
+
+/// A record of coroner's on a Node whose remediation no longer exists, and what becomes of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Orphan {
+    pub taint: CoronerTaint,
+    /// The remediation the record names.
+    pub owner: String,
+    /// `None`: remove it (its exact taint, if there, and the record); else why it stays.
+    pub held: Option<OrphanHeld>,
+}
+
+/// Why an out-of-service taint whose remediation is gone stays on the Node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OrphanHeld {
+    /// The node does not report `Ready=True`: nothing shows the machine is back, and while the taint
+    /// is there its workloads may run elsewhere.
+    NotReady,
+    /// The node reports the bootID it had when the taint was added: the machine may never have gone
+    /// down, so what the taint released may still run on it.
+    SameBoot,
+    /// The record holds no bootID (an earlier version's), so a new boot cannot be told.
+    BootUnrecorded,
+}
+
+impl OrphanHeld {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NotReady => "the node does not report Ready=True",
+            Self::SameBoot => "the node reports the bootID it had when the taint was added",
+            Self::BootUnrecorded => "the taint's record holds no bootID to tell a new boot by",
+        }
+    }
+}
+
+/// R4: coroner's taint records on the Node whose remediation is not among `live` (the UIDs of the
+/// remediations that exist, listed after the Node was read: a UID is never reused, so one missing is
+/// gone) — a stale leader's write that landed after the finalizer ran. The fencing taint and a record
+/// whose taint is gone go at once; an out-of-service taint only once the node is `Ready=True` with a
+/// bootID other than the one recorded when it was added.
+pub fn orphaned(node: &Node, live: &[String]) -> Vec<Orphan> {
+    [CoronerTaint::Fencing, CoronerTaint::OutOfService]
+        .into_iter()
+        .filter_map(|taint| {
+            let record = ownership(node, taint).filter(|o| !live.contains(&o.uid))?;
+            let on_node = taints(node).iter().any(|t| record.describes(t));
+            let held = match (taint, on_node) {
+                (CoronerTaint::OutOfService, true) if !ready(node) => Some(OrphanHeld::NotReady),
+                (CoronerTaint::OutOfService, true) => match (record.boot_id.as_deref(), boot_id(node)) {
+                    (None, _) => Some(OrphanHeld::BootUnrecorded),
+                    (Some(then), now) if now.is_none_or(|now| now == then) => Some(OrphanHeld::SameBoot),
+                    _ => None,
+                },
+                _ => None,
+            };
+            Some(Orphan { taint, owner: record.uid, held })
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -360,5 +447,56 @@ mod tests {
                 assert_eq!(blocks_power_on(&node(vec![theirs.clone()], &[])), Some(&theirs));
             }
         }
+    }
+
+    fn booted(node: &Node, boot_id: &str, ready: &str) -> Node {
+        let mut node = node.clone();
+        node.status = Some(k8s_openapi::api::core::v1::NodeStatus {
+            node_info: Some(k8s_openapi::api::core::v1::NodeSystemInfo {
+                boot_id: boot_id.into(),
+                ..Default::default()
+            }),
+            conditions: Some(vec![k8s_openapi::api::core::v1::NodeCondition {
+                type_: "Ready".into(),
+                status: ready.into(),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        });
+        node
+    }
+
+    #[test]
+    fn an_out_of_service_taint_whose_remediation_is_gone_goes_only_once_the_node_is_ready_on_a_new_boot() {
+        let fenced = booted(&node(vec![], &[]), "boot-1", "Unknown");
+        let released = round_trip(&with_taint(&fenced, CoronerTaint::OutOfService, "uid-1", at(ADDED)).unwrap());
+        let held = |node: &Node| orphaned(node, &[]).into_iter().map(|o| (o.owner, o.held)).collect::<Vec<_>>();
+        assert_eq!(orphaned(&released, &["uid-1".into()]), [], "its remediation exists: its own finalizer decides");
+        assert_eq!(held(&released), [("uid-1".into(), Some(OrphanHeld::NotReady))]);
+        assert_eq!(held(&booted(&released, "boot-1", "True")), [("uid-1".into(), Some(OrphanHeld::SameBoot))]);
+        assert_eq!(held(&booted(&released, "", "True")), [("uid-1".into(), Some(OrphanHeld::SameBoot))]);
+        assert_eq!(held(&booted(&released, "boot-2", "True")), [("uid-1".into(), None)]);
+        // An earlier version's record holds no bootID: a new boot cannot be told.
+        let unrecorded = booted(
+            &node(
+                vec![out_of_service("nodeshutdown", ADDED)],
+                &[("coroner.dev/out-of-service-owner", &record("uid-1", ADDED))],
+            ),
+            "boot-2",
+            "True",
+        );
+        assert_eq!(held(&unrecorded), [("uid-1".into(), Some(OrphanHeld::BootUnrecorded))]);
+    }
+
+    #[test]
+    fn a_fencing_taint_or_a_record_without_its_taint_whose_remediation_is_gone_goes_at_once() {
+        let fencing = with_taint(&node(vec![], &[]), CoronerTaint::Fencing, "uid-1", at(ADDED)).unwrap();
+        let orphans = orphaned(&fencing, &["uid-2".into()]);
+        assert_eq!(orphans, [Orphan { taint: CoronerTaint::Fencing, owner: "uid-1".into(), held: None }]);
+        let record_only = node(vec![], &[("coroner.dev/out-of-service-owner", &record("uid-1", ADDED))]);
+        let orphans = orphaned(&record_only, &[]);
+        assert_eq!(orphans, [Orphan { taint: CoronerTaint::OutOfService, owner: "uid-1".into(), held: None }]);
+        // Someone else's taint with the key, and no record: nothing of coroner's.
+        assert_eq!(orphaned(&node(vec![out_of_service("nodeshutdown", ADDED)], &[]), &[]), []);
     }
 }

@@ -283,13 +283,20 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
     let remediation_controller = Controller::new(remediations, watcher::Config::default());
     let by_node = remediation_controller.store();
     let pending = remediation_controller.store();
+    // R4: Nodes carrying a taint record of a remediation the cache does not hold, for the sweeper.
+    let (orphans, sweeps) = tokio::sync::mpsc::unbounded_channel::<String>();
     // A node change wakes the remediations for that node (found through NHC's node-name annotation)
     // and every pending one (quorum and queues depend on other nodes); so does an etcd pod change.
     let remediation_controller = remediation_controller
         .watches(Api::<Node>::all(client.clone()), watcher::Config::default(), move |node: Node| {
             let name = node.name_any();
-            by_node
-                .state()
+            let remediations = by_node.state();
+            let owners = crate::taints::record_owners(&node);
+            if owners.iter().any(|owner| !remediations.iter().any(|r| r.uid().as_ref() == Some(owner))) {
+                // The receiver lives as long as the controllers.
+                let _ = orphans.send(name.clone());
+            }
+            remediations
                 .into_iter()
                 .filter(|r| contract::node_name(&r.metadata) == Some(name.as_str()) || is_pending(r))
                 .map(|r| ObjectRef::from_obj(&*r))
@@ -311,6 +318,7 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
     let attestation_controller = attestation::run(ctx.clone(), stop.clone());
     let binding_controller = binding::run(ctx.clone(), stop.clone());
     let verify_controller = verify::run(ctx.clone(), stop.clone());
+    let sweeper = sweep_orphans(ctx.clone(), sweeps, stop.clone());
     info!(namespace, instance = %ctx.instance(), "controllers started");
     let grace = shutdown_grace(ctx.settings.election.as_ref(), &ctx.settings.bmc);
     // A controller told to stop before its cache filled never finishes its graceful shutdown
@@ -318,11 +326,29 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
     // more): after the grace the controllers are dropped, which aborts their reconciles as a crash
     // would, and the fence is built to survive a crash at any await.
     tokio::select! {
-        _ = async { futures::join!(remediation_controller, template_controller, binding_controller, attestation_controller, verify_controller) } => {
+        _ = async { futures::join!(remediation_controller, template_controller, binding_controller, attestation_controller, verify_controller, sweeper) } => {
             info!("controllers stopped");
         }
         () = async { stop.cancelled().await; tokio::time::sleep(grace).await } => {
             warn!(?grace, "controllers did not stop within the grace; dropped, their reconciles aborted");
+        }
+    }
+}
+
+/// R4: sweeps each Node the watch names ([`crate::driver::orphans::sweep`]) until `stop`; a sweep
+/// that fails is tried again on the Node's next event.
+async fn sweep_orphans(
+    ctx: Arc<Context>,
+    mut nodes: tokio::sync::mpsc::UnboundedReceiver<String>,
+    stop: CancellationToken,
+) {
+    loop {
+        let name = tokio::select! {
+            () = stop.cancelled() => return,
+            name = nodes.recv() => match name { Some(name) => name, None => return },
+        };
+        if let Err(error) = crate::driver::orphans::sweep(&*ctx, &ctx.local, &name).await {
+            warn!(node = name, category = error.category(), "sweeping taints whose remediation is gone: {error}");
         }
     }
 }

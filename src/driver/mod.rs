@@ -11,6 +11,7 @@
 pub mod attest;
 mod guard;
 mod identity;
+pub mod orphans;
 pub mod ports;
 mod power;
 mod release;
@@ -99,6 +100,8 @@ pub struct Local {
     /// Statuses decided and not yet written ([`fence::may_wait_for_next_write`]), by remediation UID:
     /// the instance that decided each and the resourceVersion it builds on.
     pub unwritten: std::sync::Mutex<BTreeMap<String, (String, String, CoronerRemediationStatus)>>,
+    /// R4: why this process last said a taint whose remediation is gone stays, by owner UID and taint.
+    orphans: std::sync::Mutex<BTreeMap<(String, &'static str), taints::OrphanHeld>>,
 }
 
 impl Local {
@@ -130,6 +133,17 @@ impl Local {
         let unwritten = self.unwritten.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let (by, version, status) = unwritten.get(uid)?;
         (by == instance && Some(version) == remediation.metadata.resource_version.as_ref()).then(|| status.clone())
+    }
+
+    /// Records why the taint `owner` added stays (`None`: it no longer does); `true` when that is
+    /// news, to be reported.
+    fn orphans_held(&self, owner: &str, taint: CoronerTaint, held: Option<taints::OrphanHeld>) -> bool {
+        let mut orphans = self.orphans.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let key = (owner.to_owned(), taint.key());
+        match held {
+            Some(cause) => orphans.insert(key, cause) != Some(cause),
+            None => orphans.remove(&key).is_some(),
+        }
     }
 
     fn hold(&self, uid: &str, held: Option<(String, String, CoronerRemediationStatus)>) {

@@ -402,6 +402,44 @@ fn the_finalizer_removes_the_approval_with_the_taints() {
     assert!(!taints.iter().any(|t| t.key.starts_with("coroner.dev/") || t.key == "node.kubernetes.io/out-of-service"));
 }
 
+#[test]
+fn an_out_of_service_taint_left_by_a_gone_remediation_is_removed_once_the_node_is_ready_on_a_new_boot() {
+    use crate::{
+        api::{CoronerRemediationSpec, FenceAction},
+        driver::orphans::{HELD, REMOVED},
+        sim::{
+            lab::{Lab, Setup},
+            script::Script,
+        },
+    };
+    let spec = CoronerRemediationSpec { action: FenceAction::Off, ..CoronerRemediationSpec::default() };
+    let lab = Lab::scripted(&Setup::new(UUID, spec), Script::machine(UUID, true));
+    futures::executor::block_on(lab.run());
+    // A deposed leader's release landed after the finalizer ran: the taint stays, its owner gone.
+    lab.world(|t| t.remediations.remove("worker-1"));
+    let sweep = || futures::executor::block_on(lab.sweep()).unwrap();
+    let on_node = || {
+        let node = lab.world(|t| t.node("worker-1")).unwrap();
+        node.spec.and_then(|s| s.taints).unwrap_or_default().iter().any(|t| t.key == crate::taints::OUT_OF_SERVICE_KEY)
+    };
+    let events = |reason: &str| lab.reasons_on("Node").into_iter().filter(|r| r == reason).count();
+    sweep();
+    sweep();
+    assert!(on_node(), "not Ready: the taint stays");
+    assert_eq!(events(HELD), 1, "reported once per cause");
+    assert_eq!(events(REMOVED), 1, "the fencing taint goes at once");
+    lab.world(|t| t.set_ready("worker-1", conditions::TRUE, None));
+    sweep();
+    assert!(on_node(), "Ready on the boot it had when released: it may never have gone down");
+    assert_eq!(events(HELD), 2, "a new cause is reported");
+    lab.world(|t| t.set_ready("worker-1", conditions::TRUE, Some("worker-1-boot-2")));
+    sweep();
+    assert!(!on_node(), "Ready on a new boot: removed");
+    assert_eq!(events(REMOVED), 2);
+    let node = lab.world(|t| t.node("worker-1")).unwrap();
+    assert!(!node.annotations().contains_key("coroner.dev/out-of-service-owner"));
+}
+
 /// Through the loop: the node reports back with its old bootID; the reconcile records it (a Warning
 /// on the remediation and the Node, the metric); NHC's delete follows, and the finalizer does not
 /// report it a second time.

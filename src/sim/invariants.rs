@@ -102,7 +102,8 @@ impl Checker {
 
     /// Until when a release stands (docs/safety.md, "After the release"): coroner ends it to power the
     /// machine on (its out-of-service taint taken off, or its `On` sent), the remediation is deleted,
-    /// or the node reports `Ready=True`. A taint removed by someone else does not end it.
+    /// or the node reports `Ready=True`. A taint removed by someone else does not end it. (A release
+    /// that took effect after its remediation's deletion began ends at once.)
     fn release_end(truth: &Truth, release: &Release) -> Micros {
         let mut end = Micros::MAX;
         for record in &truth.log {
@@ -121,7 +122,9 @@ impl Checker {
                     *at
                 }
                 Record::Reset { at, by, on: true, .. } if *at > release.at && by.task == release.remediation => *at,
-                Record::Deleted { at, uid, .. } if *at >= release.at && *uid == release.uid => *at,
+                // A deletion that began before the release took effect (a pod deletion already under
+                // way) ends it as it takes effect: no guard follows a remediation being deleted.
+                Record::Deleted { at, uid, .. } if *uid == release.uid => (*at).max(release.at),
                 _ => continue,
             };
             end = end.min(at);

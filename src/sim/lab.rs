@@ -361,6 +361,11 @@ impl<D: Target + Clone> Lab<D> {
         result
     }
 
+    /// R4: the sweep a Node event runs for the lab's node ([`driver::orphans::sweep`]).
+    pub async fn sweep(&self) -> Result<(), driver::Error> {
+        driver::orphans::sweep(self, &self.local, &self.name).await
+    }
+
     /// Runs the remediation until nothing would wake its controller (it ended, waits for a change no
     /// one makes, or is gone) and returns its status.
     pub async fn run(&self) -> CoronerRemediationStatus {
