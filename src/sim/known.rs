@@ -9,10 +9,6 @@ pub const KNOWN_FAILURES: &[(u64, &str)] = &[];
 /// port; those marked "(soak)" failed in a 10 000-seed soak of the fixed loop (seeds 1000..11000),
 /// some on a coroner defect, some on an oracle that judged more strictly than the rule.
 pub const REGRESSIONS: &[(u64, &str)] = &[
-    (
-        96908,
-        "R1 (soak): a second remediation fenced (ForceOff) a machine whose ResourceDeletion release stood under guard: Alert; only a taint release was adopted",
-    ),
     (17, "class 3: discovery takes the first system whose UUID names the node (a cloned UUID on the same BMC)"),
     (18, "class 12: a second remediation for a node being fenced sends its own reset"),
     (33, "class 12: a second remediation for a node being fenced sends its own reset"),
@@ -501,5 +497,13 @@ pub const REGRESSIONS: &[(u64, &str)] = &[
     (
         23535,
         "R2 (soak): a guard ForceOff whose leader check failed on a 503 was tried again only at the next guard round; an unanswered guard ForceOff now makes the guard due at once",
+    ),
+    (
+        96908,
+        "R1 (soak): a second remediation fenced (ForceOff) a machine whose ResourceDeletion release stood under guard: Alert; only a taint release was adopted",
+    ),
+    (
+        113023,
+        "R1 (soak, the oracle): a ResourceDeletion release whose pod deletions were under way when its remediation's deletion began was judged as standing for ever; the deletion ends it as it takes effect",
     ),
 ];
