@@ -1088,6 +1088,7 @@ pub fn record_release(
     let evidence = status.evidence.get_or_insert_with(Evidence::default);
     evidence.release = Some(ReleaseEvidence {
         adopted_from: None,
+        release_id: Some(crate::guard::release_id_at(&plan.remediation_uid, now)),
         kind: ReleaseKind::OperatorAttested,
         attestation: Some(AttestationEvidence {
             name: attestation.name_any(),

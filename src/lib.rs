@@ -8,6 +8,11 @@
 //! The one fence loop, over small I/O traits: [`driver`]. Thin I/O: [`bmc`] (Redfish), [`ipmi`] (IPMI v2.0
 //! RMCP+), [`pdu`] (PDU outlets: clients only, no level uses them yet), [`cluster`] (Kubernetes), [`access`] (a binding's client), wired by [`controller`] and [`cli`].
 
+/// The stack of every thread that runs the fence loop (tokio's workers, the simulator's): its futures
+/// nest deeply (a reconcile, the guard, the checks right before a power action), and an unoptimised
+/// build's frames outgrow the 2 MiB default. Reserved address space, not memory in use.
+pub const WORKER_STACK: usize = 8 << 20;
+
 pub mod access;
 pub mod api;
 pub mod attestation;

@@ -601,6 +601,10 @@ pub enum ReleaseKind {
 pub struct ReleaseEvidence {
     #[serde(default)]
     pub kind: ReleaseKind,
+    /// This release's id, as an approval names it: `<remediation UID>@<releasedAt, Unix seconds>`.
+    /// Absent on a record an earlier version wrote, until this version's guard first reads it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release_id: Option<String>,
     /// With `OperatorAttested`: who attested what, verbatim.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attestation: Option<AttestationEvidence>,

@@ -156,6 +156,7 @@ mod tests {
         r.status = Some(CoronerRemediationStatus {
             evidence: released_at.map(|secs| Evidence {
                 release: Some(ReleaseEvidence {
+                    release_id: None,
                     kind: ReleaseKind::BmcProof,
                     attestation: None,
                     adopted_from: None,

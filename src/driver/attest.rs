@@ -287,9 +287,11 @@ async fn finish<W: World>(
     remediation: CoronerRemediation,
     released: &AttestedRelease,
 ) -> Result<Next, Error> {
+    let uid = remediation.uid().unwrap_or_default();
     update_remediation_status(world, &remediation.name_any(), |status| {
         let record = status.evidence.as_ref()?.release.as_ref()?.attestation.as_ref()?;
-        (record.state != AttestedReleaseState::Released).then(|| attestation::confirm_release(status, released))
+        (record.state != AttestedReleaseState::Released)
+            .then(|| crate::guard::with_release_id(attestation::confirm_release(status, released), status, &uid))
     })
     .await?;
     if let Err(error) = mark_attestation_released(world, attestation, released).await {
@@ -297,7 +299,7 @@ async fn finish<W: World>(
         warn!(%error, attestation = %attestation.name_any(), "released, but could not mark the attestation Released");
     }
     // R3: the id an approval must name, as the confirmed record gives it.
-    let id = crate::guard::release_id_at(&remediation.uid().unwrap_or_default(), released.released_at.0);
+    let id = crate::guard::release_id_at(&uid, released.released_at.0);
     let message = format!("{} (release {id})", attestation::release_message(attestation));
     info!(attestation = %attestation.name_any(), node = %attestation.spec.node_name, remediation = %remediation.name_any(), "{message}");
     let attested = Notice { warning: true, reason: attestation::OPERATOR_ATTESTED.into(), message };

@@ -629,8 +629,9 @@ impl<'a, W: World> Fence<'a, W> {
     /// decision right after it carries).
     async fn commit_as(&mut self, decision: Decision, node: Option<&Node>, until_flushed: bool) -> Result<(), Error> {
         let old = self.status();
-        let decision = Decision { status: fence::with_reader(decision.status, &self.world.instance()), ..decision };
         let stored = self.remediation.status.clone().unwrap_or_default();
+        let status = fence::with_reader(decision.status, &self.world.instance());
+        let decision = Decision { status: crate::guard::with_release_id(status, &stored, &self.uid), ..decision };
         if decision.status == stored {
             self.stored(self.remediation.clone());
         } else if fence::may_wait_for_next_write(&stored, &decision.status) {

@@ -886,6 +886,8 @@ impl<'a> Step<'a> {
         self.status.admitted_spec = Some(self.spec.clone());
         self.evidence.release = Some(ReleaseEvidence {
             kind: ReleaseKind::Adopted,
+            // Given by the driver as it writes it (guard::with_release_id).
+            release_id: None,
             attestation: None,
             adopted_from: Some(from.clone()),
             strategy: *strategy,
@@ -1630,6 +1632,7 @@ impl<'a> Step<'a> {
     fn release_evidence(&self, released: &Released) -> ReleaseEvidence {
         ReleaseEvidence {
             kind: ReleaseKind::BmcProof,
+            release_id: None,
             attestation: None,
             adopted_from: None,
             strategy: self.spec.remediation_strategy,

@@ -563,6 +563,7 @@ fn a_siblings_release_is_adopted_only_while_its_exact_taint_is_on_the_node() {
     let uid = world.remediations[i].metadata.uid.clone().unwrap();
     let status = world.remediations[i].status.get_or_insert_with(Default::default);
     status.evidence.get_or_insert_with(Default::default).release = Some(crate::api::ReleaseEvidence {
+        release_id: None,
         kind: crate::api::ReleaseKind::BmcProof,
         attestation: None,
         adopted_from: None,
@@ -600,6 +601,7 @@ fn a_siblings_resource_deletion_release_is_adopted_while_its_record_says_it_stan
     let i = sibling(&mut world, 50, Phase::Done);
     let status = world.remediations[i].status.get_or_insert_with(Default::default);
     status.evidence.get_or_insert_with(Default::default).release = Some(crate::api::ReleaseEvidence {
+        release_id: None,
         kind: crate::api::ReleaseKind::BmcProof,
         attestation: None,
         adopted_from: None,

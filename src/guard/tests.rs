@@ -43,6 +43,7 @@ fn released() -> CoronerRemediationStatus {
                 binding_generation: None,
             }),
             release: Some(ReleaseEvidence {
+                release_id: None,
                 kind: ReleaseKind::BmcProof,
                 attestation: None,
                 adopted_from: None,
@@ -723,4 +724,134 @@ fn a_node_deleted_under_a_standing_release_is_reported_on_its_binding_with_the_m
     ended.evidence.as_mut().unwrap().release.as_mut().unwrap().taint_removed_at = Some(MicroTime(t(9)));
     assert!(unguarded_by_node_deletion(&ended, "worker-1").is_none(), "coroner ended the release for its On");
     assert!(unguarded_by_node_deletion(&CoronerRemediationStatus::default(), "worker-1").is_none());
+}
+
+#[test]
+fn a_release_gets_its_id_when_it_is_written_and_an_earlier_versions_record_keeps_none() {
+    let none = CoronerRemediationStatus::default();
+    let stamped = with_release_id(released(), &none, "rem-uid");
+    let recorded = |s: &CoronerRemediationStatus| s.evidence.as_ref()?.release.as_ref()?.release_id.clone();
+    assert_eq!(recorded(&stamped), Some(id()), "the write that makes the release records its id");
+    assert_eq!(recorded(&with_release_id(released(), &released(), "rem-uid")), None, "an earlier version's record");
+    // An attested release confirmed at its Node update moves its time, and its id with it.
+    let mut confirmed = stamped.clone();
+    confirmed.evidence.as_mut().unwrap().release.as_mut().unwrap().released_at = MicroTime(t(9));
+    assert_eq!(recorded(&with_release_id(confirmed, &stamped, "rem-uid")), Some(release_id_at("rem-uid", t(9))));
+}
+
+#[test]
+fn an_approval_that_names_no_release_given_after_an_earlier_versions_release_is_honoured_once_for_it() {
+    let upgrade = from_before_upgrade(&released(), "rem-uid", Some("alice: disks checked"), Some(t(7))).unwrap();
+    let (rewritten, notice) = upgrade.approval.unwrap();
+    assert_eq!(rewritten, format!("{} from-before-upgrade: alice: disks checked", id()));
+    assert!(matches!(approval(Some(&id()), Some(&rewritten)), Approval::ForThisRelease(_)));
+    assert_eq!(notice.reason, APPROVAL_FROM_BEFORE_UPGRADE);
+    assert!(notice.warning);
+    let recorded = upgrade.status.evidence.as_ref().unwrap().release.as_ref().unwrap().release_id.clone();
+    assert_eq!(recorded, Some(id()));
+    assert_eq!(from_before_upgrade(&upgrade.status, "rem-uid", Some("alice: disks checked"), Some(t(7))), None, "once");
+}
+
+#[test]
+fn an_approval_from_before_the_release_or_naming_a_release_is_not_carried_over_an_upgrade() {
+    let judged = |value: &str, at: Timestamp| from_before_upgrade(&released(), "rem-uid", Some(value), Some(at));
+    assert_eq!(judged("alice: disks checked", t(3)).unwrap().approval, None, "written before the release");
+    assert_eq!(judged("other-uid@1800000001 bob: ok", t(7)).unwrap().approval, None, "names another release");
+    assert_eq!(from_before_upgrade(&released(), "rem-uid", Some("alice: ok"), None).unwrap().approval, None);
+    assert_eq!(from_before_upgrade(&released(), "rem-uid", None, None).unwrap().approval, None);
+}
+
+#[test]
+fn the_approval_was_set_when_the_latest_manager_that_owns_it_wrote() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry, Time};
+    let entry = |fields: serde_json::Value, at: i64| ManagedFieldsEntry {
+        fields_v1: Some(FieldsV1(fields)),
+        time: Some(Time(t(at))),
+        ..ManagedFieldsEntry::default()
+    };
+    let owns = serde_json::json!({"f:metadata": {"f:annotations": {"f:coroner.dev/power-on-approved": {}}}});
+    let other = serde_json::json!({"f:metadata": {"f:annotations": {"f:other": {}}}});
+    let mut node = Node::default();
+    node.metadata.managed_fields = Some(vec![entry(owns.clone(), 4), entry(other, 9), entry(owns, 6)]);
+    assert_eq!(approval_set_at(&node), Some(t(6)));
+    assert_eq!(approval_set_at(&Node::default()), None);
+}
+
+/// A lab whose remediation released its node under `strategy` and whose record is then made the
+/// shape an earlier version wrote (no `releaseId`), as after an upgrade.
+fn released_by_an_earlier_version(strategy: RemediationStrategy) -> crate::sim::lab::Lab<crate::sim::script::Scripted> {
+    use crate::{
+        api::{CoronerRemediationSpec, FenceAction},
+        sim::{
+            lab::{Lab, Setup},
+            script::Script,
+        },
+    };
+    let spec = CoronerRemediationSpec {
+        action: FenceAction::Off,
+        remediation_strategy: strategy,
+        ..CoronerRemediationSpec::default()
+    };
+    let lab = Lab::scripted(&Setup::new(UUID, spec), Script::machine(UUID, true));
+    let fenced = futures::executor::block_on(lab.run());
+    let release = fenced.evidence.as_ref().and_then(|e| e.release.as_ref()).expect("released");
+    assert!(release.release_id.is_some(), "this version records the id with the release");
+    lab.world(|t| {
+        let rv = t.next_rv();
+        let r = t.remediations.get_mut("worker-1").unwrap();
+        r.status.as_mut().unwrap().evidence.as_mut().unwrap().release.as_mut().unwrap().release_id = None;
+        r.metadata.resource_version = Some(rv);
+    });
+    lab
+}
+
+/// R7: after an upgrade, the first guard round gives an earlier version's record its id, and the
+/// guard switches the released machine off as it does for its own releases, for each release kind.
+#[test]
+fn a_release_an_earlier_version_recorded_is_guarded_by_this_one() {
+    for strategy in [RemediationStrategy::OutOfServiceTaint, RemediationStrategy::ResourceDeletion] {
+        let lab = released_by_an_earlier_version(strategy);
+        lab.device().switch_on("1");
+        for _ in 0..2 {
+            futures::executor::block_on(lab.clock().sleep(StdDuration::from_secs(15)));
+            let _ = futures::executor::block_on(lab.reconcile());
+        }
+        let release = lab.status().evidence.unwrap().release.unwrap();
+        assert!(release.release_id.is_some(), "{strategy:?}: migrated");
+        assert_eq!(lab.device().resets(), [crate::bmc::ResetType::ForceOff; 2], "{strategy:?}: {:?}", lab.reasons());
+        assert!(!lab.reasons().iter().any(|r| r == APPROVAL_FROM_BEFORE_UPGRADE));
+    }
+}
+
+/// R3 upgrade: an approval an earlier version accepted (it names no release), given after the
+/// release, is rewritten to name it and honoured; the guard then leaves the machine on.
+#[test]
+fn an_approval_from_before_an_upgrade_is_rewritten_to_name_its_release_and_honoured() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry, Time};
+    let lab = released_by_an_earlier_version(RemediationStrategy::OutOfServiceTaint);
+    futures::executor::block_on(lab.clock().sleep(StdDuration::from_secs(5)));
+    let now = lab.clock().now();
+    lab.world(|t| {
+        t.annotate_node("worker-1", APPROVAL_ANNOTATION, "alice: disks checked");
+        let node = t.nodes.get_mut("worker-1").unwrap();
+        node.metadata.managed_fields = Some(vec![ManagedFieldsEntry {
+            manager: Some("kubectl-annotate".into()),
+            fields_v1: Some(FieldsV1(
+                serde_json::json!({"f:metadata": {"f:annotations": {"f:coroner.dev/power-on-approved": {}}}}),
+            )),
+            time: Some(Time(now)),
+            ..ManagedFieldsEntry::default()
+        }]);
+    });
+    lab.device().switch_on("1");
+    for _ in 0..2 {
+        futures::executor::block_on(lab.clock().sleep(StdDuration::from_secs(15)));
+        let _ = futures::executor::block_on(lab.reconcile());
+    }
+    let uid = lab.world(|t| t.remediation("worker-1")).and_then(|r| r.metadata.uid).unwrap();
+    let id = release_id(&uid, &lab.status()).unwrap();
+    let value = lab.world(|t| t.node("worker-1")).unwrap().annotations()[APPROVAL_ANNOTATION].clone();
+    assert_eq!(value, format!("{id} from-before-upgrade: alice: disks checked"), "{:?}", lab.reasons());
+    assert_eq!(lab.reasons().iter().filter(|r| *r == APPROVAL_FROM_BEFORE_UPGRADE).count(), 1);
+    assert_eq!(lab.device().resets(), [crate::bmc::ResetType::ForceOff], "approved: the guard leaves it on");
 }

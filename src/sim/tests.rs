@@ -22,9 +22,15 @@ fn explore(seeds: Vec<u64>) -> Vec<String> {
             (0..workers).map(|w| seeds.iter().copied().skip(w).step_by(workers).collect()).collect();
         let handles: Vec<_> = chunks
             .into_iter()
-            .map(|chunk| scope.spawn(move || chunk.into_iter().map(run).collect::<Vec<_>>()))
+            .map(|chunk| {
+                std::thread::Builder::new()
+                    .stack_size(crate::WORKER_STACK)
+                    .spawn_scoped(scope, move || chunk.into_iter().map(run).collect::<Vec<_>>())
+                    .expect("a thread for the simulator")
+            })
             .collect();
-        handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
+        // A worker that panicked must not take its seeds' verdicts with it.
+        handles.into_iter().flat_map(|h| h.join().expect("a simulator worker panicked")).collect()
     });
     let ipmi = seeds.iter().filter(|seed| super::scenario::Scenario::generate(**seed).ipmi.is_some()).count();
     let (mut calls, mut crashes, mut faults) = (0u64, 0u64, 0u64);
@@ -75,5 +81,6 @@ fn sim_soak() {
 #[ignore = "a tool: runs the seed in SIM_SEED"]
 fn sim_one() {
     let seed = std::env::var("SIM_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0);
-    println!("{}", super::story(seed));
+    let story = std::thread::Builder::new().stack_size(crate::WORKER_STACK).spawn(move || super::story(seed));
+    println!("{}", story.expect("a thread for the seed").join().expect("the seed's story"));
 }

@@ -132,6 +132,7 @@ mod tests {
     fn released(mut r: CoronerRemediation, at_secs: i64) -> CoronerRemediation {
         r.status.as_mut().unwrap().evidence = Some(Evidence {
             release: Some(ReleaseEvidence {
+                release_id: None,
                 kind: ReleaseKind::BmcProof,
                 attestation: None,
                 adopted_from: None,

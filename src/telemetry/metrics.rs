@@ -84,7 +84,7 @@ pub struct Metrics {
     pub fence_did_not_take_effect: Family<NodeLabels, Counter>,
     pub returned_without_approval: Family<NodeLabels, Counter>,
     /// Every way around a rule that was taken, by kind (`ApprovalPolicyMissing`,
-    /// `ReturnedWithoutApproval`).
+    /// `ApprovalFromBeforeUpgrade`, `ReturnedWithoutApproval`).
     pub safety_overrides: Family<KindLabels, Counter>,
     /// 1 while a CRD coroner serves is older than it needs: it acts on nothing.
     pub crd_outdated: Gauge,
@@ -200,7 +200,7 @@ impl Metrics {
         );
         registry.register(
             "safety_overrides",
-            "Ways around a safety rule that were taken, by kind (ApprovalPolicyMissing: an approval honoured with no admission policy guarding it; ReturnedWithoutApproval)",
+            "Ways around a safety rule that were taken, by kind (ApprovalPolicyMissing: an approval honoured with no admission policy guarding it; ApprovalFromBeforeUpgrade: an approval naming no release, honoured once after an upgrade; ReturnedWithoutApproval)",
             m.safety_overrides,
         );
         (metrics, registry)
@@ -365,6 +365,7 @@ mod tests {
 
         let mut released = proven.clone();
         released.evidence.as_mut().unwrap().release = Some(ReleaseEvidence {
+            release_id: None,
             kind: crate::api::ReleaseKind::BmcProof,
             attestation: None,
             adopted_from: None,
