@@ -527,7 +527,7 @@ pub fn no_life_in_fence(remediation: &CoronerRemediation, remembered: Option<&st
             ),
         ));
     }
-    if let Some(reader) = progress.and_then(|p| p.reader.as_deref()) {
+    if let Some(reader) = progress.and_then(|p| p.reader.as_deref().or(p.unrecorded_reader.as_deref())) {
         return Err(Refusal::new(
             AttestationReason::ReadingUnrecorded,
             format!(

@@ -727,10 +727,15 @@ pub fn answered(
 
 /// bootID continuity: a fenced node that reports back (its kubelet posts `Ready` again) with the
 /// bootID it had when the fence was admitted never went down — the fence did not take effect. The
-/// strongest split-brain signal there is.
+/// strongest split-brain signal there is. A release counts from the moment it may have taken effect:
+/// recorded, begun (`ResourceDeletion`'s first pod may be gone), or its exact taint on the Node
+/// (written, its status write lost or not landed yet).
 pub fn fence_did_not_take_effect(status: &CoronerRemediationStatus, node: &NodeSnapshot) -> Option<String> {
     let evidence = status.evidence.as_ref()?;
-    evidence.release.as_ref()?;
+    let begun = status.progress.as_ref().is_some_and(|p| p.release_begun.is_some());
+    if evidence.release.is_none() && !begun && node.released_at.is_none() {
+        return None;
+    }
     let before = evidence.node.as_ref()?.boot_id.as_str();
     let reports = matches!(node.ready.as_deref(), Some(conditions::TRUE | conditions::FALSE));
     (reports && !before.is_empty() && node.boot_id == before).then(|| {

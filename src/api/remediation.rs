@@ -404,6 +404,10 @@ pub struct Progress {
     /// (docs/safety.md A1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reader: Option<String>,
+    /// A1: the reader another process took over from; what it last read may be lost with it, until
+    /// a reading is recorded after the takeover. No attestation follows the fence meanwhile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unrecorded_reader: Option<String>,
     /// `ResourceDeletion`: written before the first pod is force-deleted (docs/safety.md R1). From
     /// then on the pods deleted are a release, guarded like any other, whatever ends the fence: a
     /// crash, a lost answer, a timeout or a failure between a deletion and its record.

@@ -853,6 +853,15 @@ fn an_attestation_never_follows_a_fence_whose_reader_stopped_before_it_recorded_
 }
 
 #[test]
+fn an_attestation_never_follows_a_fence_whose_reader_was_taken_over_before_a_reading_was_recorded() {
+    let mut world = World::dead_node();
+    last_read(&mut world, "Off");
+    world.remediations[0].status.as_mut().unwrap().progress.as_mut().unwrap().unrecorded_reader = Some("p3/1".into());
+    let (verdict, _) = world.evaluate(t(0));
+    assert!(matches!(&verdict, Verdict::Refuse(r) if r.reason == AttestationReason::ReadingUnrecorded), "{verdict:?}");
+}
+
+#[test]
 fn a_node_that_booted_since_its_fence_was_admitted_refuses_the_attestation() {
     let mut booted = node("Unknown");
     booted.status.as_mut().unwrap().node_info =

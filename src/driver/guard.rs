@@ -13,9 +13,6 @@ impl<W: World> Fence<'_, W> {
     /// pre-fence bootID never went down ([`crate::guard::fence_did_not_take_effect`]).
     pub(super) async fn check_boot_id(&mut self, node: &Node) -> Result<(), Error> {
         let status = self.status();
-        if status.evidence.as_ref().and_then(|e| e.release.as_ref()).is_none() {
-            return Ok(());
-        }
         let snapshot = NodeSnapshot::new(node, None, &self.uid);
         let Some(message) = crate::guard::fence_did_not_take_effect(&status, &snapshot) else { return Ok(()) };
         let memory = self.remembered();

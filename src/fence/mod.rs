@@ -456,11 +456,17 @@ fn reads_the_machine(phase: Phase) -> bool {
 /// ([`reader_unnamed`]); the write that ends the fence holds the writer's last reading (kept in
 /// memory from the moment it answered) and so names no reader, unless the reader was another
 /// process: then its name stays, and no attestation follows the fence
-/// (`attestation::no_life_in_fence`).
+/// (`attestation::no_life_in_fence`). A process that takes over as reader keeps its predecessor's
+/// name (`unrecorded_reader`) until it records a reading of its own.
 pub fn with_reader(mut status: CoronerRemediationStatus, instance: &str) -> CoronerRemediationStatus {
     let phase = phase_of(&status);
     if reads_the_machine(phase) {
-        status.progress.get_or_insert_with(Progress::default).reader = Some(instance.to_owned());
+        let progress = status.progress.get_or_insert_with(Progress::default);
+        // Taking over from another reader: what it last read may be lost with it, until a reading
+        // is recorded after the takeover ([`Step::saw_power`] clears it).
+        if let Some(previous) = progress.reader.replace(instance.to_owned()).filter(|p| p != instance) {
+            progress.unrecorded_reader = Some(previous);
+        }
     } else if phase.is_terminal()
         && let Some(progress) = status.progress.as_mut()
         && progress.reader.as_deref() == Some(instance)
@@ -1018,7 +1024,9 @@ impl<'a> Step<'a> {
         let attempt = self.progress.attempt.max(1);
         let last_power_state = self.progress.last_power_state.take();
         let release_begun = self.progress.release_begun.take();
-        self.progress = Progress { attempt, last_power_state, release_begun, ..Progress::default() };
+        let (reader, unrecorded_reader) = (self.progress.reader.take(), self.progress.unrecorded_reader.take());
+        self.progress =
+            Progress { attempt, last_power_state, release_begun, reader, unrecorded_reader, ..Progress::default() };
         let last_power = self.memory.last_power.take();
         self.memory = Memory { through: Some(found.through), last_power, ..Memory::default() };
         self.enter(Phase::PoweringOff, Reason::PoweringOff, message);
@@ -1156,6 +1164,7 @@ impl<'a> Step<'a> {
     /// A reading of the node's machine (A1), in status and in this process's memory.
     fn saw_power(&mut self, power: &str) {
         self.progress.last_power_state = Some(power.to_owned());
+        self.progress.unrecorded_reader = None;
         self.memory.last_power = Some(power.to_owned());
     }
 

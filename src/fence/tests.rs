@@ -1894,6 +1894,23 @@ fn a_process_is_named_the_fence_s_reader_before_it_reads_and_unnamed_when_it_end
 }
 
 #[test]
+fn a_process_that_takes_over_as_reader_keeps_its_predecessor_named_until_it_records_a_reading() {
+    let named = with_reader(confirming(&spec()).status, "p3/1");
+    let taken_over = with_reader(named, ME);
+    let progress = taken_over.progress.as_ref().unwrap();
+    assert_eq!((progress.reader.as_deref(), progress.unrecorded_reader.as_deref()), (Some(ME), Some("p3/1")));
+    // Ended by the new reader with no reading of its own: the predecessor's may be lost.
+    let mut ended = taken_over.clone();
+    ended.phase = Some(Phase::Failed);
+    assert_eq!(with_reader(ended, ME).progress.unwrap().unrecorded_reader.as_deref(), Some("p3/1"));
+    // A reading recorded after the takeover is the fence's last reading.
+    let node = node();
+    let state = State { status: taken_over, memory: Memory::default() };
+    let read = step(&spec(), &state, power(PowerState::Off), ctx(3, &node));
+    assert_eq!(read.status.progress.unwrap().unrecorded_reader, None);
+}
+
+#[test]
 fn a_release_time_written_by_a_clock_that_ran_ahead_cannot_hold_the_wait_for_release() {
     let spec = spec();
     let node = node();

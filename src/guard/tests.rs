@@ -855,3 +855,15 @@ fn an_approval_from_before_an_upgrade_is_rewritten_to_name_its_release_and_honou
     assert_eq!(lab.reasons().iter().filter(|r| *r == APPROVAL_FROM_BEFORE_UPGRADE).count(), 1);
     assert_eq!(lab.device().resets(), [crate::bmc::ResetType::ForceOff], "approved: the guard leaves it on");
 }
+
+#[test]
+fn a_node_back_on_its_old_boot_counts_against_a_release_whose_status_write_has_not_landed() {
+    let mut unrecorded = released();
+    unrecorded.evidence.as_mut().unwrap().release = None;
+    let back = |released: bool| NodeSnapshot { ready: Some(conditions::TRUE.into()), ..node(released) };
+    assert!(fence_did_not_take_effect(&unrecorded, &back(false)).is_none(), "nothing was released");
+    assert!(fence_did_not_take_effect(&unrecorded, &back(true)).is_some(), "its exact taint is on the Node");
+    let mut begun = unrecorded.clone();
+    begun.progress.get_or_insert_with(Default::default).release_begun = released().evidence.unwrap().release;
+    assert!(fence_did_not_take_effect(&begun, &back(false)).is_some(), "its pod deletions may have begun");
+}

@@ -506,4 +506,12 @@ pub const REGRESSIONS: &[(u64, &str)] = &[
         113023,
         "R1 (soak, the oracle): a ResourceDeletion release whose pod deletions were under way when its remediation's deletion began was judged as standing for ever; the deletion ends it as it takes effect",
     ),
+    (
+        124138,
+        "bootID (soak): a node back on its old boot after a release whose status write never landed (its taint on the Node) was not reported; the check now counts a release from its taint or its begun deletion",
+    ),
+    (
+        125368,
+        "A1 (soak): a leader died holding an unrecorded On reading; the next leader took over as reader, its reads failed, and an attestation followed; the predecessor now stays named (unrecorded_reader) until a reading is recorded",
+    ),
 ];
