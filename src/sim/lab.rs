@@ -428,8 +428,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl<D: Target + Clone> Finalizer for Lab<D> {
     async fn set_finalizer(&self, remediation: &CoronerRemediation, present: bool) -> ApiResult<()> {
-        let expected = remediation.resource_version();
-        self.world(|t| t.set_finalizer(&remediation.name_any(), expected.as_deref(), present))
+        self.world(|t| t.set_finalizer(&remediation.name_any(), remediation.finalizers(), present))
     }
 }
 

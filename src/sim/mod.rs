@@ -831,8 +831,8 @@ mod task {
     }
 }
 
-/// kube-runtime's finalizer helper: adds or removes coroner's finalizer under the remediation's
-/// resourceVersion.
+/// kube-runtime's finalizer helper: adds or removes coroner's finalizer with a JSON Patch whose
+/// `test` is on the finalizers as `remediation` holds them ([`world::Truth::set_finalizer`]).
 pub trait Finalizer {
     fn set_finalizer(
         &self,

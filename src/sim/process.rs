@@ -219,8 +219,8 @@ impl Process {
 impl super::Finalizer for Process {
     async fn set_finalizer(&self, remediation: &CoronerRemediation, present: bool) -> ApiResult<()> {
         let name = remediation.name_any();
-        let expected = remediation.resource_version();
-        self.api(true, |t| t.set_finalizer(&name, expected.as_deref(), present)).await
+        let read = remediation.finalizers().to_vec();
+        self.api(true, |t| t.set_finalizer(&name, &read, present)).await
     }
 }
 

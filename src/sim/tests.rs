@@ -84,3 +84,31 @@ fn sim_one() {
     let story = std::thread::Builder::new().stack_size(crate::WORKER_STACK).spawn(move || super::story(seed));
     println!("{}", story.expect("a thread for the seed").join().expect("the seed's story"));
 }
+
+/// The simulator's finalizer helper patches as kube-runtime's does (a JSON Patch `test` on the
+/// finalizers only): a status written since the read does not stop it; a finalizer list changed
+/// since does.
+#[test]
+fn the_finalizer_helper_tests_the_finalizers_only_as_kube_runtime_does() {
+    use crate::{api::CoronerRemediationSpec, contract};
+    let mut truth = super::world::Truth::new("coroner");
+    truth.add_node_as("worker-1", "uuid-1", "boot-1", "Unknown", &[]);
+    truth.create_remediation("r", "worker-1", &CoronerRemediationSpec::default());
+    let read = truth.remediation("r").unwrap();
+    truth.write_status("r", read.metadata.resource_version.as_deref(), &Default::default()).unwrap();
+    truth.set_finalizer("r", read.metadata.finalizers.as_deref().unwrap_or_default(), true).unwrap();
+    let with = truth.remediation("r").unwrap();
+    assert_eq!(with.metadata.finalizers.as_deref(), Some(&[contract::FINALIZER.to_owned()][..]));
+    // Added by someone else since the read: the list is not the one read.
+    assert!(truth.set_finalizer("r", &[], true).is_err());
+    // Another controller's finalizer added after ours: ours is still at the index read.
+    let mut others = with.metadata.finalizers.clone().unwrap();
+    truth.remediations.get_mut("r").unwrap().metadata.finalizers.as_mut().unwrap().push("other/finalizer".into());
+    truth.delete_remediation("r");
+    truth.set_finalizer("r", &others, false).unwrap();
+    let left = truth.remediation("r").expect("the other finalizer holds it");
+    assert_eq!(left.metadata.finalizers.as_deref(), Some(&["other/finalizer".to_owned()][..]));
+    // Ours gone already: the test fails instead of removing someone else's.
+    others = vec![contract::FINALIZER.to_owned()];
+    assert!(truth.set_finalizer("r", &others, false).is_err());
+}

@@ -1020,18 +1020,33 @@ impl Truth {
         Ok(written)
     }
 
-    /// kube-runtime's finalizer helper: adds or removes coroner's finalizer under the resourceVersion
-    /// `expected`; a deleted remediation goes once its last finalizer does.
-    pub fn set_finalizer(&mut self, name: &str, expected: Option<&str>, present: bool) -> ApiResult<()> {
+    /// kube-runtime's finalizer helper, as it patches: JSON Patches whose `test` is on the finalizers
+    /// only (never the resourceVersion), so a status written since `read` does not stop it. Adding:
+    /// the list must still be the one read (none: absent). Removing: the finalizer must still be at
+    /// the index it had in `read`. A failed `test` is refused (the API server answers 422; the
+    /// controller tries again on the next event). A deleted remediation goes once its last
+    /// finalizer does.
+    pub fn set_finalizer(&mut self, name: &str, read: &[String], present: bool) -> ApiResult<()> {
         let rv = self.next_rv();
         let Some(stored) = self.remediations.get_mut(name) else { return Err(ApiError::NotFound(name.into())) };
-        if stored.metadata.resource_version.as_deref() != expected {
-            return Err(ApiError::Conflict(name.into()));
+        let now = stored.metadata.finalizers.clone().unwrap_or_default();
+        let tested = if present {
+            now == read
+        } else {
+            read.iter()
+                .position(|f| f == contract::FINALIZER)
+                .is_some_and(|i| now.get(i).map(String::as_str) == Some(contract::FINALIZER))
+        };
+        if !tested {
+            return Err(ApiError::Conflict(format!(
+                "{name}: the finalizers changed since they were read (JSON Patch test)"
+            )));
         }
         let finalizers = stored.metadata.finalizers.get_or_insert_with(Vec::new);
-        finalizers.retain(|f| f != contract::FINALIZER);
         if present {
             finalizers.push(contract::FINALIZER.into());
+        } else if let Some(i) = read.iter().position(|f| f == contract::FINALIZER) {
+            finalizers.remove(i);
         }
         stored.metadata.resource_version = Some(rv);
         if !present && stored.metadata.deletion_timestamp.is_some() && finalizers.is_empty() {
