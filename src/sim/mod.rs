@@ -527,6 +527,16 @@ impl Run {
                 // The binding verifier re-checks the binding and writes its status.
                 t.touch_binding(TARGET);
             }),
+            Event::CaBundleChange { content } => self.shared.with(|t| {
+                let tls = t.bindings.get(TARGET).and_then(|b| b.spec.tls.clone());
+                if let Some(reference) = tls.and_then(|t| t.ca_bundle_ref)
+                    && content
+                {
+                    *t.config_maps.entry(reference.name).or_insert(1) += 1;
+                }
+                // The binding verifier re-checks the binding and writes its status.
+                t.touch_binding(TARGET);
+            }),
             Event::RewriteTaint => self.shared.with(|t| t.rewrite_out_of_service(TARGET)),
             Event::DeleteNode => self.shared.with(|t| t.delete_node(TARGET)),
             Event::NhcTimesOut => self.shared.with(|t| {

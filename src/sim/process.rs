@@ -427,6 +427,16 @@ impl Devices for Process {
             let cause = SetupError::Endpoint(format!("endpoint {endpoint} leads nowhere"));
             return Ok(Err(Unusable::new(binding, cause)));
         };
+        // The CA bundle a Redfish binding names, read as production reads it (its content: a version).
+        let mut ca_bundle = Vec::new();
+        if let Some(reference) = binding.spec.tls.as_ref().and_then(|t| t.ca_bundle_ref.clone()) {
+            let Some(version) = self.api(false, |t| Ok(t.config_map(&reference.name))).await? else {
+                let namespace = binding.namespace().unwrap_or_default();
+                let cause = Cause::CaBundleMissing { kind: reference.kind, namespace, name: reference.name };
+                return Ok(Err(Unusable::new(binding, cause)));
+            };
+            ca_bundle = format!("ca bundle version {version}").into_bytes();
+        }
         let device = SimDevice { shared: self.shared.clone(), pid: self.pid, bmc, credentials };
         let device = match self.shared.with(|t| t.bmcs[bmc].ipmi) {
             Some(_) => SimTarget::Ipmi(device),
@@ -438,7 +448,8 @@ impl Devices for Process {
             username: "sim".into(),
             password: crate::bmc::Password::new(credentials.to_string()),
         };
-        let serial = crate::access::device_digest(&endpoint, "", &[], &values);
+        let tls = serde_json::to_string(&binding.spec.tls).unwrap_or_default();
+        let serial = crate::access::device_digest(&endpoint, &tls, &ca_bundle, &values);
         let mut clients = self.clients.lock().unwrap_or_else(PoisonError::into_inner);
         clients.insert(uid, (version, now, device.clone(), serial));
         Ok(Ok((device, serial)))

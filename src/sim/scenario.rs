@@ -100,6 +100,10 @@ pub enum Event {
     /// The credentials Secret changes: its metadata only (a secret-sync operator), or its value
     /// together with the BMC's account. The binding verifier's status write follows either.
     SecretChange { value: bool },
+    /// The CA bundle ConfigMap a Redfish binding names changes: its metadata only, or its content
+    /// (the TLS material: P1 ends the attempt, the next one proves identity through it). The binding
+    /// verifier's status write follows either.
+    CaBundleChange { content: bool },
     /// An admission webhook or a person rewrites the out-of-service taint coroner added (its value).
     RewriteTaint,
     /// The Node object is deleted (a decommission): NHC deletes the orphaned remediation.
@@ -323,14 +327,19 @@ impl Scenario {
             strike(&mut more, 1.0, Event::BmcTellsTruth, (30, 200), &[Done, WaitingForRelease]);
         }
         // An approval left on the Node from before the fence.
-        if more.f64() < 0.04 {
-            events.push((When::At(0), Event::ApprovePowerOn));
-        }
+        let approved_before = more.f64() < 0.04;
         // IPMI: one chassis per BMC, whose power is a bit (no transitional or unknown state); the
         // GUID's layouts are its byte orders (a GUID that spells the node in none is refused).
         let single =
             matches!(bmc, BmcKind::Honest | BmcKind::Slow | BmcKind::Flaky | BmcKind::LiesOff | BmcKind::Mismatch);
         let ipmi = (single && more.u8(..6) == 0).then(|| *pick(&mut more, &GuidLayout::ALL));
+        if ipmi.is_none() {
+            strike(&mut more, 0.06, Event::CaBundleChange { content: false }, (1, 60), &all);
+            strike(&mut more, 0.04, Event::CaBundleChange { content: true }, (1, 60), &all);
+        }
+        if approved_before {
+            events.push((When::At(0), Event::ApprovePowerOn));
+        }
         let (expect, excuses) = Self::expectation(death, bmc, &events, &faults);
         let horizon = 600 * SECOND + 500 * MS;
         Self { seed, spec, death, bmc, ipmi, faults, events, nhc_timeout, expect, excuses, horizon }
@@ -470,13 +479,15 @@ impl Excuse {
             Event::ReplaceNode | Event::DeleteNode => Self::NodeReplaced,
             Event::SlowApi { .. } => Self::SlowApi,
             Event::EditBinding(BindingEdit::Endpoint | BindingEdit::DeadEndpoint) => Self::BindingMisdirected,
-            Event::EditBinding(BindingEdit::CredentialsSecret | BindingEdit::SystemId) => Self::BindingEdited,
+            Event::EditBinding(BindingEdit::CredentialsSecret | BindingEdit::SystemId)
+            | Event::CaBundleChange { content: true } => Self::BindingEdited,
             // What changes nothing a fence may decide on: credentials rotated with the BMC, a Secret's
             // metadata, failovers and crashes (a failover must not turn an off machine into
             // PowerOffNotConfirmed; a crash loop is judged from the record, `finish`), taints and
             // approvals after the release, attestations, a lying BMC turning honest.
             Event::RotateCredentials
             | Event::SecretChange { .. }
+            | Event::CaBundleChange { content: false }
             | Event::LeaderMove
             | Event::CrashLeader
             | Event::CrashAfterNextNodeWrite

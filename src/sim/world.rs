@@ -19,9 +19,9 @@ use serde::{Serialize, de::DeserializeOwned};
 use super::exec::{Micros, SECOND};
 use crate::{
     api::{
-        BmcBinding, BmcBindingSpec, BmcBindingStatus, CoronerAttestation, CoronerAttestationSpec,
-        CoronerAttestationStatus, CoronerRemediation, CoronerRemediationSpec, CoronerRemediationStatus, IpmiPrivilege,
-        IpmiTarget, RedfishTarget, SecretRef, TlsPolicy, conditions,
+        BmcBinding, BmcBindingSpec, BmcBindingStatus, CaBundleKind, CaBundleRef, CoronerAttestation,
+        CoronerAttestationSpec, CoronerAttestationStatus, CoronerRemediation, CoronerRemediationSpec,
+        CoronerRemediationStatus, IpmiPrivilege, IpmiTarget, RedfishTarget, SecretRef, TlsPolicy, conditions,
     },
     contract,
     driver::{ApiError, ApiResult},
@@ -283,6 +283,8 @@ pub struct Truth {
     pub policies: Policies,
     /// Credentials Secrets: their version.
     pub secrets: BTreeMap<String, u32>,
+    /// CA bundle ConfigMaps of Redfish bindings: the version of their content.
+    pub config_maps: BTreeMap<String, u32>,
     pub pods: Vec<Pod>,
     pub attachments: BTreeMap<String, usize>,
     pub machines: Vec<Machine>,
@@ -407,6 +409,7 @@ impl Truth {
             attestations: BTreeMap::new(),
             policies: shipped_policies(),
             secrets: BTreeMap::new(),
+            config_maps: BTreeMap::new(),
             pods: Vec::new(),
             attachments: BTreeMap::new(),
             machines: Vec::new(),
@@ -534,7 +537,14 @@ impl Truth {
                 }),
                 ipmi: None,
                 credentials_secret_ref,
-                tls: Some(TlsPolicy { certificate_sha256: Some("ab".repeat(32)), ..TlsPolicy::default() }),
+                tls: Some(TlsPolicy {
+                    ca_bundle_ref: Some(CaBundleRef {
+                        kind: CaBundleKind::ConfigMap,
+                        name: format!("{name}-ca"),
+                        key: "ca.crt".into(),
+                    }),
+                    ..TlsPolicy::default()
+                }),
             },
         };
         let mut binding = BmcBinding::new(name, spec);
@@ -549,6 +559,9 @@ impl Truth {
             ..BmcBindingStatus::default()
         });
         self.secrets.insert(format!("{name}-credentials"), 1);
+        if binding.spec.redfish.is_some() {
+            self.config_maps.insert(format!("{name}-ca"), 1);
+        }
         self.bindings.insert(name.into(), roundtrip(&binding));
     }
 
@@ -1209,6 +1222,10 @@ impl Truth {
     }
 
     /// The version of a credentials Secret, if it exists.
+    pub fn config_map(&self, name: &str) -> Option<u32> {
+        self.config_maps.get(name).copied()
+    }
+
     pub fn secret(&self, name: &str) -> Option<u32> {
         self.secrets.get(name).copied()
     }
