@@ -24,9 +24,10 @@ use kube::ResourceExt;
 
 use crate::{
     api::{
-        AttestationEvidence, AttestationPhase, AttestedRelease, AttestedReleaseState, BmcBinding, CheckResult,
-        CoronerAttestation, CoronerAttestationStatus, CoronerRemediation, CoronerRemediationStatus, Evidence, Phase,
-        PreconditionCheck, ReleaseEvidence, ReleaseKind, RemediationStrategy, conditions,
+        AcknowledgedReason, Acknowledgement, AttestationEvidence, AttestationPhase, AttestedRelease,
+        AttestedReleaseState, BmcBinding, CheckResult, CoronerAttestation, CoronerAttestationStatus,
+        CoronerRemediation, CoronerRemediationStatus, Evidence, Phase, PreconditionCheck, ReleaseEvidence, ReleaseKind,
+        RemediationStrategy, conditions,
     },
     contract::{self, Reason},
     gates::{self, Gate, GateInputs, LeaseSighting, StormLimits},
@@ -124,11 +125,19 @@ pub fn reason_table() -> String {
 pub struct Refusal {
     pub reason: AttestationReason,
     pub message: String,
+    /// The moment of the evidence behind a refusal an attester may acknowledge
+    /// ([`acknowledgement_clears`]); `None`: no override.
+    pub evidence_at: Option<Timestamp>,
 }
 
 impl Refusal {
     fn new(reason: AttestationReason, message: impl Into<String>) -> Self {
-        Self { reason, message: message.into() }
+        Self { reason, message: message.into(), evidence_at: None }
+    }
+
+    /// The same refusal, acknowledgeable as evidence seen at `at` (when known).
+    fn acknowledgeable(self, at: Option<Timestamp>) -> Self {
+        Self { evidence_at: at.map(|at| at.round(jiff::Unit::Second).unwrap_or(at)), ..self }
     }
 
     pub fn is_final(&self) -> bool {
@@ -519,13 +528,28 @@ pub fn no_life_in_fence(remediation: &CoronerRemediation, remembered: Option<&st
     if let Some(power) =
         [recorded, remembered].into_iter().flatten().find(|p| crate::bmc::PowerState::recorded_shows_life(p))
     {
+        // An `On` the fence recorded from a BMC that has not answered since may be acknowledged;
+        // one from a BMC that still answers, or one only this process remembers, may not.
+        let answered = progress.and_then(|p| p.last_answer_at.as_ref()).map(|t| t.0);
+        let tried = progress.and_then(|p| p.last_reading_at.as_ref()).map(|t| t.0);
+        let dark_since =
+            recorded == Some(power) && answered.zip(tried).is_some_and(|(answered, tried)| tried > answered);
+        let (at, override_) = match (dark_since, answered) {
+            (true, Some(at)) => (Some(at), format!("its BMC has not answered since {at}")),
+            _ => (
+                None,
+                "there is no override (fix the mapping, or switch the machine off at its console so its BMC reads Off)"
+                    .to_owned(),
+            ),
+        };
         return Err(Refusal::new(
             AttestationReason::BmcReportedOn,
             format!(
-                "the last reading of remediation {} found the machine's power {power}, not Off: its BMC showed it alive; there is no override",
+                "the last reading of remediation {} found the machine's power {power}, not Off: its BMC showed it alive; {override_}",
                 remediation.name_any()
             ),
-        ));
+        )
+        .acknowledgeable(at));
     }
     if let Some(reader) = progress.and_then(|p| p.reader.as_deref().or(p.unrecorded_reader.as_deref())) {
         return Err(Refusal::new(
@@ -564,7 +588,8 @@ pub fn no_life_in_fence(remediation: &CoronerRemediation, remembered: Option<&st
                 describe_mark(admitted),
                 describe_mark(failed)
             ),
-        ));
+        )
+        .acknowledgeable((failed != Timestamp::UNIX_EPOCH).then_some(failed)));
     }
     let last = progress.and_then(|p| p.last_power_state.as_deref()).unwrap_or("no reading");
     Ok(format!("the fence's last reading: {last}; the Lease unchanged while it ran"))
@@ -598,13 +623,15 @@ pub fn binding_verified_at_admission(remediation: &CoronerRemediation) -> Result
     if binding.verified_generation == Some(binding.generation) && binding.verified_at.is_some() {
         return Ok(format!("BmcBinding {} {history}, its generation at admission", binding.name));
     }
+    let admitted = node.map(|n| n.admitted_at.0);
     Err(Refusal::new(
         AttestationReason::BindingUnverified,
         format!(
             "BmcBinding {} was {history}, and had generation {} when remediation {name} was admitted: a binding that reaches no BMC fails like a dead one; fix the binding so that it verifies (the guard and the next fence read through it)",
             binding.name, binding.generation
         ),
-    ))
+    )
+    .acknowledgeable(admitted))
 }
 
 /// The node exists and is the Node object attested (same UID).
@@ -651,12 +678,21 @@ pub fn no_new_boot(admitted: &str, node: &Node) -> Result<String, Refusal> {
             format!("bootID {now} as at admission")
         });
     }
+    // The kubelet's last report of that boot: the last sign of life it gave.
+    let reported = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+        .and_then(|c| c.last_heartbeat_time.as_ref())
+        .map(|t| t.0);
     Err(Refusal::new(
         AttestationReason::FenceSawLife,
         format!(
             "the node reports bootID {now}, not {admitted} as when its fence was admitted: the machine booted since, and its kubelet ran"
         ),
-    ))
+    )
+    .acknowledgeable(reported))
 }
 
 /// A node Lease as one mark to compare: its renewTime, the epoch when it has none or does not exist
@@ -738,6 +774,33 @@ pub fn no_foreign_out_of_service_taint(node: &Node, remediation_uid: &str) -> Re
 
 // The evaluation --------------------------------------------------------------------------------------
 
+/// A1/A2: whether the attestation acknowledges the evidence behind `refusal`: an acknowledgement of
+/// the same reason naming the same moment (to the second), on an attestation created after that
+/// moment plus the template's leaseFreshness (the node then had time to show any life it had, and
+/// the Lease is judged unchanged since the fence by its own precondition, which has no override).
+/// `None`: no override for this refusal; `Some(Err(hint))`: not acknowledged, and how it could be.
+pub fn acknowledgement_clears(
+    refusal: &Refusal,
+    acknowledge: &[Acknowledgement],
+    created: Timestamp,
+    freshness: StdDuration,
+) -> Option<Result<Acknowledgement, String>> {
+    let at = refusal.evidence_at?;
+    let reason = AcknowledgedReason::ALL.into_iter().find(|r| r.as_str() == refusal.reason.as_str())?;
+    let wanted = Acknowledgement { reason, at: Time(at) };
+    let earliest = at + freshness;
+    let named = acknowledge.iter().any(|a| a.reason == reason && a.at.0.as_second() == at.as_second());
+    Some(match (named, created > earliest) {
+        (true, true) => Ok(wanted),
+        (true, false) => Err(format!(
+            "; acknowledged, but by an attestation created at {created}, before {earliest} (the evidence plus leaseFreshness): create a new one"
+        )),
+        (false, _) => Err(format!(
+            "; an attester who accepts this evidence may say so: coroner attest --acknowledge {wanted}, in an attestation created after {earliest}"
+        )),
+    })
+}
+
 /// What the cluster-wide gates look at; absent for the CLI's preflight (coroner checks them).
 pub struct ClusterView<'a> {
     pub namespace: &'a str,
@@ -788,6 +851,8 @@ pub struct ReleasePlan {
     pub remediation_uid: String,
     /// The Lease mark that must still hold in the releasing Node update.
     pub lease_baseline: Timestamp,
+    /// The evidence the attester acknowledged, each of which cleared a refusal.
+    pub acknowledged: Vec<Acknowledgement>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -933,6 +998,23 @@ pub fn evaluate<'a>(inputs: &Inputs<'a>) -> Evaluation<'a> {
         },
     );
 
+    // A1/A2: refusals the attester acknowledged pass, named in the check and the release record.
+    let mut acknowledged = Vec::new();
+    if let Some(r) = remediation {
+        let freshness = admitted_spec(r).lease_freshness.get();
+        for check in &mut checks {
+            let Outcome::Refused(refusal) = &mut check.outcome else { continue };
+            match acknowledgement_clears(refusal, &spec.acknowledge, created, freshness) {
+                Some(Ok(ack)) => {
+                    check.outcome =
+                        Outcome::Passed(format!("acknowledged by the attester ({ack}): {}", refusal.message));
+                    acknowledged.push(ack);
+                }
+                Some(Err(hint)) => refusal.message.push_str(&hint),
+                None => {}
+            }
+        }
+    }
     let refusals = || {
         checks.iter().filter_map(|c| match &c.outcome {
             Outcome::Refused(r) => Some(r.clone()),
@@ -944,7 +1026,7 @@ pub fn evaluate<'a>(inputs: &Inputs<'a>) -> Evaluation<'a> {
     } else if let Some(first) = refusals().next() {
         Verdict::Wait(first)
     } else if let Some(plan) = remediation.and_then(|r| plan_of(attestation, r)) {
-        Verdict::Release(plan)
+        Verdict::Release(ReleasePlan { acknowledged, ..plan })
     } else {
         // Unreachable with every check passed; waiting is the safe answer.
         Verdict::Wait(Refusal::new(AttestationReason::NoFailedFence, "no failed fence to release on"))
@@ -962,6 +1044,7 @@ pub fn plan_of(attestation: &CoronerAttestation, remediation: &CoronerRemediatio
         remediation: remediation.name_any(),
         remediation_uid: remediation.uid().unwrap_or_default(),
         lease_baseline: lease_at_fence_end(remediation)?,
+        acknowledged: Vec::new(),
     })
 }
 
@@ -1097,6 +1180,7 @@ pub fn record_release(
             reason: attestation.spec.reason.clone(),
             attested_at: attestation.metadata.creation_timestamp.clone().unwrap_or(Time(now)),
             state: AttestedReleaseState::Releasing,
+            acknowledged: plan.acknowledged.clone(),
         }),
         strategy: RemediationStrategy::OutOfServiceTaint,
         node_ready: conditions::UNKNOWN.into(),

@@ -56,6 +56,71 @@ pub struct CoronerAttestationSpec {
     /// How long after its creation the attestation may still release the node.
     #[serde(default = "default_valid_for")]
     pub valid_for: Duration,
+
+    /// Evidence the attester saw and accepts, each named as the preflight (`coroner attest`) prints
+    /// it: its reason and the moment of the evidence. Only what the rules let an attester accept
+    /// (docs/safety.md A1, A2), and only by an attestation created after that moment plus the
+    /// template's leaseFreshness.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 3))]
+    pub acknowledge: Vec<Acknowledgement>,
+}
+
+/// One piece of evidence an attestation accepts (`--acknowledge FenceSawLife=<time>`).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Acknowledgement {
+    pub reason: AcknowledgedReason,
+    /// The moment of the evidence, as the preflight prints it (compared to the second).
+    pub at: Time,
+}
+
+/// The refusals an acknowledgement may clear; every other one has no override.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+pub enum AcknowledgedReason {
+    /// Life seen before the power action: a Lease renewal while the fence ran, or a new bootID.
+    FenceSawLife,
+    /// An `On` reading from a BMC that has not answered since.
+    BmcReportedOn,
+    /// A binding not verified at its content when the fence was admitted.
+    BindingUnverified,
+}
+
+impl AcknowledgedReason {
+    pub const ALL: [Self; 3] = [Self::FenceSawLife, Self::BmcReportedOn, Self::BindingUnverified];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::FenceSawLife => "FenceSawLife",
+            Self::BmcReportedOn => "BmcReportedOn",
+            Self::BindingUnverified => "BindingUnverified",
+        }
+    }
+}
+
+impl std::fmt::Display for Acknowledgement {
+    /// As the CLI takes it: `FenceSawLife=2026-12-05T01:00:00Z`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}={}", self.reason.as_str(), self.at.0.round(jiff::Unit::Second).unwrap_or(self.at.0))
+    }
+}
+
+impl std::str::FromStr for Acknowledgement {
+    type Err = String;
+
+    /// `REASON=TIME`, TIME an RFC 3339 timestamp.
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let (reason, at) = text.split_once('=').ok_or_else(|| format!("{text:?} is not REASON=TIME"))?;
+        let reason = AcknowledgedReason::ALL.into_iter().find(|r| r.as_str() == reason.trim()).ok_or_else(|| {
+            let known: Vec<&str> = AcknowledgedReason::ALL.iter().map(|r| r.as_str()).collect();
+            format!("{reason:?} cannot be acknowledged; these can: {}", known.join(", "))
+        })?;
+        let at: jiff::Timestamp = at
+            .trim()
+            .parse()
+            .map_err(|e| format!("{at:?} is not an RFC 3339 time (e.g. 2026-12-05T01:00:00Z): {e}"))?;
+        Ok(Self { reason, at: Time(at) })
+    }
 }
 
 fn default_valid_for() -> Duration {

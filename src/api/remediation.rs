@@ -378,6 +378,10 @@ pub struct Progress {
     pub next_attempt_at: Option<MicroTime>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_reading_at: Option<MicroTime>,
+    /// When the BMC last answered a reading: a later `lastReadingAt` is a reading it did not answer
+    /// (an attestation may then acknowledge an `On` it gave before it went dark, A1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_answer_at: Option<MicroTime>,
     /// What the fence's last reading of the verified system said (`Off`, `On`, …): an attestation
     /// never releases a machine its BMC last showed alive (docs/safety.md A1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -648,6 +652,9 @@ pub struct AttestationEvidence {
     /// `Releasing` while the Node update is in flight; `Released` once it is done. A `Releasing`
     /// record whose attestation is gone and whose taint is not on the node is withdrawn.
     pub state: AttestedReleaseState,
+    /// The evidence the attester accepted, each of which cleared a refusal (docs/safety.md A1, A2).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub acknowledged: Vec<super::Acknowledgement>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]

@@ -25,6 +25,7 @@ fn attestation(created: i64) -> CoronerAttestation {
             reason: "PDU 4 lost power with the rack; I pulled the plugs of w1 at 10:02".into(),
             attested_by: "alice".into(),
             valid_for: Duration::from_secs(900),
+            acknowledge: Vec::new(),
         },
     );
     a.metadata.uid = Some("att-uid".into());
@@ -356,6 +357,7 @@ fn an_attestation_resumes_its_own_release_after_a_restart() {
 
 fn plan_for(r: &CoronerRemediation) -> ReleasePlan {
     ReleasePlan {
+        acknowledged: Vec::new(),
         node_name: "w1".into(),
         node_uid: NODE_UID.into(),
         boot_id: admitted_boot_id(r).to_owned(),
@@ -534,6 +536,7 @@ fn a_dead_node_whose_fence_failed_is_released_when_every_precondition_holds() {
     assert_eq!(
         plan,
         ReleasePlan {
+            acknowledged: Vec::new(),
             node_name: "w1".into(),
             node_uid: NODE_UID.into(),
             boot_id: String::new(),
@@ -881,6 +884,105 @@ fn a_lease_renewed_while_the_fence_ran_refuses_the_attestation() {
     world.lease = Some(Some(t(-200)));
     let (verdict, _) = world.evaluate(t(0));
     assert!(matches!(&verdict, Verdict::Refuse(r) if r.reason == AttestationReason::FenceSawLife), "{verdict:?}");
+}
+
+/// `world` with the failed fence's Lease renewed at t(-200), after its admission at t(-300).
+fn renewed_while_the_fence_ran() -> World {
+    let mut world = World::dead_node();
+    let progress = world.remediations[0].status.as_mut().unwrap().progress.as_mut().unwrap();
+    progress.lease_renew_time_at_failure = Some(MicroTime(t(-200)));
+    world.lease = Some(Some(t(-200)));
+    world
+}
+
+fn acknowledging(world: &mut World, reason: AcknowledgedReason, at: i64) {
+    world.attestation.spec.acknowledge.push(Acknowledgement { reason, at: Time(t(at)) });
+}
+
+#[test]
+fn life_seen_before_the_power_action_is_released_only_when_acknowledged_after_it_plus_lease_freshness() {
+    let mut world = renewed_while_the_fence_ran();
+    let Verdict::Refuse(refusal) = world.evaluate(t(0)).0 else { panic!("refused without an acknowledgement") };
+    assert_eq!(refusal.evidence_at, Some(t(-200)));
+    assert!(refusal.message.contains("--acknowledge FenceSawLife="), "the refusal says how: {}", refusal.message);
+    acknowledging(&mut world, AcknowledgedReason::FenceSawLife, -200);
+    let Verdict::Release(plan) = world.evaluate(t(0)).0 else { panic!("acknowledged: released") };
+    assert_eq!(plan.acknowledged, [Acknowledgement { reason: AcknowledgedReason::FenceSawLife, at: Time(t(-200)) }]);
+    // Created before the evidence plus leaseFreshness (40 s): the node had no time to show more life.
+    world.attestation.metadata.creation_timestamp = Some(Time(t(-170)));
+    let Verdict::Refuse(early) = world.evaluate(t(0)).0 else { panic!("too early") };
+    assert!(early.message.contains("create a new one"), "{}", early.message);
+}
+
+#[test]
+fn an_acknowledgement_counts_only_for_the_evidence_it_names() {
+    let mut world = renewed_while_the_fence_ran();
+    acknowledging(&mut world, AcknowledgedReason::FenceSawLife, -250);
+    acknowledging(&mut world, AcknowledgedReason::BindingUnverified, -200);
+    assert!(matches!(world.evaluate(t(0)).0, Verdict::Refuse(r) if r.reason == AttestationReason::FenceSawLife));
+}
+
+#[test]
+fn an_on_reading_from_a_bmc_that_still_answers_has_no_override_and_one_from_a_dark_bmc_may_be_acknowledged() {
+    let mut world = World::dead_node();
+    last_read(&mut world, "On");
+    let progress = world.remediations[0].status.as_mut().unwrap().progress.as_mut().unwrap();
+    progress.last_answer_at = Some(MicroTime(t(-90)));
+    progress.last_reading_at = Some(MicroTime(t(-90)));
+    acknowledging(&mut world, AcknowledgedReason::BmcReportedOn, -90);
+    let Verdict::Refuse(refusal) = world.evaluate(t(0)).0 else { panic!("the BMC's last answer was On") };
+    assert_eq!((refusal.reason, refusal.evidence_at), (AttestationReason::BmcReportedOn, None), "no override");
+    // Asked again later, it never answered: dark since its On.
+    let progress = world.remediations[0].status.as_mut().unwrap().progress.as_mut().unwrap();
+    progress.last_reading_at = Some(MicroTime(t(-70)));
+    assert!(matches!(world.evaluate(t(0)).0, Verdict::Release(_)));
+    // An On only this process remembers (its write failed) has no moment to name: no override.
+    last_read(&mut world, "Off");
+    world.remembered.insert("uid-w1".into(), "On".into());
+    assert!(matches!(world.evaluate(t(0)).0, Verdict::Refuse(r) if r.evidence_at.is_none()));
+}
+
+#[test]
+fn a_binding_unverified_at_admission_may_be_acknowledged_at_the_admission() {
+    let mut world = World::dead_node();
+    let node = world.remediations[0].status.as_mut().unwrap().evidence.as_mut().unwrap().node.as_mut().unwrap();
+    node.binding = Some(verified_binding(6));
+    let Verdict::Refuse(refusal) = world.evaluate(t(0)).0 else { panic!("unverified") };
+    assert_eq!((refusal.reason, refusal.evidence_at), (AttestationReason::BindingUnverified, Some(t(-500))));
+    acknowledging(&mut world, AcknowledgedReason::BindingUnverified, -500);
+    assert!(matches!(world.evaluate(t(0)).0, Verdict::Release(_)));
+}
+
+#[test]
+fn an_acknowledgement_reads_as_the_preflight_prints_it() {
+    let ack: Acknowledgement = "FenceSawLife=2026-12-05T01:00:00Z".parse().unwrap();
+    assert_eq!(ack.to_string(), "FenceSawLife=2026-12-05T01:00:00Z");
+    assert!(
+        "NodeNotUnreachable=2026-12-05T01:00:00Z"
+            .parse::<Acknowledgement>()
+            .unwrap_err()
+            .contains("cannot be acknowledged")
+    );
+    assert!("FenceSawLife".parse::<Acknowledgement>().is_err());
+    assert!("FenceSawLife=yesterday".parse::<Acknowledgement>().unwrap_err().contains("RFC 3339"));
+}
+
+proptest::proptest! {
+    #[test]
+    fn an_acknowledgement_prints_and_parses_back_to_itself(secs in 0i64..4_000_000_000, which in 0usize..3) {
+        let ack = Acknowledgement {
+            reason: AcknowledgedReason::ALL[which],
+            at: Time(Timestamp::from_second(secs).unwrap()),
+        };
+        proptest::prop_assert_eq!(ack.to_string().parse::<Acknowledgement>().unwrap(), ack);
+    }
+
+    #[test]
+    fn any_text_parses_or_is_refused_with_a_reason(text in ".{0,80}") {
+        if let Err(why) = text.parse::<Acknowledgement>() {
+            proptest::prop_assert!(!why.is_empty());
+        }
+    }
 }
 
 #[test]

@@ -53,6 +53,12 @@ pub struct AttestArgs {
     #[arg(long, env = "CORONER_ATTEST_VALID_FOR", default_value = "15m")]
     pub valid_for: api::Duration,
 
+    /// Evidence of life you saw and accept, as the preflight names it: REASON=TIME (FenceSawLife,
+    /// BmcReportedOn or BindingUnverified, at the moment the preflight prints). Repeat for each;
+    /// counted as a safety override, recorded in the release and its Event.
+    #[arg(long = "acknowledge", env = "CORONER_ATTEST_ACKNOWLEDGE", value_delimiter = ',', value_name = "REASON=TIME")]
+    pub acknowledge: Vec<api::Acknowledgement>,
+
     /// How long to wait for coroner's verdict; 0s does not wait.
     #[arg(long, env = "CORONER_ATTEST_WAIT", default_value = "60s")]
     pub wait: api::Duration,
@@ -115,6 +121,7 @@ async fn attest(client: &Client, args: &AttestArgs, reason: String) -> Result<()
             reason,
             attested_by: user.clone(),
             valid_for: args.valid_for,
+            acknowledge: args.acknowledge.clone(),
         },
     );
     draft.metadata.namespace = Some(namespace.clone());

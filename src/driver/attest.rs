@@ -257,6 +257,7 @@ async fn release<W: World>(
                 // the taint arrived. Take it back; nothing may outlive its owner.
                 take_back(world, plan).await?;
                 let refusal = Refusal {
+                    evidence_at: None,
                     reason: AttestationReason::RemediationDeleted,
                     message: format!(
                         "remediation {} was deleted during the release; the taint was removed again",
@@ -300,7 +301,18 @@ async fn finish<W: World>(
     }
     // R3: the id an approval must name, as the confirmed record gives it.
     let id = crate::guard::release_id_at(&uid, released.released_at.0);
-    let message = format!("{} (release {id})", attestation::release_message(attestation));
+    // A1/A2: each acknowledgement that cleared a refusal is said with the release, and counted.
+    let record = attestation::attested_record(&remediation, &attestation.uid().unwrap_or_default());
+    let acknowledged: Vec<String> =
+        record.map(|r| r.acknowledged.iter().map(ToString::to_string).collect()).unwrap_or_default();
+    for ack in record.into_iter().flat_map(|r| &r.acknowledged) {
+        world.metrics().safety_override(&format!("Acknowledged{}", ack.reason.as_str()));
+    }
+    let acknowledged = match acknowledged.as_slice() {
+        [] => String::new(),
+        list => format!("; the attester acknowledged {}", list.join(", ")),
+    };
+    let message = format!("{}{acknowledged} (release {id})", attestation::release_message(attestation));
     info!(attestation = %attestation.name_any(), node = %attestation.spec.node_name, remediation = %remediation.name_any(), "{message}");
     let attested = Notice { warning: true, reason: attestation::OPERATOR_ATTESTED.into(), message };
     world.publish(&remediation.object_ref(&()), &attested, "Release").await;

@@ -344,6 +344,7 @@ pub fn may_wait_for_next_write(stored: &CoronerRemediationStatus, decided: &Coro
     let progress = carried.progress.get_or_insert_with(Progress::default);
     progress.off_run = stored_progress.off_run.clone();
     progress.last_reading_at = stored_progress.last_reading_at.clone();
+    progress.last_answer_at = stored_progress.last_answer_at.clone();
     progress.last_power_state = stored_progress.last_power_state.clone();
     // The answer to the intent the API server holds, and its line in the evidence.
     let answered = match (&stored_progress.intent, &mut progress.intent) {
@@ -1025,8 +1026,19 @@ impl<'a> Step<'a> {
         let last_power_state = self.progress.last_power_state.take();
         let release_begun = self.progress.release_begun.take();
         let (reader, unrecorded_reader) = (self.progress.reader.take(), self.progress.unrecorded_reader.take());
-        self.progress =
-            Progress { attempt, last_power_state, release_begun, reader, unrecorded_reader, ..Progress::default() };
+        // A1: when the machine was last read, and when its BMC last answered, go with that reading.
+        let (last_reading_at, last_answer_at) =
+            (self.progress.last_reading_at.take(), self.progress.last_answer_at.take());
+        self.progress = Progress {
+            attempt,
+            last_power_state,
+            last_reading_at,
+            last_answer_at,
+            release_begun,
+            reader,
+            unrecorded_reader,
+            ..Progress::default()
+        };
         let last_power = self.memory.last_power.take();
         self.memory = Memory { through: Some(found.through), last_power, ..Memory::default() };
         self.enter(Phase::PoweringOff, Reason::PoweringOff, message);
@@ -1171,6 +1183,7 @@ impl<'a> Step<'a> {
     fn note_reading(&mut self, reading: &Result<PowerReading, BmcFailure>) {
         self.progress.last_reading_at = Some(self.now());
         if let Ok(reading) = reading {
+            self.progress.last_answer_at = Some(self.now());
             let verified = self.evidence.identity.as_ref().and_then(|v| identity::parse(&v.bmc_uuid));
             if verified.is_some() && identity::parse(&reading.uuid) == verified {
                 self.saw_power(&reading.power_state.to_string());

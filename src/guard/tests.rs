@@ -147,6 +147,7 @@ fn an_attested_record_still_releasing_stands_only_with_its_taint_on_the_node() {
     let release = unconfirmed.evidence.as_mut().and_then(|e| e.release.as_mut()).unwrap();
     release.kind = crate::api::ReleaseKind::OperatorAttested;
     release.attestation = Some(crate::api::AttestationEvidence {
+        acknowledged: Vec::new(),
         name: "worker-1-abcde".into(),
         uid: "a-1".into(),
         attested_by: "alice".into(),

@@ -1202,6 +1202,7 @@ impl Truth {
             reason: reason.into(),
             attested_by: attested_by.into(),
             valid_for: crate::api::Duration::from_secs(900),
+            acknowledge: Vec::new(),
         };
         let mut attestation = CoronerAttestation::new(name, spec);
         attestation.metadata.namespace = Some(self.namespace.clone());
