@@ -160,6 +160,11 @@ pub fn render(seen: &Seen) -> String {
             phase.as_str(),
             age(now, created)
         ));
+        // What the attester accepted is a way around a rule: always in sight.
+        if !a.spec.acknowledge.is_empty() {
+            let acknowledged: Vec<String> = a.spec.acknowledge.iter().map(ToString::to_string).collect();
+            out.push_str(&format!("    acknowledges {}\n", acknowledged.join(", ")));
+        }
     }
     if seen.attestations.is_empty() {
         out.push_str("  none\n");
@@ -253,6 +258,22 @@ mod tests {
         assert!(text.contains("  worker-9 — add a BmcBinding"), "{text}");
         seen.nhcs = Err("cannot list NodeHealthChecks: forbidden".into());
         assert!(render(&seen).contains("unknown: cannot list NodeHealthChecks"));
+    }
+
+    #[test]
+    fn an_attestation_lists_the_evidence_its_attester_acknowledged() {
+        let mut seen = empty();
+        let spec = crate::api::CoronerAttestationSpec {
+            node_name: "worker-3".into(),
+            node_uid: "uid-3".into(),
+            reason: "rack B dark".into(),
+            attested_by: "alice".into(),
+            valid_for: crate::api::Duration::from_secs(900),
+            acknowledge: vec!["FenceSawLife=2026-12-05T01:00:00Z".parse().unwrap()],
+        };
+        seen.attestations.push(CoronerAttestation::new("worker-3-abcde", spec));
+        let text = render(&seen);
+        assert!(text.contains("    acknowledges FenceSawLife=2026-12-05T01:00:00Z\n"), "{text}");
     }
 
     #[test]
