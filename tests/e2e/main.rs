@@ -26,7 +26,9 @@
 //!   v. a machine whose BMC speaks only IPMI (ipmi_sim, its GUID in the IPMI layout) is fenced through
 //!      NHC: its GUID proven in the session, powered down, released, powered up, back Ready;
 //!   x. `kubectl coroner import-far --apply` reads FAR's templates and Secrets from the cluster and
-//!      imports an IPMI node that then verifies.
+//!      imports an IPMI node that then verifies;
+//!   y. a settle (70 s) longer than coroner's BMC client lifetime, the Secret's metadata changed
+//!      mid-run: one unbroken run from the ForceOff proves it.
 //!
 //! `make e2e ONLY=c,o` runs only those scenarios (by letter, see `SCENARIOS`), in the same world.
 
@@ -216,7 +218,13 @@ async fn setup(world: &mut World) {
     let mut off = quick.clone();
     off["action"] = json!("Off");
     off["guard"] = json!("Enforce");
-    templates.create(&PostParams::default(), &template("coroner-off", off)).await.unwrap();
+    templates.create(&PostParams::default(), &template("coroner-off", off.clone())).await.unwrap();
+    // Scenario y: a settle longer than a BMC client's lifetime in coroner's cache (60 s).
+    let mut long = off;
+    long["settle"] = json!(format!("{}s", LONG_SETTLE.as_secs()));
+    long["powerOffTimeout"] = json!("150s");
+    long["guard"] = json!("Alert");
+    templates.create(&PostParams::default(), &template("coroner-long-settle", long)).await.unwrap();
     world.start_nhc();
     world.restart_coroners(2, &[]);
     let nodes = [
@@ -248,12 +256,15 @@ async fn setup(world: &mut World) {
     // Machines whose BMC misbehaves as scenarios s and t need.
     let liar = MachineSpec { ignore_resets_report_off: true, ..MachineSpec::new(&uuid(101)) };
     let slow = MachineSpec { response_delay: SLOW_BMC_SECONDS, ..MachineSpec::new(&uuid(111)) };
-    for (name, spec, pool) in
-        [(GUARDED, MachineSpec::new(&uuid(95)), "off"), (LIAR, liar, "off"), (EXCLUDED, slow, "main")]
-    {
+    for (name, spec, pool) in [
+        (GUARDED, MachineSpec::new(&uuid(95)), "off"),
+        (LIAR, liar, "off"),
+        (EXCLUDED, slow, "main"),
+        (LONG_SETTLED, MachineSpec::new(&uuid(121)), "long-settle"),
+    ] {
         world.add_node_with(name, spec, &[(POOL, pool), (NAME, name), ("e2e.coroner.dev/worker", "")]).await;
     }
-    for name in nodes.iter().map(|n| n.0).chain([GUARDED, LIAR, EXCLUDED]) {
+    for name in nodes.iter().map(|n| n.0).chain([GUARDED, LIAR, EXCLUDED, LONG_SETTLED]) {
         wait_for(&format!("{name} Ready"), SHORT, || async {
             (ready(world, name).await.as_deref() == Some("True")).then_some(())
         })
@@ -282,6 +293,7 @@ async fn setup(world: &mut World) {
         ("e2e-control-plane", "control-plane", 2, "coroner-reboot"),
         ("e2e-storm", "storm", 5, "coroner-reboot"),
         ("e2e-off", "off", 2, "coroner-off"),
+        ("e2e-long-settle", "long-settle", 1, "coroner-long-settle"),
     ] {
         world
             .create_nhc(json!({
@@ -293,14 +305,14 @@ async fn setup(world: &mut World) {
             .await;
     }
     log(format!(
-        "world ready: {} machines, NHC (main, escalation, control-plane, storm, off), coroner",
+        "world ready: {} machines, NHC (main, escalation, control-plane, storm, off, long-settle), coroner",
         world.nodes.len()
     ));
 }
 
 /// The scenarios in the order they run, by the letter `make e2e ONLY=…` names them with. Scenario f
 /// (checks over the whole run) always runs last.
-const SCENARIOS: [(char, &str); 22] = [
+const SCENARIOS: [(char, &str); 23] = [
     ('a', "partitioned node fenced, pods moved, rebooted"),
     ('b', "wrong mapping refused, escalation refused too, and NHC skips a failed template"),
     ('c', "unreachable BMC fails after retry.count; once fixed, deleting it retries; uninstall refused while fenced"),
@@ -326,6 +338,7 @@ const SCENARIOS: [(char, &str); 22] = [
         'x',
         "kubectl coroner import-far --apply: FAR templates from the cluster, credentials copied, the imported node verified",
     ),
+    ('y', "a settle longer than a BMC client's lifetime, its Secret's metadata changed mid-run, is proven"),
 ];
 
 /// `CORONER_E2E_ONLY=a,c` (`make e2e ONLY=a,c`): the scenarios to run; all when unset or empty.
@@ -369,7 +382,8 @@ async fn suite() {
             'u' => scenario_u(&mut world).await,
             'v' => scenario_v(&mut world).await,
             'w' => scenario_w(&mut world).await,
-            _ => scenario_x(&mut world).await,
+            'x' => scenario_x(&mut world).await,
+            _ => scenario_y(&world).await,
         }
         timings.push(format!("{name}: {:.1?}", scenario_started.elapsed()));
     }
@@ -1894,6 +1908,9 @@ const GUARDED: &str = "guard-1";
 const LIAR: &str = "liar-1";
 /// Scenario t's node, behind a BMC that answers every request this late.
 const EXCLUDED: &str = "excl-1";
+/// Scenario y's node, and its template's settle (longer than coroner's 60 s BMC client lifetime).
+const LONG_SETTLED: &str = "y-1";
+const LONG_SETTLE: Duration = Duration::from_secs(70);
 const SLOW_BMC_SECONDS: f64 = 1.0;
 /// The guard's period in scenario r.
 const GUARD_INTERVAL: Duration = Duration::from_secs(2);
@@ -2108,6 +2125,40 @@ async fn scenario_s(world: &World) {
         "{node}: back Ready with its old bootID → FenceDidNotTakeEffect on the Node after {after:.1?} (condition on the remediation: {})",
         seen_condition.map_or("not seen before NHC deleted it".to_owned(), |c| format!("{c:?}"))
     ));
+}
+
+/// A settle longer than the lifetime of a BMC client in coroner's cache (60 s), through the
+/// production path (the client built from the binding and its Secret, rebuilt as it expires): the
+/// rebuilt client carries the same endpoint, TLS material and credential values, so the run goes on
+/// (docs/safety.md P2); a change of the Secret's metadata mid-run restarts nothing either.
+async fn scenario_y(world: &World) {
+    let node = LONG_SETTLED;
+    world.node(node).partition();
+    let confirming = wait_remediation(world, node, "ConfirmingOff", LONG, |r| phase(r) == "ConfirmingOff").await;
+    log(format!("{node}: {} confirming Off over a settle of {LONG_SETTLE:?}", confirming.name_any()));
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(world.client.clone(), CORONER_NS);
+    let label = json!({"metadata": {"labels": {"e2e.coroner.dev/rotated-by": "secret-sync"}}});
+    secrets.patch(&format!("{node}-bmc"), &PatchParams::default(), &Patch::Merge(&label)).await.unwrap();
+    log(format!("{node}: its Secret's metadata changed mid-run"));
+    let fenced = heal_once_fenced_off(world, node).await;
+    let evidence = fenced.status.as_ref().and_then(|s| s.evidence.clone()).unwrap();
+    let power_off = evidence.power_off.unwrap();
+    let proof = power_off.proof.clone().unwrap();
+    let span = proof.latest().unwrap().at.0.duration_since(proof.first[0].at.0);
+    assert!(span >= jiff::SignedDuration::try_from(LONG_SETTLE).unwrap(), "{proof:?}");
+    assert_eq!(resets(world, node, "ForceOff"), 1);
+    // The proving run began right after the ForceOff: a client rebuild (at 60 s) did not restart it.
+    let sent = power_off.resets[0].sent_at.0;
+    let began = proof.first[0].at.0.duration_since(sent);
+    assert!(began < jiff::SignedDuration::from_secs(15), "the run began {began:#} after the ForceOff: {proof:?}");
+    log(format!("{node}: proven Off over {span:#} by one unbroken run, across client rebuilds"));
+    // Back to service as documented: approve the release, then power on.
+    world.node(node).heal();
+    let (ok, out) = coroner_approve(&world.kubeconfig, node, "y-1 back after its long-settle fence");
+    assert!(ok, "coroner approve: {out}");
+    power_on_by_hand(world, node).await;
+    wait_remediations_gone(world, node).await;
 }
 
 /// The node is labelled `remediation.medik8s.io/exclude-from-remediation` after admission and
