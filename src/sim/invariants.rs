@@ -121,7 +121,13 @@ impl Checker {
                 {
                     *at
                 }
-                Record::Reset { at, by, on: true, .. } if *at > release.at && by.task == release.remediation => *at,
+                // An `On` sent ends it, whether it reached the BMC or was lost on the way: coroner
+                // records the failure, and the rule counts an On sent (docs/safety.md R1).
+                Record::Reset { at, by, on: true, .. } | Record::ResetLost { at, by, on: true }
+                    if *at > release.at && by.task == release.remediation =>
+                {
+                    *at
+                }
                 // A deletion that began before the release took effect (a pod deletion already under
                 // way) ends it as it takes effect: no guard follows a remediation being deleted.
                 Record::Deleted { at, uid, .. } if *uid == release.uid => (*at).max(release.at),
@@ -494,6 +500,7 @@ impl Checker {
                 _ => {}
             },
             Record::Answer { .. }
+            | Record::ResetLost { .. }
             | Record::Event { .. }
             | Record::PoweredOn { .. }
             | Record::Deleted { .. }

@@ -514,4 +514,8 @@ pub const REGRESSIONS: &[(u64, &str)] = &[
         125368,
         "A1 (soak): a leader died holding an unrecorded On reading; the next leader took over as reader, its reads failed, and an attestation followed; the predecessor now stays named (unrecorded_reader) until a reading is recorded",
     ),
+    (
+        134968,
+        "R1 (soak, the oracle): a Reboot's On that timed out before it reached the BMC ends the release as an On sent does (coroner records its failure); the world's record now logs such a lost reset",
+    ),
 ];

@@ -550,7 +550,8 @@ impl SimDevice {
     /// in the world's record (a reading's, with what the BMC looked at and when).
     async fn request<T>(
         &self,
-        mutation: bool,
+        // A reset (`Some(on)`): one that times out may still have reached the BMC.
+        mutation: Option<bool>,
         path: &str,
         read_from: Option<Micros>,
         sample: impl FnOnce(&mut Truth, Micros) -> (Result<T, BmcError>, Look),
@@ -594,7 +595,11 @@ impl SimDevice {
             None => {
                 shared.sched.sleep(latency.min(timeout) / 2).await;
                 // A request that times out may still have reached the BMC (a reset then takes effect).
-                let reached = !times_out || (mutation && shared.chance(0.5));
+                let reached = !times_out || (mutation.is_some() && shared.chance(0.5));
+                if let (Some(on), false) = (mutation, reached) {
+                    // Sent, and lost on the way: coroner records it as failed, and it counts as sent.
+                    shared.with(|t| t.log.push(Record::ResetLost { at: start, by: by.clone(), on }));
+                }
                 let sampled = shared.sched.now();
                 let (result, look) = if reached {
                     let (result, look) = shared.with(|t| sample(t, start));
@@ -614,7 +619,7 @@ impl SimDevice {
             Some(result) if !times_out => result,
             _ => return Err(BmcError::Unreachable("no answer before the request timeout".into())),
         };
-        if !mutation {
+        if mutation.is_none() {
             let (bmc, path) = (self.bmc, path.to_owned());
             shared.with(|t| {
                 let answered = t.now;
@@ -703,7 +708,7 @@ impl SimDevice {
     ) -> Result<SystemReading, BmcError> {
         let bmc = self.bmc;
         let asked = layout.map_or_else(|| "ipmi:chassis".to_owned(), |l| format!("{}{l}", crate::ipmi::PATH_PREFIX));
-        self.request(false, &asked.clone(), Some(read_from), move |t, _| {
+        self.request(None, &asked.clone(), Some(read_from), move |t, _| {
             let held = t.bmcs[bmc].ipmi.unwrap_or(GuidLayout::Rfc4122);
             let uuid = t.bmcs[bmc].systems.first().and_then(|s| uuid::Uuid::parse_str(&s.uuid).ok());
             let Some(uuid) = uuid else {
@@ -729,7 +734,7 @@ impl SimDevice {
         let path = path_or_id.to_owned();
         let unknown = self.shared.with(|t| t.bmcs[bmc].answers == PowerAnswers::SometimesUnknown);
         let garbled = unknown && self.shared.chance(0.2);
-        self.request(false, path_or_id, Some(read_from), move |t, _| {
+        self.request(None, path_or_id, Some(read_from), move |t, _| {
             let Some(index) = Self::find_system(t, bmc, &path) else {
                 let missing =
                     BmcError::Status { method: "GET", path: path.clone(), status: 404, detail: String::new() };
@@ -768,7 +773,7 @@ impl Bmc for SimDevice {
 
     async fn systems(&self) -> Result<Vec<String>, BmcError> {
         let bmc = self.bmc;
-        self.request(false, "/redfish/v1/Systems", None, move |t, _| {
+        self.request(None, "/redfish/v1/Systems", None, move |t, _| {
             let members = t.bmcs[bmc].systems.iter().map(|s| format!("/redfish/v1/Systems/{}", s.id)).collect();
             (Ok(members), Look { machine: None, truly_on: false, said: Answered::Members })
         })
@@ -801,7 +806,7 @@ impl Bmc for SimDevice {
         let delay = self.shared.with(|t| t.bmcs[bmc].reset_delay);
         let delay = self.shared.between(delay);
         let by = self.caller();
-        self.request(true, &system.path.clone(), None, move |t, _| {
+        self.request(Some(reset == ResetType::On), &system.path.clone(), None, move |t, _| {
             let Some(index) = Self::find_system(t, bmc, &path) else {
                 let missing =
                     BmcError::Status { method: "POST", path: path.clone(), status: 404, detail: String::new() };

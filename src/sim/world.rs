@@ -186,6 +186,8 @@ pub enum Answered {
 #[derive(Clone, Debug)]
 pub enum Record {
     /// A power action reached a BMC and was executed on `machine` (or rejected).
+    /// A reset that left coroner and timed out before it reached the BMC (nothing happened).
+    ResetLost { at: Micros, by: Caller, on: bool },
     Reset {
         at: Micros,
         by: Caller,
