@@ -298,16 +298,18 @@ pub fn proof_deadline(spec: &CoronerRemediationSpec, memory: &Memory, timing: Ti
 }
 
 /// P3: what this process keeps when the status write of a decision failed. The phase stays as
-/// persisted, so what the decision learnt is mostly dropped; but a reading that broke or restarted a
-/// run was taken all the same: the run (and the proof) it ended is not kept, and no run outlives a
-/// reading it did not take in.
+/// persisted, so what the decision learnt is mostly dropped; but its reading was taken all the same:
+/// a reading that broke or restarted a run ends the run (and the proof), and no run outlives a
+/// reading it did not take in; a reading that extended the run stays in it, as every Off reading of
+/// a run lives in memory only (W1) — dropping it would open a gap its next reading did not make.
 pub fn memory_after_failed_write(old: &Memory, new: &Memory) -> Memory {
     let kept = |old: Option<Run>, new: Option<Run>| match (old, new) {
-        (Some(o), Some(n)) if n.first == o.first => old,
+        (Some(o), Some(n)) if n.first == o.first => Some(n),
         _ => None,
     };
-    // A run that became the proof was not broken: it is the same run under another name.
-    let became_proof = |old: Option<Run>| old.filter(|o| new.proof.is_some_and(|p| p.first == o.first));
+    // A run that became the proof was not broken: it is the same run under another name, and goes on
+    // as the run in the phase that stays (the next reading proves it again).
+    let became_proof = |old: Option<Run>| new.proof.filter(|p| old.is_some_and(|o| p.first == o.first));
     Memory {
         run: kept(old.run, new.run).or_else(|| became_proof(old.run)),
         proof: kept(old.proof, new.proof),

@@ -518,4 +518,8 @@ pub const REGRESSIONS: &[(u64, &str)] = &[
         134968,
         "R1 (soak, the oracle): a Reboot's On that timed out before it reached the BMC ends the release as an On sent does (coroner records its failure); the world's record now logs such a lost reset",
     ),
+    (
+        129243,
+        "P3 (soak): a status write that failed after a reading extended the run dropped that reading from the run, so the next reading was judged against the one before and broke the gap bound on an honest BMC (apiserver 503s and conflicts); an extension now stays in memory, as W1 keeps every Off reading",
+    ),
 ];
