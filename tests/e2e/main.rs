@@ -28,7 +28,9 @@
 //!   x. `kubectl coroner import-far --apply` reads FAR's templates and Secrets from the cluster and
 //!      imports an IPMI node that then verifies;
 //!   y. a settle (70 s) longer than coroner's BMC client lifetime, the Secret's metadata changed
-//!      mid-run: one unbroken run from the ForceOff proves it.
+//!      mid-run: one unbroken run from the ForceOff proves it;
+//!   z. a `ResourceDeletion` release (no taint) is guarded: its machine powered on by hand is switched
+//!      off again within the guard's bound.
 //!
 //! `make e2e ONLY=c,o` runs only those scenarios (by letter, see `SCENARIOS`), in the same world.
 
@@ -225,6 +227,12 @@ async fn setup(world: &mut World) {
     long["powerOffTimeout"] = json!("150s");
     long["guard"] = json!("Alert");
     templates.create(&PostParams::default(), &template("coroner-long-settle", long)).await.unwrap();
+    // Scenario z: a ResourceDeletion release, guarded as any other.
+    let mut deletion = quick.clone();
+    deletion["action"] = json!("Off");
+    deletion["guard"] = json!("Enforce");
+    deletion["remediationStrategy"] = json!("ResourceDeletion");
+    templates.create(&PostParams::default(), &template("coroner-off-deletion", deletion)).await.unwrap();
     world.start_nhc();
     world.restart_coroners(2, &[]);
     let nodes = [
@@ -261,10 +269,11 @@ async fn setup(world: &mut World) {
         (LIAR, liar, "off"),
         (EXCLUDED, slow, "main"),
         (LONG_SETTLED, MachineSpec::new(&uuid(121)), "long-settle"),
+        (DELETED_RELEASE, MachineSpec::new(&uuid(131)), "off-deletion"),
     ] {
         world.add_node_with(name, spec, &[(POOL, pool), (NAME, name), ("e2e.coroner.dev/worker", "")]).await;
     }
-    for name in nodes.iter().map(|n| n.0).chain([GUARDED, LIAR, EXCLUDED, LONG_SETTLED]) {
+    for name in nodes.iter().map(|n| n.0).chain([GUARDED, LIAR, EXCLUDED, LONG_SETTLED, DELETED_RELEASE]) {
         wait_for(&format!("{name} Ready"), SHORT, || async {
             (ready(world, name).await.as_deref() == Some("True")).then_some(())
         })
@@ -294,6 +303,7 @@ async fn setup(world: &mut World) {
         ("e2e-storm", "storm", 5, "coroner-reboot"),
         ("e2e-off", "off", 2, "coroner-off"),
         ("e2e-long-settle", "long-settle", 1, "coroner-long-settle"),
+        ("e2e-off-deletion", "off-deletion", 1, "coroner-off-deletion"),
     ] {
         world
             .create_nhc(json!({
@@ -305,14 +315,14 @@ async fn setup(world: &mut World) {
             .await;
     }
     log(format!(
-        "world ready: {} machines, NHC (main, escalation, control-plane, storm, off, long-settle), coroner",
+        "world ready: {} machines, NHC (main, escalation, control-plane, storm, off, long-settle, off-deletion), coroner",
         world.nodes.len()
     ));
 }
 
 /// The scenarios in the order they run, by the letter `make e2e ONLY=…` names them with. Scenario f
 /// (checks over the whole run) always runs last.
-const SCENARIOS: [(char, &str); 23] = [
+const SCENARIOS: [(char, &str); 24] = [
     ('a', "partitioned node fenced, pods moved, rebooted"),
     ('b', "wrong mapping refused, escalation refused too, and NHC skips a failed template"),
     ('c', "unreachable BMC fails after retry.count; once fixed, deleting it retries; uninstall refused while fenced"),
@@ -339,6 +349,7 @@ const SCENARIOS: [(char, &str); 23] = [
         "kubectl coroner import-far --apply: FAR templates from the cluster, credentials copied, the imported node verified",
     ),
     ('y', "a settle longer than a BMC client's lifetime, its Secret's metadata changed mid-run, is proven"),
+    ('z', "a ResourceDeletion release is guarded: its machine powered on by hand is switched off again"),
 ];
 
 /// `CORONER_E2E_ONLY=a,c` (`make e2e ONLY=a,c`): the scenarios to run; all when unset or empty.
@@ -383,7 +394,8 @@ async fn suite() {
             'v' => scenario_v(&mut world).await,
             'w' => scenario_w(&mut world).await,
             'x' => scenario_x(&mut world).await,
-            _ => scenario_y(&world).await,
+            'y' => scenario_y(&world).await,
+            _ => scenario_z(&mut world).await,
         }
         timings.push(format!("{name}: {:.1?}", scenario_started.elapsed()));
     }
@@ -1911,6 +1923,8 @@ const EXCLUDED: &str = "excl-1";
 /// Scenario y's node, and its template's settle (longer than coroner's 60 s BMC client lifetime).
 const LONG_SETTLED: &str = "y-1";
 const LONG_SETTLE: Duration = Duration::from_secs(70);
+/// Scenario z's node: fenced with `ResourceDeletion`.
+const DELETED_RELEASE: &str = "rd-1";
 const SLOW_BMC_SECONDS: f64 = 1.0;
 /// The guard's period in scenario r.
 const GUARD_INTERVAL: Duration = Duration::from_secs(2);
@@ -2156,6 +2170,47 @@ async fn scenario_y(world: &World) {
     // Back to service as documented: approve the release, then power on.
     world.node(node).heal();
     let (ok, out) = coroner_approve(&world.kubeconfig, node, "y-1 back after its long-settle fence");
+    assert!(ok, "coroner approve: {out}");
+    power_on_by_hand(world, node).await;
+    wait_remediations_gone(world, node).await;
+}
+
+/// R1 for a `ResourceDeletion` release (no taint on the Node): the fence deletes the node's pods
+/// and ends; its machine powered on by hand is switched off again by the guard within its bound,
+/// as for a release with the out-of-service taint (scenario r).
+async fn scenario_z(world: &mut World) {
+    let node = DELETED_RELEASE;
+    let interval = format!("{}s", GUARD_INTERVAL.as_secs());
+    world.restart_coroners(2, &["--guard-interval", &interval]);
+    world.node(node).partition();
+    let fenced =
+        wait_remediation(world, node, "Succeeded=True", LONG, |r| succeeded(r).is_some_and(|s| s.0 == "True")).await;
+    let release = fenced.status.as_ref().and_then(|s| s.evidence.as_ref()?.release.clone()).unwrap();
+    assert_eq!(release.strategy, coroner::api::RemediationStrategy::ResourceDeletion);
+    assert!(!taint_keys(world, node).await.iter().any(|k| k == "node.kubernetes.io/out-of-service"));
+    wait_for(&format!("{node}: the guard reads the released machine Off"), SHORT, || async {
+        (guard_condition(world, node).await? == ("True".into(), "MachineOff".into())).then_some(())
+    })
+    .await;
+    assert_eq!(resets(world, node, "ForceOff"), 1);
+    let on = Instant::now();
+    power_on_by_hand(world, node).await;
+    let name = fenced.name_any();
+    wait_for(&format!("{node}: a ReleasedMachinePoweredOn Event"), SHORT, || async {
+        events_about(world, CORONER_NS, &name, coroner::guard::POWERED_ON).await.pop()
+    })
+    .await;
+    wait_for(&format!("{node}: switched off again"), SHORT, || async {
+        (resets(world, node, "ForceOff") == 2 && world.node(node).power_state() == "Off").then_some(())
+    })
+    .await;
+    let off_again = on.elapsed();
+    log(format!(
+        "{node}: a ResourceDeletion release ({} pods deleted) powered on by hand → Off again after {off_again:.1?} (guard interval {interval})",
+        release.pods_deleted.unwrap_or_default()
+    ));
+    world.node(node).heal();
+    let (ok, out) = coroner_approve(&world.kubeconfig, node, "rd-1 back after its deletion release");
     assert!(ok, "coroner approve: {out}");
     power_on_by_hand(world, node).await;
     wait_remediations_gone(world, node).await;
