@@ -450,9 +450,22 @@ pub fn assess(status: &CoronerRemediationStatus, reading: &Result<PowerReading, 
 pub fn with_sighting(status: &CoronerRemediationStatus, finding: &Finding, memory: &Memory) -> Finding {
     match (finding, &memory.sighted_on) {
         (Finding::Off, Some(power)) => Finding::NotOff(power.clone()),
-        (Finding::Off, None) if unanswered_force_off(status) => Finding::NotOff(PowerState::On),
+        (Finding::Off, None) if unanswered_force_off(status) || sighting_unhandled(status) => {
+            Finding::NotOff(PowerState::On)
+        }
         _ => finding.clone(),
     }
+}
+
+/// A sighting the fence recorded ([`GuardStatus::sighted_at`]) that no guard round has acted on yet:
+/// no guard finding and no guard ForceOff decided since. A process that took over from the one that
+/// saw it acts on it as that one would have.
+fn sighting_unhandled(status: &CoronerRemediationStatus) -> bool {
+    let Some(guard) = status.guard.as_ref() else { return false };
+    let Some(sighted) = guard.sighted_at.as_ref().map(|t| t.0) else { return false };
+    let found_since = guard.last_finding.as_ref().is_some_and(|f| f.at.0 >= sighted);
+    let decided_since = guard.intent.as_ref().is_some_and(|i| i.decided_at.0 >= sighted);
+    !found_since && !decided_since
 }
 
 /// A guard ForceOff decided (its intent persisted) whose success, or the reason it was not sent, is

@@ -354,6 +354,11 @@ pub struct GuardStatus {
     /// against the machine of the admitted identity.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub record_diverged: Option<String>,
+    /// R2: when the fence read the released machine not Off while its release stood (its
+    /// PoweringOn, before its On was answered). The guard acts on it as on its own reading, also in
+    /// a process that takes over, until it has (a later guard finding or ForceOff decision).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sighted_at: Option<MicroTime>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]

@@ -1930,9 +1930,12 @@ impl<'a> Step<'a> {
                 // R1: on while the release stands, before coroner's own `On` was answered: not taken
                 // for coroner's, the guard's to judge. An `On` on top of it would claim it.
                 let message = "power reads On before coroner's power-on was answered, while its release stands: not taken for coroner's doing (the guard switches it off with guard: Enforce); no On is sent".to_owned();
-                // R2: the guard judges on this reading now, not on its own next one.
+                // R2: the guard judges on this reading now, not on its own next one; recorded, so a
+                // process that takes over judges on it too.
                 self.memory.sighted_on = Some(PowerState::On);
                 self.memory.guarded_at = None;
+                let now = self.now();
+                self.status.guard.get_or_insert_with(Default::default).sighted_at = Some(now);
                 self.power_on_waits(message.clone(), message);
             }
             Ok(_) if (!decided || self.unsent(PowerAction::On)) && !self.attempt_deadline_passed() => {

@@ -868,3 +868,16 @@ fn a_node_back_on_its_old_boot_counts_against_a_release_whose_status_write_has_n
     begun.progress.get_or_insert_with(Default::default).release_begun = released().evidence.unwrap().release;
     assert!(fence_did_not_take_effect(&begun, &back(false)).is_some(), "its pod deletions may have begun");
 }
+
+#[test]
+fn a_sighting_the_fence_recorded_is_acted_on_by_a_process_that_takes_over_until_a_guard_round_has() {
+    let mut status = released();
+    status.guard.get_or_insert_with(GuardStatus::default).sighted_at = Some(MicroTime(t(10)));
+    let fresh = Memory::default();
+    assert_eq!(with_sighting(&status, &Finding::Off, &fresh), Finding::NotOff(PowerState::On), "not in this memory");
+    let decision = step_with(GuardPolicy::Enforce, &status, &fresh, &with_sighting(&status, &Finding::Off, &fresh));
+    assert_eq!(decision.reset, Some(crate::bmc::ResetType::ForceOff), "switched off even though it reads Off now");
+    // Once a guard round acted on it (its ForceOff decided after it, and answered), Off is Off.
+    let handled = answered(&decision.status, &decision.memory, &Ok(204), t(21)).status;
+    assert_eq!(with_sighting(&handled, &Finding::Off, &fresh), Finding::Off);
+}

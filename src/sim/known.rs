@@ -522,4 +522,8 @@ pub const REGRESSIONS: &[(u64, &str)] = &[
         129243,
         "P3 (soak): a status write that failed after a reading extended the run dropped that reading from the run, so the next reading was judged against the one before and broke the gap bound on an honest BMC (apiserver 503s and conflicts); an extension now stays in memory, as W1 keeps every Off reading",
     ),
+    (
+        146571,
+        "R2 (soak): the fence's PoweringOn read the released machine On and its process died after recording the reading but before its guard acted; the sighting lived in memory only, so the next leader read it Off (the glitch over) and sent nothing; the sighting is now recorded (guard.sightedAt) and acted on by whoever leads",
+    ),
 ];
