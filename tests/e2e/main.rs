@@ -21,6 +21,8 @@
 //!      switched off again; with `coroner.dev/power-on-approved` on the Node it is left on;
 //!   s. bootID continuity: a BMC that lies (accepts ForceOff, does nothing, reads Off) gets its node
 //!      released; back with its old bootID, it is `FenceDidNotTakeEffect` on the Node;
+//!   k. the node labelled excluded after its release and before the `Reboot`'s `On` (a pod held by a
+//!      finalizer keeps the fence waiting): no `On`, `PowerOnExcluded`, the out-of-service taint stays;
 //!   t. the node labelled `remediation.medik8s.io/exclude-from-remediation` mid-fence (a slow BMC,
 //!      between admission and the ForceOff): no reset at all, `NodeExcluded`;
 //!   v. a machine whose BMC speaks only IPMI (ipmi_sim, its GUID in the IPMI layout) is fenced through
@@ -322,7 +324,7 @@ async fn setup(world: &mut World) {
 
 /// The scenarios in the order they run, by the letter `make e2e ONLY=…` names them with. Scenario f
 /// (checks over the whole run) always runs last.
-const SCENARIOS: [(char, &str); 24] = [
+const SCENARIOS: [(char, &str); 25] = [
     ('a', "partitioned node fenced, pods moved, rebooted"),
     ('b', "wrong mapping refused, escalation refused too, and NHC skips a failed template"),
     ('c', "unreachable BMC fails after retry.count; once fixed, deleting it retries; uninstall refused while fenced"),
@@ -332,6 +334,7 @@ const SCENARIOS: [(char, &str); 24] = [
     ('h', "control plane: one of three fenced, two of three not until one is back"),
     ('i', "storm limits: concurrency and window budgets"),
     ('j', "a stale binding is caught by periodic verification"),
+    ('k', "a node excluded after its release and before the Reboot's On: no On, PowerOnExcluded, the taint stays"),
     ('l', "the leader never fences the node it runs on"),
     ('m', "a leader on the node to fence hands over to a replica elsewhere"),
     ('n', "admission explains bad bindings; a sample's openssl pin is accepted"),
@@ -381,6 +384,7 @@ async fn suite() {
             'h' => scenario_h(&world).await,
             'i' => scenario_i(&mut world).await,
             'j' => scenario_j(&mut world).await,
+            'k' => scenario_k(&world).await,
             'l' => scenario_l(&mut world).await,
             'm' => scenario_m(&mut world).await,
             'n' => scenario_n(&world).await,
@@ -2170,6 +2174,53 @@ async fn scenario_y(world: &World) {
     // Back to service as documented: approve the release, then power on.
     world.node(node).heal();
     let (ok, out) = coroner_approve(&world.kubeconfig, node, "y-1 back after its long-settle fence");
+    assert!(ok, "coroner approve: {out}");
+    power_on_by_hand(world, node).await;
+    wait_remediations_gone(world, node).await;
+}
+
+/// R5: the exclusion label set after the release and before a `Reboot`'s `On` stops the `On`. A pod
+/// held by a finalizer keeps the fence in WaitingForRelease while the node is labelled; once the pod
+/// goes, the fence ends as an `Off` release does (`PowerOnExcluded`), no `On` reaches the BMC, and the
+/// out-of-service taint stays.
+async fn scenario_k(world: &World) {
+    let node = EXCLUDED;
+    let pods: Api<Pod> = Api::namespaced(world.client.clone(), "default");
+    let held: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "held-on-excl-1", "finalizers": ["e2e.coroner.dev/hold"]},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "registry.invalid/held:1"}]},
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &held).await.unwrap();
+    let before = world.node(node).machine.requests().len();
+    world.node(node).partition();
+    let released =
+        wait_remediation(world, node, "released, waiting for its pods", LONG, |r| phase(r) == "WaitingForRelease")
+            .await;
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(world.client.clone());
+    let label = json!({"metadata": {"labels": {contract::EXCLUDE_LABEL: "true"}}});
+    nodes.patch(node, &PatchParams::default(), &Patch::Merge(&label)).await.unwrap();
+    log(format!("{node}: labelled {} while {} waits for its pods", contract::EXCLUDE_LABEL, released.name_any()));
+    let unhold = json!({"metadata": {"finalizers": null}});
+    pods.patch("held-on-excl-1", &PatchParams::default(), &Patch::Merge(&unhold)).await.unwrap();
+    let done = wait_remediation(world, node, "Done PowerOnExcluded", LONG, |r| phase(r) == "Done").await;
+    assert_eq!(
+        condition(&done, contract::POWERED_ON).map(|c| c.1),
+        Some("PowerOnExcluded".into()),
+        "{:?}",
+        done.status
+    );
+    assert_eq!(succeeded(&done).unwrap().0, "True", "it ends as an Off release does");
+    let on: Vec<String> =
+        world.node(node).machine.requests().into_iter().skip(before).filter(|r| r.ends_with("Reset On")).collect();
+    assert!(on.is_empty(), "an On reached the excluded node's BMC: {on:?}");
+    assert!(taint_keys(world, node).await.iter().any(|k| k == "node.kubernetes.io/out-of-service"), "the taint stays");
+    log(format!("{node}: {} ended PowerOnExcluded; no On, the taint stays", done.name_any()));
+
+    let unlabel = json!({"metadata": {"labels": {contract::EXCLUDE_LABEL: null}}});
+    nodes.patch(node, &PatchParams::default(), &Patch::Merge(&unlabel)).await.unwrap();
+    world.node(node).heal();
+    let (ok, out) = coroner_approve(&world.kubeconfig, node, "excl-1 back after its excluded reboot");
     assert!(ok, "coroner approve: {out}");
     power_on_by_hand(world, node).await;
     wait_remediations_gone(world, node).await;
