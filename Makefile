@@ -4,6 +4,9 @@ SHELL := /bin/bash
 
 CARGO ?= cargo
 HARNESS_BIN := .cache/harness/bin
+# Test threads get the stack coroner's own workers have (lib WORKER_STACK, 8 MiB): the fence loop's
+# futures nest deeply, and an unoptimised build's frames outgrow the 2 MiB default of a test thread.
+export RUST_MIN_STACK := 8388608
 
 .PHONY: test lint unit install-check integration e2e peers harness cluster-up cluster-down demo crds build soak bench
 

@@ -25,6 +25,15 @@ impl<W: World> Fence<'_, W> {
         Ok(())
     }
 
+    /// A standing release an earlier version recorded (no `releaseId`). Not async: the status it
+    /// clones stays out of the guard's future and its frame.
+    fn recorded_before_upgrade(&self, node: &Node) -> bool {
+        let status = self.status();
+        let recorded = status.evidence.as_ref().and_then(|e| e.release.as_ref());
+        recorded.is_some_and(|r| r.release_id.is_none())
+            && crate::guard::release_stands(&status, &NodeSnapshot::new(node, None, &self.uid))
+    }
+
     /// R3/R7: the first guard round over a release an earlier version recorded gives the record its
     /// id and honours an approval given after the release under the earlier rule
     /// ([`crate::guard::from_before_upgrade`]): the approval is rewritten to name the release first,
@@ -66,14 +75,8 @@ impl<W: World> Fence<'_, W> {
     /// The guard after the release, on every reconcile while this fence's release stands
     /// ([`crate::guard::release_stands`]). Returns when the guard reads again.
     pub(super) async fn guard(&mut self, node: &Node) -> Result<Option<StdDuration>, Error> {
-        let from_before_upgrade = {
-            let status = self.status();
-            let recorded = status.evidence.as_ref().and_then(|e| e.release.as_ref());
-            recorded.is_some_and(|r| r.release_id.is_none())
-                && crate::guard::release_stands(&status, &NodeSnapshot::new(node, None, &self.uid))
-        };
         // Boxed: once per release an earlier version recorded, kept out of every round's future.
-        let upgraded = match from_before_upgrade {
+        let upgraded = match self.recorded_before_upgrade(node) {
             true => Box::pin(self.upgrade_record(node)).await?.map(Box::new),
             false => None,
         };
