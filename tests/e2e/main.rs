@@ -270,8 +270,8 @@ async fn setup(world: &mut World) {
         (GUARDED, MachineSpec::new(&uuid(95)), "off"),
         (LIAR, liar, "off"),
         (EXCLUDED, slow, "main"),
-        (LONG_SETTLED, MachineSpec::new(&uuid(121)), "long-settle"),
-        (DELETED_RELEASE, MachineSpec::new(&uuid(131)), "off-deletion"),
+        (LONG_SETTLED, MachineSpec::new(&uuid(141)), "long-settle"),
+        (DELETED_RELEASE, MachineSpec::new(&uuid(151)), "off-deletion"),
     ] {
         world.add_node_with(name, spec, &[(POOL, pool), (NAME, name), ("e2e.coroner.dev/worker", "")]).await;
     }
