@@ -150,7 +150,7 @@ impl Checker {
     /// counted from when its BMC answers; while its BMC is dark, `GuardBlind` within the bound (or
     /// one already published in the same dark spell, before the power-on). Under
     /// `Alert`: `ReleasedMachinePoweredOn` within the bound, and no power-off. Exempt: an approval
-    /// given after the release and before the power-on; the release ending before the bound.
+    /// given after the release and before the bound ran out; the release ending before the bound.
     fn guard_enforced(&mut self, truth: &Truth, scenario: &Scenario) -> Result<(), String> {
         for (index, record) in truth.log.iter().enumerate() {
             let Record::PoweredOn { at: on, machine, .. } = record else { continue };
@@ -191,8 +191,11 @@ impl Checker {
         machine: usize,
         on: Micros,
     ) -> Option<Result<(), String>> {
+        // R3: the guard honours the approval the Node carries when it acts, also one given after the
+        // power-on; one given after the guard's bound ran out excuses nothing.
+        let by = on + Self::guard_bound(truth, scenario, on);
         let approved = truth.log.iter().any(|r| {
-            matches!(r, Record::Approved { at, node: of, value } if of == node && *at >= release.at && *at <= on
+            matches!(r, Record::Approved { at, node: of, value } if of == node && *at >= release.at && *at <= by
                 && names_release(value, &release.uid))
         });
         if approved {

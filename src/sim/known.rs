@@ -526,4 +526,8 @@ pub const REGRESSIONS: &[(u64, &str)] = &[
         146571,
         "R2 (soak): the fence's PoweringOn read the released machine On and its process died after recording the reading but before its guard acted; the sighting lived in memory only, so the next leader read it Off (the glitch over) and sent nothing; the sighting is now recorded (guard.sightedAt) and acted on by whoever leads",
     ),
+    (
+        167739,
+        "R3 (soak, the oracle): an approval of the release given 0.4 s after a power-on and standing when the guard read was honoured, as the rule says (the guard honours what the Node carries when it acts); the oracle exempted only an approval given before the power-on",
+    ),
 ];
