@@ -534,14 +534,16 @@ pub fn no_life_in_fence(remediation: &CoronerRemediation, remembered: Option<&st
         let tried = progress.and_then(|p| p.last_reading_at.as_ref()).map(|t| t.0);
         let dark_since =
             recorded == Some(power) && answered.zip(tried).is_some_and(|(answered, tried)| tried > answered);
-        let (at, override_) = match (dark_since, answered) {
-            (true, Some(at)) => (Some(at), format!("its BMC has not answered since {at}")),
-            _ => (
-                None,
+        // Not acknowledgeable yet: this check stops at its first refusal, and clearing it would skip
+        // the refusals after it (ReadingUnrecorded has no override).
+        let override_ = match (dark_since, answered) {
+            (true, Some(at)) => format!("its BMC has not answered since {at}; there is no override yet"),
+            _ => {
                 "there is no override (fix the mapping, or switch the machine off at its console so its BMC reads Off)"
-                    .to_owned(),
-            ),
+                    .to_owned()
+            }
         };
+        let at: Option<Timestamp> = None;
         return Err(Refusal::new(
             AttestationReason::BmcReportedOn,
             format!(
@@ -799,6 +801,15 @@ pub fn acknowledgement_clears(
             "; an attester who accepts this evidence may say so: coroner attest --acknowledge {wanted}, in an attestation created after {earliest}"
         )),
     })
+}
+
+/// A refusal met again right before the Node write that the evaluation found acknowledged: the same
+/// reason and moment, in the plan's list (checked then against the attestation's creation).
+pub fn acknowledged_in(plan: &ReleasePlan, refusal: &Refusal) -> bool {
+    let Some(at) = refusal.evidence_at else { return false };
+    plan.acknowledged
+        .iter()
+        .any(|a| a.reason.as_str() == refusal.reason.as_str() && a.at.0.as_second() == at.as_second())
 }
 
 /// What the cluster-wide gates look at; absent for the CLI's preflight (coroner checks them).
@@ -1072,7 +1083,7 @@ pub fn recheck_node(plan: &ReleasePlan, node: Option<&Node>, lease: Option<Optio
     node_is_the_attested_one(node, &plan.node_name, &plan.node_uid)?;
     let node = node.ok_or_else(|| Refusal::new(AttestationReason::NodeNotFound, "the node disappeared"))?;
     node_unreachable(node)?;
-    no_new_boot(&plan.boot_id, node)?;
+    no_new_boot(&plan.boot_id, node).or_else(|r| if acknowledged_in(plan, &r) { Ok(String::new()) } else { Err(r) })?;
     lease_unchanged_since_fence(Some(plan.lease_baseline), lease)?;
     from_gate(gates::not_excluded(node), "")?;
     no_foreign_out_of_service_taint(node, &plan.remediation_uid)?;

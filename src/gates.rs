@@ -385,6 +385,11 @@ pub fn release_to_adopt(inputs: &GateInputs<'_>) -> Option<Adoptable> {
         let status = r.status.as_ref()?;
         let release = status.evidence.as_ref()?.release.as_ref()?;
         let uid = r.uid()?;
+        // The Node the sibling admitted, not one re-created under its name (R4).
+        let admitted = status.evidence.as_ref()?.node.as_ref()?.uid.as_str();
+        if inputs.node.metadata.uid.as_deref() != Some(admitted) {
+            return None;
+        }
         if !crate::guard::release_stands(status, &NodeSnapshot::new(inputs.node, None, &uid)) {
             return None;
         }

@@ -339,8 +339,11 @@ pub fn from_before_upgrade(
     if let Some(release) = new.evidence.as_mut().and_then(|e| e.release.as_mut()) {
         release.release_id = Some(id.clone());
     }
+    // One the previous version already judged and reported as naming no release stays refused: it
+    // had approval ids too (R3), and carrying it over would disarm a guard that was enforcing.
+    let refused_before = status.guard.as_ref().and_then(|g| g.ignored_approval.as_deref()) == value;
     let approval = match (value, set_at) {
-        (Some(value), Some(at)) if at > release.released_at.0 && !names_a_release(value) => {
+        (Some(value), Some(at)) if at > release.released_at.0 && !names_a_release(value) && !refused_before => {
             let rewritten = format!("{id} from-before-upgrade: {value}");
             let message = format!(
                 "the approval {value:?} (written {at}) names no release; it was given after release {id} under the rule of an earlier coroner, and is honoured for this release once, rewritten as {rewritten:?}; approvals now name their release (coroner approve NODE)"

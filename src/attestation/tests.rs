@@ -923,7 +923,7 @@ fn an_acknowledgement_counts_only_for_the_evidence_it_names() {
 }
 
 #[test]
-fn an_on_reading_from_a_bmc_that_still_answers_has_no_override_and_one_from_a_dark_bmc_may_be_acknowledged() {
+fn an_on_reading_has_no_override_yet_even_from_a_bmc_dark_since() {
     let mut world = World::dead_node();
     last_read(&mut world, "On");
     let progress = world.remediations[0].status.as_mut().unwrap().progress.as_mut().unwrap();
@@ -935,7 +935,9 @@ fn an_on_reading_from_a_bmc_that_still_answers_has_no_override_and_one_from_a_da
     // Asked again later, it never answered: dark since its On.
     let progress = world.remediations[0].status.as_mut().unwrap().progress.as_mut().unwrap();
     progress.last_reading_at = Some(MicroTime(t(-70)));
-    assert!(matches!(world.evaluate(t(0)).0, Verdict::Release(_)));
+    // Not yet acknowledgeable: clearing it would clear the checks after it in the same precondition.
+    let Verdict::Refuse(dark) = world.evaluate(t(0)).0 else { panic!("no override yet") };
+    assert!(dark.evidence_at.is_none() && dark.message.contains("not answered since"), "{}", dark.message);
     // An On only this process remembers (its write failed) has no moment to name: no override.
     last_read(&mut world, "Off");
     world.remembered.insert("uid-w1".into(), "On".into());

@@ -230,7 +230,9 @@ async fn release<W: World>(
     let fence = world.remediation(&plan.remediation).await?;
     let remembered = local.remembered(&world.instance(), &plan.remediation_uid).last_power;
     let life = match &fence {
-        Some(fence) => attestation::no_life_in_fence(fence, remembered.as_deref()).err(),
+        Some(fence) => attestation::no_life_in_fence(fence, remembered.as_deref())
+            .err()
+            .filter(|refusal| !attestation::acknowledged_in(plan, refusal)),
         None => None,
     };
     if let Some(refusal) = life {

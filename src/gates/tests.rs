@@ -17,6 +17,7 @@ fn t(secs: i64) -> Timestamp {
 fn node(name: &str, ready: Option<&str>, labels: &[(&str, &str)]) -> Node {
     let mut node = Node::default();
     node.metadata.name = Some(name.into());
+    node.metadata.uid = Some(format!("uid-node-{name}"));
     node.metadata.labels = Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
     node.status = Some(NodeStatus {
         conditions: ready
@@ -556,6 +557,23 @@ fn a_node_powered_on_by_a_sibling_waits_out_the_boot_grace_unless_it_is_back() {
     assert_eq!(power_on(990, true), Gate::Admit, "the node is back with a new bootID");
 }
 
+/// The sibling `i` admitted the world's Node as it is (same UID).
+fn admitted_here(world: &mut World, i: usize) {
+    let uid = world.node.metadata.uid.clone().unwrap_or_default();
+    let status = world.remediations[i].status.get_or_insert_with(Default::default);
+    status.evidence.get_or_insert_with(Default::default).node = Some(crate::api::NodeEvidence {
+        name: "w-9".into(),
+        uid,
+        system_uuid: String::new(),
+        boot_id: String::new(),
+        ready: "Unknown".into(),
+        lease_present: false,
+        lease_renew_time: None,
+        admitted_at: MicroTime(t(800)),
+        binding: None,
+    });
+}
+
 #[test]
 fn a_siblings_release_is_adopted_only_while_its_exact_taint_is_on_the_node() {
     let mut world = World::new(node("w-9", Some("Unknown"), &[]));
@@ -576,6 +594,7 @@ fn a_siblings_release_is_adopted_only_while_its_exact_taint_is_on_the_node() {
         taint_removed_at: None,
         release_timed_out: false,
     });
+    admitted_here(&mut world, i);
     assert_eq!(release_to_adopt(&world.inputs()), None, "the taint is not on the node");
     world.node =
         crate::taints::with_taint(&world.node, crate::taints::CoronerTaint::OutOfService, &uid, t(900)).unwrap();
@@ -614,9 +633,15 @@ fn a_siblings_resource_deletion_release_is_adopted_while_its_record_says_it_stan
         taint_removed_at: None,
         release_timed_out: false,
     });
+    admitted_here(&mut world, i);
     let strategy = crate::api::RemediationStrategy::ResourceDeletion;
     let adopted = Adoptable { from: "w-9-sib-50".into(), released_at: t(900), strategy };
     assert_eq!(release_to_adopt(&world.inputs()), Some(adopted), "no taint: the record is the release");
+    // A Node re-created under the same name is not the one the sibling released (R4).
+    let admitted = world.node.clone();
+    world.node.metadata.uid = Some("uid-node-w-9-new".into());
+    assert_eq!(release_to_adopt(&world.inputs()), None, "another Node object");
+    world.node = admitted;
     // The node reporting Ready ends the release (R1): nothing stands to adopt.
     world.node = node("w-9", Some("True"), &[]);
     assert_eq!(release_to_adopt(&world.inputs()), None);
