@@ -461,12 +461,13 @@ pub fn with_sighting(status: &CoronerRemediationStatus, finding: &Finding, memor
 }
 
 /// A sighting the fence recorded ([`GuardStatus::sighted_at`]) that no guard round has acted on yet:
-/// no guard finding and no guard ForceOff decided since. A process that took over from the one that
-/// saw it acts on it as that one would have.
+/// no power-on reported and no guard ForceOff decided since (a blind round acts on nothing). A process
+/// that took over from the one that saw it acts on it as that one would have.
 fn sighting_unhandled(status: &CoronerRemediationStatus) -> bool {
     let Some(guard) = status.guard.as_ref() else { return false };
     let Some(sighted) = guard.sighted_at.as_ref().map(|t| t.0) else { return false };
-    let found_since = guard.last_finding.as_ref().is_some_and(|f| f.at.0 >= sighted);
+    let reported = conditions::find(&status.conditions, GUARD).is_some_and(|c| c.reason == POWERED_ON);
+    let found_since = reported && guard.last_finding.as_ref().is_some_and(|f| f.at.0 >= sighted);
     let decided_since = guard.intent.as_ref().is_some_and(|i| i.decided_at.0 >= sighted);
     !found_since && !decided_since
 }

@@ -877,6 +877,11 @@ fn a_sighting_the_fence_recorded_is_acted_on_by_a_process_that_takes_over_until_
     assert_eq!(with_sighting(&status, &Finding::Off, &fresh), Finding::NotOff(PowerState::On), "not in this memory");
     let decision = step_with(GuardPolicy::Enforce, &status, &fresh, &with_sighting(&status, &Finding::Off, &fresh));
     assert_eq!(decision.reset, Some(crate::bmc::ResetType::ForceOff), "switched off even though it reads Off now");
+    // A blind round after it acts on nothing: the sighting still stands.
+    let mut blind = status.clone();
+    blind.guard.as_mut().unwrap().last_finding = Some(GuardFinding { at: MicroTime(t(15)), seen: "timeout".into() });
+    conditions::set(&mut blind.conditions, GUARD, conditions::UNKNOWN, BLIND, "no answer", t(15));
+    assert_eq!(with_sighting(&blind, &Finding::Off, &fresh), Finding::NotOff(PowerState::On));
     // Once a guard round acted on it (its ForceOff decided after it, and answered), Off is Off.
     let handled = answered(&decision.status, &decision.memory, &Ok(204), t(21)).status;
     assert_eq!(with_sighting(&handled, &Finding::Off, &fresh), Finding::Off);
