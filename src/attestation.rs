@@ -543,15 +543,13 @@ pub fn no_life_in_fence(remediation: &CoronerRemediation, remembered: Option<&st
                     .to_owned()
             }
         };
-        let at: Option<Timestamp> = None;
         return Err(Refusal::new(
             AttestationReason::BmcReportedOn,
             format!(
                 "the last reading of remediation {} found the machine's power {power}, not Off: its BMC showed it alive; {override_}",
                 remediation.name_any()
             ),
-        )
-        .acknowledgeable(at));
+        ));
     }
     if let Some(reader) = progress.and_then(|p| p.reader.as_deref().or(p.unrecorded_reader.as_deref())) {
         return Err(Refusal::new(

@@ -557,6 +557,27 @@ fn a_node_powered_on_by_a_sibling_waits_out_the_boot_grace_unless_it_is_back() {
     assert_eq!(power_on(990, true), Gate::Admit, "the node is back with a new bootID");
 }
 
+/// The sibling `i` proved the node off and released it at t(900) with `strategy` (a taint it owns,
+/// or pods it deleted).
+fn released_at_900(world: &mut World, i: usize, strategy: crate::api::RemediationStrategy) {
+    let taint = strategy == crate::api::RemediationStrategy::OutOfServiceTaint;
+    let status = world.remediations[i].status.get_or_insert_with(Default::default);
+    status.evidence.get_or_insert_with(Default::default).release = Some(crate::api::ReleaseEvidence {
+        release_id: None,
+        kind: crate::api::ReleaseKind::BmcProof,
+        attestation: None,
+        adopted_from: None,
+        strategy,
+        node_ready: "Unknown".into(),
+        lease_renew_time: None,
+        released_at: MicroTime(t(900)),
+        taint_owned: taint,
+        pods_deleted: (!taint).then_some(3),
+        taint_removed_at: None,
+        release_timed_out: false,
+    });
+}
+
 /// The sibling `i` admitted the world's Node as it is (same UID).
 fn admitted_here(world: &mut World, i: usize) {
     let uid = world.node.metadata.uid.clone().unwrap_or_default();
@@ -579,21 +600,7 @@ fn a_siblings_release_is_adopted_only_while_its_exact_taint_is_on_the_node() {
     let mut world = World::new(node("w-9", Some("Unknown"), &[]));
     let i = sibling(&mut world, 50, Phase::Done);
     let uid = world.remediations[i].metadata.uid.clone().unwrap();
-    let status = world.remediations[i].status.get_or_insert_with(Default::default);
-    status.evidence.get_or_insert_with(Default::default).release = Some(crate::api::ReleaseEvidence {
-        release_id: None,
-        kind: crate::api::ReleaseKind::BmcProof,
-        attestation: None,
-        adopted_from: None,
-        strategy: crate::api::RemediationStrategy::OutOfServiceTaint,
-        node_ready: "Unknown".into(),
-        lease_renew_time: None,
-        released_at: MicroTime(t(900)),
-        taint_owned: true,
-        pods_deleted: None,
-        taint_removed_at: None,
-        release_timed_out: false,
-    });
+    released_at_900(&mut world, i, crate::api::RemediationStrategy::OutOfServiceTaint);
     admitted_here(&mut world, i);
     assert_eq!(release_to_adopt(&world.inputs()), None, "the taint is not on the node");
     world.node =
@@ -618,21 +625,7 @@ fn a_siblings_release_is_adopted_only_while_its_exact_taint_is_on_the_node() {
 fn a_siblings_resource_deletion_release_is_adopted_while_its_record_says_it_stands() {
     let mut world = World::new(node("w-9", Some("Unknown"), &[]));
     let i = sibling(&mut world, 50, Phase::Done);
-    let status = world.remediations[i].status.get_or_insert_with(Default::default);
-    status.evidence.get_or_insert_with(Default::default).release = Some(crate::api::ReleaseEvidence {
-        release_id: None,
-        kind: crate::api::ReleaseKind::BmcProof,
-        attestation: None,
-        adopted_from: None,
-        strategy: crate::api::RemediationStrategy::ResourceDeletion,
-        node_ready: "Unknown".into(),
-        lease_renew_time: None,
-        released_at: MicroTime(t(900)),
-        taint_owned: false,
-        pods_deleted: Some(3),
-        taint_removed_at: None,
-        release_timed_out: false,
-    });
+    released_at_900(&mut world, i, crate::api::RemediationStrategy::ResourceDeletion);
     admitted_here(&mut world, i);
     let strategy = crate::api::RemediationStrategy::ResourceDeletion;
     let adopted = Adoptable { from: "w-9-sib-50".into(), released_at: t(900), strategy };

@@ -406,17 +406,8 @@ fn the_finalizer_removes_the_approval_with_the_taints() {
 
 #[test]
 fn an_out_of_service_taint_left_by_a_gone_remediation_is_removed_once_the_node_is_ready_on_a_new_boot() {
-    use crate::{
-        api::{CoronerRemediationSpec, FenceAction},
-        driver::orphans::{HELD, REMOVED},
-        sim::{
-            lab::{Lab, Setup},
-            script::Script,
-        },
-    };
-    let spec = CoronerRemediationSpec { action: FenceAction::Off, ..CoronerRemediationSpec::default() };
-    let lab = Lab::scripted(&Setup::new(UUID, spec), Script::machine(UUID, true));
-    futures::executor::block_on(lab.run());
+    use crate::driver::orphans::{HELD, REMOVED};
+    let lab = fenced_off();
     // A deposed leader's release landed after the finalizer ran: the taint stays, its owner gone.
     lab.world(|t| t.remediations.remove("worker-1"));
     let sweep = || futures::executor::block_on(lab.sweep()).unwrap();
@@ -442,12 +433,8 @@ fn an_out_of_service_taint_left_by_a_gone_remediation_is_removed_once_the_node_i
     assert!(!node.annotations().contains_key("coroner.dev/out-of-service-owner"));
 }
 
-/// Through the loop: the node reports back with its old bootID; the reconcile records it (a Warning
-/// on the remediation and the Node, the metric); NHC's delete follows, and the finalizer does not
-/// report it a second time.
-/// A node fenced Off (its machine proven off and released) that comes back Ready with the bootID it
-/// had before the fence.
-fn fenced_and_back_with_its_old_boot_id() -> crate::sim::lab::Lab<crate::sim::script::Scripted> {
+/// A lab whose machine, on, was fenced with `action: Off` (proven off and released) through the loop.
+fn fenced_off() -> crate::sim::lab::Lab<crate::sim::script::Scripted> {
     use crate::{
         api::{CoronerRemediationSpec, FenceAction},
         sim::{
@@ -458,6 +445,16 @@ fn fenced_and_back_with_its_old_boot_id() -> crate::sim::lab::Lab<crate::sim::sc
     let spec = CoronerRemediationSpec { action: FenceAction::Off, ..CoronerRemediationSpec::default() };
     let lab = Lab::scripted(&Setup::new(UUID, spec), Script::machine(UUID, true));
     futures::executor::block_on(lab.run());
+    lab
+}
+
+/// Through the loop: the node reports back with its old bootID; the reconcile records it (a Warning
+/// on the remediation and the Node, the metric); NHC's delete follows, and the finalizer does not
+/// report it a second time.
+/// A node fenced Off (its machine proven off and released) that comes back Ready with the bootID it
+/// had before the fence.
+fn fenced_and_back_with_its_old_boot_id() -> crate::sim::lab::Lab<crate::sim::script::Scripted> {
+    let lab = fenced_off();
     lab.world(|t| t.set_ready("worker-1", conditions::TRUE, Some("worker-1-boot-1")));
     lab
 }
