@@ -228,6 +228,20 @@ pub fn gap_bound(spec: &CoronerRemediationSpec) -> StdDuration {
     2 * (spec.poll_interval.get() + READ_ALLOWANCE)
 }
 
+/// P7: how many ForceOffs one attempt sends at most: the first, and the ones sent again after it
+/// failed ([`force_off_again`]).
+pub const FORCE_OFFS_PER_ATTEMPT: usize = 3;
+
+/// P7, a failed ForceOff is sent again: one the BMC failed (an error status, or no answer before
+/// the request timeout, when it may never have reached the BMC) stays to be sent after the next
+/// fresh reading that is not `Off`, while the attempt has sent fewer than
+/// [`FORCE_OFFS_PER_ATTEMPT`] (`sent_in_attempt` counts this one): one lost request must not cost
+/// the attempt, and a BMC that fails every reset is not asked without end. An accepted ForceOff is
+/// not repeated within its attempt: only readings tell whether it took.
+pub fn force_off_again<T>(answer: &Result<T, BmcFailure>, sent_in_attempt: usize) -> bool {
+    answer.is_err() && sent_in_attempt < FORCE_OFFS_PER_ATTEMPT
+}
+
 /// P4: what the loop itself takes between two readings (the status write after one, the next
 /// reconcile), which the read latency must leave room for.
 pub const LOOP_ALLOWANCE: StdDuration = StdDuration::from_millis(250);
@@ -1403,14 +1417,26 @@ impl<'a> Step<'a> {
                 self.progress.off_run = None;
                 self.progress.last_error = Some(format!("power reads {}", reading.power_state));
                 if self.unsent(PowerAction::ForceOff) {
-                    // The ForceOff persisted earlier was never answered: coroner stopped, or lost
-                    // leadership, between persisting it and sending it. Send it now, right after
-                    // this fresh reading; unless a gate holds power actions.
+                    // The ForceOff persisted earlier was never answered (coroner stopped, or lost
+                    // leadership, between persisting it and sending it), or it failed at the BMC
+                    // (P7). Send it now, right after this fresh reading; unless a gate holds power
+                    // actions.
                     if self.held() {
                         self.check_attempt_deadline();
                         return;
                     }
-                    self.force_off(&reading, "sending the ForceOff decided earlier");
+                    let failed = self.progress.intent.as_ref().is_some_and(|intent| {
+                        self.evidence
+                            .power_off
+                            .as_ref()
+                            .is_some_and(|p| p.resets.last().is_some_and(|r| r.sent_at == intent.decided_at))
+                    });
+                    let what = if failed {
+                        "sending ForceOff again: it failed"
+                    } else {
+                        "sending the ForceOff decided earlier"
+                    };
+                    self.force_off(&reading, what);
                 }
             }
             Err(failure) if !failure.transient => {
@@ -1565,30 +1591,34 @@ impl<'a> Step<'a> {
             Ok(status) => format!("HTTP {status}"),
             Err(failure) => failure.message.clone(),
         };
+        let sent_at = self.progress.intent.as_ref().map_or_else(|| self.now(), |i| i.decided_at.clone());
+        let mut again = false;
+        if action == ResetType::ForceOff {
+            let attempt = self.progress.attempt;
+            let resets = &mut self.power_off_evidence().resets;
+            resets.push(crate::api::ResetRecord { attempt, sent_at: sent_at.clone(), result: text.clone() });
+            again = force_off_again(&result, resets.iter().filter(|r| r.attempt == attempt).count());
+        }
         // The answer belongs to the intent this process persisted: a deposed process's answer,
         // decided again on a status that now carries another process's intent, must not mark that
-        // one answered (it is still to be sent, under its own checks).
+        // one answered (it is still to be sent, under its own checks). A failed ForceOff to be sent
+        // again stays unanswered, so the next reading that is not Off sends it (P7).
         let instance = self.ctx.instance;
         if let Some(intent) = self.progress.intent.as_mut()
             && intent.instance == instance
             && intent.action == PowerAction::from(action)
+            && !again
         {
             intent.result = Some(text.clone());
         }
-        let sent_at = self.progress.intent.as_ref().map_or_else(|| self.now(), |i| i.decided_at.clone());
         match action {
             ResetType::ForceOff => {
-                let attempt = self.progress.attempt;
-                self.power_off_evidence().resets.push(crate::api::ResetRecord {
-                    attempt,
-                    sent_at,
-                    result: text.clone(),
-                });
                 // The answer proves nothing either way; only readings do. A rejection is still worth a Warning.
+                let then = if again { "; sent again after the next reading that is not Off" } else { "" };
                 self.notify(
                     result.is_err(),
                     "ForceOffSent",
-                    format!("ForceOff sent ({}): {text}", self.attempt_label()),
+                    format!("ForceOff sent ({}): {text}{then}", self.attempt_label()),
                 );
             }
             ResetType::On => {

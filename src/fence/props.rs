@@ -647,14 +647,20 @@ impl<'a> Run<'a> {
                 }
             }
             if conforming {
-                let resets =
-                    self.status.evidence.as_ref().and_then(|e| e.power_off.as_ref()).map_or(0, |p| p.resets.len());
-                prop_assert!(
-                    resets <= self.spec.retry.count as usize,
-                    "{} ForceOffs recorded for {} attempts",
-                    resets,
-                    self.spec.retry.count
-                );
+                // P7: one ForceOff per attempt, and another only after the one before it failed.
+                let resets = self.status.evidence.as_ref().and_then(|e| e.power_off.as_ref()).map(|p| &p.resets);
+                for pair in resets.into_iter().flatten().collect::<Vec<_>>().windows(2) {
+                    let accepted = pair[0].result.starts_with("HTTP 2");
+                    prop_assert!(
+                        pair[0].attempt != pair[1].attempt || !accepted,
+                        "a ForceOff sent again after an accepted one in attempt {}",
+                        pair[1].attempt
+                    );
+                }
+                for attempt in 1..=self.spec.retry.count {
+                    let sent = resets.into_iter().flatten().filter(|r| r.attempt == attempt).count();
+                    prop_assert!(sent <= FORCE_OFFS_PER_ATTEMPT, "{} ForceOffs in attempt {}", sent, attempt);
+                }
             }
         }
         Ok(())

@@ -724,17 +724,49 @@ fn a_slow_bmc_still_proves_the_power_off_on_readings_spanning_settle() {
     assert_eq!(lab.device().resets(), [ResetType::ForceOff]);
 }
 
+fn busy() -> BmcError {
+    BmcError::Status { method: "POST", path: "/redfish/v1/Systems/1".into(), status: 503, detail: String::new() }
+}
+
 #[test]
-fn a_failed_force_off_is_recorded_and_the_next_attempt_sends_another() {
-    let busy =
-        BmcError::Status { method: "POST", path: "/redfish/v1/Systems/1".into(), status: 503, detail: String::new() };
-    let lab = lab(off_spec(), machine(true).resets([ResetAnswer::Fails(busy)]));
+fn a_failed_force_off_is_recorded_and_sent_again_after_the_next_reading_that_is_not_off() {
+    let lab = lab(off_spec(), machine(true).resets([ResetAnswer::Fails(busy())]));
     let status = run(&lab);
     assert_eq!(lab.device().resets(), [ResetType::ForceOff, ResetType::ForceOff]);
     let power_off = status.evidence.unwrap().power_off.unwrap();
     let results: Vec<_> = power_off.resets.iter().map(|r| (r.attempt, r.result.contains("503"))).collect();
-    assert_eq!(results, [(1, true), (2, false)]);
+    assert_eq!(results, [(1, true), (1, false)], "within the attempt");
     assert_eq!((phase_of(&lab.status()), power_off.proof.map(|p| p.count)), (Phase::Done, Some(3)));
+}
+
+#[test]
+fn a_force_off_lost_on_the_way_is_sent_again_in_the_only_attempt() {
+    let spec = CoronerRemediationSpec { retry: crate::api::Retry { count: 1, ..spec().retry }, ..off_spec() };
+    let lost = BmcError::Unreachable("no answer before the request timeout".into());
+    let lab = lab(spec, machine(true).resets([ResetAnswer::Fails(lost)]));
+    assert_eq!(phase_of(&run(&lab)), Phase::Done);
+    assert_eq!(lab.device().resets(), [ResetType::ForceOff, ResetType::ForceOff]);
+}
+
+#[test]
+fn a_bmc_that_fails_every_force_off_gets_three_per_attempt_and_the_fence_fails() {
+    let lab = lab(off_spec(), machine(true).resets(std::iter::repeat_with(|| ResetAnswer::Fails(busy())).take(20)));
+    let status = run(&lab);
+    assert_eq!(succeeded(&status), ("False".into(), "PowerOffNotConfirmed".into()));
+    let power_off = status.evidence.unwrap().power_off.unwrap();
+    let attempts: Vec<_> = power_off.resets.iter().map(|r| r.attempt).collect();
+    let count = spec().retry.count;
+    let expected: Vec<_> = (1..=count).flat_map(|a| [a; FORCE_OFFS_PER_ATTEMPT]).collect();
+    assert_eq!(attempts, expected);
+}
+
+#[test]
+fn a_force_off_is_sent_again_only_after_a_failure_and_fewer_than_three_in_the_attempt() {
+    let failed: Result<u16, BmcFailure> = Err(unreachable());
+    assert!(force_off_again(&failed, 1));
+    assert!(force_off_again(&failed, 2));
+    assert!(!force_off_again(&failed, 3), "the third failure ends the attempt's resets");
+    assert!(!force_off_again(&Ok::<u16, BmcFailure>(204), 1), "an accepted one: only readings tell");
 }
 
 #[test]
@@ -995,8 +1027,18 @@ fn the_reset_answer_is_recorded_but_proves_nothing() {
     assert_eq!(decision.status.phase, Some(Phase::ConfirmingOff));
     let resets = decision.status.evidence.unwrap().power_off.unwrap().resets;
     assert_eq!((resets.len(), resets[0].result.as_str()), (1, "HTTP 400"));
-    assert!(decision.notices.iter().any(|n| n.warning && n.reason == "ForceOffSent"));
-    assert_eq!(decision.status.progress.unwrap().intent.unwrap().result.as_deref(), Some("HTTP 400"));
+    assert!(
+        decision.notices.iter().any(|n| n.warning && n.reason == "ForceOffSent" && n.message.contains("sent again"))
+    );
+    // P7: a failed ForceOff stays to be sent again; an accepted one is answered.
+    assert_eq!(decision.status.progress.unwrap().intent.unwrap().result, None);
+    let accepted = step(
+        &spec(),
+        &status,
+        Observation::ResetAnswered { action: ResetType::ForceOff, result: Ok(204) },
+        ctx(1, &node),
+    );
+    assert_eq!(accepted.status.progress.unwrap().intent.unwrap().result.as_deref(), Some("HTTP 204"));
 }
 
 // Releasing and after ----------------------------------------------------------------------------------

@@ -530,4 +530,8 @@ pub const REGRESSIONS: &[(u64, &str)] = &[
         167739,
         "R3 (soak, the oracle): an approval of the release given 0.4 s after a power-on and standing when the guard read was honoured, as the rule says (the guard honours what the Node carries when it acts); the oracle exempted only an approval given before the power-on",
     ),
+    (
+        178221,
+        "P7 (soak): an honest IPMI BMC lost the only attempt's ForceOff on the way (no answer before the timeout); the fence read On for the rest of the attempt without sending it again and ended PowerOffNotConfirmed",
+    ),
 ];
