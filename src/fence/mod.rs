@@ -232,14 +232,15 @@ pub fn gap_bound(spec: &CoronerRemediationSpec) -> StdDuration {
 /// failed ([`force_off_again`]).
 pub const FORCE_OFFS_PER_ATTEMPT: usize = 3;
 
-/// P7, a failed ForceOff is sent again: one the BMC failed (an error status, or no answer before
-/// the request timeout, when it may never have reached the BMC) stays to be sent after the next
-/// fresh reading that is not `Off`, while the attempt has sent fewer than
-/// [`FORCE_OFFS_PER_ATTEMPT`] (`sent_in_attempt` counts this one): one lost request must not cost
-/// the attempt, and a BMC that fails every reset is not asked without end. An accepted ForceOff is
-/// not repeated within its attempt: only readings tell whether it took.
+/// P7, a failed ForceOff is sent again: one that failed in a way that passes (no answer before the
+/// request timeout, when it may never have reached the BMC; a busy or rate-limiting BMC: 5xx, 408,
+/// 429) stays to be sent after the next fresh reading that is not `Off`, while the attempt has sent
+/// fewer than [`FORCE_OFFS_PER_ATTEMPT`] (`sent_in_attempt` counts this one): one lost request must
+/// not cost the attempt, and a BMC that fails every reset is not asked without end. A rejection
+/// (4xx) is the next attempt's to retry, and an accepted ForceOff is not repeated within its
+/// attempt: only readings tell whether it took.
 pub fn force_off_again<T>(answer: &Result<T, BmcFailure>, sent_in_attempt: usize) -> bool {
-    answer.is_err() && sent_in_attempt < FORCE_OFFS_PER_ATTEMPT
+    matches!(answer, Err(failure) if failure.transient) && sent_in_attempt < FORCE_OFFS_PER_ATTEMPT
 }
 
 /// P4: what the loop itself takes between two readings (the status write after one, the next

@@ -761,12 +761,15 @@ fn a_bmc_that_fails_every_force_off_gets_three_per_attempt_and_the_fence_fails()
 }
 
 #[test]
-fn a_force_off_is_sent_again_only_after_a_failure_and_fewer_than_three_in_the_attempt() {
+fn a_force_off_is_sent_again_only_after_a_failure_that_passes_and_fewer_than_three_in_the_attempt() {
     let failed: Result<u16, BmcFailure> = Err(unreachable());
     assert!(force_off_again(&failed, 1));
     assert!(force_off_again(&failed, 2));
     assert!(!force_off_again(&failed, 3), "the third failure ends the attempt's resets");
     assert!(!force_off_again(&Ok::<u16, BmcFailure>(204), 1), "an accepted one: only readings tell");
+    let rejected: Result<u16, BmcFailure> =
+        Err(BmcFailure { transient: false, reason: Reason::BmcProtocolError, message: "HTTP 400".into() });
+    assert!(!force_off_again(&rejected, 1), "a rejection is the next attempt's");
 }
 
 #[test]
@@ -1027,11 +1030,14 @@ fn the_reset_answer_is_recorded_but_proves_nothing() {
     assert_eq!(decision.status.phase, Some(Phase::ConfirmingOff));
     let resets = decision.status.evidence.unwrap().power_off.unwrap().resets;
     assert_eq!((resets.len(), resets[0].result.as_str()), (1, "HTTP 400"));
-    assert!(
-        decision.notices.iter().any(|n| n.warning && n.reason == "ForceOffSent" && n.message.contains("sent again"))
-    );
-    // P7: a failed ForceOff stays to be sent again; an accepted one is answered.
-    assert_eq!(decision.status.progress.unwrap().intent.unwrap().result, None);
+    assert!(decision.notices.iter().any(|n| n.warning && n.reason == "ForceOffSent"));
+    assert_eq!(decision.status.progress.unwrap().intent.unwrap().result.as_deref(), Some("HTTP 400"));
+    // P7: a failure that passes stays to be sent again; an accepted one is answered.
+    let busy = Err(BmcFailure { transient: true, reason: Reason::BmcUnreachable, message: "HTTP 503".into() });
+    let failed =
+        step(&spec(), &status, Observation::ResetAnswered { action: ResetType::ForceOff, result: busy }, ctx(1, &node));
+    assert!(failed.notices.iter().any(|n| n.warning && n.message.contains("sent again")));
+    assert_eq!(failed.status.progress.unwrap().intent.unwrap().result, None);
     let accepted = step(
         &spec(),
         &status,
