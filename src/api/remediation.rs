@@ -574,7 +574,7 @@ pub struct PowerOffEvidence {
     #[schemars(extend("format" = "int32"))]
     pub attempts: u32,
     /// When each ForceOff was sent and what the BMC answered: one per attempt, up to 3 when the ones
-    /// before it failed without an answer or as busy (docs/safety.md P7).
+    /// before it failed in a way that passes (docs/safety.md P7).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resets: Vec<ResetRecord>,
     /// The power was already Off at the fresh read, so no reset was sent.

@@ -770,6 +770,12 @@ fn a_force_off_is_sent_again_only_after_a_failure_that_passes_and_fewer_than_thr
     let rejected: Result<u16, BmcFailure> =
         Err(BmcFailure { transient: false, reason: Reason::BmcProtocolError, message: "HTTP 400".into() });
     assert!(!force_off_again(&rejected, 1), "a rejection is the next attempt's");
+    let unauthorized: Result<u16, BmcFailure> = Err(BmcFailure {
+        transient: false,
+        reason: Reason::BmcAuthenticationFailed,
+        message: "BMC rejected the credentials (HTTP 401)".into(),
+    });
+    assert!(force_off_again(&unauthorized, 1), "rotated credentials: the next reading reads the Secret again");
 }
 
 #[test]

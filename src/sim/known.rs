@@ -532,6 +532,6 @@ pub const REGRESSIONS: &[(u64, &str)] = &[
     ),
     (
         178221,
-        "P7 (soak): an honest IPMI BMC lost the only attempt's ForceOff on the way (no answer before the timeout); the fence read On for the rest of the attempt without sending it again and ended PowerOffNotConfirmed",
+        "P7 (soak): credentials rotated between an honest IPMI BMC's reading and the only attempt's ForceOff, which the BMC rejected (401); the next readings, through the Secret read again, read On for the rest of the attempt without sending it again: PowerOffNotConfirmed",
     ),
 ];
