@@ -9,7 +9,9 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::ResourceExt;
 
 use crate::{
-    api::{BmcBinding, ControlPlanePolicy, CoronerRemediation, Phase, RemediationStrategy, conditions},
+    api::{
+        BmcBinding, ControlPlanePolicy, CoronerRemediation, Phase, ReleaseEvidence, RemediationStrategy, conditions,
+    },
     contract::{self, Reason},
     fence::{NodeSnapshot, ready_status},
     identity,
@@ -345,6 +347,19 @@ pub fn one_fence_per_node(inputs: &GateInputs<'_>) -> Gate {
             ),
         );
     }
+    // A finished sibling's release that stands is never fenced again: adopted when it can be
+    // (`release_to_adopt`, which the driver prefers to this wait), else waited on (its out-of-service
+    // taint is no longer on the node as it wrote it, yet its record and its guard stand).
+    if let Some(other) = siblings(inputs).find(|r| standing_release(r, inputs).is_some()) {
+        return Gate::Wait(
+            Reason::NodeAlreadyBeingFenced,
+            format!(
+                "remediation {} released node {node} and its release stands (its guard watches the machine), but its out-of-service taint is not on the node as it wrote it, so this remediation cannot stand on it and does not fence the released machine again; deleting {} ends that release",
+                other.name_any(),
+                other.name_any()
+            ),
+        );
+    }
     let booting = siblings(inputs).find_map(|r| {
         let power_on = r.status.as_ref()?.evidence.as_ref()?.power_on.as_ref()?;
         let sent = power_on.sent_at.as_ref()?.0;
@@ -379,20 +394,8 @@ pub struct Adoptable {
 /// guard only reports, and under `Enforce` the sibling's guard already switches it off.
 pub fn release_to_adopt(inputs: &GateInputs<'_>) -> Option<Adoptable> {
     siblings(inputs).find_map(|r| {
-        if Phase::of(r) != Phase::Done || r.metadata.deletion_timestamp.is_some() {
-            return None;
-        }
-        let status = r.status.as_ref()?;
-        let release = status.evidence.as_ref()?.release.as_ref()?;
+        let release = standing_release(r, inputs)?;
         let uid = r.uid()?;
-        // The Node the sibling admitted, not one re-created under its name (R4).
-        let admitted = status.evidence.as_ref()?.node.as_ref()?.uid.as_str();
-        if inputs.node.metadata.uid.as_deref() != Some(admitted) {
-            return None;
-        }
-        if !crate::guard::release_stands(status, &NodeSnapshot::new(inputs.node, None, &uid)) {
-            return None;
-        }
         let released_at = match release.strategy {
             RemediationStrategy::OutOfServiceTaint => {
                 let on_node = crate::taints::release_on_node(inputs.node, &uid)?;
@@ -402,6 +405,23 @@ pub fn release_to_adopt(inputs: &GateInputs<'_>) -> Option<Adoptable> {
         };
         Some(Adoptable { from: r.name_any(), released_at, strategy: release.strategy })
     })
+}
+
+/// The release of a sibling whose fence finished, while it stands (R1: judged from its record,
+/// [`crate::guard::release_stands`]) on the Node object it admitted (not one re-created under its
+/// name, R4).
+fn standing_release<'a>(sibling: &'a CoronerRemediation, inputs: &GateInputs<'_>) -> Option<&'a ReleaseEvidence> {
+    if Phase::of(sibling) != Phase::Done || sibling.metadata.deletion_timestamp.is_some() {
+        return None;
+    }
+    let status = sibling.status.as_ref()?;
+    let release = status.evidence.as_ref()?.release.as_ref()?;
+    let admitted = status.evidence.as_ref()?.node.as_ref()?.uid.as_str();
+    if inputs.node.metadata.uid.as_deref() != Some(admitted) {
+        return None;
+    }
+    let uid = sibling.uid()?;
+    crate::guard::release_stands(status, &NodeSnapshot::new(inputs.node, None, &uid)).then_some(release)
 }
 
 /// Whether a release to adopt ([`release_to_adopt`]) may be adopted now: adoption reports the node

@@ -622,6 +622,41 @@ fn a_siblings_release_is_adopted_only_while_its_exact_taint_is_on_the_node() {
 }
 
 #[test]
+fn a_siblings_standing_release_whose_taint_is_off_the_node_is_waited_on_never_fenced_again() {
+    // Seed 190781: a webhook rewrote the sibling's taint, its Reboot's On was blocked, and its release
+    // stands under guard: Alert; a second fence would switch the released machine off.
+    let mut world = World::new(node("w-9", Some("Unknown"), &[]));
+    let i = sibling(&mut world, 50, Phase::Done);
+    released_at_900(&mut world, i, crate::api::RemediationStrategy::OutOfServiceTaint);
+    admitted_here(&mut world, i);
+    assert_eq!(release_to_adopt(&world.inputs()), None, "not adoptable: the taint is not on the node");
+    let gate = world.gate(one_fence_per_node);
+    assert!(waits(&gate, Reason::NodeAlreadyBeingFenced), "{gate:?}");
+    assert!(format!("{gate:?}").contains("deleting w-9-sib-50 ends that release"), "{gate:?}");
+    // Once it no longer stands (its On answered after its taint came off), nothing holds a new fence back.
+    world.remediations[i]
+        .status
+        .as_mut()
+        .unwrap()
+        .evidence
+        .as_mut()
+        .unwrap()
+        .release
+        .as_mut()
+        .unwrap()
+        .taint_removed_at = Some(MicroTime(t(950)));
+    let status = world.remediations[i].status.as_mut().unwrap();
+    status.progress.get_or_insert_with(Default::default).intent = Some(crate::api::Intent {
+        action: crate::api::PowerAction::On,
+        attempt: 1,
+        decided_at: MicroTime(t(950)),
+        instance: "p1/1".into(),
+        result: Some("HTTP 204".into()),
+    });
+    assert_eq!(world.gate(one_fence_per_node), Gate::Admit, "its On answered ended it");
+}
+
+#[test]
 fn a_siblings_resource_deletion_release_is_adopted_while_its_record_says_it_stands() {
     let mut world = World::new(node("w-9", Some("Unknown"), &[]));
     let i = sibling(&mut world, 50, Phase::Done);

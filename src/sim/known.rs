@@ -534,4 +534,8 @@ pub const REGRESSIONS: &[(u64, &str)] = &[
         178221,
         "P7 (soak): credentials rotated between an honest IPMI BMC's reading and the only attempt's ForceOff, which the BMC rejected (401); the next readings, through the Secret read again, read On for the rest of the attempt without sending it again: PowerOffNotConfirmed",
     ),
+    (
+        190781,
+        "R1/one fence per node (soak): a sibling's release stood under guard: Alert with its taint rewritten by a webhook (its On blocked), so it could not be adopted; a second remediation fenced the machine someone had switched on, which Alert only reports",
+    ),
 ];
