@@ -215,6 +215,34 @@ pub fn record_owners(node: &Node) -> Vec<String> {
         .collect()
 }
 
+/// R4: the node with coroner's out-of-service taint whose remediation no longer exists (its record
+/// names none of `live`, its exact taint is on the node) taken over by `owner_uid`, the node's
+/// current remediation, as its release: the record names it, with the bootID the node reports now,
+/// and the taint stays on the node throughout, only its timeAdded moved to `now` (when this release
+/// is made). Returns the node and the UID the record named, or `None` when there is no such taint.
+pub fn adopt_orphan(node: &Node, owner_uid: &str, live: &[String], now: Timestamp) -> Option<(Node, String)> {
+    let taint = CoronerTaint::OutOfService;
+    let record = ownership(node, taint).filter(|o| o.uid != owner_uid && !live.contains(&o.uid))?;
+    let index = taints(node).iter().position(|t| record.describes(t))?;
+    let added = Timestamp::from_second(now.as_second()).unwrap_or(now);
+    let adopted = Ownership {
+        uid: owner_uid.to_owned(),
+        time_added: Time(added),
+        boot_id: boot_id(node).map(str::to_owned),
+        ..record.clone()
+    };
+    let annotation = serde_json::to_string(&adopted).ok()?;
+    let mut updated = node.clone();
+    let list = updated.spec.as_mut().and_then(|s| s.taints.as_mut())?;
+    list[index].time_added = Some(Time(added));
+    updated
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(taint.owner_annotation().to_owned(), annotation);
+    Some((updated, record.uid))
+}
+
 /// A record of coroner's on a Node whose remediation no longer exists, and what becomes of it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Orphan {
@@ -319,6 +347,39 @@ mod tests {
     /// The node as the API server returns it: taints and annotations through JSON.
     fn round_trip(node: &Node) -> Node {
         serde_json::from_value(serde_json::to_value(node).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn an_orphaned_out_of_service_taint_is_adopted_by_the_current_remediation_and_stays_on_the_node() {
+        let mut before = node(
+            vec![out_of_service("nodeshutdown", ADDED), taint("drbd.linbit.com/lost-quorum", "NoSchedule")],
+            &[("coroner.dev/out-of-service-owner", &record("uid-gone", ADDED))],
+        );
+        before.status = Some(k8s_openapi::api::core::v1::NodeStatus {
+            node_info: Some(k8s_openapi::api::core::v1::NodeSystemInfo {
+                boot_id: "boot-2".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        let now = at("2025-03-01T12:10:00.700Z");
+        let (after, from) = adopt_orphan(&before, "uid-new", &["uid-new".into()], now).unwrap();
+        let after = round_trip(&after);
+        assert_eq!(from, "uid-gone");
+        assert_eq!(keys(&after), keys(&before), "no taint removed or added");
+        assert_eq!(release_on_node(&after, "uid-new"), Some(at("2025-03-01T12:10:00Z")));
+        assert_eq!(ownership(&after, CoronerTaint::OutOfService).unwrap().boot_id.as_deref(), Some("boot-2"));
+        assert!(!owns(&after, CoronerTaint::OutOfService, "uid-gone"));
+        // A live owner's taint, someone else's taint, or ours already: nothing to adopt.
+        assert_eq!(adopt_orphan(&before, "uid-new", &["uid-new".into(), "uid-gone".into()], now), None);
+        assert_eq!(adopt_orphan(&before, "uid-gone", &[], now), None);
+        let foreign = node(vec![out_of_service("nodeshutdown", ADDED)], &[]);
+        assert_eq!(adopt_orphan(&foreign, "uid-new", &[], now), None);
+        let rewritten = node(
+            vec![out_of_service("rewritten", ADDED)],
+            &[("coroner.dev/out-of-service-owner", &record("uid-gone", ADDED))],
+        );
+        assert_eq!(adopt_orphan(&rewritten, "uid-new", &[], now), None, "a record whose taint differs claims nothing");
     }
 
     #[test]

@@ -147,9 +147,13 @@ pub(super) async fn release_with_taint<W: World>(
             return standing_release(world, status, &snapshot, owner_uid).await;
         }
         let now = world.now();
-        let Some(updated) = taints::with_taint(&node, CoronerTaint::OutOfService, owner_uid, now) else {
-            // Someone else's out-of-service taint is already there: not claimed.
-            return Ok(Ok(released(now, false)));
+        let (updated, took_over_from) = match taints::with_taint(&node, CoronerTaint::OutOfService, owner_uid, now) {
+            Some(updated) => (updated, None),
+            None => match orphan_to_adopt(world, &node, owner_uid, now).await? {
+                Some((updated, from)) => (updated, Some(from)),
+                // Someone else's out-of-service taint is already there: not claimed.
+                None => return Ok(Ok(released(now, false))),
+            },
         };
         if let Err(refusal) = may_write_release(world, deadline).await? {
             return Ok(Err(refusal));
@@ -165,9 +169,25 @@ pub(super) async fn release_with_taint<W: World>(
             remove_owned_out_of_service(world, node_name, owner_uid).await?;
             return Ok(Err(ReleaseRefusal::DidNotTakeEffect { node: node_name.to_owned(), renewed }));
         }
-        return Ok(Ok(released(now, true)));
+        return Ok(Ok(Released { took_over_from, ..released(now, true) }));
     }
     Err(Error::NodeConflicts(node_name.to_owned()))
+}
+
+/// R4: an out-of-service taint of coroner's already on the node whose remediation no longer exists
+/// is this release's to take over ([`taints::adopt_orphan`]); the remediations are listed (after the
+/// Node was read) only when a record names another one.
+async fn orphan_to_adopt<W: World>(
+    world: &W,
+    node: &Node,
+    owner_uid: &str,
+    now: Timestamp,
+) -> Result<Option<(Node, String)>, Error> {
+    if taints::ownership(node, CoronerTaint::OutOfService).is_none_or(|o| o.uid == owner_uid) {
+        return Ok(None);
+    }
+    let live: Vec<String> = world.remediations().await?.iter().filter_map(ResourceExt::uid).collect();
+    Ok(taints::adopt_orphan(node, owner_uid, &live, now))
 }
 
 /// This remediation's exact out-of-service taint found on the Node: a release written earlier, maybe

@@ -74,6 +74,9 @@ pub struct Notice {
     pub message: String,
 }
 
+/// The Event reason when a release took over an out-of-service taint whose remediation is gone (R4).
+pub const STALE_TAINT_ADOPTED: &str = "StaleTaintAdopted";
+
 /// What a node's operator must see on the Node, not only on the remediation: every warning (a
 /// refusal, a failure, a wait that holds the fence, the guard's alarms, a split-brain), the release
 /// (its Event says the machine was proven Off), a power-on and what the guard did. Each other step
@@ -82,6 +85,7 @@ pub struct Notice {
 pub fn for_the_node(notice: &Notice) -> bool {
     const MILESTONES: &[&str] = &[
         "NodeFenced",
+        STALE_TAINT_ADOPTED,
         "PowerOnSent",
         "PoweredOn",
         "NodeRecovered",
@@ -1754,6 +1758,9 @@ impl<'a> Step<'a> {
         };
         let how = match released.pods_deleted {
             Some(count) => format!("force-deleted {count} pods bound to the node"),
+            None if let Some(from) = &released.took_over_from => {
+                format!("took over the out-of-service taint that remediation UID {from} added, which no longer exists")
+            }
             None if released.taint_owned => "added the out-of-service taint".to_owned(),
             None => "the out-of-service taint was already there (not claimed)".to_owned(),
         };
@@ -1775,6 +1782,12 @@ impl<'a> Step<'a> {
                 "power proven Off; {how}, then stopped: {why}. Those pods are released and the machine is guarded; the others were not deleted"
             );
             return self.fail(reason, message);
+        }
+        if let Some(from) = &released.took_over_from {
+            let text = format!(
+                "the out-of-service taint remediation UID {from} left on the node (that remediation no longer exists) is now this release's: guarded with it, removed as its own"
+            );
+            self.notify(false, STALE_TAINT_ADOPTED, text);
         }
         self.notify(false, Reason::NodeFenced.as_str(), message.clone());
         self.after_release(message);

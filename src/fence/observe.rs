@@ -148,6 +148,9 @@ pub struct Released {
     pub lease_renew_time: Option<Timestamp>,
     /// Whether the out-of-service taint is coroner's (added by this remediation).
     pub taint_owned: bool,
+    /// The out-of-service taint was coroner's, left by this remediation (its UID here) that no
+    /// longer exists, and this release took it over (R4, [`crate::taints::adopt_orphan`]).
+    pub took_over_from: Option<String>,
     /// ResourceDeletion: how many pods were force-deleted.
     pub pods_deleted: Option<u32>,
     /// ResourceDeletion stopped after some pods (the node no longer silent, the proof too old, a
@@ -163,6 +166,7 @@ impl Released {
             node_ready: snapshot.ready.clone().unwrap_or_default(),
             lease_renew_time: snapshot.lease_renew_time,
             taint_owned: false,
+            took_over_from: None,
             pods_deleted: None,
             interrupted: None,
         }

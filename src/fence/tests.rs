@@ -1091,6 +1091,7 @@ fn released() -> Observation {
         node_ready: "Unknown".into(),
         lease_renew_time: Some(t(-100)),
         taint_owned: true,
+        took_over_from: None,
         pods_deleted: None,
         interrupted: None,
     }))
@@ -1530,6 +1531,7 @@ fn a_deletion_release_stopped_after_some_pods_is_a_release_that_says_how_many() 
         node_ready: "Unknown".into(),
         lease_renew_time: Some(t(-100)),
         taint_owned: false,
+        took_over_from: None,
         pods_deleted: Some(2),
         interrupted: Some(ReleaseRefusal::Node(NodeRefusal::LeaseRenewed { node: "worker-1".into(), renewed: t(4) })),
     }));
@@ -1555,6 +1557,7 @@ fn deletion_begun(spec: &CoronerRemediationSpec) -> State {
         node_ready: "Unknown".into(),
         lease_renew_time: Some(t(-100)),
         taint_owned: false,
+        took_over_from: None,
         pods_deleted: None,
         interrupted: None,
     }));
@@ -1632,6 +1635,7 @@ fn a_deletion_that_completes_is_the_release_from_when_it_began() {
         node_ready: "Unknown".into(),
         lease_renew_time: Some(t(-100)),
         taint_owned: false,
+        took_over_from: None,
         pods_deleted: Some(3),
         interrupted: None,
     }));

@@ -433,6 +433,44 @@ fn an_out_of_service_taint_left_by_a_gone_remediation_is_removed_once_the_node_i
     assert!(!node.annotations().contains_key("coroner.dev/out-of-service-owner"));
 }
 
+#[test]
+fn an_out_of_service_taint_left_by_a_gone_remediation_is_taken_over_by_the_nodes_next_fence() {
+    use crate::{
+        api::{CoronerRemediationSpec, FenceAction},
+        bmc::ResetType,
+    };
+    let lab = fenced_off();
+    let gone = lab.world(|t| t.remediation("worker-1")).and_then(|r| r.metadata.uid).unwrap();
+    // A deposed leader's release landed after the finalizer ran; NHC then remediates the node again.
+    lab.world(|t| t.remediations.remove("worker-1"));
+    let spec = CoronerRemediationSpec { action: FenceAction::Reboot, ..CoronerRemediationSpec::default() };
+    lab.world(|t| t.create_remediation("worker-1", "worker-1", &spec));
+    let uid = lab.world(|t| t.remediation("worker-1")).and_then(|r| r.metadata.uid).unwrap();
+    let status = futures::executor::block_on(lab.run());
+    let release = status.evidence.as_ref().and_then(|e| e.release.as_ref()).unwrap();
+    assert!(release.taint_owned, "its own proof, then the stale taint taken over as its release");
+    assert!(lab.reasons_on("Node").iter().any(|r| r == crate::fence::STALE_TAINT_ADOPTED));
+    let message = status.conditions.iter().map(|c| c.message.as_str()).collect::<Vec<_>>().join(" | ");
+    let fenced = crate::api::conditions::find(&status.conditions, crate::contract::SUCCEEDED).unwrap();
+    assert_eq!(fenced.status, conditions::TRUE, "{message}");
+    // As its own: the Reboot took it off and powered the machine on (no stale taint blocks the On).
+    assert_eq!(lab.device().resets().last(), Some(&ResetType::On));
+    let node = lab.world(|t| t.node("worker-1")).unwrap();
+    let taints = node.spec.and_then(|s| s.taints).unwrap_or_default();
+    assert!(!taints.iter().any(|t| t.key == crate::taints::OUT_OF_SERVICE_KEY), "{taints:?}");
+    assert_eq!(
+        crate::taints::ownership(
+            &lab.world(|t| t.node("worker-1")).unwrap(),
+            crate::taints::CoronerTaint::OutOfService
+        ),
+        None
+    );
+    // The gone remediation's fencing taint is the sweep's: it goes at once.
+    futures::executor::block_on(lab.sweep()).unwrap();
+    assert_eq!(crate::taints::record_owners(&lab.world(|t| t.node("worker-1")).unwrap()), Vec::<String>::new());
+    assert_ne!(uid, gone);
+}
+
 /// A lab whose machine, on, was fenced with `action: Off` (proven off and released) through the loop.
 fn fenced_off() -> crate::sim::lab::Lab<crate::sim::script::Scripted> {
     use crate::{
