@@ -519,40 +519,44 @@ pub fn fence_ended_without_proof<'r>(
 
 /// A1: nothing the failed fence recorded showed the machine alive — judged from what it recorded,
 /// never from a baseline it updated: its last reading of the verified system was `Off` (or there was
-/// none), and the node's Lease stayed as it was at admission until the fence failed.
+/// none), and the node's Lease stayed as it was at admission until the fence failed. Every sign of
+/// life it finds, in order: an attester may acknowledge some ([`acknowledgement_clears`]), and an
+/// acknowledgement clears only the one it names, never the others.
 /// `remembered`: what this process's fence last read, when its status write failed.
-pub fn no_life_in_fence(remediation: &CoronerRemediation, remembered: Option<&str>) -> Result<String, Refusal> {
+pub fn no_life_in_fence(remediation: &CoronerRemediation, remembered: Option<&str>) -> Result<String, Vec<Refusal>> {
     let status = remediation.status.as_ref();
     let progress = status.and_then(|s| s.progress.as_ref());
     let recorded = progress.and_then(|p| p.last_power_state.as_deref());
+    let mut refusals = Vec::new();
     if let Some(power) =
         [recorded, remembered].into_iter().flatten().find(|p| crate::bmc::PowerState::recorded_shows_life(p))
     {
-        // An `On` the fence recorded from a BMC that has not answered since may be acknowledged;
-        // one from a BMC that still answers, or one only this process remembers, may not.
+        // An `On` the fence recorded from a BMC that has not answered since may be acknowledged
+        // (its moment: that answer); one from a BMC that still answers, or one only this process
+        // remembers, may not.
         let answered = progress.and_then(|p| p.last_answer_at.as_ref()).map(|t| t.0);
         let tried = progress.and_then(|p| p.last_reading_at.as_ref()).map(|t| t.0);
-        let dark_since =
-            recorded == Some(power) && answered.zip(tried).is_some_and(|(answered, tried)| tried > answered);
-        // Not acknowledgeable yet: this check stops at its first refusal, and clearing it would skip
-        // the refusals after it (ReadingUnrecorded has no override).
-        let override_ = match (dark_since, answered) {
-            (true, Some(at)) => format!("its BMC has not answered since {at}; there is no override yet"),
-            _ => {
+        let dark_since = answered.filter(|answered| recorded == Some(power) && tried.is_some_and(|t| t > *answered));
+        let why = match dark_since {
+            Some(at) => format!("its BMC has not answered since {at}"),
+            None => {
                 "there is no override (fix the mapping, or switch the machine off at its console so its BMC reads Off)"
                     .to_owned()
             }
         };
-        return Err(Refusal::new(
-            AttestationReason::BmcReportedOn,
-            format!(
-                "the last reading of remediation {} found the machine's power {power}, not Off: its BMC showed it alive; {override_}",
-                remediation.name_any()
-            ),
-        ));
+        refusals.push(
+            Refusal::new(
+                AttestationReason::BmcReportedOn,
+                format!(
+                    "the last reading of remediation {} found the machine's power {power}, not Off: its BMC showed it alive; {why}",
+                    remediation.name_any()
+                ),
+            )
+            .acknowledgeable(dark_since),
+        );
     }
     if let Some(reader) = progress.and_then(|p| p.reader.as_deref().or(p.unrecorded_reader.as_deref())) {
-        return Err(Refusal::new(
+        refusals.push(Refusal::new(
             AttestationReason::ReadingUnrecorded,
             format!(
                 "coroner process {reader} was reading remediation {}'s machine and stopped before it could record what it last read, and the fence ended without another reading: that reading may have shown the machine alive. A fence that reads again records it: delete the remediation (NodeHealthCheck creates a new one) and attest once that one fails",
@@ -564,7 +568,7 @@ pub fn no_life_in_fence(remediation: &CoronerRemediation, remembered: Option<&st
     let guard = status.and_then(|s| conditions::find(&s.conditions, crate::guard::GUARD));
     if let Some(guard) = guard.filter(|c| c.reason == crate::guard::POWERED_ON) {
         let seen = status.and_then(|s| s.guard.as_ref()?.last_finding.as_ref()).map_or("not Off", |f| f.seen.as_str());
-        return Err(Refusal::new(
+        refusals.push(Refusal::new(
             AttestationReason::BmcReportedOn,
             format!(
                 "the guard's last reading of remediation {}'s released machine found its power {seen} ({}): its BMC showed it alive; there is no override",
@@ -580,16 +584,21 @@ pub fn no_life_in_fence(remediation: &CoronerRemediation, remembered: Option<&st
     if let (Some(admitted), Some(failed)) = (admitted, failed)
         && admitted != failed
     {
-        return Err(Refusal::new(
-            AttestationReason::FenceSawLife,
-            format!(
-                "the node's Lease changed while remediation {} ran ({} at admission, {} when it failed): something on the node was alive",
-                remediation.name_any(),
-                describe_mark(admitted),
-                describe_mark(failed)
-            ),
-        )
-        .acknowledgeable((failed != Timestamp::UNIX_EPOCH).then_some(failed)));
+        refusals.push(
+            Refusal::new(
+                AttestationReason::FenceSawLife,
+                format!(
+                    "the node's Lease changed while remediation {} ran ({} at admission, {} when it failed): something on the node was alive",
+                    remediation.name_any(),
+                    describe_mark(admitted),
+                    describe_mark(failed)
+                ),
+            )
+            .acknowledgeable((failed != Timestamp::UNIX_EPOCH).then_some(failed)),
+        );
+    }
+    if !refusals.is_empty() {
+        return Err(refusals);
     }
     let last = progress.and_then(|p| p.last_power_state.as_deref()).unwrap_or("no reading");
     Ok(format!("the fence's last reading: {last}; the Lease unchanged while it ran"))
@@ -891,6 +900,8 @@ pub fn evaluate<'a>(inputs: &Inputs<'a>) -> Evaluation<'a> {
     let spec = &attestation.spec;
     let created = attestation.metadata.creation_timestamp.as_ref().map_or(inputs.now, |t| t.0);
     let mut checks = Vec::new();
+    // A1's signs of life, each acknowledged on its own (the check shows the first not acknowledged).
+    let mut life = Vec::new();
     let mut push = |precondition, outcome| checks.push(Check { precondition, outcome });
     let result = |r: Result<String, Refusal>| match r {
         Ok(message) => Outcome::Passed(message),
@@ -919,7 +930,13 @@ pub fn evaluate<'a>(inputs: &Inputs<'a>) -> Evaluation<'a> {
             |r| {
                 let uid = r.uid().unwrap_or_default();
                 let remembered = inputs.cluster.as_ref().and_then(|c| c.remembered_power.get(&uid)).map(String::as_str);
-                result(no_life_in_fence(r, remembered))
+                match no_life_in_fence(r, remembered) {
+                    Ok(message) => Outcome::Passed(message),
+                    Err(found) => {
+                        life = found;
+                        Outcome::Refused(life[0].clone())
+                    }
+                }
             },
         ),
     );
@@ -1012,15 +1029,30 @@ pub fn evaluate<'a>(inputs: &Inputs<'a>) -> Evaluation<'a> {
     if let Some(r) = remediation {
         let freshness = admitted_spec(r).lease_freshness.get();
         for check in &mut checks {
-            let Outcome::Refused(refusal) = &mut check.outcome else { continue };
-            match acknowledgement_clears(refusal, &spec.acknowledge, created, freshness) {
-                Some(Ok(ack)) => {
-                    check.outcome =
-                        Outcome::Passed(format!("acknowledged by the attester ({ack}): {}", refusal.message));
-                    acknowledged.push(ack);
+            let Outcome::Refused(first) = &check.outcome else { continue };
+            let found =
+                if check.precondition == Precondition::NoLifeInFence { life.clone() } else { vec![first.clone()] };
+            let mut passed = Vec::new();
+            check.outcome = Outcome::Passed(String::new());
+            for mut refusal in found {
+                match acknowledgement_clears(&refusal, &spec.acknowledge, created, freshness) {
+                    Some(Ok(ack)) => {
+                        passed.push(format!("acknowledged by the attester ({ack}): {}", refusal.message));
+                        acknowledged.push(ack);
+                    }
+                    Some(Err(hint)) => {
+                        refusal.message.push_str(&hint);
+                        check.outcome = Outcome::Refused(refusal);
+                        break;
+                    }
+                    None => {
+                        check.outcome = Outcome::Refused(refusal);
+                        break;
+                    }
                 }
-                Some(Err(hint)) => refusal.message.push_str(&hint),
-                None => {}
+            }
+            if let Outcome::Passed(message) = &mut check.outcome {
+                *message = passed.join("; ");
             }
         }
     }

@@ -56,12 +56,13 @@ pub const APPROVAL_FROM_BEFORE_UPGRADE: &str = "ApprovalFromBeforeUpgrade";
 /// out-of-service taint is off the Node), or the node reports `Ready=True`. (The remediation's
 /// deletion ends it too: the finalizer does not guard.) An attested release is one once its Node
 /// update took effect: while its record still says `Releasing` (written before that update, which
-/// may never come: the process died, the attestation was refused), it stands only with its
-/// out-of-service taint on the Node.
+/// may never come: the process died, the attestation was refused), it stands only while the Node
+/// shows that update: its out-of-service taint, or its owner record of that taint (someone removed
+/// the taint in the gap before the record was confirmed: the release was made all the same).
 pub fn release_stands(status: &CoronerRemediationStatus, node: &NodeSnapshot) -> bool {
     let Some(release) = status.evidence.as_ref().and_then(|e| e.release.as_ref()) else { return false };
     let unconfirmed = release.attestation.as_ref().is_some_and(|a| a.state == AttestedReleaseState::Releasing);
-    if unconfirmed && node.released_at.is_none() {
+    if unconfirmed && node.released_at.is_none() && !node.release_recorded {
         return false;
     }
     // A Node replaced under the same name reporting Ready is another machine's kubelet (R4).

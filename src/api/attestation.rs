@@ -80,7 +80,7 @@ pub struct Acknowledgement {
 pub enum AcknowledgedReason {
     /// Life seen before the power action: a Lease renewal while the fence ran, or a new bootID.
     FenceSawLife,
-    /// An `On` reading from a BMC that has not answered since (no refusal clears with it yet).
+    /// An `On` reading from a BMC that has not answered since.
     BmcReportedOn,
     /// A binding not verified at its content when the fence was admitted.
     BindingUnverified,

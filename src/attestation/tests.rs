@@ -923,7 +923,7 @@ fn an_acknowledgement_counts_only_for_the_evidence_it_names() {
 }
 
 #[test]
-fn an_on_reading_has_no_override_yet_even_from_a_bmc_dark_since() {
+fn an_on_reading_from_a_bmc_dark_since_may_be_acknowledged_and_one_from_a_bmc_that_still_answers_may_not() {
     let mut world = World::dead_node();
     last_read(&mut world, "On");
     let progress = world.remediations[0].status.as_mut().unwrap().progress.as_mut().unwrap();
@@ -932,16 +932,37 @@ fn an_on_reading_has_no_override_yet_even_from_a_bmc_dark_since() {
     acknowledging(&mut world, AcknowledgedReason::BmcReportedOn, -90);
     let Verdict::Refuse(refusal) = world.evaluate(t(0)).0 else { panic!("the BMC's last answer was On") };
     assert_eq!((refusal.reason, refusal.evidence_at), (AttestationReason::BmcReportedOn, None), "no override");
-    // Asked again later, it never answered: dark since its On.
+    // Asked again later, it never answered: dark since its On, whose moment the attester names.
     let progress = world.remediations[0].status.as_mut().unwrap().progress.as_mut().unwrap();
     progress.last_reading_at = Some(MicroTime(t(-70)));
-    // Not yet acknowledgeable: clearing it would clear the checks after it in the same precondition.
-    let Verdict::Refuse(dark) = world.evaluate(t(0)).0 else { panic!("no override yet") };
-    assert!(dark.evidence_at.is_none() && dark.message.contains("not answered since"), "{}", dark.message);
+    let Verdict::Release(plan) = world.evaluate(t(0)).0 else { panic!("acknowledged: released") };
+    assert_eq!(plan.acknowledged, [Acknowledgement { reason: AcknowledgedReason::BmcReportedOn, at: Time(t(-90)) }]);
+    world.attestation.spec.acknowledge.clear();
+    let Verdict::Refuse(dark) = world.evaluate(t(0)).0 else { panic!("not acknowledged") };
+    assert!(dark.message.contains("--acknowledge BmcReportedOn="), "the refusal says how: {}", dark.message);
     // An On only this process remembers (its write failed) has no moment to name: no override.
     last_read(&mut world, "Off");
     world.remembered.insert("uid-w1".into(), "On".into());
     assert!(matches!(world.evaluate(t(0)).0, Verdict::Refuse(r) if r.evidence_at.is_none()));
+}
+
+#[test]
+fn acknowledging_an_on_reading_clears_no_other_sign_of_life_in_the_same_fence() {
+    let mut world = renewed_while_the_fence_ran();
+    last_read(&mut world, "On");
+    let progress = world.remediations[0].status.as_mut().unwrap().progress.as_mut().unwrap();
+    progress.last_answer_at = Some(MicroTime(t(-250)));
+    progress.last_reading_at = Some(MicroTime(t(-240)));
+    acknowledging(&mut world, AcknowledgedReason::BmcReportedOn, -250);
+    let Verdict::Refuse(refusal) = world.evaluate(t(0)).0 else { panic!("the Lease's renewal is not acknowledged") };
+    assert_eq!(refusal.reason, AttestationReason::FenceSawLife);
+    acknowledging(&mut world, AcknowledgedReason::FenceSawLife, -200);
+    let Verdict::Release(plan) = world.evaluate(t(0)).0 else { panic!("both acknowledged: released") };
+    assert_eq!(plan.acknowledged.len(), 2);
+    // A reading nobody recorded keeps no override, whatever else is acknowledged.
+    let progress = world.remediations[0].status.as_mut().unwrap().progress.as_mut().unwrap();
+    progress.unrecorded_reader = Some("p1/1".into());
+    assert!(matches!(world.evaluate(t(0)).0, Verdict::Refuse(r) if r.reason == AttestationReason::ReadingUnrecorded));
 }
 
 #[test]

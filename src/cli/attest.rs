@@ -53,8 +53,8 @@ pub struct AttestArgs {
     #[arg(long, env = "CORONER_ATTEST_VALID_FOR", default_value = "15m")]
     pub valid_for: api::Duration,
 
-    /// Evidence you saw and accept, as a refusal names it: REASON=TIME (FenceSawLife or
-    /// BindingUnverified, at the moment the refusal prints). Repeat for each;
+    /// Evidence you saw and accept, as a refusal names it: REASON=TIME (FenceSawLife,
+    /// BmcReportedOn from a BMC dark since, or BindingUnverified, at the moment the refusal prints). Repeat for each;
     /// counted as a safety override, recorded in the release and its Event.
     #[arg(long = "acknowledge", env = "CORONER_ATTEST_ACKNOWLEDGE", value_delimiter = ',', value_name = "REASON=TIME")]
     pub acknowledge: Vec<api::Acknowledgement>,

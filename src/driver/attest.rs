@@ -232,7 +232,7 @@ async fn release<W: World>(
     let life = match &fence {
         Some(fence) => attestation::no_life_in_fence(fence, remembered.as_deref())
             .err()
-            .filter(|refusal| !attestation::acknowledged_in(plan, refusal)),
+            .and_then(|found| found.into_iter().find(|refusal| !attestation::acknowledged_in(plan, refusal))),
         None => None,
     };
     if let Some(refusal) = life {

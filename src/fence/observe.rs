@@ -255,6 +255,9 @@ pub struct NodeSnapshot {
     /// When this remediation's own exact out-of-service taint was added, if it is on the node: a
     /// release already done.
     pub released_at: Option<Timestamp>,
+    /// The node carries this remediation's owner record of the out-of-service taint, with its taint or
+    /// without: the Node update that released was made (someone may have removed the taint since).
+    pub release_recorded: bool,
 }
 
 impl NodeSnapshot {
@@ -273,6 +276,8 @@ impl NodeSnapshot {
             out_of_service: taints::blocks_power_on(node)
                 .map(|t| format!("{}={}:{}", t.key, t.value.as_deref().unwrap_or_default(), t.effect)),
             released_at: taints::release_on_node(node, remediation_uid),
+            release_recorded: taints::ownership(node, taints::CoronerTaint::OutOfService)
+                .is_some_and(|o| o.uid == remediation_uid),
         }
     }
 

@@ -142,7 +142,7 @@ fn a_release_stands_from_its_record_until_coroner_ends_it_for_the_on_or_the_node
 }
 
 #[test]
-fn an_attested_record_still_releasing_stands_only_with_its_taint_on_the_node() {
+fn an_attested_record_still_releasing_stands_only_while_the_node_shows_its_update() {
     let mut unconfirmed = released();
     let release = unconfirmed.evidence.as_mut().and_then(|e| e.release.as_mut()).unwrap();
     release.kind = crate::api::ReleaseKind::OperatorAttested;
@@ -157,6 +157,11 @@ fn an_attested_record_still_releasing_stands_only_with_its_taint_on_the_node() {
     });
     assert!(!release_stands(&unconfirmed, &node(false)), "its Node update never came: no release to guard");
     assert!(release_stands(&unconfirmed, &node(true)), "its taint is on the Node: the update took effect");
+    let taint_removed = NodeSnapshot { release_recorded: true, ..node(false) };
+    assert!(
+        release_stands(&unconfirmed, &taint_removed),
+        "its taint removed in the gap before the record was confirmed: its owner record shows the update was made"
+    );
     let confirmed = unconfirmed.evidence.as_mut().and_then(|e| e.release.as_mut()).unwrap();
     confirmed.attestation.as_mut().unwrap().state = crate::api::AttestedReleaseState::Released;
     assert!(release_stands(&unconfirmed, &node(false)), "a confirmed record stands from its record (R4)");

@@ -15,7 +15,8 @@
 //!      bundle appears or changes, with TLS errors in words;
 //!   p. machines whose BMC lost power with them: Succeeded=False, then an audited attestation releases
 //!      one (forged attester and spec updates rejected by the API server; a renewing Lease and an
-//!      expired attestation refused);
+//!      expired attestation refused); its BMC back with the machine on and no approval, the guard
+//!      proves the machine through the binding and switches it off;
 //!   q. the out-of-service taint by hand: rejected for an ordinary admin, allowed for break-glass;
 //!   r. the guard after the release: a machine fenced with Off and powered on behind coroner's back is
 //!      switched off again; with `coroner.dev/power-on-approved` on the Node it is left on;
@@ -1547,14 +1548,39 @@ async fn scenario_p(world: &mut World) {
     assert!(blind.status.as_ref().unwrap().evidence.as_ref().unwrap().identity.is_none());
     log("x-1: the guard watches the attested release: GuardBlind while its BMC is dead");
 
+    // R2 for an attested release: x-1's BMC answers again with its machine on (its kubelet still cut
+    // off), and nobody approved: the guard proves through the binding which system is x-1's, then
+    // switches it off within its bound.
+    let interval = format!("{}s", GUARD_INTERVAL.as_secs());
+    world.restart_coroners(2, &["--guard-interval", &interval]);
+    world.node("x-1").partition();
+    let on = Instant::now();
+    let machine = world.node("x-1");
+    machine.note(json!({"event": timeline::BY_HAND, "system": machine.spec.systems[0].1, "reset_type": "On"}));
+    world.node_mut("x-1").restart_bmc();
+    wait_for("x-1: the attested release's machine switched off by the guard", SHORT, || async {
+        (resets(world, "x-1", "ForceOff") == 1 && world.node("x-1").power_state() == "Off").then_some(())
+    })
+    .await;
+    let off_again = on.elapsed();
+    let name = remediation.name_any();
+    wait_for("x-1: a GuardForceOffSent Event", SHORT, || async {
+        events_about(world, CORONER_NS, &name, "GuardForceOffSent").await.pop()
+    })
+    .await;
+    assert!(!events_about(world, CORONER_NS, &name, "GuardIdentityVerified").await.is_empty(), "identity first");
+    log(format!(
+        "x-1: its BMC back with the machine on, not approved → GuardIdentityVerified, then switched off by the guard {off_again:.1?} after the BMC came back (guard interval {interval})"
+    ));
+
     // The machines come back: NHC deletes the remediations, the finalizer removes the attested taint.
     // x-1 is released, so its return is approved first (docs/operations.md), or the guard would
     // switch it off again; the finalizer removes the approval too.
     let (ok, out) = coroner_approve(&world.kubeconfig, "x-1", "x-1 back after INC-4711");
     assert!(ok, "coroner approve: {out}");
-    for node in ["x-1", "x-2"] {
-        world.node_mut(node).restart_bmc();
-    }
+    world.node("x-1").heal();
+    power_on_by_hand(world, "x-1").await;
+    world.node_mut("x-2").restart_bmc();
     for node in ["x-1", "x-2"] {
         wait_remediations_gone(world, node).await;
     }
