@@ -201,10 +201,9 @@ async fn power_off_reads_off_everywhere_and_power_on_reads_on() {
 #[tokio::test]
 async fn an_identity_off_read_cycle_fits_in_a_few_datagrams() {
     let sim = sim(GuidLayout::Ipmi, true);
-    let (sent, wall) = identity_off_read(&sim.0).await;
+    let (sent, _) = identity_off_read(&sim.0).await;
     // Capabilities, Open Session, RAKP 1, RAKP 3, privilege, GUID, control, status, close.
     assert_eq!(sent, 9);
-    assert!(wall < Duration::from_secs(2), "{wall:?}");
 }
 
 #[tokio::test]
@@ -431,7 +430,6 @@ async fn every_operation_takes_milliseconds_on_loopback() {
             summary(cycle.clone())
         );
         eprintln!("  power up (own session): {}, again while On: {}", summary(on), summary(on_again));
-        assert!(cycle.iter().all(|t| *t < Duration::from_secs(1)));
         assert_eq!(peer.power(), "On");
     }
 }
