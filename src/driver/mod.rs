@@ -30,8 +30,8 @@ pub use ports::{LoopSettings, World};
 use power::Aim;
 pub use power::CHECKS_ALLOWANCE;
 use release::{
-    align_taints, deletion_check, release_by_deletion, release_with_taint, remove_owned_taints, standing_release,
-    workloads,
+    align_taints, deletion_check, finished_deletion, release_by_deletion, release_with_taint, remove_owned_taints,
+    standing_release, workloads,
 };
 
 use crate::{
@@ -553,6 +553,12 @@ impl<'a, W: World> Fence<'a, W> {
                 Gathered::Plain(Observation::DeletionMayBegin(
                     deletion_check(self.world, &spec, &status, &self.node_name, &self.uid, deadline).await?,
                 ))
+            }
+            Plan::FinishDeletion { system_path } => {
+                match finished_deletion(self.world, &self.spec(), &self.status(), &self.node_name, &self.uid).await? {
+                    Some(outcome) => Gathered::Plain(Observation::Release(outcome)),
+                    None => Gathered::Reading(self.read_power(system_path).await?),
+                }
             }
             Plan::RecordRelease => Gathered::Plain(Observation::Release(
                 standing_release(self.world, &self.status(), snapshot, &self.uid).await?,

@@ -289,6 +289,26 @@ pub(super) async fn release_by_deletion<W: World>(
     Ok(Ok(released(deleted, None)))
 }
 
+/// R1: a `ResourceDeletion` release begun whose proof went stale. `None` while a pod is left to
+/// delete (the machine is proven again first); else the release as it stands, with the node's
+/// re-checks (a node no longer silent refuses it, as before any deletion): recording it deletes
+/// nothing, so it needs no fresh proof.
+pub(super) async fn finished_deletion<W: World>(
+    world: &W,
+    spec: &CoronerRemediationSpec,
+    status: &CoronerRemediationStatus,
+    node_name: &str,
+    owner_uid: &str,
+) -> Result<Option<Result<Released, ReleaseRefusal>>, Error> {
+    if world.pods_on(node_name).await?.iter().any(|pod| !fence::is_mirror_pod(pod)) {
+        return Ok(None);
+    }
+    Ok(Some(match silent_node(world, spec, status, node_name, owner_uid).await? {
+        Ok((_, snapshot)) => Ok(Released { pods_deleted: Some(0), ..Released::checked(&snapshot, world.now()) }),
+        Err(refusal) => Err(ReleaseRefusal::Node(refusal)),
+    }))
+}
+
 /// What still holds the node: pods that are terminating or not yet evicted, and VolumeAttachments.
 pub(super) async fn workloads<W: World>(world: &W, node_name: &str) -> Result<Workloads, Error> {
     let blocking_pods = world.pods_on(node_name).await?.iter().filter(|p| fence::pod_blocks_release(p)).count();

@@ -57,6 +57,11 @@ pub enum Plan {
     /// `ResourceDeletion`: the same re-checks, so that the release can be recorded as begun before the
     /// first pod is deleted ([`Progress::release_begun`]).
     BeginDeletion,
+    /// `ResourceDeletion` begun and its proof gone stale (apiserver errors held the status write
+    /// back): with no pod left to delete, the release is recorded as it stands — recording deletes
+    /// nothing, so it needs no fresh proof; otherwise the machine is read, and proven again before
+    /// any further pod goes.
+    FinishDeletion { system_path: String },
     /// This remediation's own exact out-of-service taint is on the node but its status does not say so
     /// (coroner stopped between the release and its status write): record that release.
     RecordRelease,
@@ -431,6 +436,12 @@ pub fn deletion_unrecorded(spec: &CoronerRemediationSpec, status: &CoronerRemedi
         && status.progress.as_ref().is_none_or(|p| p.release_begun.is_none())
 }
 
+/// R1: a `ResourceDeletion` release recorded as begun (its first pod may be gone).
+pub fn deletion_begun(spec: &CoronerRemediationSpec, status: &CoronerRemediationStatus) -> bool {
+    spec.remediation_strategy == crate::api::RemediationStrategy::ResourceDeletion
+        && status.progress.as_ref().is_some_and(|p| p.release_begun.is_some())
+}
+
 const NOTHING_RELEASED: &str = "nothing released";
 
 fn settle_begun_standalone(status: &mut CoronerRemediationStatus, message: String, guarded: bool) -> String {
@@ -527,7 +538,10 @@ pub fn plan(spec: &CoronerRemediationSpec, status: &CoronerRemediationStatus, ct
         Phase::Releasing => match proof_deadline(spec, memory, ctx.timing) {
             Some(deadline) if ctx.mono < deadline && deletion_unrecorded(spec, status) => Plan::BeginDeletion,
             Some(deadline) if ctx.mono < deadline => Plan::Release,
-            _ => read(),
+            _ => match (deletion_begun(spec, status), system_path()) {
+                (true, Some(system_path)) => Plan::FinishDeletion { system_path },
+                _ => read(),
+            },
         },
         Phase::WaitingForRelease => Plan::CheckWorkloads,
         Phase::PoweringOn => match paced() {
@@ -1756,7 +1770,9 @@ impl<'a> Step<'a> {
                 return self.fail(Reason::FenceDidNotTakeEffect, message);
             }
         };
+        let begun = self.progress.release_begun.is_some();
         let how = match released.pods_deleted {
+            Some(0) if begun => "the deletion of the node's pods, begun on the proof, left none to delete".to_owned(),
             Some(count) => format!("force-deleted {count} pods bound to the node"),
             None if let Some(from) = &released.took_over_from => {
                 format!("took over the out-of-service taint that remediation UID {from} added, which no longer exists")

@@ -441,7 +441,7 @@ impl<'a> Run<'a> {
             Plan::Wait(_) => Kind::Wait,
             Plan::Admit => Kind::Admission,
             Plan::VerifyIdentity => Kind::Identity,
-            Plan::ReadPower { .. } => Kind::Power,
+            Plan::ReadPower { .. } | Plan::FinishDeletion { .. } => Kind::Power,
             Plan::Release | Plan::RecordRelease => Kind::Release,
             Plan::BeginDeletion => Kind::DeletionCheck,
             Plan::CheckWorkloads => Kind::Workloads,

@@ -1646,6 +1646,39 @@ fn a_deletion_that_completes_is_the_release_from_when_it_began() {
 }
 
 #[test]
+fn a_begun_deletion_whose_proof_went_stale_is_recorded_with_no_pod_left_and_proven_again_otherwise() {
+    // Seed 210372: the apiserver refused the status write after the pods went; by the next try the
+    // proof was stale, and proving it again on a flaky apiserver outlasted the only attempt.
+    let spec = deletion_spec();
+    let node = node();
+    let begun = deletion_begun(&spec);
+    let stale = ctx(30, &node);
+    let path = begun.status.evidence.as_ref().and_then(|e| e.identity.as_ref()).unwrap().system_path.clone();
+    assert_eq!(plan_of(&spec, &begun, stale), Plan::FinishDeletion { system_path: path });
+    // Nothing left to delete: recorded as it stands, from when it began, with no new proof.
+    let none_left = Observation::Release(Ok(Released {
+        at: t(30),
+        node_ready: "Unknown".into(),
+        lease_renew_time: Some(t(-100)),
+        taint_owned: false,
+        took_over_from: None,
+        pods_deleted: Some(0),
+        interrupted: None,
+    }));
+    let recorded = step(&spec, &begun, none_left, stale);
+    let release = recorded.status.evidence.as_ref().and_then(|e| e.release.as_ref()).expect("released");
+    assert_eq!(release.released_at, MicroTime(t(5)));
+    assert_eq!(succeeded(&recorded.status).0, "True");
+    let message = &conditions::find(&recorded.status.conditions, contract::SUCCEEDED).unwrap().message;
+    assert!(message.contains("left none to delete"), "{message}");
+    // A pod left: the driver reads the machine instead, and the reading proves it again first.
+    let read = step(&spec, &begun, power(PowerState::Off), stale);
+    assert_eq!(read.status.phase, Some(Phase::ConfirmingOff));
+    // Without a begun deletion a stale proof is read again, as ever.
+    assert!(matches!(plan_of(&spec, &releasing(&spec), stale), Plan::ReadPower { .. }));
+}
+
+#[test]
 fn an_off_whose_status_state_says_the_bmc_does_not_know_breaks_the_run_and_is_named() {
     let spec = spec();
     let node = node();

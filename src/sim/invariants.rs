@@ -212,6 +212,15 @@ impl Checker {
                 |r| matches!(r, Record::Event { at, reason: said, .. } if *at >= from && *at <= until && said == reason),
             )
         };
+        // R2's report: the guard's condition written (its Event goes with it, best effort: an Event
+        // the apiserver drops is not sent again, and a process that takes over sees the condition).
+        let reported = |from: Micros, until: Micros| {
+            event(crate::guard::POWERED_ON, from, until)
+                || truth.log.iter().any(|r| {
+                    matches!(r, Record::Status { at, remediation, guard: Some(said), .. }
+                        if *at >= from && *at <= until && *remediation == release.remediation && said == crate::guard::POWERED_ON)
+                })
+        };
         let mut start = on;
         loop {
             let bound = Self::guard_bound(truth, scenario, start);
@@ -284,7 +293,7 @@ impl Checker {
                     )));
                 }
                 (GuardPolicy::Enforce, _) if switched_off => return Some(Ok(())),
-                (GuardPolicy::Alert, _) if event(crate::guard::POWERED_ON, on, until) => return Some(Ok(())),
+                (GuardPolicy::Alert, _) if reported(on, until) => return Some(Ok(())),
                 // Its device went dark before the bound ran out: the guard is judged as blind from then.
                 (_, Some(dark)) => start = dark,
                 (GuardPolicy::Enforce, None) => {

@@ -538,4 +538,12 @@ pub const REGRESSIONS: &[(u64, &str)] = &[
         190781,
         "R1/one fence per node (soak): a sibling's release stood under guard: Alert with its taint rewritten by a webhook (its On blocked), so it could not be adopted; a second remediation fenced the machine someone had switched on, which Alert only reports",
     ),
+    (
+        210372,
+        "R1 (soak): a ResourceDeletion release whose pods were all gone, its status write refused by a flaky apiserver until the proof went stale, was proven again before it was recorded; the re-proof broke the request bound and the only attempt ended PowerOffNotConfirmed",
+    ),
+    (
+        211958,
+        "R2 (soak, the oracle): the guard (Alert) wrote ReleasedMachinePoweredOn within the bound but its Event was lost to an apiserver fault; the oracle counted only the Event, and the report is the condition (R2 now says so)",
+    ),
 ];

@@ -182,7 +182,8 @@ pub enum Answered {
 /// The world's record: everything that happened that the invariants judge by — the answers devices
 /// gave coroner, what coroner's writes did and when they took effect, what the world did to the
 /// machines and the objects. It never holds coroner's beliefs (its status is an object like others:
-/// only its `Succeeded` transitions are logged, for the liveness rules).
+/// only its `Succeeded` transitions are logged, for the liveness rules, and the guard's condition,
+/// which is its report).
 #[derive(Clone, Debug)]
 pub enum Record {
     /// A power action reached a BMC and was executed on `machine` (or rejected).
@@ -233,8 +234,16 @@ pub enum Record {
     },
     /// A pod force-deleted by coroner.
     PodDeleted { at: Micros, sent: Micros, by: Caller, node: String },
-    /// A status write: the Succeeded condition before and after, and the phase after.
-    Status { at: Micros, remediation: String, before: Option<String>, after: Option<String>, phase: String },
+    /// A status write: the Succeeded condition before and after, the phase after, and the reason of
+    /// the guard's condition after (what it reports of a released machine: R2's report).
+    Status {
+        at: Micros,
+        remediation: String,
+        before: Option<String>,
+        after: Option<String>,
+        phase: String,
+        guard: Option<String>,
+    },
     /// The world switched a machine on (a person, a power-restore policy, a glitch that ends by
     /// itself at `until`).
     PoweredOn { at: Micros, machine: usize, until: Option<Micros> },
@@ -1029,8 +1038,9 @@ impl Truth {
         stored.metadata.resource_version = Some(rv);
         let after = succeeded(stored.status.as_ref());
         let phase = crate::fence::phase_of(stored.status.as_ref().unwrap_or(status)).as_str().to_owned();
+        let guard = conditions::find(&status.conditions, crate::guard::GUARD).map(|c| c.reason.clone());
         let written = stored.clone();
-        self.log.push(Record::Status { at: now, remediation: name.into(), before, after, phase });
+        self.log.push(Record::Status { at: now, remediation: name.into(), before, after, phase, guard });
         self.changes.push(Change::Remediation(name.into()));
         Ok(written)
     }
