@@ -536,13 +536,18 @@ pub fn no_life_in_fence(remediation: &CoronerRemediation, remembered: Option<&st
         // remembers, may not.
         let answered = progress.and_then(|p| p.last_answer_at.as_ref()).map(|t| t.0);
         let tried = progress.and_then(|p| p.last_reading_at.as_ref()).map(|t| t.0);
-        let dark_since = answered.filter(|answered| recorded == Some(power) && tried.is_some_and(|t| t > *answered));
-        let why = match dark_since {
-            Some(at) => format!("its BMC has not answered since {at}"),
-            None => {
-                "there is no override (fix the mapping, or switch the machine off at its console so its BMC reads Off)"
-                    .to_owned()
-            }
+        // Life after coroner's own ForceOff has no override, however dark the BMC went since.
+        let resets = status.and_then(|s| s.evidence.as_ref()?.power_off.as_ref()).map(|p| p.resets.as_slice());
+        let after_force_off = |at: Timestamp| resets.unwrap_or_default().iter().any(|r| r.sent_at.0 < at);
+        let dark_since = answered.filter(|answered| {
+            recorded == Some(power) && tried.is_some_and(|t| t > *answered) && !after_force_off(*answered)
+        });
+        let no_override =
+            "there is no override (fix the mapping, or switch the machine off at its console so its BMC reads Off)";
+        let why = match (dark_since, answered) {
+            (Some(at), _) => format!("its BMC has not answered since {at}"),
+            (None, Some(at)) if after_force_off(at) => format!("read after coroner's ForceOff: {no_override}"),
+            _ => no_override.to_owned(),
         };
         refusals.push(
             Refusal::new(

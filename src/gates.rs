@@ -354,7 +354,7 @@ pub fn one_fence_per_node(inputs: &GateInputs<'_>) -> Gate {
         return Gate::Wait(
             Reason::NodeAlreadyBeingFenced,
             format!(
-                "remediation {} released node {node} and its release stands (its guard watches the machine), but its out-of-service taint is not on the node as it wrote it, so this remediation cannot stand on it and does not fence the released machine again; deleting {} ends that release",
+                "remediation {} released node {node} and its release stands (its guard watches the machine), but this remediation cannot stand on it (that fence failed, or its out-of-service taint is not on the node as it wrote it: taken off for an On that never came, or removed or rewritten by someone else) and does not fence the released machine again; deleting {} ends that release",
                 other.name_any(),
                 other.name_any()
             ),
@@ -394,6 +394,11 @@ pub struct Adoptable {
 /// guard only reports, and under `Enforce` the sibling's guard already switches it off.
 pub fn release_to_adopt(inputs: &GateInputs<'_>) -> Option<Adoptable> {
     siblings(inputs).find_map(|r| {
+        // Only a fence that succeeded is stood on: a failed one's standing release (an attested
+        // release, an interrupted deletion) is waited on (`one_fence_per_node`).
+        if Phase::of(r) != Phase::Done {
+            return None;
+        }
         let release = standing_release(r, inputs)?;
         let uid = r.uid()?;
         let released_at = match release.strategy {
@@ -407,11 +412,12 @@ pub fn release_to_adopt(inputs: &GateInputs<'_>) -> Option<Adoptable> {
     })
 }
 
-/// The release of a sibling whose fence finished, while it stands (R1: judged from its record,
+/// The release of a sibling whose fence ended (`Done`, or `Failed` with a release: attested, or a
+/// deletion interrupted after some pods), while it stands (R1: judged from its record,
 /// [`crate::guard::release_stands`]) on the Node object it admitted (not one re-created under its
 /// name, R4).
 fn standing_release<'a>(sibling: &'a CoronerRemediation, inputs: &GateInputs<'_>) -> Option<&'a ReleaseEvidence> {
-    if Phase::of(sibling) != Phase::Done || sibling.metadata.deletion_timestamp.is_some() {
+    if !Phase::of(sibling).is_terminal() || sibling.metadata.deletion_timestamp.is_some() {
         return None;
     }
     let status = sibling.status.as_ref()?;

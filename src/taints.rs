@@ -77,6 +77,10 @@ pub struct Ownership {
     /// whose remediation is gone is removed only once the machine booted again ([`orphaned`]).
     #[serde(rename = "bootID", default, skip_serializing_if = "Option::is_none")]
     pub boot_id: Option<String>,
+    /// A taint taken over from a remediation that no longer exists ([`adopt_orphan`]): its record
+    /// as it was, to put back if this release is taken back ([`taken_back`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub took_over: Option<Box<Ownership>>,
 }
 
 impl Ownership {
@@ -88,6 +92,7 @@ impl Ownership {
             effect: taint.effect().to_owned(),
             time_added: Time(added),
             boot_id: None,
+            took_over: None,
         }
     }
 
@@ -229,6 +234,7 @@ pub fn adopt_orphan(node: &Node, owner_uid: &str, live: &[String], now: Timestam
         uid: owner_uid.to_owned(),
         time_added: Time(added),
         boot_id: boot_id(node).map(str::to_owned),
+        took_over: Some(Box::new(Ownership { took_over: None, ..record.clone() })),
         ..record.clone()
     };
     let annotation = serde_json::to_string(&adopted).ok()?;
@@ -241,6 +247,35 @@ pub fn adopt_orphan(node: &Node, owner_uid: &str, live: &[String], now: Timestam
         .get_or_insert_with(Default::default)
         .insert(taint.owner_annotation().to_owned(), annotation);
     Some((updated, record.uid))
+}
+
+/// R4: the remediation a release of `owner_uid` took its out-of-service taint over from, if it did.
+pub fn taken_over_from(node: &Node, owner_uid: &str) -> Option<String> {
+    let record = ownership(node, CoronerTaint::OutOfService).filter(|o| o.uid == owner_uid)?;
+    record.took_over.map(|previous| previous.uid)
+}
+
+/// A release of `owner_uid` taken back (the node showed life right after it): its out-of-service
+/// taint and record go, or, for a taint it took over ([`adopt_orphan`]), the record of the
+/// remediation it took it from is put back with the taint as that one added it, so the sweep
+/// judges it as before (R4). `None` when `owner_uid` records no such taint.
+pub fn taken_back(node: &Node, owner_uid: &str) -> Option<Node> {
+    let taint = CoronerTaint::OutOfService;
+    let record = ownership(node, taint).filter(|o| o.uid == owner_uid)?;
+    let Some(previous) = record.took_over.as_deref() else { return without_owned(node, &[taint], owner_uid) };
+    let annotation = serde_json::to_string(previous).ok()?;
+    let mut updated = node.clone();
+    if let Some(list) = updated.spec.as_mut().and_then(|s| s.taints.as_mut())
+        && let Some(found) = list.iter_mut().find(|t| record.describes(t))
+    {
+        found.time_added = Some(previous.time_added.clone());
+    }
+    updated
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(taint.owner_annotation().to_owned(), annotation);
+    Some(updated)
 }
 
 /// A record of coroner's on a Node whose remediation no longer exists, and what becomes of it.
@@ -370,6 +405,12 @@ mod tests {
         assert_eq!(release_on_node(&after, "uid-new"), Some(at("2025-03-01T12:10:00Z")));
         assert_eq!(ownership(&after, CoronerTaint::OutOfService).unwrap().boot_id.as_deref(), Some("boot-2"));
         assert!(!owns(&after, CoronerTaint::OutOfService, "uid-gone"));
+        assert_eq!(taken_over_from(&after, "uid-new").as_deref(), Some("uid-gone"));
+        // Taken back (the node showed life right after): the gone remediation's record and taint, as before.
+        let back = round_trip(&taken_back(&after, "uid-new").unwrap());
+        assert_eq!(keys(&back), keys(&before));
+        assert_eq!(release_on_node(&back, "uid-gone"), Some(at(ADDED)));
+        assert_eq!(ownership(&back, CoronerTaint::OutOfService), ownership(&before, CoronerTaint::OutOfService));
         // A live owner's taint, someone else's taint, or ours already: nothing to adopt.
         assert_eq!(adopt_orphan(&before, "uid-new", &["uid-new".into(), "uid-gone".into()], now), None);
         assert_eq!(adopt_orphan(&before, "uid-gone", &[], now), None);

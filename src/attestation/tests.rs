@@ -940,6 +940,17 @@ fn an_on_reading_from_a_bmc_dark_since_may_be_acknowledged_and_one_from_a_bmc_th
     world.attestation.spec.acknowledge.clear();
     let Verdict::Refuse(dark) = world.evaluate(t(0)).0 else { panic!("not acknowledged") };
     assert!(dark.message.contains("--acknowledge BmcReportedOn="), "the refusal says how: {}", dark.message);
+    // Read after coroner's own ForceOff: life after the power action, no override however dark since.
+    let status = world.remediations[0].status.as_mut().unwrap();
+    let power_off = status.evidence.get_or_insert_with(Default::default).power_off.get_or_insert_with(Default::default);
+    power_off.resets.push(crate::api::ResetRecord {
+        attempt: 1,
+        sent_at: MicroTime(t(-95)),
+        result: "HTTP 204".into(),
+    });
+    acknowledging(&mut world, AcknowledgedReason::BmcReportedOn, -90);
+    let Verdict::Refuse(after) = world.evaluate(t(0)).0 else { panic!("On after the ForceOff") };
+    assert!(after.evidence_at.is_none() && after.message.contains("after coroner's ForceOff"), "{}", after.message);
     // An On only this process remembers (its write failed) has no moment to name: no override.
     last_read(&mut world, "Off");
     world.remembered.insert("uid-w1".into(), "On".into());

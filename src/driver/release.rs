@@ -204,13 +204,17 @@ pub(super) async fn standing_release<W: World>(
         return Ok(Err(ReleaseRefusal::DidNotTakeEffect { node: snapshot.name.clone(), renewed }));
     }
     let at = snapshot.released_at.unwrap_or_else(|| world.now());
-    Ok(Ok(Released { taint_owned: true, ..Released::checked(snapshot, at) }))
+    let took_over_from = match world.node(&snapshot.name).await? {
+        Some(node) => taints::taken_over_from(&node, owner_uid),
+        None => None,
+    };
+    Ok(Ok(Released { taint_owned: true, took_over_from, ..Released::checked(snapshot, at) }))
 }
 
+/// A release taken back: its taint goes, or goes back to the remediation it was taken over from
+/// ([`taints::taken_back`]).
 pub(super) async fn remove_owned_out_of_service<W: World>(world: &W, name: &str, owner_uid: &str) -> Result<(), Error> {
-    update_node(world, name, |node| taints::without_owned(node, &[CoronerTaint::OutOfService], owner_uid))
-        .await
-        .map(drop)
+    update_node(world, name, |node| taints::taken_back(node, owner_uid)).await.map(drop)
 }
 
 /// R1: what a `ResourceDeletion` release checks before it is recorded as begun: the node as before

@@ -376,8 +376,11 @@ pub fn may_wait_for_next_write(stored: &CoronerRemediationStatus, decided: &Coro
     progress.last_power_state = stored_progress.last_power_state.clone();
     // The answer to the intent the API server holds, and its line in the evidence.
     let answered = match (&stored_progress.intent, &mut progress.intent) {
+        // Answered: a failed ForceOff to be sent again (P7) stays unanswered and is written at once.
         (Some(persisted), Some(intent))
-            if persisted.result.is_none() && Intent { result: None, ..intent.clone() } == *persisted =>
+            if persisted.result.is_none()
+                && intent.result.is_some()
+                && Intent { result: None, ..intent.clone() } == *persisted =>
         {
             intent.result = None;
             Some(persisted.attempt)
@@ -1668,10 +1671,14 @@ impl<'a> Step<'a> {
     /// P1: right before the request there was no device to send it to: the decision is withdrawn
     /// (nothing was sent, so nothing is taken for an answer) and the phase's deadline judged.
     fn action_unsent(&mut self, phase: Phase, failure: BmcFailure) {
+        let force_off = self.unsent(PowerAction::ForceOff);
         self.withdraw_unsent();
         let message = format!("nothing sent: {}", failure.message);
         if phase == Phase::PoweringOn {
             return self.power_on_not_read(message);
+        }
+        if force_off {
+            self.decide_again(&message);
         }
         self.progress.last_error = Some(message);
         if !self.check_attempt_deadline() {
@@ -1684,6 +1691,7 @@ impl<'a> Step<'a> {
     /// through the binding as it is now; after the release no `On` goes through it. New credential
     /// values alone: the run restarts and the next reading, through them, decides again.
     fn device_changed(&mut self, proven: DeviceMark, now: DeviceMark) {
+        let force_off = self.unsent(PowerAction::ForceOff);
         self.withdraw_unsent();
         if proven.generation != now.generation {
             if is_released(self.old) {
@@ -1695,11 +1703,22 @@ impl<'a> Step<'a> {
         self.memory.proof = None;
         self.memory.through = None;
         self.progress.off_run = None;
-        self.progress.last_error = Some(
-            "the credentials changed between the reading and the request; nothing sent, reading again through them"
-                .into(),
-        );
+        let message =
+            "the credentials changed between the reading and the request; nothing sent, reading again through them";
+        if force_off {
+            self.decide_again(message);
+        }
+        self.progress.last_error = Some(message.into());
         self.requeue = Some(StdDuration::ZERO);
+    }
+
+    /// P1/P7: a ForceOff withdrawn before it was sent (no device to send it to, new credential values)
+    /// is decided again on the next fresh reading that is not Off, as the attempt's first was.
+    fn decide_again(&mut self, why: &str) {
+        if phase_of(&self.status) == Phase::ConfirmingOff {
+            let message = format!("{why}; the next reading decides the ForceOff again ({})", self.attempt_label());
+            self.enter(Phase::PoweringOff, Reason::PoweringOff, message);
+        }
     }
 
     // Releasing ---------------------------------------------------------------------------------------

@@ -1814,10 +1814,19 @@ fn new_credential_values_between_the_reading_and_the_request_restart_the_run_and
     let proven = DeviceMark { generation: 1, serial: 7 };
     let rotated = Observation::DeviceChanged { proven, now: DeviceMark { serial: 8, ..proven } };
     let after = step(&spec, &decided, rotated, ctx(1, &node));
-    assert_eq!(after.status.phase, decided.status.phase);
+    assert_eq!(after.status.phase, Some(Phase::PoweringOff), "the next reading decides again");
     assert!(after.status.progress.as_ref().unwrap().intent.is_none(), "the unsent ForceOff is withdrawn");
     assert_eq!((after.reset, after.requeue), (None, Some(StdDuration::ZERO)));
     assert!(last_error(&after.status).contains("credentials changed"));
+    // The next reading, through the new credentials, reads On: the ForceOff is decided again.
+    let again = step(&spec, &State::from(&after), power(PowerState::On), ctx(2, &node));
+    assert_eq!(again.reset, Some(ResetType::ForceOff));
+    // So it is after a ForceOff that found no device to go to.
+    let unsent = Observation::ActionUnsent(unreachable());
+    let withdrawn = step(&spec, &decided, unsent, ctx(1, &node));
+    assert_eq!(withdrawn.status.phase, Some(Phase::PoweringOff));
+    let again = step(&spec, &State::from(&withdrawn), power(PowerState::On), ctx(2, &node));
+    assert_eq!(again.reset, Some(ResetType::ForceOff));
     let edited = Observation::DeviceChanged { proven, now: DeviceMark { generation: 2, ..proven } };
     let ended = step(&spec, &decided, edited, ctx(1, &node));
     assert_eq!(succeeded(&ended.status), ("Unknown".into(), "AttemptFailed".into()));

@@ -657,6 +657,18 @@ fn a_siblings_standing_release_whose_taint_is_off_the_node_is_waited_on_never_fe
 }
 
 #[test]
+fn a_failed_siblings_standing_release_is_waited_on_never_adopted_nor_fenced_again() {
+    // An attested release, or a deletion interrupted after some pods: the fence Failed, its release
+    // stands and its guard watches the machine.
+    let mut world = World::new(node("w-9", Some("Unknown"), &[]));
+    let i = sibling(&mut world, 50, Phase::Failed);
+    released_at_900(&mut world, i, crate::api::RemediationStrategy::ResourceDeletion);
+    admitted_here(&mut world, i);
+    assert_eq!(release_to_adopt(&world.inputs()), None, "only a fence that succeeded is stood on");
+    assert!(waits(&world.gate(one_fence_per_node), Reason::NodeAlreadyBeingFenced));
+}
+
+#[test]
 fn a_siblings_resource_deletion_release_is_adopted_while_its_record_says_it_stands() {
     let mut world = World::new(node("w-9", Some("Unknown"), &[]));
     let i = sibling(&mut world, 50, Phase::Done);

@@ -476,6 +476,28 @@ fn an_out_of_service_taint_left_by_a_gone_remediation_is_taken_over_by_the_nodes
     assert_ne!(uid, gone);
 }
 
+#[test]
+fn a_taken_over_taint_whose_release_is_taken_back_goes_back_to_the_gone_remediation() {
+    use crate::{
+        api::{CoronerRemediationSpec, FenceAction},
+        taints::{CoronerTaint, ownership},
+    };
+    let lab = fenced_off();
+    let orphan = lab.world(|t| t.node("worker-1")).and_then(|n| ownership(&n, CoronerTaint::OutOfService)).unwrap();
+    lab.world(|t| t.remediations.remove("worker-1"));
+    let spec = CoronerRemediationSpec { action: FenceAction::Off, ..CoronerRemediationSpec::default() };
+    lab.world(|t| t.create_remediation("worker-1", "worker-1", &spec));
+    // The kubelet renews its Lease right after the take-over: the machine is not dead after all.
+    lab.renew_lease_right_after_the_release();
+    let status = futures::executor::block_on(lab.run());
+    let failed = crate::api::conditions::find(&status.conditions, crate::contract::SUCCEEDED).unwrap();
+    assert_eq!((failed.status.as_str(), failed.reason.as_str()), ("False", "FenceDidNotTakeEffect"));
+    // The taint stays, recorded again as the gone remediation's: the sweep judges it as before.
+    let node = lab.world(|t| t.node("worker-1")).unwrap();
+    assert_eq!(ownership(&node, CoronerTaint::OutOfService), Some(orphan.clone()));
+    assert_eq!(crate::taints::release_on_node(&node, &orphan.uid), Some(orphan.time_added.0));
+}
+
 /// A lab whose machine, on, was fenced with `action: Off` (proven off and released) through the loop.
 fn fenced_off() -> crate::sim::lab::Lab<crate::sim::script::Scripted> {
     use crate::{

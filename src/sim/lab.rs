@@ -149,7 +149,7 @@ pub struct Lab<D> {
     /// Set: the binding's endpoint is edited at the next leader check (right before a power action).
     edit_at_leader_check: std::sync::atomic::AtomicBool,
     /// The kubelet renews the node's Lease right after the next Node write that adds an
-    /// out-of-service taint.
+    /// out-of-service taint (or takes one over).
     renew_after_taint: std::sync::atomic::AtomicBool,
     /// How long a run may take before it counts as one that never ends.
     pub limit: StdDuration,
@@ -482,8 +482,11 @@ impl<D: Target + Clone> Nodes for Lab<D> {
             let taints = n.spec.as_ref().and_then(|s| s.taints.as_ref());
             taints.map_or(0, |t| t.iter().filter(|t| t.key == crate::taints::OUT_OF_SERVICE_KEY).count())
         };
+        let owner = |n: &Node| crate::taints::ownership(n, crate::taints::CoronerTaint::OutOfService).map(|o| o.uid);
+        // A release: the taint added, or one taken over (its owner record rewritten).
+        let released = taints(wanted) > taints(current) || (taints(wanted) > 0 && owner(wanted) != owner(current));
         let written = self.world(|t| t.patch_node(current, wanted))?;
-        if taints(wanted) > taints(current) && self.renew_after_taint.swap(false, std::sync::atomic::Ordering::AcqRel) {
+        if released && self.renew_after_taint.swap(false, std::sync::atomic::Ordering::AcqRel) {
             let now = self.clock.now();
             self.world(|t| t.renew_lease(&written.name_any(), now));
         }
