@@ -652,7 +652,7 @@ impl<'a> Run<'a> {
                 // P7: one ForceOff per attempt, and another only after the one before it failed.
                 let resets = self.status.evidence.as_ref().and_then(|e| e.power_off.as_ref()).map(|p| &p.resets);
                 for pair in resets.into_iter().flatten().collect::<Vec<_>>().windows(2) {
-                    let accepted = pair[0].result.starts_with("HTTP 2");
+                    let accepted = pair[0].result.starts_with("HTTP 2") || pair[0].result.starts_with("accepted");
                     prop_assert!(
                         pair[0].attempt != pair[1].attempt || !accepted,
                         "a ForceOff sent again after an accepted one in attempt {}",

@@ -1554,10 +1554,10 @@ async fn scenario_p(world: &mut World) {
     let interval = format!("{}s", GUARD_INTERVAL.as_secs());
     world.restart_coroners(2, &["--guard-interval", &interval]);
     world.node("x-1").partition();
-    let on = Instant::now();
     let machine = world.node("x-1");
     machine.note(json!({"event": timeline::BY_HAND, "system": machine.spec.systems[0].1, "reset_type": "On"}));
     world.node_mut("x-1").restart_bmc();
+    let on = Instant::now();
     wait_for("x-1: the attested release's machine switched off by the guard", SHORT, || async {
         (resets(world, "x-1", "ForceOff") == 1 && world.node("x-1").power_state() == "Off").then_some(())
     })
