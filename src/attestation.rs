@@ -767,9 +767,15 @@ pub fn lease_stale(sighting: LeaseSighting, freshness: StdDuration) -> Result<St
     from_gate(gates::lease_stale(sighting, freshness), &format!("not renewed within {}s", freshness.as_secs()))
 }
 
+/// The Node carries this remediation's owner record of the out-of-service taint: its releasing update
+/// was made, whatever became of the taint since (a webhook may rewrite it on the way in, R4).
+fn release_recorded(node: &Node, remediation_uid: &str) -> bool {
+    taints::ownership(node, CoronerTaint::OutOfService).is_some_and(|o| o.uid == remediation_uid)
+}
+
 /// No out-of-service taint on the node other than this remediation's own.
 pub fn no_foreign_out_of_service_taint(node: &Node, remediation_uid: &str) -> Result<String, Refusal> {
-    if taints::owns(node, CoronerTaint::OutOfService, remediation_uid) {
+    if release_recorded(node, remediation_uid) {
         return Ok("the out-of-service taint is already this remediation's".into());
     }
     let key = CoronerTaint::OutOfService.key();
@@ -1295,7 +1301,8 @@ pub fn mark_released(status: &CoronerRemediationStatus) -> Option<CoronerRemedia
     Some(said_released_by_attestation(status, at))
 }
 
-/// The release as the Node shows it: the out-of-service taint the remediation owns, if it is there.
+/// The release as the Node shows it: the out-of-service taint the remediation recorded as its own (or
+/// the one a webhook rewrote it into), if its record is there.
 /// `released_at`: when the releasing update was sent; `None` for a release found later (then the
 /// taint's timeAdded, to the second).
 pub fn release_on_node(
@@ -1306,10 +1313,12 @@ pub fn release_on_node(
     released_at: Option<Timestamp>,
 ) -> Option<AttestedRelease> {
     let oos = CoronerTaint::OutOfService;
-    if !taints::owns(node, oos, remediation_uid) {
+    if !release_recorded(node, remediation_uid) {
         return None;
     }
-    let taint = node.spec.as_ref()?.taints.as_ref()?.iter().find(|t| t.key == oos.key() && t.effect == oos.effect())?;
+    // Its own exact taint, or the one a webhook rewrote it into on the way in.
+    let taints = node.spec.as_ref()?.taints.as_ref()?;
+    let taint = taints::owned(node, oos, remediation_uid).or_else(|| taints.iter().find(|t| t.key == oos.key()))?;
     let added = taint.time_added.clone().or(released_at.map(Time))?;
     Some(AttestedRelease {
         remediation: remediation.to_owned(),
@@ -1348,7 +1357,7 @@ pub fn withdraw_release(status: &CoronerRemediationStatus, attestation_uid: &str
 pub enum Dangling {
     /// Nothing to do: no such record, or its attestation still exists (its reconcile finishes it).
     Keep,
-    /// The owned taint is on the node: the release happened; record it as done.
+    /// The Node carries the release's owner record: the release happened; record it as done.
     Confirm,
     /// The attestation is gone and the taint is not there: the release never happened.
     Withdraw,
@@ -1363,7 +1372,8 @@ pub fn dangling_record(remediation: &CoronerRemediation, attestation_exists: boo
         return Dangling::Keep;
     }
     let uid = remediation.uid().unwrap_or_default();
-    if node.is_some_and(|n| taints::owns(n, CoronerTaint::OutOfService, &uid)) {
+    // The owner record on the Node is the update made, also when its taint was rewritten or removed since.
+    if node.is_some_and(|n| release_recorded(n, &uid)) {
         Dangling::Confirm
     } else if attestation_exists {
         Dangling::Keep

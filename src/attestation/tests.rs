@@ -743,13 +743,26 @@ fn the_remediation_records_the_attestation_verbatim_and_succeeded_stays_false() 
 }
 
 #[test]
-fn a_releasing_record_left_by_a_crash_is_confirmed_if_the_taint_is_there_else_withdrawn_once_the_attestation_is_gone() {
+fn a_releasing_record_left_by_a_crash_is_confirmed_if_its_update_shows_on_the_node_else_withdrawn_once_the_attestation_is_gone()
+ {
     let mut remediation = failed("w1", "BmcUnreachable", -60, Some(-300));
     assert_eq!(dangling_record(&remediation, false, Some(&node("Unknown"))), Dangling::Keep);
     let plan = plan_for(&remediation);
     remediation.status = Some(record_release(remediation.status.as_ref().unwrap(), &attestation(0), &plan, t(1)));
     let tainted = taints::with_taint(&node("Unknown"), CoronerTaint::OutOfService, "uid-w1", t(1)).unwrap();
     assert_eq!(dangling_record(&remediation, false, Some(&tainted)), Dangling::Confirm);
+    // Its taint rewritten by a webhook on the way in, or removed since: the owner record shows the
+    // update was made, and the release is confirmed, never withdrawn.
+    let mut rewritten = tainted.clone();
+    let taint = rewritten.spec.as_mut().and_then(|s| s.taints.as_mut()).and_then(|t| t.last_mut()).unwrap();
+    taint.value = Some("webhook".into());
+    assert_eq!(dangling_record(&remediation, false, Some(&rewritten)), Dangling::Confirm);
+    let release = release_on_node(&rewritten, "w1", "uid-w1", None, None).expect("the release as the Node shows it");
+    assert_eq!(release.taint_value, "webhook");
+    assert!(no_foreign_out_of_service_taint(&rewritten, "uid-w1").is_ok());
+    let mut removed = tainted.clone();
+    removed.spec.as_mut().unwrap().taints.as_mut().unwrap().retain(|t| t.key != taints::OUT_OF_SERVICE_KEY);
+    assert_eq!(dangling_record(&remediation, false, Some(&removed)), Dangling::Confirm);
     assert_eq!(dangling_record(&remediation, true, Some(&node("Unknown"))), Dangling::Keep);
     assert_eq!(dangling_record(&remediation, false, Some(&node("Unknown"))), Dangling::Withdraw);
     assert_eq!(dangling_record(&remediation, false, None), Dangling::Withdraw);
