@@ -107,6 +107,15 @@ impl<W: World> Fence<'_, W> {
         self.world.metrics().bmc(&binding, "reset", result.as_ref().map_or_else(BmcError::category, |_| "ok"));
         match result {
             Err(error) if error.sent_nothing() => Ok(Err(Unsent::NoDevice(BmcFailure::from(&error)))),
+            // P7: a reset refused for its credentials (HTTP 401: rotated since the client was built)
+            // did nothing and passes: the client is built again from the Secret, and the next reading,
+            // through it, is followed by the reset again. A 403 (no power privilege) does not pass.
+            Err(error @ BmcError::Unauthorized(401)) => {
+                if let Some(binding) = self.world.binding(&binding).await? {
+                    self.world.forget_target(&binding);
+                }
+                Ok(Ok(Err(BmcFailure { transient: true, ..BmcFailure::from(&error) })))
+            }
             result => Ok(Ok(result.map_err(|e| BmcFailure::from(&e)))),
         }
     }

@@ -243,15 +243,14 @@ pub const FORCE_OFFS_PER_ATTEMPT: usize = 3;
 
 /// P7, a failed ForceOff is sent again: one that failed in a way that passes (no answer before the
 /// request timeout, when it may never have reached the BMC; a busy or rate-limiting BMC: 5xx, 408,
-/// 429; credentials the BMC rejected, which the next reading takes as a sign they changed and reads
-/// again with, as any reading does) stays to be sent after the next fresh reading that is not
-/// `Off`, while the attempt has sent fewer than [`FORCE_OFFS_PER_ATTEMPT`] (`sent_in_attempt`
-/// counts this one): one lost request must not cost the attempt, and a BMC that fails every reset
-/// is not asked without end. Another rejection (4xx) is the next attempt's to retry, and an
+/// 429; credentials rotated since the client was built, HTTP 401, after which the client is built
+/// again from the Secret) stays to be sent after the next fresh reading that is not `Off`, while
+/// the attempt has sent fewer than [`FORCE_OFFS_PER_ATTEMPT`] (`sent_in_attempt` counts this one):
+/// one lost request must not cost the attempt, and a BMC that fails every reset is not asked
+/// without end. Another rejection (4xx, a 403 included) is the next attempt's to retry, and an
 /// accepted ForceOff is not repeated within its attempt: only readings tell whether it took.
 pub fn force_off_again<T>(answer: &Result<T, BmcFailure>, sent_in_attempt: usize) -> bool {
-    let passes = |f: &BmcFailure| f.transient || f.reason == Reason::BmcAuthenticationFailed;
-    matches!(answer, Err(failure) if passes(failure)) && sent_in_attempt < FORCE_OFFS_PER_ATTEMPT
+    matches!(answer, Err(failure) if failure.transient) && sent_in_attempt < FORCE_OFFS_PER_ATTEMPT
 }
 
 /// P4: what the loop itself takes between two readings (the status write after one, the next

@@ -749,6 +749,17 @@ fn a_force_off_lost_on_the_way_is_sent_again_in_the_only_attempt() {
 }
 
 #[test]
+fn a_force_off_refused_for_rotated_credentials_is_sent_again_and_a_forbidden_one_waits_for_the_next_attempt() {
+    let spec = CoronerRemediationSpec { retry: crate::api::Retry { count: 1, ..spec().retry }, ..off_spec() };
+    let rotated = lab(spec.clone(), machine(true).resets([ResetAnswer::Fails(BmcError::Unauthorized(401))]));
+    assert_eq!(phase_of(&run(&rotated)), Phase::Done);
+    assert_eq!(rotated.device().resets(), [ResetType::ForceOff, ResetType::ForceOff]);
+    let forbidden = lab(spec, machine(true).resets([ResetAnswer::Fails(BmcError::Unauthorized(403))]));
+    assert_eq!(succeeded(&run(&forbidden)), ("False".into(), "PowerOffNotConfirmed".into()));
+    assert_eq!(forbidden.device().resets(), [ResetType::ForceOff]);
+}
+
+#[test]
 fn a_bmc_that_fails_every_force_off_gets_three_per_attempt_and_the_fence_fails() {
     let lab = lab(off_spec(), machine(true).resets(std::iter::repeat_with(|| ResetAnswer::Fails(busy())).take(20)));
     let status = run(&lab);
@@ -770,12 +781,12 @@ fn a_force_off_is_sent_again_only_after_a_failure_that_passes_and_fewer_than_thr
     let rejected: Result<u16, BmcFailure> =
         Err(BmcFailure { transient: false, reason: Reason::BmcProtocolError, message: "HTTP 400".into() });
     assert!(!force_off_again(&rejected, 1), "a rejection is the next attempt's");
-    let unauthorized: Result<u16, BmcFailure> = Err(BmcFailure {
+    let forbidden: Result<u16, BmcFailure> = Err(BmcFailure {
         transient: false,
         reason: Reason::BmcAuthenticationFailed,
-        message: "BMC rejected the credentials (HTTP 401)".into(),
+        message: "BMC rejected the credentials (HTTP 403)".into(),
     });
-    assert!(force_off_again(&unauthorized, 1), "rotated credentials: the next reading reads the Secret again");
+    assert!(!force_off_again(&forbidden, 1), "no power privilege: the next attempt's");
 }
 
 #[test]
