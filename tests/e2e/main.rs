@@ -258,6 +258,7 @@ async fn setup(world: &mut World) {
         ("s-5", 85, "storm", 3.0),
         ("x-1", 91, "main", 0.0),
         ("x-2", 92, "main", 0.0),
+        ("x-3", 93, "main", 0.0),
     ];
     for (name, n, pool, delay) in nodes {
         let role =
@@ -1412,6 +1413,14 @@ async fn scenario_p(world: &mut World) {
     let dead = Instant::now();
     world.node_mut("x-1").lose_power();
     world.node_mut("x-2").lose_power();
+    world.node_mut("x-3").lose_power();
+    // x-3's Lease is renewed once while its fence runs (something on it half alive): FenceSawLife.
+    wait_remediation(world, "x-3", "admitted", LONG, |r| {
+        r.status.as_ref().and_then(|s| s.phase).is_some_and(|p| p != coroner::api::Phase::Pending)
+    })
+    .await;
+    renew_lease_once(world, "x-3").await;
+    log("x-3: its Lease renewed once while its fence ran");
     let mut failed = Vec::new();
     for node in ["x-1", "x-2"] {
         let r =
@@ -1539,6 +1548,35 @@ async fn scenario_p(world: &mut World) {
     admin.delete("x-2", &Default::default()).await.unwrap();
     log("x-2: an expired attestation refused (AttestationExpired)");
 
+    // x-3: its fence saw its Lease renewed, so an attestation is refused (FenceSawLife) and says how
+    // an attester who accepts that evidence may say so; with that acknowledgement it releases, and the
+    // acknowledgement is in the record, the Event and the override metric.
+    wait_remediation(world, "x-3", "Succeeded=False", LONG, |r| succeeded(r).is_some_and(|s| s.0 == "False")).await;
+    let reason = "x-3 unplugged at 10:12 after its PSU failed (INC-4712)";
+    let (ok, out) = coroner_cli(&alice_config, &["x-3", "--reason", reason]);
+    assert!(!ok && out.contains("FenceSawLife") && out.contains("--acknowledge FenceSawLife="), "{out}");
+    let acknowledgement = out
+        .split("--acknowledge ")
+        .nth(1)
+        .and_then(|rest| rest.split([',', ' ', '\n']).next())
+        .expect("the refusal prints the acknowledgement")
+        .to_owned();
+    log(format!("x-3: attestation refused (FenceSawLife); it prints --acknowledge {acknowledgement}"));
+    let (ok, out) = coroner_cli(&alice_config, &["x-3", "--reason", reason, "--acknowledge", &acknowledgement]);
+    assert!(ok && out.contains("released"), "coroner attest x-3 --acknowledge failed:\n{out}");
+    let remediation3 = remediations(world, "x-3").await.pop().unwrap();
+    let release3 = remediation3.status.as_ref().unwrap().evidence.clone().unwrap().release.unwrap();
+    let acknowledged = release3.attestation.unwrap().acknowledged;
+    assert_eq!(acknowledged.len(), 1, "{acknowledged:?}");
+    assert_eq!(acknowledged[0].reason, coroner::api::AcknowledgedReason::FenceSawLife);
+    let events = events_about(world, CORONER_NS, &remediation3.name_any(), "OperatorAttested").await;
+    assert!(events.iter().any(|e| e.note.as_deref().is_some_and(|n| n.contains("FenceSawLife"))), "{events:?}");
+    let overrides = metric(world, "coroner_safety_overrides_total{kind=\"AcknowledgedFenceSawLife\"}").await;
+    assert_eq!(overrides, 1.0);
+    log(format!(
+        "x-3: attested with --acknowledge {acknowledgement}: released, the acknowledgement recorded, in the Event and counted"
+    ));
+
     // The guard watches x-1 as after any release; nothing proved which system is x-1's, and its BMC
     // is dead: blind, never taken for Off.
     let blind = wait_remediation(world, "x-1", "Guard=Unknown GuardBlind", SHORT, |r| {
@@ -1581,7 +1619,10 @@ async fn scenario_p(world: &mut World) {
     world.node("x-1").heal();
     power_on_by_hand(world, "x-1").await;
     world.node_mut("x-2").restart_bmc();
-    for node in ["x-1", "x-2"] {
+    let (ok, out) = coroner_approve(&world.kubeconfig, "x-3", "x-3 back after INC-4712");
+    assert!(ok, "coroner approve: {out}");
+    world.node_mut("x-3").restart_bmc();
+    for node in ["x-1", "x-2", "x-3"] {
         wait_remediations_gone(world, node).await;
     }
     let keys = taint_keys(world, "x-1").await;
@@ -1602,6 +1643,15 @@ async fn scenario_p(world: &mut World) {
     log(
         "x-1: back and healthy; NHC deleted the remediation and its finalizer the taint; the attestation stays as the record (its deletion denied); a namespace holding a released one is deleted",
     );
+}
+
+/// Something on `node` renews its Lease once, as a half-alive kubelet would.
+async fn renew_lease_once(world: &World, node: &str) {
+    let leases = Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(world.client.clone(), "kube-node-lease");
+    let mut lease = leases.get(node).await.unwrap();
+    lease.spec.get_or_insert_with(Default::default).renew_time =
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(Timestamp::now()));
+    leases.replace(node, &PostParams::default(), &lease).await.unwrap();
 }
 
 /// A released attestation in a namespace being deleted: the namespace controller may delete it (the
