@@ -193,19 +193,76 @@ async fn trust(client: &Client, binding: &BmcBinding) -> Result<Result<(tls::Tru
     Ok(tls::Trust::from_policy(policy, ca_bundle).map(|trust| (trust, bytes)).map_err(Cause::BadPin))
 }
 
-/// P2: what a client talks to and with — the endpoint, the TLS policy and CA bundle bytes, the
-/// credential values — as one number. A client rebuilt from the same values is the same device, so
-/// a fence's run of readings goes on through it; any other value is a new device and a new run.
-pub fn device_digest(endpoint: &str, tls: &str, ca_bundle: &[u8], credentials: &Credentials) -> u64 {
-    use sha2::{Digest, Sha256};
-    let mut hash = Sha256::new();
-    for part in [endpoint.as_bytes(), tls.as_bytes(), ca_bundle, credentials.username.as_bytes()] {
-        hash.update((part.len() as u64).to_le_bytes());
-        hash.update(part);
+/// The key coroner's device digests are keyed with. Only coroner holds it (a Secret in its own
+/// namespace, `cluster::content_key`), so a digest published in a binding's status
+/// (`verifiedContent`) tells its readers nothing of the credentials it covers: an unkeyed digest of
+/// a password can be guessed against offline. Never printed.
+#[derive(Clone)]
+pub struct ContentKey(std::sync::Arc<[u8]>);
+
+impl ContentKey {
+    /// The length of a key coroner makes.
+    pub const LEN: usize = 32;
+
+    pub fn new(bytes: &[u8]) -> Self {
+        Self(bytes.into())
     }
-    hash.update(credentials.password.reveal().as_bytes());
-    let digest = hash.finalize();
+
+    /// A key from the operating system's random source (the first replica's).
+    pub fn random() -> Result<Self, getrandom::Error> {
+        let mut bytes = [0_u8; Self::LEN];
+        getrandom::fill(&mut bytes)?;
+        Ok(Self::new(&bytes))
+    }
+
+    /// The key's bytes, to be stored in its Secret.
+    pub fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for ContentKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ContentKey(<redacted>)")
+    }
+}
+
+/// P2 and A2: what a client talks to and with — the binding's spec, the CA bundle bytes, the
+/// credential values and the IPMI key — as one number, keyed with coroner's [`ContentKey`]. A client
+/// rebuilt from the same values is the same device, so a fence's run of readings goes on through it;
+/// any other value is a new device and a new run. The binding's metadata is not part of it, nor the
+/// Secret's or the ConfigMap's: a binding re-labelled, or a Secret re-annotated, is the same content.
+pub fn device_digest(
+    key: &ContentKey,
+    spec: &crate::api::BmcBindingSpec,
+    ca_bundle: &[u8],
+    credentials: &Credentials,
+    kg: Option<&BmcKey>,
+) -> u64 {
+    use hmac::{Hmac, Mac};
+    use sha2::Sha256;
+    // HMAC takes a key of any length.
+    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(&key.0) else { return 0 };
+    let spec = serde_json::to_string(spec).unwrap_or_default();
+    let kg = kg.map(BmcKey::digest_hex).unwrap_or_default();
+    let parts = [
+        spec.as_bytes(),
+        ca_bundle,
+        credentials.username.as_bytes(),
+        credentials.password.reveal().as_bytes(),
+        kg.as_bytes(),
+    ];
+    for part in parts {
+        mac.update(&(part.len() as u64).to_le_bytes());
+        mac.update(part);
+    }
+    let digest = mac.finalize().into_bytes();
     u64::from_le_bytes(digest[..8].try_into().unwrap_or_default())
+}
+
+/// A device digest as a binding's status and a fence's admission record show it.
+pub fn content_hex(digest: u64) -> String {
+    format!("{digest:016x}")
 }
 
 /// The power target a binding describes: a Redfish service or an IPMI BMC, behind the one trait
@@ -294,12 +351,13 @@ impl ClientCache {
 /// version).
 pub struct Clients {
     settings: BmcSettings,
+    key: ContentKey,
     cache: ClientCache,
 }
 
 impl Clients {
-    pub fn new(settings: BmcSettings) -> Self {
-        Self { settings, cache: ClientCache::default() }
+    pub fn new(settings: BmcSettings, key: ContentKey) -> Self {
+        Self { settings, key, cache: ClientCache::default() }
     }
 
     /// The client the binding describes, with its [`device_digest`].
@@ -313,7 +371,7 @@ impl Clients {
         }
         let found = credentials(kube, binding).await?;
         let built = match (&binding.spec.ipmi, found) {
-            (Some(ipmi), Ok((credentials, kg))) => self.ipmi(ipmi, credentials, kg),
+            (Some(ipmi), Ok((credentials, kg))) => self.ipmi(binding, ipmi, credentials, kg),
             (Some(_), Err(cause)) => Err(cause),
             // Both read before either is judged: a binding missing its Secret and its CA bundle names both.
             (None, found) => match (found, trust(kube, binding).await?) {
@@ -337,8 +395,7 @@ impl Clients {
         credentials: Credentials,
     ) -> Result<(Device, u64), Cause> {
         let endpoint = binding.spec.endpoint();
-        let tls = serde_json::to_string(&binding.spec.tls).unwrap_or_default();
-        let serial = device_digest(&endpoint, &tls, ca_bundle, &credentials);
+        let serial = device_digest(&self.key, &binding.spec, ca_bundle, &credentials, None);
         let config = RedfishConfig {
             endpoint,
             trust,
@@ -352,7 +409,13 @@ impl Clients {
 
     /// An IPMI client: each datagram waits 1 s and is sent at most twice, and a whole power action
     /// is bounded by the BMC request timeout ([`Device::act`]).
-    fn ipmi(&self, ipmi: &IpmiTarget, credentials: Credentials, kg: Option<BmcKey>) -> Result<(Device, u64), Cause> {
+    fn ipmi(
+        &self,
+        binding: &BmcBinding,
+        ipmi: &IpmiTarget,
+        credentials: Credentials,
+        kg: Option<BmcKey>,
+    ) -> Result<(Device, u64), Cause> {
         let privilege = match ipmi.privilege {
             Some(IpmiPrivilege::Administrator) => Privilege::Administrator,
             Some(IpmiPrivilege::Operator) | None => Privilege::Operator,
@@ -366,10 +429,7 @@ impl Clients {
             ..IpmiConfig::new(ipmi.address.clone(), credentials.username.clone(), credentials.password.clone())
         };
         // The key counts as TLS material does: another key is another device (P2).
-        let key = kg.map(|k| k.digest_hex()).unwrap_or_default();
-        let what = format!("ipmi suite {} {privilege} kg {key}", config.cipher_suite);
-        let endpoint = crate::api::ipmi_origin(&config.address, config.port);
-        let serial = device_digest(&endpoint, &what, &[], &credentials);
+        let serial = device_digest(&self.key, &binding.spec, &[], &credentials, kg.as_ref());
         let client = IpmiClient::new(config)?;
         Ok((Device::Ipmi { client, timeout: self.settings.request_timeout }, serial))
     }
@@ -455,18 +515,38 @@ mod tests {
 
     #[test]
     fn a_client_rebuilt_from_the_same_values_is_the_same_device() {
+        let key = ContentKey::new(b"coroner's key");
         let credentials =
             |password: &str| Credentials { username: "u".into(), password: Password::new(password.into()) };
-        let digest = |endpoint: &str, tls: &str, ca: &[u8], password: &str| {
-            device_digest(endpoint, tls, ca, &credentials(password))
+        let digest = |spec: &BmcBindingSpec, ca: &[u8], password: &str| {
+            device_digest(&key, spec, ca, &credentials(password), None)
         };
-        let base = digest("https://10.0.0.1", "{}", b"PEM", "p");
-        assert_eq!(base, digest("https://10.0.0.1", "{}", b"PEM", "p"));
-        assert_ne!(base, digest("https://10.0.0.2", "{}", b"PEM", "p"), "another endpoint");
-        assert_ne!(base, digest("https://10.0.0.1", "{\"pin\":1}", b"PEM", "p"), "another TLS policy");
-        assert_ne!(base, digest("https://10.0.0.1", "{}", b"PEM2", "p"), "another CA bundle");
-        assert_ne!(base, digest("https://10.0.0.1", "{}", b"PEM", "q"), "another password");
-        assert_ne!(digest("https://10.0.0.1", "{}", b"PE", "Mp"), base, "fields do not run into each other");
+        let spec = binding("1").spec;
+        let base = digest(&spec, b"PEM", "p");
+        assert_eq!(base, digest(&binding("2").spec, b"PEM", "p"), "the binding's metadata is not its content");
+        let mut moved = spec.clone();
+        moved.redfish.as_mut().unwrap().endpoint = "https://10.0.0.2".into();
+        assert_ne!(base, digest(&moved, b"PEM", "p"), "another endpoint");
+        let mut pinned = spec.clone();
+        pinned.tls.as_mut().unwrap().certificate_sha256 = Some("ab".repeat(32));
+        assert_ne!(base, digest(&pinned, b"PEM", "p"), "another TLS policy");
+        assert_ne!(base, digest(&spec, b"PEM2", "p"), "another CA bundle");
+        assert_ne!(base, digest(&spec, b"PEM", "q"), "another password");
+        assert_ne!(digest(&spec, b"PE", "Mp"), base, "fields do not run into each other");
+        let kg = BmcKey::new(b"kg".to_vec());
+        assert_ne!(base, device_digest(&key, &spec, b"PEM", &credentials("p"), Some(&kg)), "another IPMI key");
+    }
+
+    #[test]
+    fn a_digest_is_keyed_so_its_readers_cannot_guess_the_password_it_covers() {
+        let credentials = Credentials { username: "u".into(), password: Password::new("calvin".into()) };
+        let spec = binding("1").spec;
+        let ours = device_digest(&ContentKey::new(b"coroner's key"), &spec, b"", &credentials, None);
+        let guess = device_digest(&ContentKey::new(b"a reader's guess"), &spec, b"", &credentials, None);
+        assert_ne!(ours, guess, "without coroner's key the same values give another digest");
+        assert_eq!(content_hex(ours).len(), 16);
+        assert_eq!(format!("{:?}", ContentKey::new(b"coroner's key")), "ContentKey(<redacted>)");
+        assert_ne!(ContentKey::random().unwrap().0, ContentKey::random().unwrap().0);
     }
 
     #[test]
@@ -524,20 +604,24 @@ mod tests {
 
     #[test]
     fn an_ipmi_binding_builds_an_ipmi_device_whose_key_is_part_of_what_it_is() {
-        let clients = Clients::new(BmcSettings {
-            request_timeout: StdDuration::from_secs(5),
-            read_retries: 1,
-            retry_backoff: StdDuration::from_millis(1),
-        });
+        let clients = Clients::new(
+            BmcSettings {
+                request_timeout: StdDuration::from_secs(5),
+                read_retries: 1,
+                retry_backoff: StdDuration::from_millis(1),
+            },
+            ContentKey::random().unwrap(),
+        );
+        let binding = binding("1");
         let target = IpmiTarget { address: "10.0.0.13".into(), port: None, cipher_suite: None, privilege: None };
         let credentials = || Credentials { username: "admin".into(), password: Password::new("pw".into()) };
-        let (device, plain) = clients.ipmi(&target, credentials(), None).unwrap();
+        let (device, plain) = clients.ipmi(&binding, &target, credentials(), None).unwrap();
         assert!(matches!(&device, Device::Ipmi { .. }));
         assert_eq!(Target::origin(&device), "ipmi://10.0.0.13:623");
-        let (_, keyed) = clients.ipmi(&target, credentials(), Some(BmcKey::new(b"kg".to_vec()))).unwrap();
+        let (_, keyed) = clients.ipmi(&binding, &target, credentials(), Some(BmcKey::new(b"kg".to_vec()))).unwrap();
         assert_ne!(plain, keyed, "another BMC key is another device");
         let suite = IpmiTarget { cipher_suite: Some(17), ..target };
-        assert!(matches!(clients.ipmi(&suite, credentials(), None), Err(Cause::Ipmi(_))));
+        assert!(matches!(clients.ipmi(&binding, &suite, credentials(), None), Err(Cause::Ipmi(_))));
     }
 
     #[test]

@@ -90,7 +90,7 @@ reasons! {
     NoFailedFence => Waiting, "no CoronerRemediation for the node has ended with Succeeded=False";
     AlreadyReleased => Final, "a remediation for the node already released it";
     FenceSawLife => Final, "a fence of the node ended on evidence that the node is alive (NodeNotUnreachable, NodeAliveAfterPowerOff), or its Lease was renewed while the fence ran";
-    BindingUnverified => Final, "the fence's BmcBinding was not verified at its current generation before the fence was admitted (or no single binding was recorded then): a binding that reaches no BMC fails exactly like a dead one, so its silence is no evidence";
+    BindingUnverified => Final, "the fence's BmcBinding was not verified, before the fence was admitted, at the content (spec, credential and CA values) its client had then (or no single binding was recorded then): a binding that reaches no BMC fails exactly like a dead one, so its silence is no evidence";
     BmcReportedOn => Final, "the fence's last reading of the node's verified system was not Off: its BMC showed the machine alive";
     ReadingUnrecorded => Final, "the coroner process reading the fence's machine stopped before it could record what it last read, and the fence ended without another reading: that reading may have shown the machine alive";
     NodeNotFound => Final, "the node does not exist";
@@ -609,10 +609,14 @@ pub fn no_life_in_fence(remediation: &CoronerRemediation, remembered: Option<&st
     Ok(format!("the fence's last reading: {last}; the Lease unchanged while it ran"))
 }
 
-/// A2: the failed fence's BmcBinding was verified at the generation it had when the fence was
-/// admitted, before the admission: a binding edited since its last verification (a mistyped endpoint)
-/// reaches no BMC and fails exactly like a dead one. Judged from the record taken at admission, so a
-/// verification after it does not count. A fence that found no binding contacted no device.
+/// A2: the failed fence's BmcBinding was verified, before the fence was admitted, at the content the
+/// fence's client was made of then (a keyed digest of the spec and of the credential and CA values:
+/// `verification::at_admission`): a binding edited since its last verification (a mistyped
+/// endpoint, a wrong password, another CA bundle) reaches no BMC and fails exactly like a dead one.
+/// Judged from the record taken at admission, so a verification after it does not count; the
+/// binding's metadata, or its Secret's, is not its content. A record taken before contents were
+/// recorded is judged by generation, as it was then. A fence that found no binding contacted no
+/// device.
 pub fn binding_verified_at_admission(remediation: &CoronerRemediation) -> Result<String, Refusal> {
     let status = remediation.status.as_ref();
     let node = status.and_then(|s| s.evidence.as_ref()?.node.as_ref());
@@ -630,22 +634,52 @@ pub fn binding_verified_at_admission(remediation: &CoronerRemediation) -> Result
             ),
         ));
     };
-    let history = match (&binding.verified_at, binding.verified_generation) {
-        (Some(at), Some(generation)) => format!("last verified {} at generation {generation}", at.0),
-        _ => "never verified".to_owned(),
-    };
-    if binding.verified_generation == Some(binding.generation) && binding.verified_at.is_some() {
-        return Ok(format!("BmcBinding {} {history}, its generation at admission", binding.name));
+    let history = binding_history(binding);
+    let verified = binding.verified_at.is_some()
+        && binding.content.as_ref().is_some_and(|content| binding.verified_content.as_ref() == Some(content));
+    if verified {
+        return Ok(format!("BmcBinding {} {history}, at the content its client had at admission", binding.name));
     }
     let admitted = node.map(|n| n.admitted_at.0);
     Err(Refusal::new(
         AttestationReason::BindingUnverified,
         format!(
-            "BmcBinding {} was {history}, and had generation {} when remediation {name} was admitted: a binding that reaches no BMC fails like a dead one; fix the binding so that it verifies (the guard and the next fence read through it)",
-            binding.name, binding.generation
+            "BmcBinding {} was {history}; when remediation {name} was admitted it had generation {} and {}: a binding that reaches no BMC fails like a dead one; fix the binding so that it verifies (the guard and the next fence read through it)",
+            binding.name,
+            binding.generation,
+            unverified_because(binding)
         ),
     )
     .acknowledgeable(admitted))
+}
+
+/// Why an admission record does not show its binding verified at its content.
+fn unverified_because(binding: &crate::api::BindingAtAdmission) -> String {
+    match (&binding.content, &binding.verified_content, &binding.verified_at) {
+        (_, _, None) => "no verification before it".to_owned(),
+        (None, _, _) => {
+            "no content recorded (its Secret or CA bundle could not be read, or the record predates contents)"
+                .to_owned()
+        }
+        (Some(_), None, _) => {
+            "no content recorded for that verification (made by an earlier coroner version)".to_owned()
+        }
+        (Some(_), Some(_), _) if binding.verified_generation == Some(binding.generation) => {
+            "another content at the same generation: its credentials or CA bundle changed since".to_owned()
+        }
+        (Some(_), Some(_), _) => {
+            "another content: its spec changed since (and maybe its credentials or CA bundle)".to_owned()
+        }
+    }
+}
+
+/// "last verified <time> at generation <n>", or "never verified".
+fn binding_history(binding: &crate::api::BindingAtAdmission) -> String {
+    match (&binding.verified_at, binding.verified_generation) {
+        (Some(at), Some(generation)) => format!("last verified {} at generation {generation}", at.0),
+        (Some(at), None) => format!("last verified {}", at.0),
+        _ => "never verified".to_owned(),
+    }
 }
 
 /// The node exists and is the Node object attested (same UID).

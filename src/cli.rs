@@ -161,6 +161,8 @@ pub enum CliError {
     NoNamespace,
     #[error("cannot reach the Kubernetes API: {0}")]
     Kube(#[from] kube::Error),
+    #[error("{0}")]
+    ContentKey(#[from] crate::cluster::ContentKeyError),
     #[error("cannot print the CRDs: {0}")]
     Yaml(#[from] serde_saphyr::SerializeError),
     #[error("cannot install the TLS crypto provider")]
@@ -357,9 +359,11 @@ async fn run_controller(args: ControllerArgs) -> Result<(), CliError> {
             args.lease_duration.get(),
         )
     });
+    let content_key = crate::cluster::content_key(&client, &namespace).await?;
     let settings = Settings {
         namespace,
         instance,
+        content_key,
         bmc: BmcSettings {
             request_timeout: args.bmc_request_timeout.get(),
             read_retries: args.bmc_read_retries,

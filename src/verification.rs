@@ -92,8 +92,17 @@ fn verified_against(policy: &TlsPolicy) -> String {
 }
 
 /// Applies a check to the status (conditions, observed system, power, time) and returns the Events
-/// it is worth: one per condition whose status or reason changed (Unknown ones aside).
-pub fn record(status: &mut BmcBindingStatus, check: &Check, binding: &BmcBinding, now: Timestamp) -> Vec<Notice> {
+/// it is worth: one per condition whose status or reason changed (Unknown ones aside). `content` is
+/// the device digest of the client the check went through, when known: a verified identity records
+/// it as `verifiedContent` (A2); without it, the content of an earlier verification stays, which can
+/// only make a later comparison fail.
+pub fn record(
+    status: &mut BmcBindingStatus,
+    check: &Check,
+    binding: &BmcBinding,
+    content: Option<u64>,
+    now: Timestamp,
+) -> Vec<Notice> {
     let policy = &binding.spec.tls_policy();
     let node = binding.spec.node_name.as_str();
     let generation = binding.metadata.generation;
@@ -136,6 +145,9 @@ pub fn record(status: &mut BmcBindingStatus, check: &Check, binding: &BmcBinding
                     status.uuid = Some(uuid.clone());
                     status.last_verification_time = Some(Time(now));
                     status.observed_generation = generation;
+                    if let Some(content) = content {
+                        status.verified_content = Some(crate::access::content_hex(content));
+                    }
                     power = Some(power_state.clone());
                 }
                 Err((reason, message)) => {
@@ -238,15 +250,18 @@ pub fn record_latency(
     turned_false.then(|| Notice { warning: true, reason: SETTLE_TOO_SHORT.into(), message })
 }
 
-/// A2: the binding as a fence's admission records it: its generation, and its last successful
-/// verification (when, and of which generation).
-pub fn at_admission(binding: &BmcBinding) -> crate::api::BindingAtAdmission {
+/// A2: the binding as a fence's admission records it: its generation, the content of the client
+/// the fence goes through (`content`: its device digest, `None` when the binding cannot be used), and
+/// its last successful verification (when, of which generation, at which content).
+pub fn at_admission(binding: &BmcBinding, content: Option<u64>) -> crate::api::BindingAtAdmission {
     let status = binding.status.as_ref();
     let verified_at = status.and_then(|s| s.last_verification_time.clone());
     crate::api::BindingAtAdmission {
         name: kube::ResourceExt::name_any(binding),
         generation: binding.metadata.generation.unwrap_or_default(),
         verified_generation: verified_at.as_ref().and(status.and_then(|s| s.observed_generation)),
+        verified_content: verified_at.as_ref().and(status.and_then(|s| s.verified_content.clone())),
+        content: content.map(crate::access::content_hex),
         verified_at,
     }
 }
@@ -362,7 +377,7 @@ pub fn record_fence(
 ) -> (bool, Vec<Notice>) {
     let Some(check) = fence_check(finding) else { return (false, Vec::new()) };
     let before = status.clone();
-    let notices = record(status, &check, binding, now);
+    let notices = record(status, &check, binding, None, now);
     (*status != before, notices)
 }
 
@@ -381,6 +396,9 @@ pub fn fresh_check(
     if verified.status != conditions::TRUE || verified.observed_generation != generation {
         return None;
     }
+    // A verification with no content recorded (a fence's, or an earlier coroner version's) leaves
+    // A2 nothing to compare: verify again.
+    status.verified_content.as_ref()?;
     let ago = StdDuration::try_from(now.duration_since(status.last_verification_time.as_ref()?.0)).ok()?;
     (ago < interval / 2).then_some(ago)
 }
@@ -465,21 +483,23 @@ mod tests {
     #[test]
     fn a_first_good_check_is_announced_once() {
         let mut status = BmcBindingStatus::default();
-        let notices = record(&mut status, &read(Ok(UuidMatch::Exact)), &binding(false), Timestamp::UNIX_EPOCH);
+        let notices = record(&mut status, &read(Ok(UuidMatch::Exact)), &binding(false), None, Timestamp::UNIX_EPOCH);
         assert_eq!(notices.iter().map(|n| n.reason.as_str()).collect::<Vec<_>>(), ["BindingVerified"]);
         assert_eq!(
             (status.system_id.as_deref(), status.uuid.as_deref(), status.power_state.as_deref()),
             (Some("1"), Some("u"), Some("On"))
         );
-        assert!(record(&mut status, &read(Ok(UuidMatch::Exact)), &binding(false), Timestamp::UNIX_EPOCH).is_empty());
+        assert!(
+            record(&mut status, &read(Ok(UuidMatch::Exact)), &binding(false), None, Timestamp::UNIX_EPOCH).is_empty()
+        );
         assert_eq!(state(Some(&status)), "verified");
     }
 
     #[test]
     fn turning_bad_is_a_warning_and_keeps_the_last_good_uuid() {
         let mut status = BmcBindingStatus::default();
-        record(&mut status, &read(Ok(UuidMatch::Exact)), &binding(false), Timestamp::UNIX_EPOCH);
-        let notices = record(&mut status, &mismatch(), &binding(false), Timestamp::UNIX_EPOCH);
+        record(&mut status, &read(Ok(UuidMatch::Exact)), &binding(false), None, Timestamp::UNIX_EPOCH);
+        let notices = record(&mut status, &mismatch(), &binding(false), None, Timestamp::UNIX_EPOCH);
         assert_eq!(notices.len(), 1);
         assert!(
             notices[0].warning
@@ -503,9 +523,9 @@ mod tests {
     #[test]
     fn an_unreachable_bmc_turns_both_conditions_false() {
         let mut status = BmcBindingStatus::default();
-        record(&mut status, &read(Ok(UuidMatch::Exact)), &binding(false), Timestamp::UNIX_EPOCH);
+        record(&mut status, &read(Ok(UuidMatch::Exact)), &binding(false), None, Timestamp::UNIX_EPOCH);
         let down = Check::Failed { reason: Reason::BmcUnreachable, message: "connection refused".into() };
-        let notices = record(&mut status, &down, &binding(false), Timestamp::UNIX_EPOCH);
+        let notices = record(&mut status, &down, &binding(false), None, Timestamp::UNIX_EPOCH);
         let reasons: Vec<_> = notices.iter().map(|n| n.reason.as_str()).collect();
         assert_eq!(reasons, ["BmcUnreachable", "BmcUnreachable"]);
         assert_eq!(conditions::status_of(&status.conditions, REACHABLE), Some("False"));
@@ -515,7 +535,7 @@ mod tests {
     fn a_bmc_without_the_node_s_system_is_reachable_but_unverified() {
         let mut status = BmcBindingStatus::default();
         let none = Check::NoNodeSystem("none of the 2 systems at https://bmc is the node's".into());
-        let notices = record(&mut status, &none, &binding(false), Timestamp::UNIX_EPOCH);
+        let notices = record(&mut status, &none, &binding(false), None, Timestamp::UNIX_EPOCH);
         assert_eq!(conditions::status_of(&status.conditions, REACHABLE), Some("True"));
         let verified = conditions::find(&status.conditions, IDENTITY_VERIFIED).unwrap();
         assert_eq!((verified.status.as_str(), verified.reason.as_str()), ("False", "IdentityMismatch"));
@@ -528,14 +548,21 @@ mod tests {
         let period = StdDuration::from_secs(600);
         let at = |secs: i64| Timestamp::UNIX_EPOCH + jiff::SignedDuration::from_secs(secs);
         let mut status = BmcBindingStatus::default();
-        record(&mut status, &read(Ok(UuidMatch::Exact)), &binding(false), at(0));
+        record(&mut status, &read(Ok(UuidMatch::Exact)), &binding(false), None, at(0));
+        assert_eq!(fresh_check(Some(&status), Some(3), at(2), period), None, "no content recorded (A2): due");
+        record(&mut status, &read(Ok(UuidMatch::Exact)), &binding(false), Some(0xc5), at(0));
+        assert_eq!(status.verified_content.as_deref(), Some("00000000000000c5"));
         assert_eq!(fresh_check(Some(&status), Some(3), at(2), period), Some(StdDuration::from_secs(2)));
         assert_eq!(fresh_check(Some(&status), Some(3), at(300), period), None, "half a period on: due");
         assert_eq!(fresh_check(Some(&status), Some(4), at(2), period), None, "the spec changed");
         assert_eq!(fresh_check(None, Some(3), at(2), period), None, "never checked");
         let mut failing = BmcBindingStatus::default();
-        record(&mut failing, &mismatch(), &binding(false), at(0));
+        record(&mut failing, &mismatch(), &binding(false), Some(0xc5), at(0));
         assert_eq!(fresh_check(Some(&failing), Some(3), at(2), period), None, "no good check yet");
+        assert_eq!(failing.verified_content, None, "a failed check verified no content");
+        // A fence's proof knows no content: the last verification's stays.
+        record(&mut status, &read(Ok(UuidMatch::Exact)), &binding(false), None, at(5));
+        assert_eq!(status.verified_content.as_deref(), Some("00000000000000c5"));
     }
 
     #[test]
@@ -545,11 +572,12 @@ mod tests {
             &mut status,
             &Check::Conflict("conflicts with BmcBinding b".into()),
             &binding(false),
+            None,
             Timestamp::UNIX_EPOCH,
         );
         assert_eq!(state(Some(&status)), "invalid");
         let mut status = BmcBindingStatus::default();
-        record(&mut status, &Check::Invalid("Secret missing".into()), &binding(false), Timestamp::UNIX_EPOCH);
+        record(&mut status, &Check::Invalid("Secret missing".into()), &binding(false), None, Timestamp::UNIX_EPOCH);
         assert_eq!(state(Some(&status)), "invalid");
         assert_eq!(state(None), "unverified");
     }
@@ -557,7 +585,7 @@ mod tests {
     #[test]
     fn insecure_tls_is_a_false_condition_and_a_warning() {
         let mut status = BmcBindingStatus::default();
-        let notices = record(&mut status, &read(Ok(UuidMatch::Exact)), &binding(true), Timestamp::UNIX_EPOCH);
+        let notices = record(&mut status, &read(Ok(UuidMatch::Exact)), &binding(true), None, Timestamp::UNIX_EPOCH);
         assert_eq!(conditions::status_of(&status.conditions, TLS_VERIFIED), Some("False"));
         assert!(notices.iter().any(|n| n.warning && n.reason == "InsecureSkipVerify"), "{notices:?}");
     }
@@ -585,12 +613,18 @@ mod tests {
         ];
         for (check, (state, reason)) in cases {
             let mut status = BmcBindingStatus::default();
-            record(&mut status, &read(Ok(UuidMatch::Exact)), &binding(false), at);
-            record(&mut status, &check, &binding(false), at);
+            record(&mut status, &read(Ok(UuidMatch::Exact)), &binding(false), None, at);
+            record(&mut status, &check, &binding(false), None, at);
             assert_eq!(tls(&status), (state.to_owned(), reason.to_owned()), "{check:?}");
         }
         let mut status = BmcBindingStatus::default();
-        record(&mut status, &failed(Reason::BmcTlsVerificationFailed, "the binding pins 4F:8E"), &binding(false), at);
+        record(
+            &mut status,
+            &failed(Reason::BmcTlsVerificationFailed, "the binding pins 4F:8E"),
+            &binding(false),
+            None,
+            at,
+        );
         assert_eq!(conditions::find(&status.conditions, TLS_VERIFIED).unwrap().message, "the binding pins 4F:8E");
     }
 
@@ -606,10 +640,10 @@ mod tests {
     fn every_condition_describes_the_current_spec() {
         let mut status = BmcBindingStatus::default();
         let down = failed(Reason::BmcUnreachable, "connection refused");
-        record(&mut status, &down, &binding(false), Timestamp::UNIX_EPOCH);
+        record(&mut status, &down, &binding(false), None, Timestamp::UNIX_EPOCH);
         let mut edited = binding(false);
         edited.metadata.generation = Some(4);
-        record(&mut status, &Check::Invalid("Secret s2 does not exist".into()), &edited, Timestamp::UNIX_EPOCH);
+        record(&mut status, &Check::Invalid("Secret s2 does not exist".into()), &edited, None, Timestamp::UNIX_EPOCH);
         let reachable = conditions::find(&status.conditions, REACHABLE).unwrap();
         assert_eq!((reachable.status.as_str(), reachable.reason.as_str()), ("Unknown", "NotContacted"));
         assert!(!reachable.message.contains("connection refused"), "{}", reachable.message);
@@ -631,7 +665,7 @@ mod tests {
             (read(Ok(UuidMatch::Exact)), vec!["BindingVerified", "BmcReachable"]),
         ];
         for (check, expected) in steps {
-            let notices = record(&mut status, &check, &binding(false), at);
+            let notices = record(&mut status, &check, &binding(false), None, at);
             assert_eq!(notices.iter().map(|n| n.reason.as_str()).collect::<Vec<_>>(), expected, "{check:?}");
         }
     }
@@ -640,12 +674,12 @@ mod tests {
     fn power_shows_only_from_a_verified_identity() {
         let at = |secs| Timestamp::UNIX_EPOCH + jiff::SignedDuration::from_secs(secs);
         let mut status = BmcBindingStatus::default();
-        record(&mut status, &read(Ok(UuidMatch::Exact)), &binding(false), at(5));
+        record(&mut status, &read(Ok(UuidMatch::Exact)), &binding(false), None, at(5));
         assert_eq!(status.power_state.as_deref(), Some("On"));
         assert_eq!(status.last_power_check_time, Some(Time(at(5))));
         for check in [mismatch(), failed(Reason::BmcUnreachable, "refused"), Check::NoNodeSystem("none".into())] {
             let mut status = status.clone();
-            record(&mut status, &check, &binding(false), at(9));
+            record(&mut status, &check, &binding(false), None, at(9));
             assert_eq!((status.power_state, status.last_power_check_time), (None, None), "{check:?}");
         }
     }
@@ -653,9 +687,15 @@ mod tests {
     #[test]
     fn a_cleared_field_is_cleared_by_the_status_patch() {
         let mut status = BmcBindingStatus::default();
-        record(&mut status, &read(Ok(UuidMatch::Exact)), &binding(false), Timestamp::UNIX_EPOCH);
+        record(&mut status, &read(Ok(UuidMatch::Exact)), &binding(false), None, Timestamp::UNIX_EPOCH);
         let old = status.clone();
-        record(&mut status, &Check::Invalid("Secret s does not exist".into()), &binding(false), Timestamp::UNIX_EPOCH);
+        record(
+            &mut status,
+            &Check::Invalid("Secret s does not exist".into()),
+            &binding(false),
+            None,
+            Timestamp::UNIX_EPOCH,
+        );
         let patch = status_patch(Some(&old), &status);
         assert_eq!(patch["status"]["powerState"], serde_json::Value::Null);
         assert!(patch["status"].as_object().unwrap().contains_key("lastPowerCheckTime"));
@@ -667,7 +707,7 @@ mod tests {
     fn a_fence_records_its_proof_and_its_refusal_on_the_binding() {
         let at = |secs| Timestamp::UNIX_EPOCH + jiff::SignedDuration::from_secs(secs);
         let mut status = BmcBindingStatus::default();
-        record(&mut status, &read(Ok(UuidMatch::Exact)), &binding(false), at(0));
+        record(&mut status, &read(Ok(UuidMatch::Exact)), &binding(false), None, at(0));
         let proof = FenceFinding::Proven { system_id: "1", uuid: "u", matched: UuidMatch::Exact, power_state: "Off" };
         let (changed, _) = record_fence(&mut status, proof, &binding(false), at(30));
         assert!(changed);
@@ -742,8 +782,14 @@ mod tests {
     fn a_failed_check_since_the_last_good_one_makes_the_binding_due() {
         let period = StdDuration::from_secs(600);
         let mut status = BmcBindingStatus::default();
-        record(&mut status, &read(Ok(UuidMatch::Exact)), &binding(false), Timestamp::UNIX_EPOCH);
-        record(&mut status, &Check::Invalid("Secret s does not exist".into()), &binding(false), Timestamp::UNIX_EPOCH);
+        record(&mut status, &read(Ok(UuidMatch::Exact)), &binding(false), None, Timestamp::UNIX_EPOCH);
+        record(
+            &mut status,
+            &Check::Invalid("Secret s does not exist".into()),
+            &binding(false),
+            None,
+            Timestamp::UNIX_EPOCH,
+        );
         let later = Timestamp::UNIX_EPOCH + jiff::SignedDuration::from_secs(2);
         assert_eq!(fresh_check(Some(&status), Some(3), later, period), None);
     }

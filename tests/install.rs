@@ -409,8 +409,9 @@ fn the_chart_needs_kubernetes_1_30_for_validating_admission_policy_v1() {
     assert!(text(&out.stderr).contains(">=1.30.0-0"), "{}", text(&out.stderr));
 }
 
-/// Watching Secrets and ConfigMaps (metadata only) re-verifies a binding when its references change;
-/// the grant stays in coroner's namespace.
+/// Watching Secrets and ConfigMaps (metadata only) re-verifies a binding when its references change,
+/// and coroner creates one Secret of its own (its content key); the grant stays in coroner's
+/// namespace.
 #[test]
 fn secrets_and_config_maps_are_watched_in_the_namespace_only() {
     let config = grants_of_manifests(&config_default());
@@ -421,7 +422,7 @@ fn secrets_and_config_maps_are_watched_in_the_namespace_only() {
             .flat_map(|r| r.verbs.clone())
             .collect()
     };
-    assert_eq!(core(&config.namespaced), ["get", "list", "watch"]);
+    assert_eq!(core(&config.namespaced), ["get", "list", "watch", "create"]);
     assert!(core(&config.cluster).is_empty(), "no Secrets cluster-wide");
 }
 

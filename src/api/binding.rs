@@ -225,4 +225,10 @@ pub struct BmcBindingStatus {
     /// describe what the binding used to point at.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// What the last verification whose client coroner knew was made with: a digest of the spec and
+    /// of the credential and CA values, keyed with a key only coroner holds (so it tells its readers
+    /// nothing of the password). A fence's admission compares it with the content its client is made
+    /// of (docs/safety.md A2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified_content: Option<String>,
 }

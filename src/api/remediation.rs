@@ -523,7 +523,8 @@ pub struct NodeEvidence {
     pub binding: Option<BindingAtAdmission>,
 }
 
-/// A2: a BmcBinding at admission: its generation, and its last successful verification before then.
+/// A2: a BmcBinding at admission: its generation and content, and its last successful verification
+/// before then.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct BindingAtAdmission {
@@ -535,6 +536,14 @@ pub struct BindingAtAdmission {
     /// The generation that verification was of.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verified_generation: Option<i64>,
+    /// The content (keyed digest: the spec, the credential and CA values) that verification was
+    /// made with, as the binding's `verifiedContent` said at admission.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified_content: Option<String>,
+    /// The content the fence's client was made of at admission; absent when the binding could not
+    /// be used (its Secret or CA bundle missing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]

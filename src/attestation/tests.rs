@@ -60,13 +60,16 @@ fn succeeded(status: &str, reason: &str, at: i64) -> Condition {
     }
 }
 
-/// w1's binding at admission: generation `generation`, last verified at generation 5 before then.
+/// w1's binding at admission: generation `generation`, last verified at generation 5 before then,
+/// at the content it had at generation 5 (another generation is another spec: another content).
 fn verified_binding(generation: i64) -> crate::api::BindingAtAdmission {
     crate::api::BindingAtAdmission {
         name: "w1".into(),
         generation,
         verified_at: Some(Time(t(-900))),
         verified_generation: Some(5),
+        verified_content: Some("00000000000000c5".into()),
+        content: Some(format!("00000000000000c{generation}")),
     }
 }
 
@@ -1066,6 +1069,53 @@ fn a_binding_edited_since_its_last_verification_is_no_evidence_and_refuses_the_a
     let Verdict::Refuse(refusal) = &verdict else { panic!("{verdict:?}") };
     assert_eq!(refusal.reason, AttestationReason::BindingUnverified);
     assert!(refusal.message.contains("at generation 5") && refusal.message.contains("generation 6"), "{refusal}");
+}
+
+#[test]
+fn a_binding_whose_credentials_or_ca_bundle_changed_since_its_verification_refuses_the_attestation() {
+    let mut world = World::dead_node();
+    let rotated = crate::api::BindingAtAdmission { content: Some("00000000000000d5".into()), ..verified_binding(5) };
+    binding_at_admission(&mut world, Some(rotated));
+    let (verdict, _) = world.evaluate(t(0));
+    let Verdict::Refuse(refusal) = &verdict else { panic!("{verdict:?}") };
+    assert_eq!(refusal.reason, AttestationReason::BindingUnverified);
+    assert!(refusal.message.contains("credentials or CA bundle changed"), "{refusal}");
+    assert_eq!(refusal.evidence_at, Some(t(-500)), "acknowledgeable, named by the admission");
+}
+
+#[test]
+fn a_binding_recreated_or_relabelled_at_the_same_content_keeps_its_verification() {
+    // A new generation number (the binding re-created and verified again) or metadata edits change
+    // nothing that is compared: the contents are equal.
+    let mut world = World::dead_node();
+    let recreated = crate::api::BindingAtAdmission {
+        generation: 1,
+        verified_generation: Some(1),
+        content: Some("00000000000000c5".into()),
+        ..verified_binding(5)
+    };
+    binding_at_admission(&mut world, Some(recreated));
+    let checks = world.evaluate(t(0)).1;
+    assert!(checks.contains(&(Precondition::BindingVerifiedAtAdmission, "passed")), "{checks:?}");
+}
+
+#[test]
+fn a_verification_or_an_admission_with_no_content_recorded_refuses_the_attestation() {
+    let mut world = World::dead_node();
+    let old_verifier = crate::api::BindingAtAdmission { verified_content: None, ..verified_binding(5) };
+    binding_at_admission(&mut world, Some(old_verifier));
+    let (verdict, _) = world.evaluate(t(0));
+    assert!(
+        matches!(&verdict, Verdict::Refuse(r) if r.reason == AttestationReason::BindingUnverified && r.message.contains("earlier coroner version")),
+        "{verdict:?}"
+    );
+    let unusable = crate::api::BindingAtAdmission { content: None, ..verified_binding(5) };
+    binding_at_admission(&mut world, Some(unusable));
+    let (verdict, _) = world.evaluate(t(0));
+    assert!(
+        matches!(&verdict, Verdict::Refuse(r) if r.reason == AttestationReason::BindingUnverified && r.message.contains("could not be read")),
+        "{verdict:?}"
+    );
 }
 
 #[test]

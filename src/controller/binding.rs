@@ -157,13 +157,13 @@ async fn check(binding: &BmcBinding, ctx: &Context, referenced_changed: bool) ->
     // Two bindings of one node: no reading tells which is meant. Two nodes' bindings on one BMC:
     // the identity read does ([`gates::conflict_settled_by_identity`]).
     let conflicts = gates::binding_conflicts(&all).remove(&name).unwrap_or_default();
-    let (check, latency) = match conflicts.iter().find(|c| matches!(c, gates::Conflict::SameNode { .. })) {
-        Some(conflict) => (Check::Conflict(conflict.to_string()), None),
+    let (check, content, latency) = match conflicts.iter().find(|c| matches!(c, gates::Conflict::SameNode { .. })) {
+        Some(conflict) => (Check::Conflict(conflict.to_string()), None, None),
         None => verify(ctx, binding, &all).await?,
     };
     let next = verification::next_check(&check, interval);
     let mut status = binding.status.clone().unwrap_or_default();
-    let mut notices = verification::record(&mut status, &check, binding, Timestamp::now());
+    let mut notices = verification::record(&mut status, &check, binding, content, Timestamp::now());
     if let Some(latency) = latency {
         let poll_interval = shortest_poll_interval(ctx).await?;
         notices.extend(verification::record_latency(&mut status, binding, latency, poll_interval, Timestamp::now()));
@@ -188,52 +188,56 @@ async fn shortest_poll_interval(ctx: &Context) -> Result<StdDuration, Error> {
     Ok(shortest.unwrap_or_else(|| CoronerRemediationSpec::default().poll_interval.get()))
 }
 
-/// The identity check, and how long one power reading of the verified system took (P4: measured
-/// before any outage).
+/// The identity check, the content it was made with (A2), and how long one power reading of the
+/// verified system took (P4: measured before any outage).
 async fn verify(
     ctx: &Context,
     binding: &BmcBinding,
     all: &[BmcBinding],
-) -> Result<(Check, Option<StdDuration>), Error> {
-    let (check, path) = identify(ctx, binding, all).await?;
-    let (Check::Read { identity: Ok(_), .. }, Some(path)) = (&check, path) else { return Ok((check, None)) };
+) -> Result<(Check, Option<u64>, Option<StdDuration>), Error> {
+    let (check, path, content) = identify(ctx, binding, all).await?;
+    let (Check::Read { identity: Ok(_), .. }, Some(path)) = (&check, path) else { return Ok((check, content, None)) };
     let client = match ctx.clients.client(&ctx.client, binding).await? {
         Ok(client) => client,
-        Err(_) => return Ok((check, None)),
+        Err(_) => return Ok((check, content, None)),
     };
     let started = std::time::Instant::now();
     let latency = client.0.read(&path).await.is_ok().then(|| started.elapsed());
-    Ok((check, latency))
+    Ok((check, content, latency))
 }
 
-/// What the BMC says of the binding's node, and the verified system's path when it answered.
+/// What the BMC says of the binding's node, the verified system's path when it answered, and the
+/// device digest of the client it answered through.
 pub(super) async fn identify(
     ctx: &Context,
     binding: &BmcBinding,
     all: &[BmcBinding],
-) -> Result<(Check, Option<String>), Error> {
+) -> Result<(Check, Option<String>, Option<u64>), Error> {
     let client = match ctx.clients.client(&ctx.client, binding).await? {
         Ok(client) => client,
-        Err(unusable) => return Ok((Check::Invalid(unusable.to_string()), None)),
+        Err(unusable) => return Ok((Check::Invalid(unusable.to_string()), None, None)),
     };
+    let content = Some(client.1);
     let node_name = &binding.spec.node_name;
     let node = Api::<Node>::all(ctx.client.clone()).get_opt(node_name).await?;
     let node_uuid = node.and_then(|n| n.status?.node_info).map(|i| i.system_uuid).unwrap_or_default();
     let system = match driver::node_system(ctx, binding, &client.0, &node_uuid, "verify").await {
         Ok(system) => system,
         Err(IdentityProblem::Binding { reason: Reason::IdentityMismatch, message, .. }) => {
-            return Ok((Check::NoNodeSystem(message), None));
+            return Ok((Check::NoNodeSystem(message), None, content));
         }
-        Err(IdentityProblem::Binding { reason, message, .. }) => return Ok((Check::Refused { reason, message }, None)),
+        Err(IdentityProblem::Binding { reason, message, .. }) => {
+            return Ok((Check::Refused { reason, message }, None, content));
+        }
         Err(IdentityProblem::Bmc(failure)) => {
-            return Ok((Check::Failed { reason: failure.reason, message: failure.message }, None));
+            return Ok((Check::Failed { reason: failure.reason, message: failure.message }, None, content));
         }
     };
     let peers = driver::origin_peers(ctx, binding, all).await?;
     if let Err(message) =
         gates::conflict_settled_by_identity(&binding.name_any(), node_name, &node_uuid, &system.uuid, &peers)
     {
-        return Ok((Check::Refused { reason: Reason::BindingConflict, message }, None));
+        return Ok((Check::Refused { reason: Reason::BindingConflict, message }, None, content));
     }
     let claims = driver::claims(ctx, node_name, binding).await?;
     let verdict = identity::prove(&node_uuid, &system.uuid, &claims)
@@ -245,7 +249,7 @@ pub(super) async fn identify(
         power_state: system.power_state.to_string(),
         identity: verdict,
     };
-    Ok((read, Some(system.path)))
+    Ok((read, Some(system.path), content))
 }
 
 /// The verification period ±10 %, so bindings created together do not hit their BMCs together.

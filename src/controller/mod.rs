@@ -63,6 +63,8 @@ pub struct Settings {
     pub namespace: String,
     /// This process; readings taken by an earlier process never count towards a proof.
     pub instance: String,
+    /// What device digests are keyed with ([`crate::cluster::content_key`]).
+    pub content_key: access::ContentKey,
     pub bmc: BmcSettings,
     pub limits: StormLimits,
     pub verify: VerifySettings,
@@ -110,7 +112,7 @@ impl Context {
             read_retries: settings.bmc.read_retries,
             guard_interval: settings.guard_interval,
         };
-        let clients = Clients::new(settings.bmc);
+        let clients = Clients::new(settings.bmc, settings.content_key.clone());
         let leading = std::sync::atomic::AtomicBool::new(settings.election.is_none());
         Self {
             client,

@@ -280,6 +280,7 @@ mod tests {
         let settings = Settings {
             namespace: "coroner-system".into(),
             instance: "test".into(),
+            content_key: crate::access::ContentKey::new(b"test"),
             bmc: BmcSettings {
                 request_timeout: StdDuration::from_secs(5),
                 read_retries: 1,

@@ -616,9 +616,12 @@ impl<'a, W: World> Fence<'a, W> {
                 // A2: the binding as admission found it, for an attestation to judge.
                 let named: Vec<&BmcBinding> = bindings.iter().filter(|b| b.spec.node_name == self.node_name).collect();
                 if let [binding] = named.as_slice() {
-                    evidence.binding = Some(verification::at_admission(binding));
+                    // The client the identity step goes through next (built now, reused then): what
+                    // the fence's device messages will come from.
+                    let content = self.world.target(binding).await?.ok().map(|(_, content)| content);
+                    evidence.binding = Some(verification::at_admission(binding, content));
                 }
-                Verdict::Admit(evidence)
+                Verdict::Admit(Box::new(evidence))
             }
             (Gate::Wait(reason, message), None) => Verdict::Wait { reason, message },
         })

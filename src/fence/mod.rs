@@ -907,7 +907,7 @@ impl<'a> Step<'a> {
             Verdict::Admit(node) => {
                 let message =
                     format!("gates passed for node {} (Ready={}); verifying the BMC's identity", node.name, node.ready);
-                self.evidence.node = Some(node);
+                self.evidence.node = Some(*node);
                 self.status.admitted_spec = Some(self.spec.clone());
                 self.progress = Progress { attempt: 1, attempt_started_at: Some(self.now()), ..Progress::default() };
                 self.memory = Memory { attempt_started: Some(self.ctx.mono), ..Memory::default() };

@@ -52,7 +52,7 @@ pub enum Observation {
 /// The gates' answer for a pending remediation.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Verdict {
-    Admit(NodeEvidence),
+    Admit(Box<NodeEvidence>),
     /// Another remediation of this node released it and that release stands
     /// ([`crate::gates::release_to_adopt`]): this one stands on it instead of fencing the machine again.
     Adopt(crate::gates::Adoptable),

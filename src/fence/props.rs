@@ -400,7 +400,7 @@ impl<'a> Run<'a> {
             Kind::Nothing => Observation::Nothing,
             Kind::Wait => Observation::Wait,
             Kind::Admission => Observation::Admission(match &step.verdict {
-                VerdictInput::Admit => Verdict::Admit(node.evidence(self.now)),
+                VerdictInput::Admit => Verdict::Admit(Box::new(node.evidence(self.now))),
                 VerdictInput::Wait(reason, message) => Verdict::Wait { reason: *reason, message: message.clone() },
                 VerdictInput::Refuse(reason, message) => Verdict::Refuse { reason: *reason, message: message.clone() },
             }),

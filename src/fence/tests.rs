@@ -169,8 +169,12 @@ fn unreachable() -> BmcFailure {
 /// Drives a remediation from Pending through admission and identity, at t=0.
 fn verified(spec: &CoronerRemediationSpec) -> State {
     let node = node();
-    let admitted =
-        step(spec, &State::default(), Observation::Admission(Verdict::Admit(node.evidence(t(0)))), ctx(0, &node));
+    let admitted = step(
+        spec,
+        &State::default(),
+        Observation::Admission(Verdict::Admit(Box::new(node.evidence(t(0))))),
+        ctx(0, &node),
+    );
     State::from(&step(spec, &State::from(&admitted), found(NODE_UUID), ctx(0, &node)))
 }
 
@@ -260,7 +264,7 @@ fn admission_records_the_node_and_starts_identity() {
     let decision = next(
         &spec(),
         &CoronerRemediationStatus::default(),
-        Observation::Admission(Verdict::Admit(node.evidence(t(0)))),
+        Observation::Admission(Verdict::Admit(Box::new(node.evidence(t(0))))),
         ctx(0, &node),
     );
     assert_eq!(decision.status.phase, Some(Phase::VerifyingIdentity));
@@ -309,7 +313,7 @@ fn an_exact_uuid_proves_identity_and_its_reading_is_the_first_power_reading() {
         let admitted = step(
             &spec(),
             &State::default(),
-            Observation::Admission(Verdict::Admit(node.evidence(t(0)))),
+            Observation::Admission(Verdict::Admit(Box::new(node.evidence(t(0))))),
             ctx(0, &node),
         );
         step(&spec(), &State::from(&admitted), found(NODE_UUID), ctx(0, &node))
@@ -330,7 +334,7 @@ fn a_byte_swapped_uuid_is_accepted_and_recorded() {
     let admitted = next(
         &spec(),
         &CoronerRemediationStatus::default(),
-        Observation::Admission(Verdict::Admit(node.evidence(t(0)))),
+        Observation::Admission(Verdict::Admit(Box::new(node.evidence(t(0))))),
         ctx(0, &node),
     );
     let decision = next(&spec(), &admitted.status, found(SWAPPED), ctx(0, &node));
@@ -343,7 +347,7 @@ fn identity_refusals_are_final_and_touch_no_power() {
     let admitted = next(
         &spec(),
         &CoronerRemediationStatus::default(),
-        Observation::Admission(Verdict::Admit(node.evidence(t(0)))),
+        Observation::Admission(Verdict::Admit(Box::new(node.evidence(t(0))))),
         ctx(0, &node),
     )
     .status;
@@ -359,7 +363,7 @@ fn identity_refusals_are_final_and_touch_no_power() {
     let placeholder_admitted = next(
         &spec(),
         &CoronerRemediationStatus::default(),
-        Observation::Admission(Verdict::Admit(placeholder_node.evidence(t(0)))),
+        Observation::Admission(Verdict::Admit(Box::new(placeholder_node.evidence(t(0))))),
         ctx(0, &placeholder_node),
     )
     .status;
@@ -406,7 +410,7 @@ fn an_unreachable_bmc_uses_the_retry_budget_then_fails() {
     let admitted = next(
         &spec,
         &CoronerRemediationStatus::default(),
-        Observation::Admission(Verdict::Admit(node.evidence(t(0)))),
+        Observation::Admission(Verdict::Admit(Box::new(node.evidence(t(0))))),
         ctx(0, &node),
     )
     .status;
@@ -427,7 +431,7 @@ fn insecure_tls_is_a_warning_condition_and_event() {
     let admitted = next(
         &spec(),
         &CoronerRemediationStatus::default(),
-        Observation::Admission(Verdict::Admit(node.evidence(t(0)))),
+        Observation::Admission(Verdict::Admit(Box::new(node.evidence(t(0))))),
         ctx(0, &node),
     )
     .status;
@@ -1329,7 +1333,7 @@ fn nhc_timeout_before_any_power_action_drops_the_fencing_taint() {
     let admitted = next(
         &spec(),
         &CoronerRemediationStatus::default(),
-        Observation::Admission(Verdict::Admit(node.evidence(t(0)))),
+        Observation::Admission(Verdict::Admit(Box::new(node.evidence(t(0))))),
         ctx(0, &node),
     )
     .status;
@@ -1728,8 +1732,12 @@ fn a_phase_whose_reads_keep_failing_ends_at_its_deadline_with_the_cause() {
 fn an_identity_check_whose_reads_keep_failing_ends_its_attempt_at_the_deadline() {
     let spec = CoronerRemediationSpec { retry: crate::api::Retry { count: 1, ..spec().retry }, ..spec() };
     let node = node();
-    let admitted =
-        step(&spec, &State::default(), Observation::Admission(Verdict::Admit(node.evidence(t(0)))), ctx(0, &node));
+    let admitted = step(
+        &spec,
+        &State::default(),
+        Observation::Admission(Verdict::Admit(Box::new(node.evidence(t(0))))),
+        ctx(0, &node),
+    );
     let early = step(&spec, &State::from(&admitted), unavailable(), ctx(30, &node));
     assert_eq!(early.status.phase, Some(Phase::VerifyingIdentity));
     let over = step(&spec, &State::from(&early), unavailable(), ctx(61, &node));
@@ -2135,7 +2143,7 @@ fn a_decision_waits_for_the_next_write_only_when_it_adds_off_readings_or_an_answ
 #[test]
 fn a_phase_change_leaves_the_error_of_the_phase_before_behind() {
     let node = node();
-    let admit = Observation::Admission(Verdict::Admit(node.evidence(t(0))));
+    let admit = Observation::Admission(Verdict::Admit(Box::new(node.evidence(t(0)))));
     let admitted = step(&spec(), &State::default(), admit, ctx(0, &node));
     let failed = step(&spec(), &State::from(&admitted), unavailable(), ctx(1, &node));
     assert!(failed.status.progress.as_ref().unwrap().last_error.is_some(), "the identity step's error");
@@ -2161,8 +2169,12 @@ fn a_proof_shows_each_reading_once_as_wall_clock_times() {
 #[test]
 fn a_spec_edited_after_admission_is_said_to_be_ignored_once_per_generation() {
     let node = node();
-    let admitted =
-        step(&spec(), &State::default(), Observation::Admission(Verdict::Admit(node.evidence(t(0)))), ctx(0, &node));
+    let admitted = step(
+        &spec(),
+        &State::default(),
+        Observation::Admission(Verdict::Admit(Box::new(node.evidence(t(0))))),
+        ctx(0, &node),
+    );
     let edited = CoronerRemediationSpec { settle: "30s".parse().unwrap(), ..spec() };
     let notice = ignored_spec_edit(&edited, &admitted.status, Some(2), None).unwrap();
     assert!(notice.warning && notice.message.contains("generation 2"), "{notice:?}");

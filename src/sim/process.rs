@@ -435,21 +435,16 @@ impl Devices for Process {
                 let cause = Cause::CaBundleMissing { kind: reference.kind, namespace, name: reference.name };
                 return Ok(Err(Unusable::new(binding, cause)));
             };
-            ca_bundle = format!("ca bundle version {version}").into_bytes();
+            ca_bundle = super::world::ca_bundle_bytes(version);
         }
         let device = SimDevice { shared: self.shared.clone(), pid: self.pid, bmc, credentials };
         let device = match self.shared.with(|t| t.bmcs[bmc].ipmi) {
             Some(_) => SimTarget::Ipmi(device),
             None => SimTarget::Redfish(device),
         };
-        // The production client's device digest (P2): the same endpoint and credential values are
+        // The production client's device digest (P2, A2): the same spec and credential values are
         // the same device, however often the client is rebuilt.
-        let values = crate::bmc::Credentials {
-            username: "sim".into(),
-            password: crate::bmc::Password::new(credentials.to_string()),
-        };
-        let tls = serde_json::to_string(&binding.spec.tls).unwrap_or_default();
-        let serial = crate::access::device_digest(&endpoint, &tls, &ca_bundle, &values);
+        let serial = super::world::content_of(&binding.spec, credentials, &ca_bundle);
         let mut clients = self.clients.lock().unwrap_or_else(PoisonError::into_inner);
         clients.insert(uid, (version, now, device.clone(), serial));
         Ok(Ok((device, serial)))

@@ -563,16 +563,20 @@ impl Truth {
         binding.metadata.uid = Some(self.next_uid("binding"));
         binding.metadata.resource_version = Some(self.next_rv());
         binding.metadata.generation = Some(1);
-        // Verified before the outage, as the binding verifier does (an attestation judges it, A2).
+        self.secrets.insert(format!("{name}-credentials"), 1);
+        let mut ca_bundle = Vec::new();
+        if binding.spec.redfish.is_some() {
+            self.config_maps.insert(format!("{name}-ca"), 1);
+            ca_bundle = ca_bundle_bytes(1);
+        }
+        // Verified before the outage at its content, as the binding verifier does (an attestation
+        // judges it, A2).
         binding.status = Some(BmcBindingStatus {
             last_verification_time: Some(Time(self.wall(self.now - SECOND))),
             observed_generation: Some(1),
+            verified_content: Some(crate::access::content_hex(content_of(&binding.spec, 1, &ca_bundle))),
             ..BmcBindingStatus::default()
         });
-        self.secrets.insert(format!("{name}-credentials"), 1);
-        if binding.spec.redfish.is_some() {
-            self.config_maps.insert(format!("{name}-ca"), 1);
-        }
         self.bindings.insert(name.into(), roundtrip(&binding));
     }
 
@@ -1285,4 +1289,26 @@ pub fn ipmi_origin_of(redfish_origin: &str) -> String {
 fn ipmi_address(origin: &str) -> Option<(String, Option<u16>)> {
     let (host, port) = origin.strip_prefix("ipmi://")?.rsplit_once(':')?;
     Some((host.to_owned(), port.parse().ok()))
+}
+
+/// The simulated process's content key: the simulator's digests need only be equal for equal
+/// content, as production's are.
+fn sim_key() -> &'static crate::access::ContentKey {
+    static KEY: std::sync::OnceLock<crate::access::ContentKey> = std::sync::OnceLock::new();
+    KEY.get_or_init(|| crate::access::ContentKey::new(b"the simulator's content key"))
+}
+
+/// A CA bundle ConfigMap's content at `version`.
+pub fn ca_bundle_bytes(version: u32) -> Vec<u8> {
+    format!("ca bundle version {version}").into_bytes()
+}
+
+/// The device digest of a binding whose credentials Secret is at `secret_version`, as the
+/// production client computes it ([`crate::access::device_digest`]).
+pub fn content_of(spec: &BmcBindingSpec, secret_version: u32, ca_bundle: &[u8]) -> u64 {
+    let credentials = crate::bmc::Credentials {
+        username: "sim".into(),
+        password: crate::bmc::Password::new(secret_version.to_string()),
+    };
+    crate::access::device_digest(sim_key(), spec, ca_bundle, &credentials, None)
 }

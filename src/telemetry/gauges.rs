@@ -194,7 +194,7 @@ mod tests {
             );
             b.status = check.map(|check| {
                 let mut status = BmcBindingStatus::default();
-                verification::record(&mut status, &check, &b, at(0));
+                verification::record(&mut status, &check, &b, None, at(0));
                 status
             });
             b

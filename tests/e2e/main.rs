@@ -1410,6 +1410,10 @@ async fn scenario_p(world: &mut World) {
     };
     let (uid1, uid2) = (node_uid("x-1").await, node_uid("x-2").await);
 
+    // f-1 (no NodeHealthCheck selects it: its remediation is created as NHC would) gets another
+    // password before its outage, so its binding was never verified with what its fence used (A2).
+    let wrong = unverified_before_outage(world, "f-1").await;
+
     let dead = Instant::now();
     world.node_mut("x-1").lose_power();
     world.node_mut("x-2").lose_power();
@@ -1577,6 +1581,20 @@ async fn scenario_p(world: &mut World) {
         "x-3: attested with --acknowledge {acknowledgement}: released, the acknowledgement recorded, in the Event and counted"
     ));
 
+    // f-1: its fence failed like x-1's (its BMC dead), but the binding it used was not the one
+    // verified: refused BindingUnverified, saying what changed and which acknowledgement would do.
+    wait_remediation(world, "f-1", "Succeeded=False", LONG, |r| succeeded(r).is_some_and(|s| s.0 == "False")).await;
+    let (ok, out) = coroner_cli(&alice_config, &["f-1", "--reason", "f-1 unplugged (INC-4713)"]);
+    assert!(
+        !ok && out.contains("BindingUnverified")
+            && out.contains("credentials or CA bundle changed")
+            && out.contains("--acknowledge BindingUnverified="),
+        "{out}"
+    );
+    assert!(!taint_keys(world, "f-1").await.iter().any(|k| k == "node.kubernetes.io/out-of-service"));
+    log("f-1: its Secret changed before the outage: attestation refused (BindingUnverified, credentials changed)");
+    wrong.restore(world).await;
+
     // The guard watches x-1 as after any release; nothing proved which system is x-1's, and its BMC
     // is dead: blind, never taken for Off.
     let blind = wait_remediation(world, "x-1", "Guard=Unknown GuardBlind", SHORT, |r| {
@@ -1622,7 +1640,7 @@ async fn scenario_p(world: &mut World) {
     let (ok, out) = coroner_approve(&world.kubeconfig, "x-3", "x-3 back after INC-4712");
     assert!(ok, "coroner approve: {out}");
     world.node_mut("x-3").restart_bmc();
-    for node in ["x-1", "x-2", "x-3"] {
+    for node in ["x-1", "x-2", "x-3", "f-1"] {
         wait_remediations_gone(world, node).await;
     }
     let keys = taint_keys(world, "x-1").await;
@@ -1643,6 +1661,59 @@ async fn scenario_p(world: &mut World) {
     log(
         "x-1: back and healthy; NHC deleted the remediation and its finalizer the taint; the attestation stays as the record (its deletion denied); a namespace holding a released one is deleted",
     );
+}
+
+/// A node whose binding's Secret was given a wrong password before its outage, fenced by a remediation
+/// created by hand once it is `Ready=Unknown`.
+struct Unverified(&'static str);
+
+/// Gives `node`'s Secret a wrong password, waits until the verifier has tried it (so coroner's
+/// clients are built from it), then the machine loses power with its BMC and a remediation is
+/// created for it as NHC would.
+async fn unverified_before_outage(world: &mut World, node: &'static str) -> Unverified {
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(world.client.clone(), CORONER_NS);
+    let wrong = json!({"stringData": {"password": "mistyped"}});
+    secrets.patch(&format!("{node}-bmc"), &PatchParams::default(), &Patch::Merge(&wrong)).await.unwrap();
+    let bindings: Api<coroner::api::BmcBinding> = Api::namespaced(world.client.clone(), CORONER_NS);
+    wait_for(&format!("{node}: the verifier tried the new password"), SHORT, || async {
+        let status = bindings.get(node).await.ok()?.status?;
+        let verified = status.conditions.iter().find(|c| c.type_ == "IdentityVerified")?;
+        (verified.reason == "BmcAuthenticationFailed").then_some(())
+    })
+    .await;
+    world.node_mut(node).lose_power();
+    wait_for(&format!("{node} Ready=Unknown"), LONG, || async {
+        (ready(world, node).await.as_deref() == Some("Unknown")).then_some(())
+    })
+    .await;
+    let api: Api<CoronerRemediation> = Api::namespaced(world.client.clone(), CORONER_NS);
+    let remediation: CoronerRemediation = serde_json::from_value(json!({
+        "apiVersion": "coroner.dev/v1alpha1", "kind": "CoronerRemediation",
+        "metadata": {"generateName": format!("{node}-"), "namespace": CORONER_NS, "annotations": {contract::NODE_NAME_ANNOTATION: node}},
+        "spec": {"action": "Reboot", "powerOffTimeout": "20s", "leaseFreshness": "5s", "retry": {"count": 2, "interval": "2s"}},
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &remediation).await.unwrap();
+    log(format!(
+        "{node}: its Secret given a wrong password (the verifier failed on it), then power lost; a remediation created"
+    ));
+    Unverified(node)
+}
+
+impl Unverified {
+    /// The right password back, the machine and its BMC back, the remediation deleted.
+    async fn restore(self, world: &mut World) {
+        let node = self.0;
+        let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(world.client.clone(), CORONER_NS);
+        let right = json!({"stringData": {"password": PASSWORD}});
+        secrets.patch(&format!("{node}-bmc"), &PatchParams::default(), &Patch::Merge(&right)).await.unwrap();
+        world.node_mut(node).restart_bmc();
+        power_on_by_hand(world, node).await;
+        let api: Api<CoronerRemediation> = Api::namespaced(world.client.clone(), CORONER_NS);
+        for r in remediations(world, node).await {
+            api.delete(&r.name_any(), &Default::default()).await.unwrap();
+        }
+    }
 }
 
 /// Something on `node` renews its Lease once, as a half-alive kubelet would.
@@ -1889,6 +1960,9 @@ async fn scenario_o(world: &mut World) {
     let status = binding.status.clone().unwrap();
     assert_eq!(status.power_state.as_deref(), Some("On"), "{status:?}");
     assert!(status.last_power_check_time.is_some(), "{status:?}");
+    // A2: the content it was verified with, as a keyed digest (nothing of the password readable).
+    let content = status.verified_content.clone().unwrap_or_default();
+    assert!(content.len() == 16 && content.chars().all(|c| c.is_ascii_hexdigit()), "{status:?}");
     let table = world.kubectl(&["get", "bmcb", name, "-n", CORONER_NS]);
     assert!(table.contains("REASON") && table.contains("LAST CHECKED") && table.contains("UuidMatched"), "{table}");
 
