@@ -61,6 +61,22 @@ pub struct GateInputs<'a> {
     pub limits: StormLimits,
 }
 
+/// Stores trail coroner's own writes: a remediation this leader admitted (`admitted_here`, by UID)
+/// may still read `Pending` in the store it was read from. The gates that count (concurrency, one
+/// action per BMC, one fence per node, the control plane) count it as admitted: as
+/// `VerifyingIdentity`, the first phase that holds a power slot. Any other phase is the store's (a
+/// later one, or an end).
+pub fn as_admitted(
+    mut remediation: CoronerRemediation,
+    admitted_here: &BTreeMap<String, Timestamp>,
+) -> CoronerRemediation {
+    let admitted = remediation.uid().is_some_and(|uid| admitted_here.contains_key(&uid));
+    if admitted && Phase::of(&remediation) == Phase::Pending {
+        remediation.status.get_or_insert_with(Default::default).phase = Some(Phase::VerifyingIdentity);
+    }
+    remediation
+}
+
 /// The gates in order; the first that does not admit decides. Final refusals come first so that a
 /// remediation that can never proceed fails at once instead of waiting.
 pub fn evaluate(inputs: &GateInputs<'_>) -> Gate {
@@ -272,6 +288,15 @@ pub fn is_control_plane(node: &Node) -> bool {
     let labels = node.labels();
     labels.contains_key("node-role.kubernetes.io/control-plane")
         || labels.contains_key("node-role.kubernetes.io/master")
+}
+
+/// Which remediations a change of `node` may concern, so that only they are woken: those of that
+/// node, and, when it is a control-plane node, every pending one (the quorum gate counts the other
+/// control-plane nodes). Another worker's heartbeat changes nothing any gate reads.
+pub fn woken_by_node_change(node: &Node, remediation: &CoronerRemediation) -> bool {
+    let name = node.name_any();
+    contract::node_name(&remediation.metadata) == Some(name.as_str())
+        || (is_control_plane(node) && Phase::of(remediation) == Phase::Pending)
 }
 
 /// `controlPlane: Never` refuses control-plane nodes for good.
@@ -551,19 +576,51 @@ pub fn storm(inputs: &GateInputs<'_>) -> Gate {
     {
         return queued(format!("remediation {} is acting on the same BMC {mine}", busy.name_any()));
     }
-    let window_start = inputs.now - inputs.limits.window;
-    let mut recent: Vec<Timestamp> = inputs.recent_admissions.iter().copied().filter(|t| *t > window_start).collect();
-    if recent.len() >= count(inputs.limits.max_per_window) {
-        recent.sort();
-        let next_slot = recent[recent.len() - count(inputs.limits.max_per_window)] + inputs.limits.window;
+    if let Some(next_slot) = window_frees_at(inputs) {
+        let window_start = inputs.now - inputs.limits.window;
+        let recent = inputs.recent_admissions.iter().filter(|t| **t > window_start).count();
         return queued(format!(
-            "{} fences admitted in the last {}s (--max-fences-per-window {}); next slot at {next_slot}",
-            recent.len(),
+            "{recent} fences admitted in the last {}s (--max-fences-per-window {}); next slot at {next_slot}",
             inputs.limits.window.as_secs(),
             inputs.limits.max_per_window
         ));
     }
     Gate::Admit
+}
+
+/// When the fence window has room again, if it is full now: the moment the oldest admission that
+/// fills it leaves the window.
+pub fn window_frees_at(inputs: &GateInputs<'_>) -> Option<Timestamp> {
+    let window_start = inputs.now - inputs.limits.window;
+    let mut recent: Vec<Timestamp> = inputs.recent_admissions.iter().copied().filter(|t| *t > window_start).collect();
+    if recent.len() < count(inputs.limits.max_per_window) {
+        return None;
+    }
+    recent.sort();
+    Some(recent[recent.len() - count(inputs.limits.max_per_window)] + inputs.limits.window)
+}
+
+/// A queued remediation is woken when the queue moves ([`moves_the_queue`], the remediation
+/// controller's watch) and, for the window, when the window frees; this is only the recheck should a
+/// wake-up be lost, so that waiting costs next to no reads.
+pub const QUEUED_RECHECK: StdDuration = StdDuration::from_secs(60);
+
+/// How long a remediation the gates queued sleeps before it looks again: until the window frees
+/// when that is what holds it, never longer than [`QUEUED_RECHECK`].
+pub fn queued_recheck(inputs: &GateInputs<'_>) -> StdDuration {
+    let frees = window_frees_at(inputs)
+        .and_then(|at| StdDuration::try_from(at.duration_since(inputs.now)).ok())
+        .unwrap_or(QUEUED_RECHECK);
+    frees.min(QUEUED_RECHECK)
+}
+
+/// Whether a remediation going from phase `before` to `after` (`None`: not seen, or gone) may move
+/// the queue, so that the pending remediations are woken: one leaves `Pending` (those behind it move
+/// up), leaves a phase that holds a power slot (the slot frees), or is gone. A status write within a
+/// phase, or a queued one's own, wakes nobody.
+pub fn moves_the_queue(before: Option<Phase>, after: Option<Phase>) -> bool {
+    let holds = |phase: Option<Phase>| phase.is_some_and(Phase::holds_power_slot);
+    before != after && (after.is_none() || before == Some(Phase::Pending) || (holds(before) && !holds(after)))
 }
 
 fn count(limit: u32) -> usize {

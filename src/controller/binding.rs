@@ -49,6 +49,7 @@ pub async fn run(ctx: Arc<Context>, stop: CancellationToken) {
     let controller =
         Controller::new(Api::<BmcBinding>::namespaced(client.clone(), &namespace), watcher::Config::default())
             .with_config(ControllerConfig::default().concurrency(ctx.settings.verify.concurrency));
+    ctx.stores.bindings.set(controller.store());
     let changes = Arc::new(ReferenceChanges::default());
     let secrets = mapper(controller.store(), changes.clone(), ctx.clone(), CaBundleKind::Secret);
     let config_maps = mapper(controller.store(), changes.clone(), ctx.clone(), CaBundleKind::ConfigMap);

@@ -8,6 +8,7 @@ mod leader;
 mod leases;
 mod remediation;
 pub mod retry;
+mod stores;
 mod template;
 mod verify;
 mod world;
@@ -25,10 +26,10 @@ use kube::{
     Api, Client, Resource, ResourceExt,
     api::ListParams,
     runtime::{
-        Controller,
+        Controller, WatchStreamExt,
         controller::Action,
         events::{Recorder, Reporter},
-        reflector::ObjectRef,
+        reflector::{self, ObjectRef},
         watcher,
     },
 };
@@ -38,7 +39,6 @@ use tracing::{error, info, warn};
 use crate::{
     access::{self, Clients},
     api::{BmcBinding, CoronerRemediation, CoronerRemediationTemplate, Phase},
-    contract,
     driver::{self, ApiError, LoopSettings},
     gates::StormLimits,
     leader::Election,
@@ -99,6 +99,8 @@ pub struct Context {
     clients: Clients,
     /// Consecutive failed reconciles per object, for the error policy's backoff.
     failures: retry::Failures,
+    /// What the fence loop reads instead of LISTs, set by each leadership term.
+    stores: stores::Stores,
 }
 
 impl Context {
@@ -127,6 +129,7 @@ impl Context {
             term: std::sync::atomic::AtomicU64::new(0),
             leading,
             clients,
+            stores: stores::Stores::default(),
             failures: retry::Failures::default(),
         }
     }
@@ -282,15 +285,35 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
     let client = ctx.client.clone();
     let namespace = ctx.namespace().to_owned();
     let remediations: Api<CoronerRemediation> = Api::namespaced(client.clone(), &namespace);
-    let remediation_controller = Controller::new(remediations, watcher::Config::default());
+    let remediation_controller = Controller::new(remediations.clone(), watcher::Config::default());
     let by_node = remediation_controller.store();
     let pending = remediation_controller.store();
+    let queued = remediation_controller.store();
+    // The phase each remediation was last seen in, to tell when the queue moves.
+    let phases = std::sync::Mutex::new(std::collections::HashMap::<String, Phase>::new());
+    ctx.stores.remediations.set(remediation_controller.store());
+    // The Node and etcd Pod watches that wake remediations also fill the stores the loop reads.
+    let (nodes, node_writer) = reflector::store::<Node>();
+    ctx.stores.nodes.set(nodes);
+    let node_events = watcher(Api::<Node>::all(client.clone()), watcher::Config::default())
+        .default_backoff()
+        .modify(stores::strip_node)
+        .reflect(node_writer)
+        .touched_objects();
+    let (etcd_pods, pod_writer) = reflector::store::<Pod>();
+    ctx.stores.etcd_pods.set(etcd_pods);
+    let etcd_events = watcher(Api::<Pod>::all(client.clone()), watcher::Config::default().labels("component=etcd"))
+        .default_backoff()
+        .modify(stores::strip_pod)
+        .reflect(pod_writer)
+        .touched_objects();
     // R4: Nodes carrying a taint record of a remediation the cache does not hold, for the sweeper.
     let (orphans, sweeps) = tokio::sync::mpsc::unbounded_channel::<String>();
-    // A node change wakes the remediations for that node (found through NHC's node-name annotation)
-    // and every pending one (quorum and queues depend on other nodes); so does an etcd pod change.
+    // A node change wakes the remediations for that node (found through NHC's node-name annotation),
+    // and every pending one only for a control-plane node (the quorum gate); an etcd pod change
+    // wakes every pending one.
     let remediation_controller = remediation_controller
-        .watches(Api::<Node>::all(client.clone()), watcher::Config::default(), move |node: Node| {
+        .watches_stream(node_events, move |node: Node| {
             let name = node.name_any();
             let remediations = by_node.state();
             let owners = crate::taints::record_owners(&node);
@@ -300,11 +323,33 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
             }
             remediations
                 .into_iter()
-                .filter(|r| contract::node_name(&r.metadata) == Some(name.as_str()) || is_pending(r))
+                .filter(|r| crate::gates::woken_by_node_change(&node, r))
                 .map(|r| ObjectRef::from_obj(&*r))
                 .collect::<Vec<_>>()
         })
-        .watches(Api::<Pod>::all(client.clone()), watcher::Config::default().labels("component=etcd"), move |_: Pod| {
+        // A remediation that leaves Pending or a power slot, or is gone, wakes the pending ones: a
+        // queued remediation waits for that (or for the window), not on a timer.
+        .watches(remediations, watcher::Config::default(), move |changed: CoronerRemediation| {
+            let uid = changed.uid().unwrap_or_default();
+            let after = changed.metadata.deletion_timestamp.is_none().then(|| Phase::of(&changed));
+            let before = {
+                let mut phases = phases.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                match after {
+                    Some(phase) => phases.insert(uid.clone(), phase),
+                    None => phases.remove(&uid),
+                }
+            };
+            if !crate::gates::moves_the_queue(before, after) {
+                return Vec::new();
+            }
+            queued
+                .state()
+                .into_iter()
+                .filter(|r| is_pending(r) && r.uid().as_deref() != Some(uid.as_str()))
+                .map(|r| ObjectRef::from_obj(&*r))
+                .collect::<Vec<_>>()
+        })
+        .watches_stream(etcd_events, move |_: Pod| {
             pending.state().into_iter().filter(|r| is_pending(r)).map(|r| ObjectRef::from_obj(&*r)).collect::<Vec<_>>()
         })
         .graceful_shutdown_on(stop.clone().cancelled_owned())

@@ -69,7 +69,10 @@ impl Remediations for Context {
     }
 
     async fn remediations(&self) -> ApiResult<Vec<CoronerRemediation>> {
-        Ok(self.remediations_api().list(&ListParams::default()).await?.items)
+        match self.stores.remediations.read().await {
+            Some(stored) => stored,
+            None => Ok(self.remediations_api().list(&ListParams::default()).await?.items),
+        }
     }
 
     async fn write_status(
@@ -87,7 +90,10 @@ impl Nodes for Context {
     }
 
     async fn nodes(&self) -> ApiResult<Vec<Node>> {
-        Ok(Api::<Node>::all(self.client.clone()).list(&ListParams::default()).await?.items)
+        match self.stores.nodes.read().await {
+            Some(stored) => stored,
+            None => Ok(Api::<Node>::all(self.client.clone()).list(&ListParams::default()).await?.items),
+        }
     }
 
     async fn patch_node(&self, current: &Node, wanted: &Node) -> ApiResult<Node> {
@@ -135,7 +141,10 @@ impl Leadership for Context {
 
 impl Cluster for Context {
     async fn bindings(&self) -> ApiResult<Vec<BmcBinding>> {
-        Ok(self.bindings_api().list(&ListParams::default()).await?.items)
+        match self.stores.bindings.read().await {
+            Some(stored) => stored,
+            None => Ok(self.bindings_api().list(&ListParams::default()).await?.items),
+        }
     }
 
     async fn binding(&self, name: &str) -> ApiResult<Option<BmcBinding>> {
@@ -154,6 +163,12 @@ impl Cluster for Context {
     }
 
     async fn etcd_pods(&self) -> ApiResult<Vec<Pod>> {
+        if let Some(stored) = self.stores.etcd_pods.read().await {
+            return Ok(stored?
+                .into_iter()
+                .filter(|p| p.metadata.namespace.as_deref() == Some("kube-system"))
+                .collect());
+        }
         let pods = Api::<Pod>::namespaced(self.client.clone(), "kube-system");
         Ok(pods.list(&ListParams::default().labels("component=etcd")).await?.items)
     }

@@ -60,17 +60,37 @@ impl<W: World> Fence<'_, W> {
                 return Ok(Err(IdentityProblem::Binding { reason: Reason::BindingConflict, message, seen_on: None }));
             }
         };
-        let (device, serial) = match self.world.target(binding).await? {
-            Ok(found) => found,
-            Err(unusable) => {
-                let (reason, message) = (unusable.reason(), unusable.to_string());
-                return Ok(Err(IdentityProblem::Binding { reason, message, seen_on: None }));
-            }
-        };
         let requested = self.world.mono();
-        let found = {
-            let _turn = self.local.origins.turn(&device.origin()).await;
-            node_system(self.world, binding, &device, &snapshot.system_uuid, "read").await
+        // A rejection of the credentials is taken once as a sign that they changed since the client
+        // was built (at admission): it is built again from the Secret and asked once more when that
+        // gives other credentials, as a power reading is.
+        let mut rejected: Option<(W::Target, u64, Result<SystemReading, IdentityProblem>)> = None;
+        let mut asked_again = false;
+        let (device, serial, found) = loop {
+            let (device, serial) = match self.world.target(binding).await? {
+                Ok(found) => found,
+                Err(unusable) => {
+                    let (reason, message) = (unusable.reason(), unusable.to_string());
+                    return Ok(Err(IdentityProblem::Binding { reason, message, seen_on: None }));
+                }
+            };
+            match rejected.take() {
+                Some(earlier) if earlier.1 == serial => break earlier,
+                Some(_) | None => {}
+            }
+            let found = {
+                let _turn = self.local.origins.turn(&device.origin()).await;
+                node_system(self.world, binding, &device, &snapshot.system_uuid, "read").await
+            };
+            let unauthorized =
+                matches!(&found, Err(IdentityProblem::Bmc(f)) if f.reason == Reason::BmcAuthenticationFailed);
+            if unauthorized && !asked_again {
+                self.world.forget_target(binding);
+                asked_again = true;
+                rejected = Some((device, serial, found));
+                continue;
+            }
+            break (device, serial, found);
         };
         let sampled = Sampled { requested, answered: self.world.mono() };
         let system = match found {

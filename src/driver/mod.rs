@@ -580,6 +580,9 @@ impl<'a, W: World> Fence<'a, W> {
         let remediations = self.world.remediations().await?;
         let nodes = self.world.nodes().await?;
         let etcd_pods = self.world.etcd_pods().await?;
+        // Read from stores, which may not show this leader's last admissions yet.
+        let remediations: Vec<CoronerRemediation> =
+            remediations.into_iter().map(|r| gates::as_admitted(r, &history.times)).collect();
         let now = self.world.now();
         for r in &remediations {
             if let (Some(uid), Some(node)) =
@@ -608,7 +611,7 @@ impl<'a, W: World> Fence<'a, W> {
         Ok(match (gates::evaluate(&inputs), gates::release_to_adopt(&inputs)) {
             (Gate::Refuse(reason, message), _) => Verdict::Refuse { reason, message },
             (_, Some(adoptable)) => match gates::adoption_waits(&inputs) {
-                Some((reason, message)) => Verdict::Wait { reason, message },
+                Some((reason, message)) => Verdict::Wait { reason, message, recheck: None },
                 None => Verdict::Adopt(adoptable),
             },
             (Gate::Admit, None) => {
@@ -623,7 +626,10 @@ impl<'a, W: World> Fence<'a, W> {
                 }
                 Verdict::Admit(Box::new(evidence))
             }
-            (Gate::Wait(reason, message), None) => Verdict::Wait { reason, message },
+            (Gate::Wait(reason, message), None) => {
+                let recheck = (reason == Reason::Queued).then(|| gates::queued_recheck(&inputs));
+                Verdict::Wait { reason, message, recheck }
+            }
         })
     }
 

@@ -915,9 +915,9 @@ impl<'a> Step<'a> {
                 self.requeue = Some(StdDuration::ZERO);
             }
             Verdict::Adopt(adoptable) => self.adopt(&adoptable),
-            Verdict::Wait { reason, message } => {
+            Verdict::Wait { reason, message, recheck } => {
                 self.enter(Phase::Pending, reason, message);
-                self.requeue = Some(WAIT_RECHECK);
+                self.requeue = Some(recheck.unwrap_or(WAIT_RECHECK));
             }
             Verdict::Refuse { reason, message } => self.fail(reason, message),
         }

@@ -4,6 +4,7 @@
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, Pod, Toleration};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use std::time::Duration as StdDuration;
 
 use super::Mono;
 use crate::{
@@ -59,6 +60,9 @@ pub enum Verdict {
     Wait {
         reason: Reason,
         message: String,
+        /// When to look again, if not the usual recheck: a queued remediation sleeps until the
+        /// window frees, or until the queue moves and wakes it (`gates::queued_recheck`).
+        recheck: Option<StdDuration>,
     },
     Refuse {
         reason: Reason,

@@ -401,7 +401,9 @@ impl<'a> Run<'a> {
             Kind::Wait => Observation::Wait,
             Kind::Admission => Observation::Admission(match &step.verdict {
                 VerdictInput::Admit => Verdict::Admit(Box::new(node.evidence(self.now))),
-                VerdictInput::Wait(reason, message) => Verdict::Wait { reason: *reason, message: message.clone() },
+                VerdictInput::Wait(reason, message) => {
+                    Verdict::Wait { reason: *reason, message: message.clone(), recheck: None }
+                }
                 VerdictInput::Refuse(reason, message) => Verdict::Refuse { reason: *reason, message: message.clone() },
             }),
             Kind::Identity => Observation::Identity(step.identity.clone().map(|found| IdentityFound {

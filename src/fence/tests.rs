@@ -277,7 +277,7 @@ fn admission_records_the_node_and_starts_identity() {
 #[test]
 fn a_waiting_gate_keeps_the_remediation_pending() {
     let node = node();
-    let verdict = Verdict::Wait { reason: Reason::AttemptFailed, message: "wait".into() };
+    let verdict = Verdict::Wait { reason: Reason::AttemptFailed, message: "wait".into(), recheck: None };
     let decision = next(&spec(), &CoronerRemediationStatus::default(), Observation::Admission(verdict), ctx(0, &node));
     assert_eq!(decision.status.phase, Some(Phase::Pending));
     assert_eq!(succeeded(&decision.status).0, "Unknown");
@@ -287,7 +287,7 @@ fn a_waiting_gate_keeps_the_remediation_pending() {
     let again = next(
         &spec(),
         &decision.status,
-        Observation::Admission(Verdict::Wait { reason: Reason::AttemptFailed, message: "wait".into() }),
+        Observation::Admission(Verdict::Wait { reason: Reason::AttemptFailed, message: "wait".into(), recheck: None }),
         ctx(5, &node),
     );
     assert!(again.notices.is_empty());

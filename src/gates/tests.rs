@@ -702,3 +702,60 @@ fn adoption_waits_while_the_node_s_lease_is_fresh_and_never_for_a_storm_limit() 
     world.limits.max_concurrent = 0;
     assert_eq!(adoption_waits(&world.inputs()), None, "adoption takes no slot");
 }
+
+#[test]
+fn a_remediation_this_leader_admitted_counts_as_admitted_while_its_store_still_shows_it_pending() {
+    let mut world = World::new(node("w", Some("Unknown"), &[]));
+    world.limits = StormLimits { max_concurrent: 1, ..LIMITS };
+    // Admitted here a moment ago; the store read still shows it Pending.
+    world.other("w2", 50, Phase::Pending, None);
+    let admitted_here: BTreeMap<String, Timestamp> = [("uid-w2-r".to_owned(), t(999))].into();
+    assert_eq!(world.gate(storm), Gate::Admit, "as the store shows it, no slot is taken");
+    world.remediations = world.remediations.into_iter().map(|r| as_admitted(r, &admitted_here)).collect();
+    assert!(matches!(world.gate(storm), Gate::Wait(Reason::Queued, m) if m.contains("w2-r")), "it holds the slot");
+    // A later phase the store shows is the store's; so is a remediation this leader never admitted.
+    let done = remediation("w3-r", "w3", 60, Phase::Done, None);
+    assert_eq!(Phase::of(&as_admitted(done, &[("uid-w3-r".to_owned(), t(999))].into())), Phase::Done);
+    let other = remediation("w4-r", "w4", 60, Phase::Pending, None);
+    assert_eq!(Phase::of(&as_admitted(other, &admitted_here)), Phase::Pending);
+}
+
+#[test]
+fn a_node_change_wakes_that_node_s_remediations_and_only_for_a_control_plane_node_every_pending_one() {
+    let worker = node("w", Some("True"), &[]);
+    let pending_elsewhere = remediation("r1", "other", 10, Phase::Pending, None);
+    let of_worker = remediation("r2", "w", 10, Phase::ConfirmingOff, None);
+    assert!(woken_by_node_change(&worker, &of_worker));
+    assert!(!woken_by_node_change(&worker, &pending_elsewhere), "another worker's heartbeat changes no gate");
+    let cp = control_plane("cp", "True");
+    assert!(woken_by_node_change(&cp, &pending_elsewhere), "the quorum gate counts control-plane nodes");
+    let fencing_elsewhere = remediation("r3", "other", 10, Phase::PoweringOff, None);
+    assert!(!woken_by_node_change(&cp, &fencing_elsewhere), "past its gates");
+}
+
+#[test]
+fn the_queue_moves_when_one_leaves_pending_or_a_power_slot_or_is_gone_and_not_on_status_writes() {
+    use Phase::*;
+    assert!(moves_the_queue(Some(Pending), Some(VerifyingIdentity)), "admitted: those behind move up");
+    assert!(moves_the_queue(Some(WaitingForRelease), Some(Done)), "its slot frees");
+    assert!(moves_the_queue(Some(PoweringOff), Some(Failed)));
+    assert!(moves_the_queue(Some(Done), None), "gone");
+    assert!(!moves_the_queue(Some(ConfirmingOff), Some(ConfirmingOff)), "a status write within a phase");
+    assert!(!moves_the_queue(Some(VerifyingIdentity), Some(PoweringOff)), "still holds its slot");
+    assert!(!moves_the_queue(None, Some(Pending)), "a new one is reconciled itself");
+    assert!(!moves_the_queue(Some(Done), Some(Done)));
+}
+
+#[test]
+fn a_queued_remediation_looks_again_when_the_window_frees_and_at_most_after_a_minute() {
+    let mut world = World::new(node("w", Some("Unknown"), &[]));
+    world.admissions = (0..5).map(|i| t(990 - 10 * i)).collect();
+    let inputs = world.inputs();
+    // The oldest of the five leaves the 600 s window at 950 + 600.
+    assert_eq!(window_frees_at(&inputs), Some(t(1550)));
+    assert_eq!(queued_recheck(&inputs), QUEUED_RECHECK);
+    world.admissions = (0..5).map(|i| t(420 - i)).collect();
+    assert_eq!(queued_recheck(&world.inputs()), StdDuration::from_secs(16));
+    world.admissions.clear();
+    assert_eq!(window_frees_at(&world.inputs()), None);
+}

@@ -546,4 +546,8 @@ pub const REGRESSIONS: &[(u64, &str)] = &[
         211958,
         "R2 (soak, the oracle): the guard (Alert) wrote ReleasedMachinePoweredOn within the bound but its Event was lost to an apiserver fault; the oracle counted only the Event, and the report is the condition (R2 now says so)",
     ),
+    (
+        253087,
+        "liveness (soak, with reflector stores): the client was built at admission and the Secret rotated before the identity read, whose 401 failed the fence for good; the identity step now builds the client again from the Secret and asks once more, as a power reading does",
+    ),
 ];

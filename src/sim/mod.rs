@@ -112,6 +112,9 @@ struct Run {
     seq: u64,
     processes: BTreeMap<u32, Arc<Process>>,
     controllers: BTreeMap<u32, Controller>,
+    /// The phase each remediation's watch events last showed, to tell when the queue moves
+    /// (`gates::moves_the_queue`, as production's remediation watch).
+    phases: BTreeMap<String, Phase>,
     next_pid: u32,
     checker: Checker,
     completions: Completions,
@@ -173,6 +176,7 @@ impl Run {
             seq: 0,
             processes: BTreeMap::new(),
             controllers: BTreeMap::new(),
+            phases: BTreeMap::new(),
             next_pid: 1,
             checker: Checker::default(),
             completions: Completions::default(),
@@ -679,7 +683,7 @@ impl Run {
     /// Watch events reach the leaders' controllers (and Lease events every process's tracker), each
     /// after its own delay.
     fn deliver_changes(&mut self) {
-        let (changes, leases, remediations, attestations) = self.shared.with(|t| {
+        let (changes, leases, remediations, attestations, control_plane, phases) = self.shared.with(|t| {
             let remediations: Vec<(String, String, bool)> = t
                 .remediations
                 .iter()
@@ -689,9 +693,19 @@ impl Run {
                     (name.clone(), node, pending)
                 })
                 .collect();
+            // Each remediation's phase as its watch event shows it; none once it is being deleted.
+            let phases: BTreeMap<String, Phase> = t
+                .remediations
+                .iter()
+                .filter(|(_, r)| r.metadata.deletion_timestamp.is_none())
+                .map(|(name, r)| (name.clone(), Phase::of(r)))
+                .collect();
+            let control_plane: Vec<String> =
+                t.nodes.values().filter(|n| crate::gates::is_control_plane(n)).map(|n| n.name_any()).collect();
             let attestations: Vec<(String, String)> =
                 t.attestations.values().map(|a| (a.name_any(), a.spec.node_name.clone())).collect();
-            (std::mem::take(&mut t.changes), std::mem::take(&mut t.lease_changes), remediations, attestations)
+            let changes = std::mem::take(&mut t.changes);
+            (changes, std::mem::take(&mut t.lease_changes), remediations, attestations, control_plane, phases)
         });
         let attestations_of = |node: &str| -> Vec<String> {
             attestations.iter().filter(|(_, n)| n == node).map(|(name, _)| task::attestation(name)).collect()
@@ -704,12 +718,28 @@ impl Run {
                 world::Change::Remediation(name) => {
                     let node = remediations.iter().find(|(r, _, _)| *r == name).map(|(_, n, _)| n.clone());
                     let woken = node.map(|n| attestations_of(&n)).unwrap_or_default();
-                    std::iter::once(name).chain(woken).collect()
+                    // A remediation leaving Pending or a power slot, or gone, wakes the pending ones.
+                    let after = phases.get(&name).copied();
+                    let before = match after {
+                        Some(phase) => self.phases.insert(name.clone(), phase),
+                        None => self.phases.remove(&name),
+                    };
+                    let queue: Vec<String> = if crate::gates::moves_the_queue(before, after) {
+                        remediations
+                            .iter()
+                            .filter(|(r, _, pending)| *pending && *r != name)
+                            .map(|(r, _, _)| r.clone())
+                            .collect()
+                    } else {
+                        Vec::new()
+                    };
+                    std::iter::once(name).chain(woken).chain(queue).collect()
                 }
                 world::Change::Attestation(name) => vec![task::attestation(&name)],
+                // As production's `gates::woken_by_node_change`.
                 world::Change::Node(node) => remediations
                     .iter()
-                    .filter(|(_, n, pending)| *n == node || *pending)
+                    .filter(|(_, n, pending)| *n == node || (*pending && control_plane.contains(&node)))
                     .map(|(name, _, _)| name.clone())
                     .collect(),
             };
@@ -787,7 +817,7 @@ impl Run {
             s.spec.guard,
             s.spec.remediate_ready_false
         );
-        let _ = writeln!(out, "faults: {:?}", s.faults);
+        let _ = writeln!(out, "faults: {:?}; stores trail the truth by {} ms", s.faults, s.store_lag / 1000);
         let _ = writeln!(out, "events: {:?}", s.events);
         // SIM_STORY=N tells the last N lines instead.
         let told = std::env::var("SIM_STORY").ok().and_then(|n| n.parse().ok()).unwrap_or(60);
@@ -879,6 +909,7 @@ pub async fn reconcile<W: World + Finalizer>(
 
 /// The target node, its machine and BMC as the scenario says; a healthy second node with its own.
 fn build_world(truth: &mut Truth, scenario: &Scenario) {
+    truth.store_lag = scenario.store_lag;
     let (on, reach) = match scenario.death {
         Death::PowerLoss | Death::PowerLossWithBmc => (false, Reach::Connected),
         Death::KernelHang => (true, Reach::Connected),

@@ -85,6 +85,7 @@ impl Shared {
         truth.now = self.sched.now();
         // The machines' power is what it is now, not what the last tick of the world made it.
         truth.apply_power();
+        truth.note_stored();
         f(&mut truth)
     }
 
@@ -242,8 +243,10 @@ impl Remediations for Process {
         self.api(false, |t| Ok(t.remediation(name))).await
     }
 
+    // Served from a reflector store in production: the truth as it was the watch's delay ago.
     async fn remediations(&self) -> ApiResult<Vec<CoronerRemediation>> {
-        self.api(false, |t| Ok(t.remediation_list())).await
+        let pid = self.pid;
+        self.api(false, |t| Ok(t.stored_view(pid).remediations.clone())).await
     }
 
     async fn write_status(
@@ -267,8 +270,10 @@ impl Nodes for Process {
         .await
     }
 
+    // A store in production, as `remediations`.
     async fn nodes(&self) -> ApiResult<Vec<Node>> {
-        self.api(false, |t| Ok(t.node_list())).await
+        let pid = self.pid;
+        self.api(false, |t| Ok(t.stored_view(pid).nodes.clone())).await
     }
 
     async fn patch_node(&self, current: &Node, wanted: &Node) -> ApiResult<Node> {
@@ -354,8 +359,10 @@ impl Attestations for Process {
 }
 
 impl Cluster for Process {
+    // A store in production, as `remediations`.
     async fn bindings(&self) -> ApiResult<Vec<BmcBinding>> {
-        self.api(false, |t| Ok(t.binding_list())).await
+        let pid = self.pid;
+        self.api(false, |t| Ok(t.stored_view(pid).bindings.clone())).await
     }
 
     async fn binding(&self, name: &str) -> ApiResult<Option<BmcBinding>> {

@@ -339,6 +339,19 @@ pub struct Truth {
     /// The nodes NHC watches, and how many remediations it created for each.
     pub nhc_nodes: BTreeMap<String, u32>,
     pub nhc_spec: CoronerRemediationSpec,
+    /// How far the reflector stores production reads (remediations, Nodes, bindings) trail the
+    /// truth: the seed's watch delay.
+    pub store_lag: Micros,
+    /// Past states of what those stores hold, each with when it began and the resourceVersion
+    /// counter then (kept for `store_lag` and one before).
+    stored: Vec<(Micros, u64, std::sync::Arc<Stored>)>,
+}
+
+/// What the reflector stores hold at one moment.
+pub struct Stored {
+    pub remediations: Vec<CoronerRemediation>,
+    pub nodes: Vec<Node>,
+    pub bindings: Vec<BmcBinding>,
 }
 
 /// A sign of life from a node's kubelet.
@@ -447,6 +460,38 @@ impl Truth {
             healthy_since: BTreeMap::new(),
             nhc_nodes: BTreeMap::new(),
             nhc_spec: CoronerRemediationSpec::default(),
+            store_lag: 0,
+            stored: Vec::new(),
+        }
+    }
+
+    /// Notes the stores' state now, when anything changed since the last note (every write takes a
+    /// resourceVersion), and forgets states no view can reach any more.
+    pub fn note_stored(&mut self) {
+        if self.stored.last().is_some_and(|(_, rv, _)| *rv == self.rv) {
+            return;
+        }
+        let state =
+            Stored { remediations: self.remediation_list(), nodes: self.node_list(), bindings: self.binding_list() };
+        self.stored.push((self.now, self.rv, std::sync::Arc::new(state)));
+        let horizon = self.now - self.store_lag;
+        let reachable = self.stored.iter().rposition(|(at, _, _)| *at <= horizon).unwrap_or(0);
+        self.stored.drain(..reachable);
+    }
+
+    /// What process `pid`'s stores hold now: the truth `store_lag` ago, but never from before the
+    /// process started (its first list was fresh then).
+    pub fn stored_view(&self, pid: u32) -> std::sync::Arc<Stored> {
+        let started = self.processes.get(&pid).map_or(0, |p| p.started);
+        let at = (self.now - self.store_lag).max(started);
+        let found = self.stored.iter().rev().find(|(when, _, _)| *when <= at).or(self.stored.first());
+        match found {
+            Some((_, _, state)) => state.clone(),
+            None => std::sync::Arc::new(Stored {
+                remediations: self.remediation_list(),
+                nodes: self.node_list(),
+                bindings: self.binding_list(),
+            }),
         }
     }
 

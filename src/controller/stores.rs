@@ -1,0 +1,97 @@
+//! Reflector stores the fence loop reads instead of LISTs (docs/benchmarks.md lists the reads that
+//! stay direct): the Nodes and the etcd Pods (filled by the very watches that wake the remediation
+//! controller), the remediations (that controller's own cache) and the BmcBindings (the binding
+//! controller's). A store trails the API server by the watch's delay; where a fresh read is the
+//! safety rule the loop reads directly (the `Nodes::node`, `Remediations::remediation`,
+//! `Cluster::binding` and `NodeLeases::node_lease` GETs), and the gates that count add this leader's
+//! own admissions to what a store shows. Each leadership term sets its stores; until a term has, the
+//! loop lists.
+
+use std::sync::{Mutex, PoisonError};
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::{Resource, runtime::reflector::Store};
+
+use crate::{
+    api::{BmcBinding, CoronerRemediation},
+    driver::ApiError,
+};
+
+/// One kind's store, set by the term whose controllers fill it.
+pub struct Slot<K: Resource<DynamicType = ()> + Clone + 'static>(Mutex<Option<Store<K>>>);
+
+impl<K: Resource<DynamicType = ()> + Clone + 'static> Default for Slot<K> {
+    fn default() -> Self {
+        Self(Mutex::new(None))
+    }
+}
+
+impl<K: Resource<DynamicType = ()> + Clone + 'static> Slot<K> {
+    pub fn set(&self, store: Store<K>) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(store);
+    }
+
+    /// Every object the store holds once it has been filled; `None` when no term set one.
+    pub async fn read(&self) -> Option<Result<Vec<K>, ApiError>> {
+        let store = self.0.lock().unwrap_or_else(PoisonError::into_inner).clone()?;
+        Some(match store.wait_until_ready().await {
+            Ok(()) => Ok(store.state().iter().map(|o| K::clone(o)).collect()),
+            Err(_) => Err(ApiError::Unavailable(format!("the {} watch stopped", K::kind(&())))),
+        })
+    }
+}
+
+#[derive(Default)]
+pub struct Stores {
+    pub nodes: Slot<Node>,
+    pub etcd_pods: Slot<Pod>,
+    pub remediations: Slot<CoronerRemediation>,
+    pub bindings: Slot<BmcBinding>,
+}
+
+/// What a Node keeps in the store: no managed fields, no image list (often most of a Node's size);
+/// its labels, annotations, taints, conditions and nodeInfo stay.
+pub fn strip_node(node: &mut Node) {
+    node.metadata.managed_fields = None;
+    if let Some(status) = node.status.as_mut() {
+        status.images = None;
+    }
+}
+
+/// What an etcd Pod keeps in the store: no managed fields.
+pub fn strip_pod(pod: &mut Pod) {
+    pod.metadata.managed_fields = None;
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::{
+        api::core::v1::{ContainerImage, NodeStatus, NodeSystemInfo},
+        apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry,
+    };
+
+    use super::*;
+
+    #[test]
+    fn a_stored_node_keeps_what_the_gates_read_and_drops_its_images_and_managed_fields() {
+        let mut node = Node::default();
+        node.metadata.labels = Some([("role".to_owned(), "worker".to_owned())].into());
+        node.metadata.managed_fields = Some(vec![ManagedFieldsEntry::default()]);
+        node.status = Some(NodeStatus {
+            images: Some(vec![ContainerImage::default()]),
+            node_info: Some(NodeSystemInfo { system_uuid: "u".into(), ..NodeSystemInfo::default() }),
+            ..NodeStatus::default()
+        });
+        strip_node(&mut node);
+        assert_eq!(node.metadata.managed_fields, None);
+        let status = node.status.unwrap();
+        assert_eq!(status.images, None);
+        assert_eq!(status.node_info.unwrap().system_uuid, "u");
+        assert!(node.metadata.labels.is_some());
+    }
+
+    #[tokio::test]
+    async fn no_store_set_means_the_loop_lists() {
+        assert!(Stores::default().nodes.read().await.is_none());
+    }
+}
