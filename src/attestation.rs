@@ -614,9 +614,9 @@ pub fn no_life_in_fence(remediation: &CoronerRemediation, remembered: Option<&st
 /// `verification::at_admission`): a binding edited since its last verification (a mistyped
 /// endpoint, a wrong password, another CA bundle) reaches no BMC and fails exactly like a dead one.
 /// Judged from the record taken at admission, so a verification after it does not count; the
-/// binding's metadata, or its Secret's, is not its content. A record taken before contents were
-/// recorded is judged by generation, as it was then. A fence that found no binding contacted no
-/// device.
+/// binding's metadata, or its Secret's, is not its content. The identity's own client, when it was
+/// built again during the fence, must be that content too. A record taken before contents were
+/// recorded is refused (acknowledgeable). A fence that found no binding contacted no device.
 pub fn binding_verified_at_admission(remediation: &CoronerRemediation) -> Result<String, Refusal> {
     let status = remediation.status.as_ref();
     let node = status.and_then(|s| s.evidence.as_ref()?.node.as_ref());
@@ -635,8 +635,22 @@ pub fn binding_verified_at_admission(remediation: &CoronerRemediation) -> Result
         ));
     };
     let history = binding_history(binding);
+    // The client the identity was then read through, when the fence got that far: built again from
+    // the Secret after a rejection, it may be another content than the admission's.
+    let identity = status.and_then(|s| s.evidence.as_ref()?.identity.as_ref()?.binding_content.as_ref());
     let verified = binding.verified_at.is_some()
         && binding.content.as_ref().is_some_and(|content| binding.verified_content.as_ref() == Some(content));
+    if verified && identity.is_some_and(|used| binding.verified_content.as_ref() != Some(used)) {
+        let admitted = node.map(|n| n.admitted_at.0);
+        return Err(Refusal::new(
+            AttestationReason::BindingUnverified,
+            format!(
+                "BmcBinding {} was {history}, but remediation {name} read the identity with other credentials or CA bundle than the ones verified (read again from the Secret during the fence): fix the binding so that it verifies (the guard and the next fence read through it)",
+                binding.name
+            ),
+        )
+        .acknowledgeable(admitted));
+    }
     if verified {
         return Ok(format!("BmcBinding {} {history}, at the content its client had at admission", binding.name));
     }

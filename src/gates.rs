@@ -614,13 +614,14 @@ pub fn queued_recheck(inputs: &GateInputs<'_>) -> StdDuration {
     frees.min(QUEUED_RECHECK)
 }
 
-/// Whether a remediation going from phase `before` to `after` (`None`: not seen, or gone) may move
-/// the queue, so that the pending remediations are woken: one leaves `Pending` (those behind it move
-/// up), leaves a phase that holds a power slot (the slot frees), or is gone. A status write within a
+/// Whether a remediation going from phase `before` to `after` (`None`: not seen; gone or being
+/// deleted) may move the queue, so that the pending remediations are woken: one leaves `Pending`
+/// (those behind it move up), leaves a phase that holds a power slot (the slot frees), or is going
+/// (each of its events: its deletion begins, its finalizer ends, it is gone). A status write within a
 /// phase, or a queued one's own, wakes nobody.
 pub fn moves_the_queue(before: Option<Phase>, after: Option<Phase>) -> bool {
     let holds = |phase: Option<Phase>| phase.is_some_and(Phase::holds_power_slot);
-    before != after && (after.is_none() || before == Some(Phase::Pending) || (holds(before) && !holds(after)))
+    after.is_none() || (before != after && (before == Some(Phase::Pending) || (holds(before) && !holds(after))))
 }
 
 fn count(limit: u32) -> usize {

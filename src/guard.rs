@@ -536,6 +536,7 @@ pub fn identify(
         verified_at: MicroTime(now),
         tls_verified: found.tls_verified == Some(true),
         binding_generation: Some(found.through.generation),
+        binding_content: Some(crate::access::content_hex(found.through.serial)),
     });
     new.last_update_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now));
     Ok((new, Notice { warning: false, reason: "GuardIdentityVerified".into(), message }))

@@ -373,11 +373,12 @@ pub fn record_fence(
     status: &mut BmcBindingStatus,
     finding: FenceFinding<'_>,
     binding: &BmcBinding,
+    content: Option<u64>,
     now: Timestamp,
 ) -> (bool, Vec<Notice>) {
     let Some(check) = fence_check(finding) else { return (false, Vec::new()) };
     let before = status.clone();
-    let notices = record(status, &check, binding, None, now);
+    let notices = record(status, &check, binding, content, now);
     (*status != before, notices)
 }
 
@@ -709,14 +710,14 @@ mod tests {
         let mut status = BmcBindingStatus::default();
         record(&mut status, &read(Ok(UuidMatch::Exact)), &binding(false), None, at(0));
         let proof = FenceFinding::Proven { system_id: "1", uuid: "u", matched: UuidMatch::Exact, power_state: "Off" };
-        let (changed, _) = record_fence(&mut status, proof, &binding(false), at(30));
+        let (changed, _) = record_fence(&mut status, proof, &binding(false), None, at(30));
         assert!(changed);
         assert_eq!(status.power_state.as_deref(), Some("Off"));
         assert_eq!(status.last_power_check_time, Some(Time(at(30))));
 
         let message = contract::final_message(Reason::IdentityChanged, "system 1 now reports UUID v");
         let refusal = FenceFinding::Refused { reason: Reason::IdentityChanged, message: &message };
-        let (changed, notices) = record_fence(&mut status, refusal, &binding(false), at(40));
+        let (changed, notices) = record_fence(&mut status, refusal, &binding(false), None, at(40));
         let verified = conditions::find(&status.conditions, IDENTITY_VERIFIED).unwrap();
         assert!(changed && verified.reason == "IdentityChanged");
         assert_eq!(verified.message, "system 1 now reports UUID v", "no NHC retry lever on a binding");
@@ -725,7 +726,7 @@ mod tests {
 
         let gate = FenceFinding::Refused { reason: Reason::NodeNotUnreachable, message: "Ready=True" };
         let before = status.clone();
-        assert_eq!(record_fence(&mut status, gate, &binding(false), at(50)), (false, vec![]));
+        assert_eq!(record_fence(&mut status, gate, &binding(false), None, at(50)), (false, vec![]));
         assert_eq!(status, before, "a gate's refusal says nothing about the binding");
     }
 
@@ -748,6 +749,7 @@ mod tests {
                     verified_at: k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(at),
                     tls_verified: true,
                     binding_generation: None,
+                    binding_content: None,
                 }),
                 ..Evidence::default()
             });

@@ -575,6 +575,10 @@ pub struct IdentityEvidence {
     /// through another generation is not this proof's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub binding_generation: Option<i64>,
+    /// A2: the content (keyed digest of the spec, credential and CA values) of the client the
+    /// identity was read through.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binding_content: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]

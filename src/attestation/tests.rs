@@ -1136,3 +1136,34 @@ fn a_fence_that_found_no_binding_needs_no_verified_one() {
     let checks = world.evaluate(t(0)).1;
     assert!(checks.contains(&(Precondition::BindingVerifiedAtAdmission, "passed")), "{checks:?}");
 }
+
+#[test]
+fn an_identity_read_with_other_credentials_than_the_verified_ones_refuses_the_attestation() {
+    let mut world = World::dead_node();
+    let identity = |content: &str| crate::api::IdentityEvidence {
+        binding: "w1".into(),
+        endpoint: "https://bmc-w1".into(),
+        system_id: "1".into(),
+        system_path: "/redfish/v1/Systems/1".into(),
+        bmc_uuid: "u".into(),
+        node_uuid: "u".into(),
+        match_kind: crate::api::UuidMatch::Exact,
+        verified_at: MicroTime(t(-450)),
+        tls_verified: true,
+        binding_generation: Some(5),
+        binding_content: Some(content.into()),
+    };
+    // The fence's client was built again from the Secret after a rejection: another content.
+    let evidence = world.remediations[0].status.as_mut().unwrap().evidence.as_mut().unwrap();
+    evidence.identity = Some(identity("00000000000000d5"));
+    let (verdict, _) = world.evaluate(t(0));
+    assert!(
+        matches!(&verdict, Verdict::Refuse(r) if r.reason == AttestationReason::BindingUnverified && r.message.contains("other credentials")),
+        "{verdict:?}"
+    );
+    // Read through the verified content: A2 holds.
+    let evidence = world.remediations[0].status.as_mut().unwrap().evidence.as_mut().unwrap();
+    evidence.identity = Some(identity("00000000000000c5"));
+    let checks = world.evaluate(t(0)).1;
+    assert!(checks.contains(&(Precondition::BindingVerifiedAtAdmission, "passed")), "{checks:?}");
+}

@@ -285,6 +285,7 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
     let client = ctx.client.clone();
     let namespace = ctx.namespace().to_owned();
     let remediations: Api<CoronerRemediation> = Api::namespaced(client.clone(), &namespace);
+    ctx.stores.clear();
     let remediation_controller = Controller::new(remediations.clone(), watcher::Config::default());
     let by_node = remediation_controller.store();
     let pending = remediation_controller.store();

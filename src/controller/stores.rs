@@ -17,6 +17,9 @@ use crate::{
     driver::ApiError,
 };
 
+/// How long a read waits for a store's first list before it lists by itself.
+const FILL_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// One kind's store, set by the term whose controllers fill it.
 pub struct Slot<K: Resource<DynamicType = ()> + Clone + 'static>(Mutex<Option<Store<K>>>);
 
@@ -31,13 +34,23 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static> Slot<K> {
         *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(store);
     }
 
-    /// Every object the store holds once it has been filled; `None` when no term set one.
+    fn clear(&self) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = None;
+    }
+
+    /// Every object the store holds once it has been filled; `None` when no term set one, or when it
+    /// is not filled within [`FILL_WAIT`] (the caller lists: a store that never fills must not hold a
+    /// fence).
     pub async fn read(&self) -> Option<Result<Vec<K>, ApiError>> {
         let store = self.0.lock().unwrap_or_else(PoisonError::into_inner).clone()?;
-        Some(match store.wait_until_ready().await {
-            Ok(()) => Ok(store.state().iter().map(|o| K::clone(o)).collect()),
-            Err(_) => Err(ApiError::Unavailable(format!("the {} watch stopped", K::kind(&())))),
-        })
+        match tokio::time::timeout(FILL_WAIT, store.wait_until_ready()).await {
+            Ok(Ok(())) => Some(Ok(store.state().iter().map(|o| K::clone(o)).collect())),
+            Ok(Err(_)) => Some(Err(ApiError::Unavailable(format!("the {} watch stopped", K::kind(&()))))),
+            Err(_) => {
+                tracing::warn!(kind = %K::kind(&()), ?FILL_WAIT, "store not filled yet; listing instead");
+                None
+            }
+        }
     }
 }
 
@@ -47,6 +60,17 @@ pub struct Stores {
     pub etcd_pods: Slot<Pod>,
     pub remediations: Slot<CoronerRemediation>,
     pub bindings: Slot<BmcBinding>,
+}
+
+impl Stores {
+    /// At a term's start: an earlier term's stores, whose watches ended with it, are never read
+    /// (until this term's are set, the loop lists).
+    pub fn clear(&self) {
+        self.nodes.clear();
+        self.etcd_pods.clear();
+        self.remediations.clear();
+        self.bindings.clear();
+    }
 }
 
 /// What a Node keeps in the store: no managed fields, no image list (often most of a Node's size);

@@ -25,7 +25,7 @@ use crate::{
     cluster,
     driver::{
         ApiResult, LoopSettings, World,
-        ports::{Attestations, Clock, Cluster, Devices, Events, Leadership, NodeLeases, Nodes, Remediations},
+        ports::{Attestations, Clock, Cluster, Devices, Events, Leadership, Listing, NodeLeases, Nodes, Remediations},
     },
     fence::{Mono, Notice},
     gates::LeaseSighting,
@@ -68,8 +68,9 @@ impl Remediations for Context {
         Ok(self.remediations_api().get_opt(name).await?)
     }
 
-    async fn remediations(&self) -> ApiResult<Vec<CoronerRemediation>> {
-        match self.stores.remediations.read().await {
+    async fn remediations(&self, from: Listing) -> ApiResult<Vec<CoronerRemediation>> {
+        let stored = if from == Listing::Stored { self.stores.remediations.read().await } else { None };
+        match stored {
             Some(stored) => stored,
             None => Ok(self.remediations_api().list(&ListParams::default()).await?.items),
         }
@@ -89,8 +90,9 @@ impl Nodes for Context {
         Ok(Api::<Node>::all(self.client.clone()).get_opt(name).await?)
     }
 
-    async fn nodes(&self) -> ApiResult<Vec<Node>> {
-        match self.stores.nodes.read().await {
+    async fn nodes(&self, from: Listing) -> ApiResult<Vec<Node>> {
+        let stored = if from == Listing::Stored { self.stores.nodes.read().await } else { None };
+        match stored {
             Some(stored) => stored,
             None => Ok(Api::<Node>::all(self.client.clone()).list(&ListParams::default()).await?.items),
         }
@@ -140,8 +142,9 @@ impl Leadership for Context {
 }
 
 impl Cluster for Context {
-    async fn bindings(&self) -> ApiResult<Vec<BmcBinding>> {
-        match self.stores.bindings.read().await {
+    async fn bindings(&self, from: Listing) -> ApiResult<Vec<BmcBinding>> {
+        let stored = if from == Listing::Stored { self.stores.bindings.read().await } else { None };
+        match stored {
             Some(stored) => stored,
             None => Ok(self.bindings_api().list(&ListParams::default()).await?.items),
         }
@@ -162,8 +165,9 @@ impl Cluster for Context {
         Ok(())
     }
 
-    async fn etcd_pods(&self) -> ApiResult<Vec<Pod>> {
-        if let Some(stored) = self.stores.etcd_pods.read().await {
+    async fn etcd_pods(&self, from: Listing) -> ApiResult<Vec<Pod>> {
+        let stored = if from == Listing::Stored { self.stores.etcd_pods.read().await } else { None };
+        if let Some(stored) = stored {
             return Ok(stored?
                 .into_iter()
                 .filter(|p| p.metadata.namespace.as_deref() == Some("kube-system"))

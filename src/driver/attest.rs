@@ -16,7 +16,7 @@ use k8s_openapi::api::{
 use kube::{Resource, ResourceExt};
 use tracing::{info, warn};
 
-use super::{ApiError, Error, Local, MAX_CONFLICTS, Next, World, release::update_node};
+use super::{ApiError, Error, Listing, Local, MAX_CONFLICTS, Next, World, release::update_node};
 use crate::{
     api::{
         AttestationPhase, AttestedRelease, AttestedReleaseState, BmcBinding, CoronerAttestation,
@@ -91,8 +91,8 @@ struct Seen {
 impl Seen {
     async fn read<W: World>(world: &W, local: &Local, attestation: &CoronerAttestation) -> Result<Self, Error> {
         let node_name = &attestation.spec.node_name;
-        let remediations = world.remediations().await?;
-        let nodes = world.nodes().await?;
+        let remediations = world.remediations(Listing::Stored).await?;
+        let nodes = world.nodes(Listing::Stored).await?;
         let instance = world.instance();
         let remembered_power = remediations
             .iter()
@@ -107,8 +107,8 @@ impl Seen {
             policies: world.admission_policies().await?,
             node: nodes.iter().find(|n| &n.name_any() == node_name).cloned(),
             lease: world.node_lease(node_name).await?,
-            etcd_pods: world.etcd_pods().await?,
-            bmc_bindings: world.bindings().await?,
+            etcd_pods: world.etcd_pods(Listing::Stored).await?,
+            bmc_bindings: world.bindings(Listing::Stored).await?,
             remediations,
             nodes,
         })
@@ -383,7 +383,7 @@ async fn withdraw<W: World>(world: &W, remediation: &str, attestation_uid: &str)
 /// At start: a `Releasing` record on a remediation is confirmed when its taint is on the node, and
 /// withdrawn when its attestation is gone and the taint is not there (the release never happened).
 pub async fn settle_dangling_records<W: World>(world: &W) -> Result<(), Error> {
-    let remediations = world.remediations().await?;
+    let remediations = world.remediations(Listing::Stored).await?;
     let attestations = world.attestations().await?;
     for remediation in &remediations {
         let Some(record) =

@@ -7,7 +7,7 @@ use crate::identity::Claim;
 
 impl<W: World> Fence<'_, W> {
     pub(super) async fn bindings_for_node(&self) -> Result<Vec<BmcBinding>, Error> {
-        let all = self.world.bindings().await?;
+        let all = self.world.bindings(Listing::Stored).await?;
         Ok(all.into_iter().filter(|b| b.spec.node_name == self.node_name).collect())
     }
 
@@ -43,7 +43,7 @@ impl<W: World> Fence<'_, W> {
         &self,
         snapshot: &NodeSnapshot,
     ) -> Result<Result<IdentityFound, IdentityProblem>, Error> {
-        let all = self.world.bindings().await?;
+        let all = self.world.bindings(Listing::Stored).await?;
         let bindings: Vec<&BmcBinding> = all.iter().filter(|b| b.spec.node_name == self.node_name).collect();
         let binding = match bindings.as_slice() {
             [binding] => binding,
@@ -154,7 +154,14 @@ impl<W: World> Fence<'_, W> {
             }
         };
         let mut status = binding.status.clone().unwrap_or_default();
-        let (changed, notices) = verification::record_fence(&mut status, finding, &binding, self.world.now());
+        // A proof verified the content the identity was read through, if the binding still has it.
+        let content = self
+            .status()
+            .evidence
+            .and_then(|e| e.identity?.binding_content)
+            .and_then(|hex| u64::from_str_radix(&hex, 16).ok())
+            .filter(|_| matches!(finding, FenceFinding::Proven { .. }));
+        let (changed, notices) = verification::record_fence(&mut status, finding, &binding, content, self.world.now());
         if changed
             && let Err(error) =
                 self.world.write_binding_status(&binding.name_any(), binding.status.as_ref(), &status).await
@@ -215,7 +222,7 @@ pub async fn origin_peers<W: World>(
     if peers.is_empty() {
         return Ok(Vec::new());
     }
-    let nodes = world.nodes().await?;
+    let nodes = world.nodes(Listing::Stored).await?;
     let uuid_of = |name: &str| {
         let node = nodes.iter().find(|n| n.name_any() == name)?;
         Some(node.status.as_ref()?.node_info.as_ref()?.system_uuid.clone())
@@ -232,13 +239,13 @@ pub async fn origin_peers<W: World>(
 /// Every other Node's systemUUID and every other binding's last verified UUID: what must not
 /// match the node's machine. Never asks another BMC.
 pub async fn claims<W: World>(world: &W, node_name: &str, binding: &BmcBinding) -> Result<Vec<Claim>, Error> {
-    let nodes = world.nodes().await?;
+    let nodes = world.nodes(Listing::Stored).await?;
     let node_claims = nodes.into_iter().filter(|n| n.name_any() != node_name).filter_map(|n| {
         let uuid = n.status.and_then(|s| s.node_info).map(|i| i.system_uuid).filter(|u| !u.is_empty())?;
         Some(Claim { owner: format!("Node {}", n.metadata.name.unwrap_or_default()), uuid })
     });
     let namespace = &world.settings().namespace;
-    let bindings = world.bindings().await?;
+    let bindings = world.bindings(Listing::Stored).await?;
     let binding_claims = bindings.into_iter().filter(|b| b.uid() != binding.uid()).filter_map(|b| {
         let uuid = b.status.as_ref().and_then(|s| s.uuid.clone())?;
         Some(Claim { owner: format!("BmcBinding {namespace}/{}", b.name_any()), uuid })

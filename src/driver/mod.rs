@@ -26,7 +26,7 @@ use tracing::{debug, info, warn};
 pub use crate::cluster::{ApiError, ApiResult};
 pub use identity::{claims, node_system, origin_peers};
 use ports::Target;
-pub use ports::{LoopSettings, World};
+pub use ports::{Listing, LoopSettings, World};
 use power::Aim;
 pub use power::CHECKS_ALLOWANCE;
 use release::{
@@ -485,17 +485,20 @@ impl<'a, W: World> Fence<'a, W> {
             let requeue = decision.requeue;
             let reset = decision.reset;
             let before = self.status();
+            // An admission counts from before its write: a write that took effect but whose answer
+            // was lost leaves a store showing it Pending, and the gates must still count it (an
+            // admission that did not happen only makes the others wait).
+            if let Some(history) = admissions.as_deref_mut()
+                && fence::phase_of(&decision.status) == Phase::VerifyingIdentity
+            {
+                history.times.insert(self.uid.clone(), context.now);
+            }
             self.commit(decision, Some(&node)).await?;
             // A change held for the next write (W1) wakes the fence as its write would have.
             let requeue = match requeue {
                 None if self.held.is_some() && self.status() != before => Some(StdDuration::ZERO),
                 requeue => requeue,
             };
-            if let Some(history) = admissions.as_deref_mut()
-                && fence::phase_of(&self.status()) == Phase::VerifyingIdentity
-            {
-                history.times.insert(self.uid.clone(), context.now);
-            }
             drop(admissions);
             if let Some(reset) = reset {
                 self.send_reset(reset, aim, &node).await?;
@@ -576,29 +579,58 @@ impl<'a, W: World> Fence<'a, W> {
         snapshot: &NodeSnapshot,
         history: &mut Admissions,
     ) -> Result<Verdict, Error> {
-        let bindings = self.world.bindings().await?;
-        let remediations = self.world.remediations().await?;
-        let nodes = self.world.nodes().await?;
-        let etcd_pods = self.world.etcd_pods().await?;
-        // Read from stores, which may not show this leader's last admissions yet.
-        let remediations: Vec<CoronerRemediation> =
-            remediations.into_iter().map(|r| gates::as_admitted(r, &history.times)).collect();
-        let now = self.world.now();
-        for r in &remediations {
-            if let (Some(uid), Some(node)) =
-                (r.uid(), r.status.as_ref().and_then(|s| s.evidence.as_ref()?.node.as_ref()))
-            {
-                history.times.insert(uid, node.admitted_at.0);
-            }
-        }
-        let admitted: Vec<Timestamp> = history.times.values().copied().collect();
+        let bindings = self.world.bindings(Listing::Stored).await?;
+        // The quorum gate reads the other control-plane Nodes' and etcd members' readiness, which
+        // a store may show from before one of them went down: listed fresh for a control-plane node.
+        let quorum = if gates::is_control_plane(node) { Listing::Fresh } else { Listing::Stored };
+        let nodes = self.world.nodes(quorum).await?;
+        let etcd_pods = self.world.etcd_pods(quorum).await?;
         let settings = self.world.settings();
+        // The remediations from the store; a queue decision is taken again on a fresh list (a wake-up
+        // by the queue moving may come before the store shows the move), so waiting costs reads only
+        // when woken.
+        let lease = self.world.lease_sighting(&self.node_name, self.world.mono());
+        let mut listing = Listing::Stored;
+        let (remediations, admitted, now, gate) = loop {
+            let remediations = self.world.remediations(listing).await?;
+            // A store may not show this leader's last admissions yet.
+            let remediations: Vec<CoronerRemediation> =
+                remediations.into_iter().map(|r| gates::as_admitted(r, &history.times)).collect();
+            let now = self.world.now();
+            for r in &remediations {
+                if let (Some(uid), Some(node)) =
+                    (r.uid(), r.status.as_ref().and_then(|s| s.evidence.as_ref()?.node.as_ref()))
+                {
+                    history.times.insert(uid, node.admitted_at.0);
+                }
+            }
+            let admitted: Vec<Timestamp> = history.times.values().copied().collect();
+            let inputs = GateInputs {
+                remediation: &self.remediation,
+                node,
+                namespace: &settings.namespace,
+                now,
+                lease,
+                bindings: &bindings,
+                nodes: &nodes,
+                etcd_pods: &etcd_pods,
+                remediations: &remediations,
+                recent_admissions: &admitted,
+                limits: settings.limits,
+            };
+            let gate = gates::evaluate(&inputs);
+            if listing == Listing::Stored && matches!(gate, Gate::Wait(Reason::Queued, _)) {
+                listing = Listing::Fresh;
+                continue;
+            }
+            break (remediations, admitted, now, gate);
+        };
         let inputs = GateInputs {
             remediation: &self.remediation,
             node,
             namespace: &settings.namespace,
             now,
-            lease: self.world.lease_sighting(&self.node_name, self.world.mono()),
+            lease,
             bindings: &bindings,
             nodes: &nodes,
             etcd_pods: &etcd_pods,
@@ -608,7 +640,7 @@ impl<'a, W: World> Fence<'a, W> {
         };
         // A release another remediation of the node did stands, whatever a storm limit says; a
         // final refusal still wins, and a fresh Lease holds it (gates::adoption_waits).
-        Ok(match (gates::evaluate(&inputs), gates::release_to_adopt(&inputs)) {
+        Ok(match (gate, gates::release_to_adopt(&inputs)) {
             (Gate::Refuse(reason, message), _) => Verdict::Refuse { reason, message },
             (_, Some(adoptable)) => match gates::adoption_waits(&inputs) {
                 Some((reason, message)) => Verdict::Wait { reason, message, recheck: None },
@@ -618,11 +650,13 @@ impl<'a, W: World> Fence<'a, W> {
                 let mut evidence = snapshot.evidence(now);
                 // A2: the binding as admission found it, for an attestation to judge.
                 let named: Vec<&BmcBinding> = bindings.iter().filter(|b| b.spec.node_name == self.node_name).collect();
-                if let [binding] = named.as_slice() {
-                    // The client the identity step goes through next (built now, reused then): what
-                    // the fence's device messages will come from.
-                    let content = self.world.target(binding).await?.ok().map(|(_, content)| content);
-                    evidence.binding = Some(verification::at_admission(binding, content));
+                if let [named] = named.as_slice()
+                    && let Some(binding) = self.world.binding(&named.name_any()).await?
+                {
+                    // Read fresh (a store may trail an edit), with the client the identity step then
+                    // goes through (built now, reused then).
+                    let content = self.world.target(&binding).await?.ok().map(|(_, content)| content);
+                    evidence.binding = Some(verification::at_admission(&binding, content));
                 }
                 Verdict::Admit(Box::new(evidence))
             }

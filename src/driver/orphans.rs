@@ -18,7 +18,7 @@ pub async fn sweep<W: World>(world: &W, local: &Local, name: &str) -> Result<(),
         return Ok(());
     }
     // Listed after the Node was read: a record's remediation missing here is gone for good.
-    let live: Vec<String> = world.remediations().await?.iter().filter_map(ResourceExt::uid).collect();
+    let live: Vec<String> = world.remediations(Listing::Fresh).await?.iter().filter_map(ResourceExt::uid).collect();
     for orphan in taints::orphaned(&node, &live) {
         let Orphan { taint, owner, held } = &orphan;
         match held {

@@ -35,10 +35,19 @@ pub trait Clock {
     fn mono(&self) -> Mono;
 }
 
+/// Where a list comes from: a reflector store, which trails the API server by its watch's delay
+/// (production's stores, the simulator's lagging view), or the API server now — only where a fresh
+/// list is the rule, named at each call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Listing {
+    Stored,
+    Fresh,
+}
+
 pub trait Remediations {
     fn remediation(&self, name: &str) -> impl Future<Output = ApiResult<Option<CoronerRemediation>>> + Send;
     /// Every remediation in coroner's namespace.
-    fn remediations(&self) -> impl Future<Output = ApiResult<Vec<CoronerRemediation>>> + Send;
+    fn remediations(&self, from: Listing) -> impl Future<Output = ApiResult<Vec<CoronerRemediation>>> + Send;
     /// Writes `status` through the status subresource under `current`'s resourceVersion.
     fn write_status(
         &self,
@@ -49,7 +58,7 @@ pub trait Remediations {
 
 pub trait Nodes {
     fn node(&self, name: &str) -> impl Future<Output = ApiResult<Option<Node>>> + Send;
-    fn nodes(&self) -> impl Future<Output = ApiResult<Vec<Node>>> + Send;
+    fn nodes(&self, from: Listing) -> impl Future<Output = ApiResult<Vec<Node>>> + Send;
     /// Writes `wanted`'s taints and annotations onto the Node as a patch under `current`'s
     /// resourceVersion; nothing else is sent (a whole-Node update would drop fields the server knows
     /// and these structs do not).
@@ -82,7 +91,7 @@ pub trait Leadership {
 /// The rest of the cluster the gates, the identity step and the release read or change.
 pub trait Cluster {
     /// Every BmcBinding in coroner's namespace.
-    fn bindings(&self) -> impl Future<Output = ApiResult<Vec<BmcBinding>>> + Send;
+    fn bindings(&self, from: Listing) -> impl Future<Output = ApiResult<Vec<BmcBinding>>> + Send;
     fn binding(&self, name: &str) -> impl Future<Output = ApiResult<Option<BmcBinding>>> + Send;
     /// Writes a binding's status (a merge patch from `old` to `new`: a field `new` lacks is cleared).
     fn write_binding_status(
@@ -92,7 +101,7 @@ pub trait Cluster {
         new: &BmcBindingStatus,
     ) -> impl Future<Output = ApiResult<()>> + Send;
     /// Pods labelled `component=etcd` in kube-system.
-    fn etcd_pods(&self) -> impl Future<Output = ApiResult<Vec<Pod>>> + Send;
+    fn etcd_pods(&self, from: Listing) -> impl Future<Output = ApiResult<Vec<Pod>>> + Send;
     /// Pods bound to the node.
     fn pods_on(&self, node: &str) -> impl Future<Output = ApiResult<Vec<Pod>>> + Send;
     /// Force-deletes a pod (grace period 0) under its UID.

@@ -186,7 +186,7 @@ async fn orphan_to_adopt<W: World>(
     if taints::ownership(node, CoronerTaint::OutOfService).is_none_or(|o| o.uid == owner_uid) {
         return Ok(None);
     }
-    let live: Vec<String> = world.remediations().await?.iter().filter_map(ResourceExt::uid).collect();
+    let live: Vec<String> = world.remediations(Listing::Fresh).await?.iter().filter_map(ResourceExt::uid).collect();
     Ok(taints::adopt_orphan(node, owner_uid, &live, now))
 }
 

@@ -739,7 +739,8 @@ fn the_queue_moves_when_one_leaves_pending_or_a_power_slot_or_is_gone_and_not_on
     assert!(moves_the_queue(Some(Pending), Some(VerifyingIdentity)), "admitted: those behind move up");
     assert!(moves_the_queue(Some(WaitingForRelease), Some(Done)), "its slot frees");
     assert!(moves_the_queue(Some(PoweringOff), Some(Failed)));
-    assert!(moves_the_queue(Some(Done), None), "gone");
+    assert!(moves_the_queue(Some(Done), None), "being deleted");
+    assert!(moves_the_queue(None, None), "gone (its deletion was already seen)");
     assert!(!moves_the_queue(Some(ConfirmingOff), Some(ConfirmingOff)), "a status write within a phase");
     assert!(!moves_the_queue(Some(VerifyingIdentity), Some(PoweringOff)), "still holds its slot");
     assert!(!moves_the_queue(None, Some(Pending)), "a new one is reconciled itself");

@@ -41,6 +41,7 @@ fn released() -> CoronerRemediationStatus {
                 verified_at: MicroTime(t(1)),
                 tls_verified: true,
                 binding_generation: None,
+                binding_content: None,
             }),
             release: Some(ReleaseEvidence {
                 release_id: None,

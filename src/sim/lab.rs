@@ -34,7 +34,9 @@ use crate::{
     controller::retry,
     driver::{
         self, Admissions, ApiResult, Local, LoopSettings, Next, World,
-        ports::{Attestations, Clock, Cluster, Devices, Events, Leadership, NodeLeases, Nodes, Remediations, Target},
+        ports::{
+            Attestations, Clock, Cluster, Devices, Events, Leadership, Listing, NodeLeases, Nodes, Remediations, Target,
+        },
     },
     fence::{Mono, Notice},
     gates::{LeaseSighting, StormLimits},
@@ -451,7 +453,7 @@ impl<D: Target + Clone> Remediations for Lab<D> {
         Ok(self.world(|t| t.remediation(name)))
     }
 
-    async fn remediations(&self) -> ApiResult<Vec<CoronerRemediation>> {
+    async fn remediations(&self, _: Listing) -> ApiResult<Vec<CoronerRemediation>> {
         Ok(self.world(|t| t.remediation_list()))
     }
 
@@ -473,7 +475,7 @@ impl<D: Target + Clone> Nodes for Lab<D> {
         Ok(self.world(|t| t.node(name)))
     }
 
-    async fn nodes(&self) -> ApiResult<Vec<Node>> {
+    async fn nodes(&self, _: Listing) -> ApiResult<Vec<Node>> {
         Ok(self.world(|t| t.node_list()))
     }
 
@@ -555,7 +557,7 @@ impl<D: Target + Clone> Attestations for Lab<D> {
 }
 
 impl<D: Target + Clone> Cluster for Lab<D> {
-    async fn bindings(&self) -> ApiResult<Vec<BmcBinding>> {
+    async fn bindings(&self, _: Listing) -> ApiResult<Vec<BmcBinding>> {
         Ok(self.world(|t| t.binding_list()))
     }
 
@@ -577,7 +579,7 @@ impl<D: Target + Clone> Cluster for Lab<D> {
         Ok(())
     }
 
-    async fn etcd_pods(&self) -> ApiResult<Vec<Pod>> {
+    async fn etcd_pods(&self, _: Listing) -> ApiResult<Vec<Pod>> {
         Ok(Vec::new())
     }
 

@@ -29,7 +29,9 @@ use crate::{
     controller::LeaseTracker,
     driver::{
         ApiError, ApiResult, Local, LoopSettings, World,
-        ports::{Attestations, Clock, Cluster, Devices, Events, Leadership, NodeLeases, Nodes, Remediations, Target},
+        ports::{
+            Attestations, Clock, Cluster, Devices, Events, Leadership, Listing, NodeLeases, Nodes, Remediations, Target,
+        },
     },
     fence::Notice,
     gates::LeaseSighting,
@@ -244,9 +246,12 @@ impl Remediations for Process {
     }
 
     // Served from a reflector store in production: the truth as it was the watch's delay ago.
-    async fn remediations(&self) -> ApiResult<Vec<CoronerRemediation>> {
+    async fn remediations(&self, from: Listing) -> ApiResult<Vec<CoronerRemediation>> {
         let pid = self.pid;
-        self.api(false, |t| Ok(t.stored_view(pid).remediations.clone())).await
+        self.api(false, |t| {
+            Ok(if from == Listing::Stored { t.stored_view(pid).remediations.clone() } else { t.remediation_list() })
+        })
+        .await
     }
 
     async fn write_status(
@@ -271,9 +276,10 @@ impl Nodes for Process {
     }
 
     // A store in production, as `remediations`.
-    async fn nodes(&self) -> ApiResult<Vec<Node>> {
+    async fn nodes(&self, from: Listing) -> ApiResult<Vec<Node>> {
         let pid = self.pid;
-        self.api(false, |t| Ok(t.stored_view(pid).nodes.clone())).await
+        self.api(false, |t| Ok(if from == Listing::Stored { t.stored_view(pid).nodes.clone() } else { t.node_list() }))
+            .await
     }
 
     async fn patch_node(&self, current: &Node, wanted: &Node) -> ApiResult<Node> {
@@ -360,9 +366,12 @@ impl Attestations for Process {
 
 impl Cluster for Process {
     // A store in production, as `remediations`.
-    async fn bindings(&self) -> ApiResult<Vec<BmcBinding>> {
+    async fn bindings(&self, from: Listing) -> ApiResult<Vec<BmcBinding>> {
         let pid = self.pid;
-        self.api(false, |t| Ok(t.stored_view(pid).bindings.clone())).await
+        self.api(false, |t| {
+            Ok(if from == Listing::Stored { t.stored_view(pid).bindings.clone() } else { t.binding_list() })
+        })
+        .await
     }
 
     async fn binding(&self, name: &str) -> ApiResult<Option<BmcBinding>> {
@@ -378,7 +387,7 @@ impl Cluster for Process {
         self.api(true, |t| t.write_binding_status(name, status)).await
     }
 
-    async fn etcd_pods(&self) -> ApiResult<Vec<Pod>> {
+    async fn etcd_pods(&self, _: Listing) -> ApiResult<Vec<Pod>> {
         self.api(false, |_| Ok(Vec::new())).await
     }
 

@@ -340,6 +340,7 @@ mod tests {
                 verified_at: t(300),
                 tls_verified: true,
                 binding_generation: None,
+                binding_content: None,
             }),
             ..Evidence::default()
         }

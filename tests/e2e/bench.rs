@@ -16,8 +16,10 @@
 //! * P2 at scale: with 1 000 more Nodes and 10 000 Pods bound to them (objects only), coroner's RSS and
 //!   its CPU seconds over 30 s.
 //!
-//! What this does not measure yet (docs/benchmarks.md says so): P2 after a 50-node storm, P3, and FAR
-//! itself side by side.
+//! * P3: 50 nodes dead at once, under the default limits (what waits, what the waiting costs) and
+//!   with the limits raised (until all are released), and P2 after that storm.
+//!
+//! What this does not measure yet (docs/benchmarks.md says so): FAR itself side by side.
 
 use std::{
     io::Write,
@@ -25,7 +27,7 @@ use std::{
 };
 
 use coroner::{api::CoronerRemediation, contract};
-use kube::{Api, api::PostParams};
+use kube::{Api, ResourceExt, api::PostParams};
 use serde_json::json;
 
 use crate::{
@@ -109,6 +111,7 @@ pub async fn run() {
     let (rss_after, cpu_after) = usage(pid);
     let baseline = fence_redfish_off(&mut world).await;
     let scale = at_scale(&world, pid).await;
+    let storm = storm(&mut world).await;
 
     let mut out = String::new();
     out.push_str("| configuration | P1: CR → taint − settle, min / median / max | BMC requests per fence | API reads | API writes | Events | leader Lease renewals |\n|---|---|---|---|---|---|---|\n");
@@ -147,8 +150,142 @@ pub async fn run() {
         scale.1,
         SCALE_IDLE.as_secs()
     ));
+    out.push_str(&format!(
+        "P3, {STORM} nodes dead at once (their {STORM} Ready=Unknown Nodes besides the {SCALE_NODES} above): with the default limits, {} admitted and {} queued after {:.0} s; while they waited coroner made {} API reads in {} s (leader Lease apart). With the limits raised (--max-concurrent-fences {STORM}, --max-fences-per-window 1000): all {STORM} released {:.1} s after their remediations were created (first {:.1} s). RSS after the storm {} KiB.\n",
+        storm.admitted,
+        storm.queued,
+        STORM_SETTLE.as_secs_f64(),
+        storm.queue_reads,
+        QUEUE_WATCH.as_secs(),
+        storm.all_released.as_secs_f64(),
+        storm.first_released.as_secs_f64(),
+        storm.rss_after
+    ));
     println!("\n{out}");
     let _ = std::io::stdout().flush();
+}
+
+/// P3: how many machines die at once.
+const STORM: usize = 50;
+/// How long the default limits' queue is left to settle before its reads are counted.
+const STORM_SETTLE: Duration = Duration::from_secs(40);
+/// How long the queue's reads are counted.
+const QUEUE_WATCH: Duration = Duration::from_secs(60);
+
+struct Storm {
+    admitted: usize,
+    queued: usize,
+    queue_reads: u64,
+    first_released: Duration,
+    all_released: Duration,
+    rss_after: u64,
+}
+
+/// P3 and P2 after a storm: [`STORM`] more machines, whose nodes go `Ready=Unknown` together. First
+/// under coroner's default limits (3 at once, 5 per 10 minutes): what is admitted, what waits, and
+/// the API reads the waiting costs; those remediations are then deleted, and the same nodes fenced
+/// again by a replica with the limits raised, timed until every one is released.
+async fn storm(world: &mut World) -> Storm {
+    let names: Vec<String> = (0..STORM).map(|i| format!("storm-{i}")).collect();
+    for (i, name) in names.iter().enumerate() {
+        let n = u32::try_from(400 + i).unwrap_or(400);
+        world.add_node(name, &uuid(n), &[("bench.coroner.dev/pool", "storm")], 0.0).await;
+    }
+    for name in &names {
+        wait_for(&format!("{name} Ready"), Duration::from_secs(180), || async {
+            (crate::ready(world, name).await.as_deref() == Some("True")).then_some(())
+        })
+        .await;
+    }
+    let common = [
+        "--guard-interval",
+        "1h",
+        "--verify-interval",
+        "10m",
+        "--lease-duration",
+        "15s",
+        "--bmc-request-timeout",
+        "5s",
+    ];
+    world.stop_coroners();
+    world.start_coroner(&common);
+    // Every binding verified before the outage.
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    for name in &names {
+        world.node(name).partition();
+    }
+    for name in &names {
+        wait_for(&format!("{name} Ready=Unknown"), Duration::from_secs(120), || async {
+            (crate::ready(world, name).await.as_deref() == Some("Unknown")).then_some(())
+        })
+        .await;
+    }
+    let api: Api<CoronerRemediation> = Api::namespaced(world.client.clone(), CORONER_NS);
+    create_all(&api, &names, "queued").await;
+    tokio::time::sleep(STORM_SETTLE).await;
+    let before = flow_counts(world);
+    tokio::time::sleep(QUEUE_WATCH).await;
+    let queue_reads = flow_counts(world)[2].saturating_sub(before[2]);
+    let ours = |r: &CoronerRemediation| r.name_any().starts_with("storm-");
+    let all = api.list(&Default::default()).await.unwrap().items;
+    let phase = |r: &CoronerRemediation| r.status.as_ref().and_then(|s| s.phase).unwrap_or_default();
+    let pending = all.iter().filter(|r| ours(r) && phase(r) == coroner::api::Phase::Pending).count();
+    let admitted = all.iter().filter(|r| ours(r)).count() - pending;
+    log(format!(
+        "storm, default limits: {admitted} admitted, {pending} waiting; {queue_reads} API reads in {QUEUE_WATCH:?} of waiting"
+    ));
+    for r in all.iter().filter(|r| ours(r)) {
+        let _ = api.delete(&r.name_any(), &Default::default()).await;
+    }
+    wait_for("the storm's first remediations gone", Duration::from_secs(120), || async {
+        let left = api.list(&Default::default()).await.ok()?.items;
+        (!left.iter().any(ours)).then_some(())
+    })
+    .await;
+    world.stop_coroners();
+    let raised = [&common[..], &["--max-concurrent-fences", "50", "--max-fences-per-window", "1000"]].concat();
+    let replica = world.start_coroner(&raised);
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let created = Instant::now();
+    create_all(&api, &names, "raised").await;
+    let mut released = std::collections::BTreeMap::new();
+    while released.len() < names.len() {
+        assert!(
+            created.elapsed() < Duration::from_secs(300),
+            "the storm was not released within 5 minutes: {released:?}"
+        );
+        let waiting: Vec<&String> = names.iter().filter(|n| !released.contains_key(*n)).collect();
+        for name in waiting {
+            if crate::taint_keys(world, name).await.iter().any(|k| k == "node.kubernetes.io/out-of-service") {
+                released.insert(name.clone(), created.elapsed());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let first_released = released.values().min().copied().unwrap_or_default();
+    let all_released = released.values().max().copied().unwrap_or_default();
+    log(format!(
+        "storm, limits raised: first released after {first_released:.1?}, all {STORM} after {all_released:.1?}"
+    ));
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let (rss_after, _) = usage(world.coroner_pid(&replica).unwrap_or_default());
+    Storm { admitted, queued: pending, queue_reads, first_released, all_released, rss_after }
+}
+
+/// Creates one remediation per node at once, as NodeHealthCheck does when they all turn unhealthy.
+async fn create_all(api: &Api<CoronerRemediation>, names: &[String], tag: &str) {
+    let create = names.iter().map(|name| {
+        let remediation: CoronerRemediation = serde_json::from_value(json!({
+            "apiVersion": "coroner.dev/v1alpha1", "kind": "CoronerRemediation",
+            "metadata": {"name": format!("{name}-{tag}"), "namespace": CORONER_NS,
+                         "annotations": {contract::NODE_NAME_ANNOTATION: name}},
+            "spec": {"action": "Off", "remediationStrategy": "OutOfServiceTaint",
+                     "powerOffTimeout": "60s", "leaseFreshness": "5s", "retry": {"count": 1, "interval": "1s"}},
+        }))
+        .unwrap();
+        async move { api.create(&PostParams::default(), &remediation).await.unwrap() }
+    });
+    futures::future::join_all(create).await;
 }
 
 const SCALE_NODES: usize = 1000;
