@@ -39,7 +39,10 @@ use tracing::{error, info, warn};
 use crate::{
     access::{self, Clients},
     api::{BmcBinding, CoronerRemediation, CoronerRemediationTemplate, Phase},
-    driver::{self, ApiError, LoopSettings},
+    driver::{
+        self, ApiError, Listing, LoopSettings,
+        ports::{Cluster, Remediations},
+    },
     gates::StormLimits,
     leader::Election,
     telemetry::{self, Health, Metrics},
@@ -413,7 +416,7 @@ fn shutdown_grace(election: Option<&Election>, bmc: &access::BmcSettings) -> Std
     }
 }
 
-/// Recomputes the gauges from the API every few seconds ([`telemetry::remediation_gauges`],
+/// Recomputes the gauges every few seconds, from the stores while leading ([`telemetry::remediation_gauges`],
 /// [`telemetry::binding_gauges`]), and every minute the nodes nothing could fence
 /// ([`crate::verify::unprotected`], from the Nodes' metadata only): a list that fails leaves its
 /// gauges as they were.
@@ -423,18 +426,26 @@ async fn refresh_gauges(ctx: Arc<Context>, shutdown: CancellationToken) {
             () = shutdown.cancelled() => return,
             () = tokio::time::sleep(GAUGE_PERIOD) => {}
         }
-        if let Ok(list) = ctx.remediations_api().list(&ListParams::default()).await {
-            ctx.metrics.set_remediation_gauges(&telemetry::remediation_gauges(&list.items, Timestamp::now()));
+        // From the leader's stores; a replica that does not lead (it has none) lists.
+        if let Ok(list) = ctx.remediations(Listing::Stored).await {
+            ctx.metrics.set_remediation_gauges(&telemetry::remediation_gauges(&list, Timestamp::now()));
         }
-        let Ok(bindings) = ctx.bindings_api().list(&ListParams::default()).await else { continue };
-        ctx.metrics.set_binding_gauges(&telemetry::binding_gauges(&bindings.items));
+        let Ok(bindings) = ctx.bindings(Listing::Stored).await else { continue };
+        ctx.metrics.set_binding_gauges(&telemetry::binding_gauges(&bindings));
         if round % UNPROTECTED_EVERY != 0 {
             continue;
         }
-        let nodes = Api::<Node>::all(ctx.client.clone()).list_metadata(&ListParams::default()).await;
+        let nodes = match ctx.stores.nodes.read().await {
+            Some(stored) => stored.map(|nodes| nodes.into_iter().map(|n| n.metadata).collect::<Vec<_>>()),
+            None => Api::<Node>::all(ctx.client.clone())
+                .list_metadata(&ListParams::default())
+                .await
+                .map(|list| list.items.into_iter().map(|n| n.metadata).collect())
+                .map_err(ApiError::from),
+        };
         if let (Ok(nhcs), Ok(nodes)) = (crate::cluster::node_health_checks(&ctx.client).await, nodes) {
-            let (selected, _) = crate::verify::selection(&nhcs, nodes.items.iter().map(|n| &n.metadata));
-            let unprotected = crate::verify::unprotected(&selected, &bindings.items);
+            let (selected, _) = crate::verify::selection(&nhcs, nodes.iter());
+            let unprotected = crate::verify::unprotected(&selected, &bindings);
             ctx.metrics.nodes_unprotected.set(i64::try_from(unprotected.len()).unwrap_or(i64::MAX));
         }
     }
