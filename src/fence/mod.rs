@@ -311,6 +311,22 @@ pub fn spans_settle(run: &Run, settle: StdDuration) -> bool {
     run.last.requested.checked_sub(run.first.answered).is_some_and(|span| span >= settle)
 }
 
+/// When the next reading is due (this process's monotonic clock): a `pollInterval` after the last
+/// request; but when an unbroken Off run would then fall short of `settle` by at most a tenth of
+/// `pollInterval` (the first reading's latency: the span counts from its answer), just when it
+/// spans it: a reading a few milliseconds too early would need another a whole `pollInterval`
+/// later. The cadence stays the `pollInterval` the template asks for, within a tenth.
+pub fn next_reading_due(spec: &CoronerRemediationSpec, memory: &Memory) -> Option<Mono> {
+    let last = memory.last_requested?;
+    let poll = spec.poll_interval.get();
+    let due = last + poll;
+    let spans_at = memory.run.map(|run| run.first.answered + spec.settle.get());
+    Some(match spans_at {
+        Some(spans_at) if due < spans_at && spans_at - due <= poll / 10 => spans_at,
+        _ => due,
+    })
+}
+
 /// How long a proof's last Off reading counts as fresh: `pollInterval` + the request timeout.
 pub fn freshness(spec: &CoronerRemediationSpec, timing: Timing) -> StdDuration {
     spec.poll_interval.get() + timing.request_timeout
@@ -524,7 +540,7 @@ pub fn plan(spec: &CoronerRemediationSpec, status: &CoronerRemediationStatus, ct
     let spec = spec_of(spec, status);
     let memory = ctx.memory;
     let after = |at: Option<Mono>| at.filter(|at| *at > ctx.mono).map(|at| at - ctx.mono);
-    let paced = || after(memory.last_requested.map(|at| at + spec.poll_interval.get()));
+    let paced = || after(next_reading_due(spec, memory));
     let system_path = || status.evidence.as_ref().and_then(|e| e.identity.as_ref()).map(|i| i.system_path.clone());
     let read = || system_path().map_or(Plan::VerifyIdentity, |system_path| Plan::ReadPower { system_path });
     let phase = phase_of(status);
@@ -1313,11 +1329,11 @@ impl<'a> Step<'a> {
         }
     }
 
-    /// One `pollInterval` from the last request, not from its answer: a BMC slower than the interval
-    /// is asked again as soon as it answers.
+    /// One `pollInterval` from the last request, not from its answer (a BMC slower than the interval
+    /// is asked again as soon as it answers), or when the run spans settle ([`next_reading_due`]).
     fn until_next_poll(&self) -> StdDuration {
         let poll = self.spec.poll_interval.get();
-        self.memory.last_requested.map_or(poll, |at| (at + poll).saturating_sub(self.ctx.mono))
+        next_reading_due(self.spec, &self.memory).map_or(poll, |at| at.saturating_sub(self.ctx.mono))
     }
 
     /// The node's Lease as admission recorded it (the epoch for none, so any Lease that appears

@@ -537,16 +537,17 @@ fn an_unbroken_run_spanning_settle_is_the_proof() {
 
 #[test]
 fn the_settle_span_is_measured_on_precise_times_after_persistence() {
-    // Off every 990 ms after the ForceOff at f: f+0.99 … f+2.97 spans 1.98 s. Whole seconds (or
-    // rounded ones) would say 2 s and release a reading early; the proof needs the fourth, at f+3.96.
+    // Off every 990 ms after the ForceOff at f: f+0.99, f+1.98, and a third at f+2.97 would span
+    // 1.98 s. Whole seconds (or rounded ones) would say 2 s and release on it; the third reading waits
+    // the 20 ms the precise span still lacks (`next_reading_due`) and is taken at f+2.99, spanning 2 s.
     let spec = CoronerRemediationSpec { poll_interval: crate::api::Duration::from_millis(990), ..off_spec() };
     let lab = lab(spec, machine(true));
     let status = run(&lab);
     let [(force_off, _)] = reset_times(&lab)[..] else { panic!("{:?}", reset_times(&lab)) };
     let proof = proof_of(&status);
     let ms = SignedDuration::from_millis;
-    assert_eq!(proof.count, 4);
-    assert_eq!((proof.first[0].at.0, proof.latest().unwrap().at.0), (force_off + ms(990), force_off + ms(3960)));
+    assert_eq!(proof.count, 3);
+    assert_eq!((proof.first[0].at.0, proof.latest().unwrap().at.0), (force_off + ms(990), force_off + ms(2990)));
 }
 
 #[test]
@@ -2212,4 +2213,27 @@ fn a_machine_off_after_a_force_off_whose_answer_was_never_recorded_is_not_called
     let off = step(&spec(), &state, power(PowerState::Off), ctx(2, &node));
     assert_eq!(off.status.phase, Some(Phase::ConfirmingOff));
     assert!(!off.status.evidence.unwrap().power_off.unwrap().already_off);
+}
+
+#[test]
+fn the_reading_that_completes_settle_waits_for_the_moment_it_does_instead_of_needing_another_poll() {
+    let spec = CoronerRemediationSpec::default();
+    let ms = StdDuration::from_millis;
+    let run = Run {
+        first: Sampled { requested: ms(1000), answered: ms(1010) },
+        last: Sampled { requested: ms(2000), answered: ms(2008) },
+        count: 2,
+    };
+    let memory = Memory { run: Some(run), last_requested: Some(ms(2000)), ..Memory::default() };
+    // A poll after the last request (3.000 s) the run would span 1.990 s of settle's 2 s: the reading
+    // waits until 3.010 s, and completes the proof.
+    assert_eq!(next_reading_due(&spec, &memory), Some(ms(3010)));
+    // No run: a poll after the last request.
+    let bare = Memory { last_requested: Some(ms(2000)), ..Memory::default() };
+    assert_eq!(next_reading_due(&spec, &bare), Some(ms(3000)));
+    // Short of settle by more than a tenth of the poll: a poll at a time, the cadence asked for.
+    let long = CoronerRemediationSpec { settle: crate::api::Duration::from_secs(60), ..spec.clone() };
+    assert_eq!(next_reading_due(&long, &memory), Some(ms(3000)));
+    let late = Memory { last_requested: Some(ms(1500)), ..memory };
+    assert_eq!(next_reading_due(&spec, &late), Some(ms(2500)), "the run would span settle only 510 ms later");
 }

@@ -208,7 +208,8 @@ async fn storm(world: &mut World) -> Storm {
         "5s",
     ];
     world.stop_coroners();
-    world.start_coroner(&common);
+    // coroner's own default limits (the harness raises the window for its scenarios).
+    world.start_coroner(&[&common[..], &["--max-concurrent-fences", "3", "--max-fences-per-window", "5"]].concat());
     // Every binding verified before the outage.
     tokio::time::sleep(Duration::from_secs(20)).await;
     for name in &names {
