@@ -591,7 +591,7 @@ impl<'a, W: World> Fence<'a, W> {
         // when woken.
         let lease = self.world.lease_sighting(&self.node_name, self.world.mono());
         let mut listing = Listing::Stored;
-        let (remediations, admitted, now, gate) = loop {
+        loop {
             let remediations = self.world.remediations(listing).await?;
             // A store may not show this leader's last admissions yet.
             let remediations: Vec<CoronerRemediation> =
@@ -623,48 +623,35 @@ impl<'a, W: World> Fence<'a, W> {
                 listing = Listing::Fresh;
                 continue;
             }
-            break (remediations, admitted, now, gate);
-        };
-        let inputs = GateInputs {
-            remediation: &self.remediation,
-            node,
-            namespace: &settings.namespace,
-            now,
-            lease,
-            bindings: &bindings,
-            nodes: &nodes,
-            etcd_pods: &etcd_pods,
-            remediations: &remediations,
-            recent_admissions: &admitted,
-            limits: settings.limits,
-        };
-        // A release another remediation of the node did stands, whatever a storm limit says; a
-        // final refusal still wins, and a fresh Lease holds it (gates::adoption_waits).
-        Ok(match (gate, gates::release_to_adopt(&inputs)) {
-            (Gate::Refuse(reason, message), _) => Verdict::Refuse { reason, message },
-            (_, Some(adoptable)) => match gates::adoption_waits(&inputs) {
-                Some((reason, message)) => Verdict::Wait { reason, message, recheck: None },
-                None => Verdict::Adopt(adoptable),
-            },
-            (Gate::Admit, None) => {
-                let mut evidence = snapshot.evidence(now);
-                // A2: the binding as admission found it, for an attestation to judge.
-                let named: Vec<&BmcBinding> = bindings.iter().filter(|b| b.spec.node_name == self.node_name).collect();
-                if let [named] = named.as_slice()
-                    && let Some(binding) = self.world.binding(&named.name_any()).await?
-                {
-                    // Read fresh (a store may trail an edit), with the client the identity step then
-                    // goes through (built now, reused then).
-                    let content = self.world.target(&binding).await?.ok().map(|(_, content)| content);
-                    evidence.binding = Some(verification::at_admission(&binding, content));
+            // A release another remediation of the node did stands, whatever a storm limit says; a
+            // final refusal still wins, and a fresh Lease holds it (gates::adoption_waits).
+            return Ok(match (gate, gates::release_to_adopt(&inputs)) {
+                (Gate::Refuse(reason, message), _) => Verdict::Refuse { reason, message },
+                (_, Some(adoptable)) => match gates::adoption_waits(&inputs) {
+                    Some((reason, message)) => Verdict::Wait { reason, message, recheck: None },
+                    None => Verdict::Adopt(adoptable),
+                },
+                (Gate::Admit, None) => {
+                    let mut evidence = snapshot.evidence(now);
+                    // A2: the binding as admission found it, for an attestation to judge.
+                    let named: Vec<&BmcBinding> =
+                        bindings.iter().filter(|b| b.spec.node_name == self.node_name).collect();
+                    if let [named] = named.as_slice()
+                        && let Some(binding) = self.world.binding(&named.name_any()).await?
+                    {
+                        // Read fresh (a store may trail an edit), with the client the identity step then
+                        // goes through (built now, reused then).
+                        let content = self.world.target(&binding).await?.ok().map(|(_, content)| content);
+                        evidence.binding = Some(verification::at_admission(&binding, content));
+                    }
+                    Verdict::Admit(Box::new(evidence))
                 }
-                Verdict::Admit(Box::new(evidence))
-            }
-            (Gate::Wait(reason, message), None) => {
-                let recheck = (reason == Reason::Queued).then(|| gates::queued_recheck(&inputs));
-                Verdict::Wait { reason, message, recheck }
-            }
-        })
+                (Gate::Wait(reason, message), None) => {
+                    let recheck = (reason == Reason::Queued).then(|| gates::queued_recheck(&inputs));
+                    Verdict::Wait { reason, message, recheck }
+                }
+            });
+        }
     }
 
     /// Persists the decision's status (skipped when unchanged, held when it may wait for the next
