@@ -461,6 +461,7 @@ mod tests {
                 ipmi: None,
                 credentials_secret_ref: SecretRef { name: "s".into() },
                 tls: Some(TlsPolicy::default()),
+                pdu_levels: Vec::new(),
             },
         );
         binding.metadata.uid = Some("uid-b".into());

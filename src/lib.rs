@@ -28,6 +28,7 @@ pub mod guard;
 pub mod identity;
 pub mod ipmi;
 pub mod leader;
+pub mod levels;
 pub mod pdu;
 #[cfg(feature = "sim")]
 pub mod sim;

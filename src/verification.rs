@@ -444,6 +444,7 @@ mod tests {
                 ipmi: None,
                 credentials_secret_ref: crate::api::SecretRef { name: "s".into() },
                 tls: Some(crate::api::TlsPolicy { insecure_skip_verify: insecure, ..Default::default() }),
+                pdu_levels: Vec::new(),
             },
         );
         binding.metadata.generation = Some(3);

@@ -199,6 +199,7 @@ mod tests {
                 ipmi: None,
                 credentials_secret_ref: SecretRef { name: "worker-1-bmc".into() },
                 tls: Some(tls),
+                pdu_levels: Vec::new(),
             },
         )
     }

@@ -53,18 +53,179 @@ pub struct BmcBindingSpec {
     /// How a Redfish BMC's certificate is trusted (required with `redfish`, refused with `ipmi`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsPolicy>,
+    /// Fencing levels after the BMC (level 1), in order: the first is level 2. Each level is the PDU
+    /// outlets that feed the machine; a level proves Off only when every outlet of it does
+    /// (docs/safety.md, Fencing levels). With levels, only `action: Off` remediations are admitted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 8))]
+    pub pdu_levels: Vec<PduLevel>,
+}
+
+/// One fencing level of PDU outlets.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PduLevel {
+    /// Every outlet that feeds the machine (a machine with two supplies on two PDUs lists both).
+    #[schemars(length(min = 1, max = 4))]
+    pub outlets: Vec<PduOutlet>,
+    /// How the mapping from these outlets to this machine is known. Without it, the level is usable
+    /// only once the machine itself confirmed the mapping (docs/safety.md L5). `OperatorStatement`:
+    /// a person states the mapping is right; nothing checked it, every fence through the level carries
+    /// the Warning `OutletMappingUnproven`, and a wrong mapping switches off another machine while
+    /// this one runs on and is released.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mapping_proof: Option<MappingProof>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum MappingProof {
+    OperatorStatement,
+}
+
+/// One PDU outlet: exactly one of `redfish` and `snmp`.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.redfish) != has(self.snmp)").message("set exactly one of redfish (a Redfish PowerDistribution outlet) and snmp (an APC rPDU outlet over SNMP)"))]
+#[x_kube(validation = Rule::new("!has(self.redfish) || has(self.tls)").message("a Redfish PDU says how its certificate is trusted: set tls.caBundleRef or tls.certificateSHA256"))]
+#[x_kube(validation = Rule::new("!has(self.snmp) || !has(self.tls)").message("an SNMP PDU speaks no TLS: remove tls (SNMPv3 authPriv protects it)"))]
+pub struct PduOutlet {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redfish: Option<RedfishOutlet>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snmp: Option<SnmpOutlet>,
+    /// Secret in the binding's namespace. Redfish: `username`, `password`. SNMPv3: `username`,
+    /// `authKey`, `privKey` (authPriv: SHA-256 and AES-128 unless `snmp.authProtocol` and
+    /// `snmp.privProtocol` say otherwise). SNMPv1/v2c: `community`.
+    pub credentials_secret_ref: SecretRef,
+    /// How a Redfish PDU's certificate is trusted (required with `redfish`, refused with `snmp`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsPolicy>,
+    /// A metered outlet proves Off only while it draws at most this many watts (a welded relay reads
+    /// Off and still feeds the machine). 5 unless set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0, max = 1000.0))]
+    pub floor_watts: Option<f64>,
+    /// The other nodes this outlet also feeds, each of which must declare it too; an outlet two
+    /// bindings name without declaring each other is a conflict (`OutletShared`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    pub shared_with: Vec<String>,
+}
+
+/// The watt floor of an outlet that sets none.
+pub const DEFAULT_FLOOR_WATTS: f64 = 5.0;
+
+impl PduOutlet {
+    /// Where the outlet is, one string per outlet: two bindings naming the same one name the same
+    /// outlet. `redfish:<origin><root>|<rack PDU>|<outlet>` or `snmp:<host>:<port>|<outlet>`.
+    pub fn key(&self) -> String {
+        match (&self.redfish, &self.snmp) {
+            (Some(r), _) => {
+                let endpoint = r.endpoint.trim_end_matches('/').to_ascii_lowercase();
+                format!("redfish:{endpoint}|{}|{}", r.rack_pdu, r.outlet)
+            }
+            (None, Some(s)) => format!("snmp:{}|{}", host_port(&s.address, s.port.unwrap_or(161)), s.outlet),
+            (None, None) => String::new(),
+        }
+    }
+
+    pub fn floor(&self) -> f64 {
+        self.floor_watts.unwrap_or(DEFAULT_FLOOR_WATTS)
+    }
+
+    /// Configured to send a community in clear text: reported as a Warning, like insecure TLS.
+    pub fn is_insecure(&self) -> bool {
+        self.snmp.as_ref().is_some_and(|s| s.version != SnmpVersion::V3)
+            || self.tls.as_ref().is_some_and(|t| t.insecure_skip_verify)
+    }
+}
+
+/// A Redfish PowerDistribution outlet: `{endpoint}/PowerEquipment/RackPDUs/{rackPdu}/Outlets/{outlet}`.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RedfishOutlet {
+    /// https URL of the PDU's Redfish service root, e.g. `https://pdu-a.example/redfish/v1`.
+    #[schemars(length(max = 2048))]
+    #[x_kube(validation = Rule::new("self.matches('^https://[^/?#@ ]+(/[^?# ]*)?$')").message("endpoint must be https://host[:port][/path], e.g. https://pdu-a.example/redfish/v1: no credentials, spaces, query or fragment"))]
+    pub endpoint: String,
+    /// The rack PDU's `Id` (`RackPDUs/{id}`), e.g. `1`.
+    #[schemars(length(min = 1, max = 128))]
+    #[x_kube(validation = Rule::new("!self.contains('/') && !self.contains('%') && !self.contains(' ') && !self.contains('?') && !self.contains('#') && self != '.' && self != '..'").message("rackPdu is the rack PDU's Id, one path segment, e.g. 1"))]
+    pub rack_pdu: String,
+    /// The outlet's `Id` (`Outlets/{id}`), e.g. `A3`.
+    #[schemars(length(min = 1, max = 128))]
+    #[x_kube(validation = Rule::new("!self.contains('/') && !self.contains('%') && !self.contains(' ') && !self.contains('?') && !self.contains('#') && self != '.' && self != '..'").message("outlet is the outlet's Id, one path segment, e.g. A3"))]
+    pub outlet: String,
+}
+
+/// An APC rPDU outlet (PowerNet-MIB rPDU table, `sysObjectID` 1.3.6.1.4.1.318.1.3.4.5).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SnmpOutlet {
+    /// The PDU's host name or IP address (no scheme, no port).
+    #[schemars(length(min = 1, max = 253))]
+    #[x_kube(validation = Rule::new("self.matches('^[A-Za-z0-9.:-]+$') && !self.contains('://')").message("address is the PDU's host name or IP address, e.g. 10.0.0.50: no scheme, path or spaces (the port goes in port)"))]
+    pub address: String,
+    /// UDP port, 161 unless set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: Option<u16>,
+    /// The outlet's row, 1 and up.
+    #[schemars(range(min = 1, max = 1024))]
+    pub outlet: u32,
+    /// `V3` (USM authPriv) unless set; `V2c` and `V1` send the community in clear text and are
+    /// reported as a Warning.
+    #[serde(default)]
+    pub version: SnmpVersion,
+    /// SNMPv3 authentication: `SHA256` unless set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth_protocol: Option<SnmpAuthProtocol>,
+    /// SNMPv3 privacy: `AES128` unless set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priv_protocol: Option<SnmpPrivProtocol>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum SnmpVersion {
+    #[default]
+    V3,
+    V2c,
+    V1,
+}
+
+/// MD5 is not offered: its HMAC is no longer trusted.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum SnmpAuthProtocol {
+    SHA1,
+    SHA224,
+    SHA256,
+    SHA384,
+    SHA512,
+}
+
+/// DES is not offered: 56-bit keys are brute-forceable.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum SnmpPrivProtocol {
+    AES128,
+    AES192,
+    AES256,
 }
 
 /// An IPMI BMC's origin, the key of one action per BMC: `ipmi://host:port`, the host lowercased and
 /// an IPv6 address bracketed.
 pub fn ipmi_origin(address: &str, port: u16) -> String {
+    format!("ipmi://{}", host_port(address, port))
+}
+
+/// `host:port`, the host lowercased and an IPv6 address bracketed: one spelling per UDP device.
+pub fn host_port(address: &str, port: u16) -> String {
     let host = address.trim().to_ascii_lowercase();
     let host = match host.parse::<std::net::IpAddr>() {
         Ok(std::net::IpAddr::V6(v6)) => format!("[{v6}]"),
         Ok(ip) => ip.to_string(),
         Err(_) => host,
     };
-    format!("ipmi://{host}:{port}")
+    format!("{host}:{port}")
 }
 
 /// An IPMI v2.0 BMC.

@@ -292,6 +292,7 @@ fn node_import(spec: &FarSpec, node: &str, namespace: &str) -> NodeImport {
                 ipmi,
                 credentials_secret_ref: SecretRef { name: secret_name.clone() },
                 tls,
+                pdu_levels: Vec::new(),
             },
         );
         binding.metadata.namespace = Some(namespace.to_owned());

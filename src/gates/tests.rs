@@ -40,6 +40,7 @@ fn binding(name: &str, node: &str, endpoint: &str, system: Option<&str>) -> BmcB
             ipmi: None,
             credentials_secret_ref: SecretRef { name: "bmc".into() },
             tls: Some(TlsPolicy::default()),
+            pdu_levels: Vec::new(),
         },
     )
 }

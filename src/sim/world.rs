@@ -584,6 +584,7 @@ impl Truth {
                 ipmi: Some(IpmiTarget { address, port, cipher_suite: None, privilege: None }),
                 credentials_secret_ref,
                 tls: None,
+                pdu_levels: Vec::new(),
             },
             None => BmcBindingSpec {
                 node_name: node.into(),
@@ -601,6 +602,7 @@ impl Truth {
                     }),
                     ..TlsPolicy::default()
                 }),
+                pdu_levels: Vec::new(),
             },
         };
         let mut binding = BmcBinding::new(name, spec);

@@ -190,6 +190,7 @@ mod tests {
                     ipmi: None,
                     credentials_secret_ref: SecretRef { name: "s".into() },
                     tls: Some(TlsPolicy::default()),
+                    pdu_levels: Vec::new(),
                 },
             );
             b.status = check.map(|check| {

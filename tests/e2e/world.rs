@@ -669,6 +669,7 @@ impl World {
             }),
             credentials_secret_ref: SecretRef { name: secret_name },
             tls: None,
+            pdu_levels: Vec::new(),
         };
         let bindings: Api<BmcBinding> = Api::namespaced(self.client.clone(), CORONER_NS);
         bindings.create(&PostParams::default(), &BmcBinding::new(name, spec)).await.expect("create BmcBinding");
@@ -705,6 +706,7 @@ impl World {
                 }),
                 ..TlsPolicy::default()
             }),
+            pdu_levels: Vec::new(),
         };
         bindings.create(&PostParams::default(), &BmcBinding::new(binding, spec)).await.expect("create BmcBinding");
     }

@@ -1,0 +1,454 @@
+//! Fencing levels after the BMC (docs/safety.md, Fencing levels L1–L8): the pure rules. Level 1 is
+//! the node's BMC; a binding's `pduLevels` are levels 2 and up, each the PDU outlets that feed the
+//! machine. A level proves Off only when every outlet of it does; the next level is tried only when a
+//! level stayed silent, never when its answers showed the mapping wrong.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kube::ResourceExt;
+
+use crate::{
+    api::{BmcBinding, BmcBindingSpec, FenceAction, MappingProof, PduLevel},
+    contract::Reason,
+    pdu::{NotOff, OutletReading, PduError, proves_off},
+};
+
+/// L2: why a fence whose level ended with `reason` stops there instead of trying the next level.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LevelStop {
+    /// The level's answers showed the mapping wrong (identity, ambiguity, a changed UUID, the node
+    /// alive after an Off): the outlets come from the same inventory, and may be as wrong.
+    #[error("the level's answers showed its mapping wrong ({}): the next level's outlets come from the same inventory", .0.as_str())]
+    MappingShownWrong(Reason),
+    /// The fence ended for a reason that is not a device staying silent (a gate, the API server, NHC,
+    /// a refused release): no level is tried while such a reason holds.
+    #[error("the fence ended for {}, not because the device stayed silent: no further level is tried", .0.as_str())]
+    NotSilence(Reason),
+}
+
+/// L2: whether a fence whose level ended without a proof, for `reason`, may try its next level. Only
+/// a device that could not prove Off within its attempts lets it: unreachable or timing out, TLS,
+/// credentials, or a reset that never reached Off.
+pub fn may_try_next_level(reason: Reason) -> Result<(), LevelStop> {
+    match reason {
+        Reason::BmcUnreachable
+        | Reason::BmcTlsVerificationFailed
+        | Reason::BmcAuthenticationFailed
+        | Reason::PowerOffNotConfirmed => Ok(()),
+        Reason::IdentityMismatch
+        | Reason::IdentityAmbiguous
+        | Reason::IdentityChanged
+        | Reason::NodeUuidUnusable
+        | Reason::NodeAliveAfterPowerOff
+        | Reason::BindingConflict => Err(LevelStop::MappingShownWrong(reason)),
+        other => Err(LevelStop::NotSilence(other)),
+    }
+}
+
+/// One outlet of a level as the fence read it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OutletOutcome {
+    /// The outlet, as [`crate::api::PduOutlet::key`] names it.
+    pub outlet: String,
+    pub floor_watts: f64,
+    pub reading: Result<OutletReading, PduError>,
+}
+
+/// Why a level did not prove Off at one reading: its first outlet that did not.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum LevelNotOff {
+    #[error("outlet {outlet} could not be read: {error}")]
+    Unread { outlet: String, error: PduError },
+    #[error("outlet {outlet}: {cause}")]
+    NotOff { outlet: String, cause: NotOff },
+    #[error("the level has no outlet")]
+    Empty,
+}
+
+/// L1, L4: a level proves Off at one reading only when every outlet of it was read and proves Off
+/// ([`proves_off`]): a machine with two supplies runs on the one left On.
+pub fn level_proves_off(outlets: &[OutletOutcome]) -> Result<(), LevelNotOff> {
+    if outlets.is_empty() {
+        return Err(LevelNotOff::Empty);
+    }
+    for outcome in outlets {
+        let outlet = outcome.outlet.clone();
+        match &outcome.reading {
+            Err(error) => return Err(LevelNotOff::Unread { outlet, error: error.clone() }),
+            Ok(reading) => {
+                proves_off(reading, outcome.floor_watts).map_err(|cause| LevelNotOff::NotOff { outlet, cause })?
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What a level's mapping rests on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MappingBasis {
+    /// The machine confirmed it at the binding's current generation.
+    Confirmed,
+    /// A person stated it (`mappingProof: OperatorStatement`): usable, a Warning every time
+    /// (`OutletMappingUnproven`), counted as a safety override.
+    OperatorStatement,
+}
+
+/// L5: why a level's mapping may not be relied on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum MappingRefusal {
+    #[error(
+        "nothing confirmed that these outlets feed this machine, and the level does not state it (mappingProof: OperatorStatement)"
+    )]
+    Unconfirmed,
+    #[error(
+        "the mapping was confirmed at generation {confirmed}, and the binding was edited since (generation {current}): unconfirmed until the machine confirms it again"
+    )]
+    EditedSince { confirmed: i64, current: i64 },
+}
+
+/// L5: what a level's mapping rests on. `confirmed_at` is the binding generation at which the machine
+/// last confirmed it (coroner records none yet: no confirmation is gathered, docs/safety.md L5).
+pub fn mapping_basis(
+    level: &PduLevel,
+    confirmed_at: Option<i64>,
+    generation: Option<i64>,
+) -> Result<MappingBasis, MappingRefusal> {
+    match (confirmed_at, generation) {
+        (Some(confirmed), Some(current)) if confirmed == current => Ok(MappingBasis::Confirmed),
+        _ if level.mapping_proof == Some(MappingProof::OperatorStatement) => Ok(MappingBasis::OperatorStatement),
+        (Some(confirmed), Some(current)) => Err(MappingRefusal::EditedSince { confirmed, current }),
+        _ => Err(MappingRefusal::Unconfirmed),
+    }
+}
+
+/// L6: an outlet more than one node's binding names, where not every such node declares it shared
+/// with every other (`sharedWith`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutletShared {
+    /// The outlet, as [`crate::api::PduOutlet::key`] names it.
+    pub outlet: String,
+    /// Every node whose binding names it.
+    pub nodes: Vec<String>,
+}
+
+impl std::fmt::Display for OutletShared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "outlet {} is named by the bindings of nodes {}, which do not all declare it shared (sharedWith) with each other",
+            self.outlet,
+            self.nodes.join(", ")
+        )
+    }
+}
+
+/// L6: for every binding (by name) that names a conflicting shared outlet, those outlets. An outlet
+/// named by several nodes is no conflict only when each of them lists all the others in `sharedWith`.
+pub fn shared_outlets(bindings: &[BmcBinding]) -> BTreeMap<String, Vec<OutletShared>> {
+    // outlet → node → the nodes that node's binding declares it shared with.
+    let mut named: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    for binding in bindings {
+        for outlet in binding.spec.pdu_levels.iter().flat_map(|level| &level.outlets) {
+            named
+                .entry(outlet.key())
+                .or_default()
+                .entry(binding.spec.node_name.clone())
+                .or_default()
+                .extend(outlet.shared_with.iter().cloned());
+        }
+    }
+    let mut conflicts: BTreeMap<String, Vec<OutletShared>> = BTreeMap::new();
+    for (outlet, nodes) in named {
+        let declared = nodes.iter().all(|(node, with)| nodes.keys().filter(|other| *other != node).all(|o| with.contains(o)));
+        if nodes.len() < 2 || declared {
+            continue;
+        }
+        let conflict = OutletShared { outlet: outlet.clone(), nodes: nodes.keys().cloned().collect() };
+        for binding in bindings {
+            let names = binding.spec.pdu_levels.iter().flat_map(|l| &l.outlets).any(|o| o.key() == outlet);
+            if names {
+                conflicts.entry(binding.name_any()).or_default().push(conflict.clone());
+            }
+        }
+    }
+    conflicts
+}
+
+/// L6: a declared shared outlet feeds other machines too; it is switched only while every node it
+/// feeds is itself admitted for fencing. The error names the nodes that are not.
+pub fn may_switch_shared(feeds: &[String], admitted: &BTreeSet<String>) -> Result<(), Vec<String>> {
+    let live: Vec<String> = feeds.iter().filter(|node| !admitted.contains(*node)).cloned().collect();
+    if live.is_empty() { Ok(()) } else { Err(live) }
+}
+
+/// L7: what the node's BMC showed once every outlet of the level read Off, within settle.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BmcAfterOutletsOff {
+    /// It stopped answering: it lost its power with the machine.
+    Silent,
+    /// It answered for the node's verified system with this power state.
+    Reads(String),
+}
+
+/// L7: the outlets do not feed this machine.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "every outlet of the level reads Off and the node's BMC still reads its machine {0}: these outlets do not feed this machine (OutletMappingWrong); nothing released"
+)]
+pub struct OutletMappingWrong(pub String);
+
+/// L7: with a BMC that still answers, a level proves Off only if, once its outlets read Off, the BMC
+/// stops answering or reads the machine Off.
+pub fn bmc_agrees(after: &BmcAfterOutletsOff) -> Result<(), OutletMappingWrong> {
+    match after {
+        BmcAfterOutletsOff::Silent => Ok(()),
+        BmcAfterOutletsOff::Reads(state) if state == "Off" => Ok(()),
+        BmcAfterOutletsOff::Reads(state) => Err(OutletMappingWrong(state.clone())),
+    }
+}
+
+/// L3: this version proves Off through a level only for `action: Off`; a `Reboot` whose binding has
+/// levels is refused at admission (an On after a level-2 release needs outlets switched On first).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "BmcBinding {binding} has {levels} PDU level(s) and this remediation's action is Reboot: a fence that may end at a PDU level is admitted only with action: \"Off\" (use an Off template for this node, or remove pduLevels)"
+)]
+pub struct RebootWithLevels {
+    pub binding: String,
+    pub levels: usize,
+}
+
+/// L3: whether a remediation with `action` may be admitted through a binding with `spec`.
+pub fn action_allowed(action: FenceAction, binding: &str, spec: &BmcBindingSpec) -> Result<(), RebootWithLevels> {
+    match action {
+        FenceAction::Reboot if !spec.pdu_levels.is_empty() => {
+            Err(RebootWithLevels { binding: binding.to_owned(), levels: spec.pdu_levels.len() })
+        }
+        FenceAction::Off | FenceAction::Reboot => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::api::ObjectMeta;
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::{
+        api::{PduOutlet, SecretRef, SnmpOutlet, SnmpVersion},
+        contract::Disposition,
+        pdu::OutletState,
+    };
+
+    fn outlet(address: &str, number: u32, shared_with: &[&str]) -> PduOutlet {
+        PduOutlet {
+            redfish: None,
+            snmp: Some(SnmpOutlet {
+                address: address.into(),
+                port: None,
+                outlet: number,
+                version: SnmpVersion::V3,
+                auth_protocol: None,
+                priv_protocol: None,
+            }),
+            credentials_secret_ref: SecretRef { name: "pdu".into() },
+            tls: None,
+            floor_watts: None,
+            shared_with: shared_with.iter().map(|s| (*s).to_owned()).collect(),
+        }
+    }
+
+    fn binding(name: &str, node: &str, outlets: Vec<PduOutlet>) -> BmcBinding {
+        let mut spec: BmcBindingSpec = serde_json::from_value(serde_json::json!({
+            "nodeName": node,
+            "ipmi": {"address": "10.0.0.1"},
+            "credentialsSecretRef": {"name": "bmc"},
+        }))
+        .unwrap();
+        spec.pdu_levels = vec![PduLevel { outlets, mapping_proof: None }];
+        BmcBinding { metadata: ObjectMeta { name: Some(name.into()), ..ObjectMeta::default() }, spec, status: None }
+    }
+
+    fn off(watts: Option<f64>) -> OutletReading {
+        OutletReading { state: OutletState::Off, pending: false, watts }
+    }
+
+    fn outcome(outlet: &str, reading: Result<OutletReading, PduError>) -> OutletOutcome {
+        OutletOutcome { outlet: outlet.into(), floor_watts: 5.0, reading }
+    }
+
+    #[test]
+    fn only_a_device_that_stayed_silent_lets_the_fence_try_the_next_level() {
+        for reason in [
+            Reason::BmcUnreachable,
+            Reason::BmcTlsVerificationFailed,
+            Reason::BmcAuthenticationFailed,
+            Reason::PowerOffNotConfirmed,
+        ] {
+            assert_eq!(may_try_next_level(reason), Ok(()), "{reason:?}");
+        }
+    }
+
+    #[test]
+    fn answers_that_showed_the_mapping_wrong_stop_the_fence() {
+        for reason in [Reason::IdentityMismatch, Reason::IdentityAmbiguous, Reason::IdentityChanged] {
+            assert_eq!(may_try_next_level(reason), Err(LevelStop::MappingShownWrong(reason)));
+        }
+        assert_eq!(
+            may_try_next_level(Reason::NodeAliveAfterPowerOff),
+            Err(LevelStop::MappingShownWrong(Reason::NodeAliveAfterPowerOff))
+        );
+    }
+
+    #[test]
+    fn no_level_is_tried_for_a_gate_the_api_server_or_nhc() {
+        for reason in [Reason::NodeLeaseChanged, Reason::ApiUnavailable, Reason::TimedOutByNHC, Reason::ReleaseNotWritten]
+        {
+            assert_eq!(may_try_next_level(reason), Err(LevelStop::NotSilence(reason)));
+        }
+    }
+
+    #[test]
+    fn only_final_failures_can_lead_to_a_next_level() {
+        // A reason that waits or progresses is not the end of a level.
+        for reason in Reason::ALL.iter().copied().filter(|r| may_try_next_level(*r).is_ok()) {
+            assert_eq!(reason.disposition(), Disposition::Final, "{reason:?}");
+        }
+    }
+
+    #[test]
+    fn a_level_proves_off_only_when_every_outlet_does() {
+        let both = [outcome("a", Ok(off(Some(0.0)))), outcome("b", Ok(off(None)))];
+        assert_eq!(level_proves_off(&both), Ok(()));
+        let on = OutletReading { state: OutletState::On, pending: false, watts: None };
+        let one_on = [outcome("a", Ok(off(None))), outcome("b", Ok(on))];
+        assert_eq!(
+            level_proves_off(&one_on),
+            Err(LevelNotOff::NotOff { outlet: "b".into(), cause: NotOff::Reads(OutletState::On) })
+        );
+    }
+
+    #[test]
+    fn an_outlet_that_could_not_be_read_proves_nothing() {
+        let error = PduError::Unreachable("no route".into());
+        let levels = [outcome("a", Ok(off(None))), outcome("b", Err(error.clone()))];
+        assert_eq!(level_proves_off(&levels), Err(LevelNotOff::Unread { outlet: "b".into(), error }));
+        assert_eq!(level_proves_off(&[]), Err(LevelNotOff::Empty));
+    }
+
+    #[test]
+    fn a_welded_relay_that_still_draws_is_not_off() {
+        let levels = [outcome("a", Ok(off(Some(120.0))))];
+        assert!(matches!(level_proves_off(&levels), Err(LevelNotOff::NotOff { cause: NotOff::Drawing { .. }, .. })));
+    }
+
+    #[test]
+    fn a_mapping_is_confirmed_only_at_the_current_generation() {
+        let level = PduLevel { outlets: vec![outlet("pdu", 1, &[])], mapping_proof: None };
+        assert_eq!(mapping_basis(&level, Some(3), Some(3)), Ok(MappingBasis::Confirmed));
+        assert_eq!(
+            mapping_basis(&level, Some(2), Some(3)),
+            Err(MappingRefusal::EditedSince { confirmed: 2, current: 3 })
+        );
+        assert_eq!(mapping_basis(&level, None, Some(3)), Err(MappingRefusal::Unconfirmed));
+    }
+
+    #[test]
+    fn an_operator_statement_makes_an_unconfirmed_mapping_usable_and_says_so() {
+        let level = PduLevel {
+            outlets: vec![outlet("pdu", 1, &[])],
+            mapping_proof: Some(MappingProof::OperatorStatement),
+        };
+        assert_eq!(mapping_basis(&level, None, Some(3)), Ok(MappingBasis::OperatorStatement));
+        assert_eq!(mapping_basis(&level, Some(2), Some(3)), Ok(MappingBasis::OperatorStatement));
+        // A confirmation at the current generation needs no statement.
+        assert_eq!(mapping_basis(&level, Some(3), Some(3)), Ok(MappingBasis::Confirmed));
+    }
+
+    #[test]
+    fn an_outlet_two_nodes_name_undeclared_is_a_conflict_on_both_bindings() {
+        let bindings = [
+            binding("a", "worker-1", vec![outlet("pdu-1", 3, &[])]),
+            binding("b", "worker-2", vec![outlet("PDU-1", 3, &[])]),
+            binding("c", "worker-3", vec![outlet("pdu-1", 4, &[])]),
+        ];
+        let conflicts = shared_outlets(&bindings);
+        assert_eq!(conflicts.keys().collect::<Vec<_>>(), ["a", "b"]);
+        assert_eq!(conflicts["a"][0].nodes, ["worker-1", "worker-2"]);
+        assert!(conflicts["a"][0].to_string().contains("snmp:pdu-1:161|3"), "{}", conflicts["a"][0]);
+    }
+
+    #[test]
+    fn a_shared_outlet_every_node_declares_is_no_conflict() {
+        let declared = [
+            binding("a", "worker-1", vec![outlet("pdu-1", 3, &["worker-2"])]),
+            binding("b", "worker-2", vec![outlet("pdu-1", 3, &["worker-1"])]),
+        ];
+        assert!(shared_outlets(&declared).is_empty());
+        // One side declaring is not enough: the other binding's author may not know.
+        let one_sided = [
+            binding("a", "worker-1", vec![outlet("pdu-1", 3, &["worker-2"])]),
+            binding("b", "worker-2", vec![outlet("pdu-1", 3, &[])]),
+        ];
+        assert_eq!(shared_outlets(&one_sided).len(), 2);
+    }
+
+    #[test]
+    fn two_outlets_of_one_binding_are_no_conflict() {
+        let dual = [binding("a", "worker-1", vec![outlet("pdu-1", 3, &[]), outlet("pdu-2", 3, &[])])];
+        assert!(shared_outlets(&dual).is_empty());
+    }
+
+    #[test]
+    fn a_shared_outlet_is_switched_only_while_every_node_it_feeds_is_admitted() {
+        let feeds = vec!["worker-1".to_owned(), "worker-2".to_owned()];
+        let admitted: BTreeSet<String> = ["worker-1".to_owned()].into();
+        assert_eq!(may_switch_shared(&feeds, &admitted), Err(vec!["worker-2".to_owned()]));
+        let both: BTreeSet<String> = feeds.iter().cloned().collect();
+        assert_eq!(may_switch_shared(&feeds, &both), Ok(()));
+    }
+
+    #[test]
+    fn a_bmc_still_reading_on_after_the_outlets_went_off_shows_the_mapping_wrong() {
+        assert_eq!(bmc_agrees(&BmcAfterOutletsOff::Silent), Ok(()));
+        assert_eq!(bmc_agrees(&BmcAfterOutletsOff::Reads("Off".into())), Ok(()));
+        assert_eq!(
+            bmc_agrees(&BmcAfterOutletsOff::Reads("On".into())),
+            Err(OutletMappingWrong("On".into()))
+        );
+        assert!(bmc_agrees(&BmcAfterOutletsOff::Reads("PoweringOff".into())).is_err());
+    }
+
+    #[test]
+    fn a_reboot_through_a_binding_with_levels_is_refused_and_an_off_is_not() {
+        let with = binding("a", "worker-1", vec![outlet("pdu-1", 3, &[])]);
+        assert_eq!(action_allowed(FenceAction::Off, "a", &with.spec), Ok(()));
+        let refused = action_allowed(FenceAction::Reboot, "a", &with.spec).unwrap_err();
+        assert!(refused.to_string().contains("action: \"Off\""), "{refused}");
+        let mut without = with.spec.clone();
+        without.pdu_levels.clear();
+        assert_eq!(action_allowed(FenceAction::Reboot, "a", &without), Ok(()));
+    }
+
+    fn reading() -> impl Strategy<Value = Result<OutletReading, PduError>> {
+        let state = prop_oneof![Just(OutletState::On), Just(OutletState::Off)];
+        let watts = proptest::option::of(prop_oneof![Just(0.0), Just(5.0), Just(300.0)]);
+        prop_oneof![
+            (state, any::<bool>(), watts).prop_map(|(state, pending, watts)| Ok(OutletReading { state, pending, watts })),
+            Just(Err(PduError::Unreachable("down".into()))),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn a_level_proves_off_exactly_when_each_of_its_outlets_does(
+            readings in proptest::collection::vec(reading(), 0..4)
+        ) {
+            let outcomes: Vec<_> =
+                readings.iter().enumerate().map(|(i, r)| outcome(&i.to_string(), r.clone())).collect();
+            let each = !outcomes.is_empty()
+                && outcomes.iter().all(|o| o.reading.as_ref().is_ok_and(|r| proves_off(r, 5.0).is_ok()));
+            prop_assert_eq!(level_proves_off(&outcomes).is_ok(), each);
+        }
+    }
+}
