@@ -142,6 +142,7 @@ reasons! {
     Queued => Waiting, NhcTimeout, "a storm limit is reached (concurrent fences, fences per window, or one action per BMC); the message gives the place in the queue";
     NoBmcBinding => Final, None, "no BmcBinding names this node";
     BindingConflict => Final, None, "more than one BmcBinding claims this node, or this node's binding shares a BMC with another node's binding and the system it reached is not this node's machine (or is the other node's)";
+    RebootWithPduLevels => Final, None, "the node's BmcBinding has pduLevels and the remediation's action is Reboot: a fence that may end at a PDU level is admitted only with action Off (docs/safety.md L3)";
     BindingInvalid => Final, None, "the BmcBinding cannot be used (missing Secret or CA bundle, bad key, bad pin)";
     BmcAuthenticationFailed => Final, None, "the BMC rejected the credentials (401/403)";
     BmcTlsVerificationFailed => Final, None, "the BMC's certificate did not verify against the CA bundle, pin or name";

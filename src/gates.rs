@@ -82,10 +82,11 @@ pub fn as_admitted(
 pub fn evaluate(inputs: &GateInputs<'_>) -> Gate {
     let spec = &inputs.remediation.spec;
     let node_name = inputs.node.name_any();
-    let gates: [&dyn Fn() -> Gate; 8] = [
+    let gates: [&dyn Fn() -> Gate; 9] = [
         &|| not_excluded(inputs.node),
         &|| unreachable_only(inputs.node, spec.remediate_ready_false),
         &|| binding_sane(&node_name, inputs.bindings, inputs.namespace),
+        &|| levels_allow_action(spec.action, &node_name, inputs.bindings),
         &|| control_plane_allowed(spec.control_plane, inputs.node),
         &|| one_fence_per_node(inputs),
         &|| lease_stale(inputs.lease, spec.lease_freshness.get()),
@@ -231,6 +232,18 @@ pub fn binding_sane(node: &str, bindings: &[BmcBinding], namespace: &str) -> Gat
                 format!("BmcBindings {} all claim node {node}; keep exactly one", names.join(", ")),
             )
         }
+    }
+}
+
+/// L3: a `Reboot` is not admitted through a binding with PDU levels (`levels::action_allowed`).
+pub fn levels_allow_action(action: crate::api::FenceAction, node: &str, bindings: &[BmcBinding]) -> Gate {
+    let refused = bindings
+        .iter()
+        .filter(|b| b.spec.node_name == node)
+        .find_map(|b| crate::levels::action_allowed(action, &b.name_any(), &b.spec).err());
+    match refused {
+        Some(refusal) => Gate::Refuse(Reason::RebootWithPduLevels, refusal.to_string()),
+        None => Gate::Admit,
     }
 }
 

@@ -159,7 +159,8 @@ pub fn shared_outlets(bindings: &[BmcBinding]) -> BTreeMap<String, Vec<OutletSha
     }
     let mut conflicts: BTreeMap<String, Vec<OutletShared>> = BTreeMap::new();
     for (outlet, nodes) in named {
-        let declared = nodes.iter().all(|(node, with)| nodes.keys().filter(|other| *other != node).all(|o| with.contains(o)));
+        let declared =
+            nodes.iter().all(|(node, with)| nodes.keys().filter(|other| *other != node).all(|o| with.contains(o)));
         if nodes.len() < 2 || declared {
             continue;
         }
@@ -302,7 +303,8 @@ mod tests {
 
     #[test]
     fn no_level_is_tried_for_a_gate_the_api_server_or_nhc() {
-        for reason in [Reason::NodeLeaseChanged, Reason::ApiUnavailable, Reason::TimedOutByNHC, Reason::ReleaseNotWritten]
+        for reason in
+            [Reason::NodeLeaseChanged, Reason::ApiUnavailable, Reason::TimedOutByNHC, Reason::ReleaseNotWritten]
         {
             assert_eq!(may_try_next_level(reason), Err(LevelStop::NotSilence(reason)));
         }
@@ -355,10 +357,8 @@ mod tests {
 
     #[test]
     fn an_operator_statement_makes_an_unconfirmed_mapping_usable_and_says_so() {
-        let level = PduLevel {
-            outlets: vec![outlet("pdu", 1, &[])],
-            mapping_proof: Some(MappingProof::OperatorStatement),
-        };
+        let level =
+            PduLevel { outlets: vec![outlet("pdu", 1, &[])], mapping_proof: Some(MappingProof::OperatorStatement) };
         assert_eq!(mapping_basis(&level, None, Some(3)), Ok(MappingBasis::OperatorStatement));
         assert_eq!(mapping_basis(&level, Some(2), Some(3)), Ok(MappingBasis::OperatorStatement));
         // A confirmation at the current generation needs no statement.
@@ -412,10 +412,7 @@ mod tests {
     fn a_bmc_still_reading_on_after_the_outlets_went_off_shows_the_mapping_wrong() {
         assert_eq!(bmc_agrees(&BmcAfterOutletsOff::Silent), Ok(()));
         assert_eq!(bmc_agrees(&BmcAfterOutletsOff::Reads("Off".into())), Ok(()));
-        assert_eq!(
-            bmc_agrees(&BmcAfterOutletsOff::Reads("On".into())),
-            Err(OutletMappingWrong("On".into()))
-        );
+        assert_eq!(bmc_agrees(&BmcAfterOutletsOff::Reads("On".into())), Err(OutletMappingWrong("On".into())));
         assert!(bmc_agrees(&BmcAfterOutletsOff::Reads("PoweringOff".into())).is_err());
     }
 
@@ -434,7 +431,11 @@ mod tests {
         let state = prop_oneof![Just(OutletState::On), Just(OutletState::Off)];
         let watts = proptest::option::of(prop_oneof![Just(0.0), Just(5.0), Just(300.0)]);
         prop_oneof![
-            (state, any::<bool>(), watts).prop_map(|(state, pending, watts)| Ok(OutletReading { state, pending, watts })),
+            (state, any::<bool>(), watts).prop_map(|(state, pending, watts)| Ok(OutletReading {
+                state,
+                pending,
+                watts
+            })),
             Just(Err(PduError::Unreachable("down".into()))),
         ]
     }

@@ -250,6 +250,89 @@ pub fn record_latency(
     turned_false.then(|| Notice { warning: true, reason: SETTLE_TOO_SHORT.into(), message })
 }
 
+/// L5: whether every PDU level's mapping is confirmed by the machine (docs/safety.md).
+pub const OUTLET_MAPPING_PROVEN: &str = "OutletMappingProven";
+/// L6: whether the binding's outlets are its own, or shared only as declared.
+pub const OUTLETS_EXCLUSIVE: &str = "OutletsExclusive";
+/// Whether every outlet is reached over an authenticated, encrypted transport (SNMPv3 authPriv,
+/// verified TLS).
+pub const PDU_TRANSPORT_SECURE: &str = "PduTransportSecure";
+
+/// What the binding's PDU levels say before any outage: whether their mappings are proven (L5), their
+/// outlets exclusive (L6) and their transports secure. Sets the three conditions (removes them from a
+/// binding without levels) and returns a Warning for each that turned False. `all` is every binding
+/// of the namespace.
+pub fn record_levels(
+    status: &mut BmcBindingStatus,
+    binding: &BmcBinding,
+    all: &[BmcBinding],
+    now: Timestamp,
+) -> Vec<Notice> {
+    use crate::levels::{self, MappingBasis};
+    let types = [OUTLET_MAPPING_PROVEN, OUTLETS_EXCLUSIVE, PDU_TRANSPORT_SECURE];
+    if binding.spec.pdu_levels.is_empty() {
+        status.conditions.retain(|c| !types.contains(&c.type_.as_str()));
+        return Vec::new();
+    }
+    let generation = binding.metadata.generation;
+    let mut mapping = Vec::new();
+    for (index, level) in binding.spec.pdu_levels.iter().enumerate() {
+        // No confirmation is gathered yet (L5): a mapping rests on a statement, or on nothing.
+        match levels::mapping_basis(level, None, generation) {
+            Ok(MappingBasis::Confirmed) => {}
+            Ok(MappingBasis::OperatorStatement) => mapping.push(format!(
+                "level {}: stated by an operator (mappingProof: OperatorStatement), not confirmed by the machine",
+                index + 2
+            )),
+            Err(refusal) => mapping.push(format!("level {}: unusable: {refusal}", index + 2)),
+        }
+    }
+    let shared = levels::shared_outlets(all).remove(&kube::ResourceExt::name_any(binding)).unwrap_or_default();
+    let insecure: Vec<String> = binding
+        .spec
+        .pdu_levels
+        .iter()
+        .flat_map(|l| &l.outlets)
+        .filter(|o| o.is_insecure())
+        .map(|o| match &o.snmp {
+            Some(snmp) => format!("{}: SNMP {:?} sends its community in clear text", o.key(), snmp.version),
+            None => format!("{}: tls.insecureSkipVerify is set", o.key()),
+        })
+        .collect();
+    let verdicts = [
+        (OUTLET_MAPPING_PROVEN, "Confirmed", "OutletMappingUnproven", "every level's mapping is confirmed", mapping),
+        (
+            OUTLETS_EXCLUSIVE,
+            "NotShared",
+            "OutletShared",
+            "no other binding names these outlets undeclared",
+            shared.iter().map(ToString::to_string).collect(),
+        ),
+        (
+            PDU_TRANSPORT_SECURE,
+            "Secure",
+            "InsecurePduTransport",
+            "every outlet is reached over SNMPv3 authPriv or verified TLS",
+            insecure,
+        ),
+    ];
+    let mut notices = Vec::new();
+    for (type_, good, bad, fine, problems) in verdicts {
+        let was = conditions::find(&status.conditions, type_).map(|c| (c.status.clone(), c.reason.clone()));
+        let (state, reason, message) = if problems.is_empty() {
+            (conditions::TRUE, good, fine.to_owned())
+        } else {
+            (conditions::FALSE, bad, problems.join("; "))
+        };
+        conditions::set_observed(&mut status.conditions, type_, state, reason, &message, generation, now);
+        let turned_false = state == conditions::FALSE && was.is_none_or(|(s, r)| s != state || r != reason);
+        if turned_false {
+            notices.push(Notice { warning: true, reason: reason.into(), message });
+        }
+    }
+    notices
+}
+
 /// A2: the binding as a fence's admission records it: its generation, the content of the client
 /// the fence goes through (`content`: its device digest, `None` when the binding cannot be used), and
 /// its last successful verification (when, of which generation, at which content).
@@ -449,6 +532,80 @@ mod tests {
         );
         binding.metadata.generation = Some(3);
         binding
+    }
+
+    fn with_level(mut binding: BmcBinding, level: serde_json::Value) -> BmcBinding {
+        binding.spec.pdu_levels.push(serde_json::from_value(level).unwrap());
+        binding
+    }
+
+    fn snmp_level(address: &str, version: &str, statement: bool) -> serde_json::Value {
+        let mut level = serde_json::json!({
+            "outlets": [{
+                "snmp": {"address": address, "outlet": 3, "version": version},
+                "credentialsSecretRef": {"name": "pdu"},
+            }],
+        });
+        if statement {
+            level["mappingProof"] = "OperatorStatement".into();
+        }
+        level
+    }
+
+    fn condition<'a>(status: &'a BmcBindingStatus, type_: &str) -> (&'a str, &'a str) {
+        let c = conditions::find(&status.conditions, type_).unwrap();
+        (c.status.as_str(), c.reason.as_str())
+    }
+
+    #[test]
+    fn a_level_without_a_confirmation_or_a_statement_is_reported_unusable() {
+        let binding = with_level(binding(false), snmp_level("pdu-1", "V3", false));
+        let mut status = BmcBindingStatus::default();
+        let notices = record_levels(&mut status, &binding, std::slice::from_ref(&binding), Timestamp::UNIX_EPOCH);
+        assert_eq!(condition(&status, OUTLET_MAPPING_PROVEN), ("False", "OutletMappingUnproven"));
+        let message = &conditions::find(&status.conditions, OUTLET_MAPPING_PROVEN).unwrap().message;
+        assert!(message.starts_with("level 2: unusable: nothing confirmed"), "{message}");
+        assert_eq!(condition(&status, OUTLETS_EXCLUSIVE), ("True", "NotShared"));
+        assert_eq!(condition(&status, PDU_TRANSPORT_SECURE), ("True", "Secure"));
+        assert_eq!(notices.iter().map(|n| n.reason.as_str()).collect::<Vec<_>>(), ["OutletMappingUnproven"]);
+        // Once said, not said again at every check.
+        let again = record_levels(&mut status, &binding, std::slice::from_ref(&binding), Timestamp::UNIX_EPOCH);
+        assert!(again.is_empty(), "{again:?}");
+    }
+
+    #[test]
+    fn an_operator_statement_is_a_standing_warning_not_a_proof() {
+        let binding = with_level(binding(false), snmp_level("pdu-1", "V3", true));
+        let mut status = BmcBindingStatus::default();
+        record_levels(&mut status, &binding, std::slice::from_ref(&binding), Timestamp::UNIX_EPOCH);
+        assert_eq!(condition(&status, OUTLET_MAPPING_PROVEN), ("False", "OutletMappingUnproven"));
+        let message = &conditions::find(&status.conditions, OUTLET_MAPPING_PROVEN).unwrap().message;
+        assert!(message.contains("stated by an operator"), "{message}");
+    }
+
+    #[test]
+    fn a_community_in_clear_text_and_an_undeclared_shared_outlet_are_warnings() {
+        let mine = with_level(binding(false), snmp_level("pdu-1", "V2c", true));
+        let mut other = with_level(binding(false), snmp_level("PDU-1", "V3", true));
+        other.metadata.name = Some("other".into());
+        other.spec.node_name = "m".into();
+        let all = [mine.clone(), other];
+        let mut status = BmcBindingStatus::default();
+        let notices = record_levels(&mut status, &mine, &all, Timestamp::UNIX_EPOCH);
+        assert_eq!(condition(&status, OUTLETS_EXCLUSIVE), ("False", "OutletShared"));
+        assert_eq!(condition(&status, PDU_TRANSPORT_SECURE), ("False", "InsecurePduTransport"));
+        let reasons: Vec<_> = notices.iter().map(|n| n.reason.as_str()).collect();
+        assert_eq!(reasons, ["OutletMappingUnproven", "OutletShared", "InsecurePduTransport"]);
+    }
+
+    #[test]
+    fn a_binding_whose_levels_were_removed_loses_their_conditions() {
+        let with = with_level(binding(false), snmp_level("pdu-1", "V3", false));
+        let mut status = BmcBindingStatus::default();
+        record_levels(&mut status, &with, std::slice::from_ref(&with), Timestamp::UNIX_EPOCH);
+        let without = binding(false);
+        record_levels(&mut status, &without, std::slice::from_ref(&without), Timestamp::UNIX_EPOCH);
+        assert!(status.conditions.is_empty(), "{:?}", status.conditions);
     }
 
     #[test]

@@ -169,6 +169,7 @@ async fn check(binding: &BmcBinding, ctx: &Context, referenced_changed: bool) ->
         let poll_interval = shortest_poll_interval(ctx).await?;
         notices.extend(verification::record_latency(&mut status, binding, latency, poll_interval, Timestamp::now()));
     }
+    notices.extend(verification::record_levels(&mut status, binding, &all, Timestamp::now()));
     if binding.status.as_ref() != Some(&status) {
         let patch = verification::status_patch(binding.status.as_ref(), &status);
         api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)).await?;

@@ -761,3 +761,20 @@ fn a_queued_remediation_looks_again_when_the_window_frees_and_at_most_after_a_mi
     world.admissions.clear();
     assert_eq!(window_frees_at(&world.inputs()), None);
 }
+
+// L3: PDU levels only with action Off ------------------------------------------------------------------
+
+#[test]
+fn a_reboot_through_a_binding_with_pdu_levels_is_refused_before_any_bmc_request() {
+    let mut world = World::new(node("n", Some("Unknown"), &[]));
+    world.bindings[0].spec.pdu_levels = vec![
+        serde_json::from_value(serde_json::json!({
+            "outlets": [{"snmp": {"address": "pdu-1", "outlet": 3}, "credentialsSecretRef": {"name": "pdu"}}],
+        }))
+        .unwrap(),
+    ];
+    world.me.spec.action = crate::api::FenceAction::Reboot;
+    assert_eq!(reason(&evaluate(&world.inputs())), Some(Reason::RebootWithPduLevels));
+    world.me.spec.action = crate::api::FenceAction::Off;
+    assert_eq!(evaluate(&world.inputs()), Gate::Admit);
+}
