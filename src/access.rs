@@ -16,11 +16,12 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::{Api, Client, ResourceExt};
 
 use crate::{
-    api::{BmcBinding, CaBundleKind, IpmiPrivilege, IpmiTarget},
+    api::{BmcBinding, CaBundleKind, IpmiPrivilege, IpmiTarget, SnmpAuthProtocol, SnmpPrivProtocol, SnmpVersion},
     bmc::{BmcError, Credentials, Password, RedfishClient, RedfishConfig, ResetType, SetupError, SystemReading, tls},
     contract::Reason,
-    driver::ports::Target,
+    driver::ports::{Level, Target},
     ipmi::{BmcKey, IpmiClient, IpmiConfig, Privilege},
+    pdu::{self, OutletCommand, OutletReading, Outlets, PduError, redfish::RedfishPdu, snmp::SnmpPdu},
 };
 
 /// Settings for talking to BMCs.
@@ -53,6 +54,12 @@ pub enum Cause {
     Ipmi(#[from] crate::ipmi::IpmiError),
     #[error("credentials Secret {namespace}/{name}: key kg is not hex")]
     BmcKeyNotHex { namespace: String, name: String },
+    /// The binding has no such PDU level (it was edited since the fence moved to it).
+    #[error("it has no PDU level {level} (levels are numbered from 2)")]
+    NoSuchLevel { level: u32 },
+    /// A PDU outlet that cannot be spoken to as configured (an id, an SNMP setup).
+    #[error("PDU outlet {outlet}: {problem}")]
+    Pdu { outlet: String, problem: String },
     /// More than one of the above: each is named, so that one edit can fix them all.
     #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
     Several(Vec<Cause>),
@@ -90,6 +97,8 @@ impl Unusable {
             | Cause::Setup(_)
             | Cause::Ipmi(_)
             | Cause::BmcKeyNotHex { .. }
+            | Cause::NoSuchLevel { .. }
+            | Cause::Pdu { .. }
             | Cause::Several(_) => Reason::BindingInvalid,
         }
     }
@@ -100,19 +109,22 @@ impl Unusable {
 pub fn credentials_in(secret: Option<&Secret>, namespace: &str, name: &str) -> Result<Credentials, Cause> {
     let secret =
         secret.ok_or_else(|| Cause::SecretMissing { namespace: namespace.to_owned(), name: name.to_owned() })?;
-    let field = |key: &'static str| {
-        secret
-            .data
-            .as_ref()
-            .and_then(|d| d.get(key))
-            .and_then(|v| String::from_utf8(v.0.clone()).ok())
-            .filter(|v| !v.is_empty())
-            .ok_or_else(|| Cause::KeyMissing { namespace: namespace.to_owned(), name: name.to_owned(), key })
-    };
+    let field = |key: &'static str| secret_field(secret, namespace, name, key);
     match (field("username"), field("password")) {
         (Ok(username), Ok(password)) => Ok(Credentials { username, password: Password::new(password) }),
         (username, password) => Err(together([username.err(), password.err()].into_iter().flatten().collect())),
     }
+}
+
+/// A non-empty UTF-8 value of a Secret.
+fn secret_field(secret: &Secret, namespace: &str, name: &str, key: &'static str) -> Result<String, Cause> {
+    secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(key))
+        .and_then(|v| String::from_utf8(v.0.clone()).ok())
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| Cause::KeyMissing { namespace: namespace.to_owned(), name: name.to_owned(), key })
 }
 
 /// Where a CA bundle was found, as read.
@@ -170,8 +182,16 @@ async fn credentials(
 
 /// Reads the trust the binding configures, with its CA bundle from the ConfigMap or Secret.
 async fn trust(client: &Client, binding: &BmcBinding) -> Result<Result<(tls::Trust, Vec<u8>), Cause>, kube::Error> {
-    let namespace = binding.namespace().unwrap_or_default();
-    let policy = &binding.spec.tls_policy();
+    trust_of(client, &binding.namespace().unwrap_or_default(), &binding.spec.tls_policy()).await
+}
+
+/// Reads the trust `policy` configures in `namespace`, with its CA bundle.
+async fn trust_of(
+    client: &Client,
+    namespace: &str,
+    policy: &crate::api::TlsPolicy,
+) -> Result<Result<(tls::Trust, Vec<u8>), Cause>, kube::Error> {
+    let namespace = namespace.to_owned();
     let ca_bundle = match &policy.ca_bundle_ref {
         None => None,
         Some(reference) => {
@@ -239,10 +259,6 @@ pub fn device_digest(
     credentials: &Credentials,
     kg: Option<&BmcKey>,
 ) -> u64 {
-    use hmac::{Hmac, Mac};
-    use sha2::Sha256;
-    // HMAC takes a key of any length.
-    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(&key.0) else { return 0 };
     let spec = serde_json::to_string(spec).unwrap_or_default();
     let kg = kg.map(BmcKey::digest_hex).unwrap_or_default();
     let parts = [
@@ -252,7 +268,17 @@ pub fn device_digest(
         credentials.password.reveal().as_bytes(),
         kg.as_bytes(),
     ];
+    keyed_digest(key, &parts)
+}
+
+/// HMAC-SHA256 of the length-prefixed `parts`, keyed with `key`, as 64 bits.
+fn keyed_digest(key: &ContentKey, parts: &[impl AsRef<[u8]>]) -> u64 {
+    use hmac::{Hmac, Mac};
+    use sha2::Sha256;
+    // HMAC takes a key of any length.
+    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(&key.0) else { return 0 };
     for part in parts {
+        let part = part.as_ref();
         mac.update(&(part.len() as u64).to_le_bytes());
         mac.update(part);
     }
@@ -353,11 +379,14 @@ pub struct Clients {
     settings: BmcSettings,
     key: ContentKey,
     cache: ClientCache,
+    /// PDU levels by (binding UID, level), as [`ClientCache`] keeps BMC clients.
+    #[allow(clippy::type_complexity)]
+    levels: Mutex<HashMap<(String, u32), (String, Instant, LevelDevices, u64)>>,
 }
 
 impl Clients {
     pub fn new(settings: BmcSettings, key: ContentKey) -> Self {
-        Self { settings, key, cache: ClientCache::default() }
+        Self { settings, key, cache: ClientCache::default(), levels: Mutex::default() }
     }
 
     /// The client the binding describes, with its [`device_digest`].
@@ -439,7 +468,203 @@ impl Clients {
     pub fn forget(&self, binding: &BmcBinding) {
         if let Some(uid) = binding.uid() {
             self.cache.forget(&uid);
+            self.levels.lock().unwrap_or_else(PoisonError::into_inner).retain(|(of, _), _| *of != uid);
         }
+    }
+}
+
+/// One outlet's client.
+#[derive(Clone, Debug)]
+enum OutletClient {
+    Redfish(Box<RedfishPdu>, pdu::redfish::OutletId),
+    Snmp(SnmpPdu, pdu::snmp::OutletNumber),
+}
+
+/// The outlets of one PDU level as a binding's `pduLevels` entry and their Secrets describe them.
+#[derive(Clone, Debug)]
+pub struct LevelDevices {
+    outlets: Vec<(String, f64, OutletClient)>,
+}
+
+impl Level for LevelDevices {
+    fn outlets(&self) -> Vec<(String, f64)> {
+        self.outlets.iter().map(|(key, floor, _)| (key.clone(), *floor)).collect()
+    }
+
+    async fn read(&self, index: usize) -> Result<OutletReading, PduError> {
+        match &self.outlets.get(index).ok_or_else(|| PduError::NoSuchOutlet(index.to_string()))?.2 {
+            OutletClient::Redfish(pdu, outlet) => pdu.read(outlet).await,
+            OutletClient::Snmp(pdu, outlet) => pdu.read(outlet).await,
+        }
+    }
+
+    async fn switch_off(&self, index: usize) -> Result<(), PduError> {
+        match &self.outlets.get(index).ok_or_else(|| PduError::NoSuchOutlet(index.to_string()))?.2 {
+            OutletClient::Redfish(pdu, outlet) => pdu.switch(outlet, OutletCommand::Off).await,
+            OutletClient::Snmp(pdu, outlet) => pdu.switch(outlet, OutletCommand::Off).await,
+        }
+    }
+}
+
+impl Clients {
+    /// The outlets of the binding's PDU level `level` (2 for its first entry), with the keyed digest
+    /// of the level's spec and of the credential and CA values its clients are made of (P2). Reused
+    /// as a BMC client is ([`CLIENT_TTL`], same binding version): an SNMPv3 client keeps the engine
+    /// it discovered.
+    pub async fn level(
+        &self,
+        kube: &Client,
+        binding: &BmcBinding,
+        level: u32,
+    ) -> Result<Result<(LevelDevices, u64), Unusable>, kube::Error> {
+        let key = (binding.uid().unwrap_or_default(), level);
+        let version = binding.resource_version().unwrap_or_default();
+        if let Some((built_for, built, devices, serial)) =
+            self.levels.lock().unwrap_or_else(PoisonError::into_inner).get(&key)
+            && *built_for == version
+            && built.elapsed() < CLIENT_TTL
+        {
+            return Ok(Ok((devices.clone(), *serial)));
+        }
+        let Some(spec) = level.checked_sub(2).and_then(|i| binding.spec.pdu_levels.get(i as usize)) else {
+            return Ok(Err(Unusable::new(binding, Cause::NoSuchLevel { level })));
+        };
+        let namespace = binding.namespace().unwrap_or_default();
+        let mut parts = vec![serde_json::to_vec(spec).unwrap_or_default()];
+        let (mut outlets, mut causes) = (Vec::new(), Vec::new());
+        for outlet in &spec.outlets {
+            match self.outlet(kube, &namespace, outlet, &mut parts).await? {
+                Ok(client) => outlets.push((outlet.key(), outlet.floor(), client)),
+                Err(cause) => causes.push(cause),
+            }
+        }
+        if !causes.is_empty() {
+            return Ok(Err(Unusable::new(binding, together(causes))));
+        }
+        let serial = keyed_digest(&self.key, &parts);
+        let devices = LevelDevices { outlets };
+        self.levels
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key, (version, Instant::now(), devices.clone(), serial));
+        Ok(Ok((devices, serial)))
+    }
+
+    /// One outlet's client; what its Secret and CA bundle hold goes into `parts` (for the digest).
+    async fn outlet(
+        &self,
+        kube: &Client,
+        namespace: &str,
+        outlet: &crate::api::PduOutlet,
+        parts: &mut Vec<Vec<u8>>,
+    ) -> Result<Result<OutletClient, Cause>, kube::Error> {
+        let name = &outlet.credentials_secret_ref.name;
+        let secret = Api::<Secret>::namespaced(kube.clone(), namespace).get_opt(name).await?;
+        let Some(secret) = secret else {
+            return Ok(Err(Cause::SecretMissing { namespace: namespace.to_owned(), name: name.clone() }));
+        };
+        let field = |key: &'static str| secret_field(&secret, namespace, name, key);
+        let pdu_cause = |problem: String| Cause::Pdu { outlet: outlet.key(), problem };
+        if let Some(redfish) = &outlet.redfish {
+            let policy = outlet.tls.clone().unwrap_or_default();
+            let credentials = credentials_in(Some(&secret), namespace, name);
+            let trusted = trust_of(kube, namespace, &policy).await?;
+            let (credentials, (trust, ca_bundle)) = match (credentials, trusted) {
+                (Ok(credentials), Ok(trusted)) => (credentials, trusted),
+                (credentials, trusted) => {
+                    return Ok(Err(together([credentials.err(), trusted.err()].into_iter().flatten().collect())));
+                }
+            };
+            parts.extend([
+                ca_bundle,
+                credentials.username.clone().into_bytes(),
+                credentials.password.reveal().as_bytes().to_vec(),
+            ]);
+            let id = match pdu::redfish::OutletId::new(&redfish.rack_pdu, &redfish.outlet) {
+                Ok(id) => id,
+                Err(error) => return Ok(Err(pdu_cause(error.to_string()))),
+            };
+            let config = RedfishConfig {
+                endpoint: redfish.endpoint.clone(),
+                trust,
+                credentials,
+                request_timeout: self.settings.request_timeout,
+                read_retries: self.settings.read_retries,
+                retry_backoff: self.settings.retry_backoff,
+            };
+            return Ok(RedfishPdu::new(config).map(|pdu| OutletClient::Redfish(Box::new(pdu), id)).map_err(Cause::Setup));
+        }
+        let Some(snmp) = &outlet.snmp else { return Ok(Err(pdu_cause("neither redfish nor snmp is set".into()))) };
+        let security = match snmp.version {
+            SnmpVersion::V3 => match (field("username"), field("authKey"), field("privKey")) {
+                (Ok(username), Ok(auth_key), Ok(priv_key)) => {
+                    parts.extend([
+                        username.clone().into_bytes(),
+                        auth_key.clone().into_bytes(),
+                        priv_key.clone().into_bytes(),
+                    ]);
+                    pdu::snmp::SnmpSecurity::Usm(pdu::snmp::Usm {
+                        username,
+                        auth: auth_protocol(snmp.auth_protocol),
+                        auth_key: Password::new(auth_key),
+                        privacy: priv_protocol(snmp.priv_protocol),
+                        priv_key: Password::new(priv_key),
+                        context: String::new(),
+                    })
+                }
+                (username, auth, privacy) => {
+                    return Ok(Err(together(
+                        [username.err(), auth.err(), privacy.err()].into_iter().flatten().collect(),
+                    )));
+                }
+            },
+            SnmpVersion::V2c | SnmpVersion::V1 => match field("community") {
+                Ok(community) => {
+                    parts.push(community.clone().into_bytes());
+                    let version = if snmp.version == SnmpVersion::V1 {
+                        pdu::snmp::CommunityVersion::V1
+                    } else {
+                        pdu::snmp::CommunityVersion::V2c
+                    };
+                    pdu::snmp::SnmpSecurity::Community { version, community: Password::new(community) }
+                }
+                Err(cause) => return Ok(Err(cause)),
+            },
+        };
+        let number = match pdu::snmp::OutletNumber::new(snmp.outlet) {
+            Ok(number) => number,
+            Err(error) => return Ok(Err(pdu_cause(error.to_string()))),
+        };
+        let config = pdu::snmp::SnmpConfig {
+            address: crate::api::host_port(&snmp.address, snmp.port.unwrap_or(161)),
+            security,
+            request_timeout: self.settings.request_timeout,
+            retries: self.settings.read_retries,
+        };
+        Ok(match SnmpPdu::connect(config).await {
+            Ok(pdu) => Ok(OutletClient::Snmp(pdu, number)),
+            Err(error) => Err(pdu_cause(error.to_string())),
+        })
+    }
+}
+
+fn auth_protocol(protocol: Option<SnmpAuthProtocol>) -> pdu::snmp::AuthProtocol {
+    use pdu::snmp::AuthProtocol as A;
+    match protocol.unwrap_or(SnmpAuthProtocol::SHA256) {
+        SnmpAuthProtocol::SHA1 => A::Sha1,
+        SnmpAuthProtocol::SHA224 => A::Sha224,
+        SnmpAuthProtocol::SHA256 => A::Sha256,
+        SnmpAuthProtocol::SHA384 => A::Sha384,
+        SnmpAuthProtocol::SHA512 => A::Sha512,
+    }
+}
+
+fn priv_protocol(protocol: Option<SnmpPrivProtocol>) -> pdu::snmp::PrivProtocol {
+    use pdu::snmp::PrivProtocol as P;
+    match protocol.unwrap_or(SnmpPrivProtocol::AES128) {
+        SnmpPrivProtocol::AES128 => P::Aes128,
+        SnmpPrivProtocol::AES192 => P::Aes192,
+        SnmpPrivProtocol::AES256 => P::Aes256,
     }
 }
 

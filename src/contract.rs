@@ -120,6 +120,7 @@ reasons! {
     PoweringOff => Progress, PowerOffTimeout, "reading the power state and sending ForceOff unless it reads Off";
     ConfirmingOff => Progress, PowerOffTimeout, "collecting an unbroken run of Off readings spanning settle";
     AttemptFailed => Waiting, RetryCount, "an attempt failed (BMC unreachable or no proof in time); the next one is scheduled";
+    PoweringOffOutlets => Progress, PowerOffTimeout, "the BMC could not prove Off: switching off the outlets of the binding's next PDU level and collecting an unbroken run of readings in which every outlet proves Off, spanning settle (docs/safety.md L1-L7)";
     Releasing => Progress, None, "power proven Off; re-checking the node and releasing its workloads";
     NodeFenced => Fenced, None, "power proven Off and workloads released (out-of-service taint or pod deletion)";
     WaitingForRelease => Fenced, ReleaseTimeout, "Reboot: waiting until no pod is terminating and no VolumeAttachment names the node";
@@ -158,6 +159,8 @@ reasons! {
     NodeReplaced => Final, None, "the Node object was replaced (a new UID) since admission: the node coroner was asked to fence is gone";
     NodeLeaseChanged => Final, None, "right before a power action the node's Lease was no longer as admission saw it (renewed, created or deleted): something on the node is alive";
     ReleaseNotWritten => Final, PowerOffTimeout, "the machine stayed proven Off but the Node update was refused or failed in every attempt; nothing released, unless the message names pods a ResourceDeletion release force-deleted before it stopped (those stay released and guarded)";
+    OutletMappingWrong => Final, None, "every outlet of a PDU level read Off and the node's BMC still answered without reading its machine Off: those outlets do not feed this machine; nothing released (docs/safety.md L7)";
+    OutletShared => Final, None, "an outlet of the PDU level is named by another node's binding undeclared, or feeds a node that is not itself admitted for fencing: it is not switched (docs/safety.md L6)";
     FenceDidNotTakeEffect => Final, None, "right after the release the node's Lease read renewed since the power-off: the out-of-service taint was taken back at once";
 }
 

@@ -40,7 +40,9 @@ pub fn may_try_next_level(reason: Reason) -> Result<(), LevelStop> {
         | Reason::IdentityChanged
         | Reason::NodeUuidUnusable
         | Reason::NodeAliveAfterPowerOff
-        | Reason::BindingConflict => Err(LevelStop::MappingShownWrong(reason)),
+        | Reason::BindingConflict
+        | Reason::OutletMappingWrong
+        | Reason::OutletShared => Err(LevelStop::MappingShownWrong(reason)),
         other => Err(LevelStop::NotSilence(other)),
     }
 }

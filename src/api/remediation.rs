@@ -216,6 +216,9 @@ pub enum Phase {
     VerifyingIdentity,
     PoweringOff,
     ConfirmingOff,
+    /// The BMC could not prove Off: switching the outlets of a PDU level off and proving them Off
+    /// (`status.progress.level` says which).
+    PoweringOffOutlets,
     Releasing,
     WaitingForRelease,
     PoweringOn,
@@ -237,6 +240,7 @@ impl Phase {
             | Self::VerifyingIdentity
             | Self::PoweringOff
             | Self::ConfirmingOff
+            | Self::PoweringOffOutlets
             | Self::Releasing
             | Self::WaitingForRelease
             | Self::PoweringOn
@@ -252,6 +256,7 @@ impl Phase {
             Self::VerifyingIdentity
             | Self::PoweringOff
             | Self::ConfirmingOff
+            | Self::PoweringOffOutlets
             | Self::Releasing
             | Self::WaitingForRelease
             | Self::PoweringOn => true,
@@ -266,6 +271,7 @@ impl Phase {
             Self::VerifyingIdentity
             | Self::PoweringOff
             | Self::ConfirmingOff
+            | Self::PoweringOffOutlets
             | Self::Releasing
             | Self::WaitingForRelease
             | Self::PoweringOn
@@ -279,6 +285,7 @@ impl Phase {
             Self::VerifyingIdentity => "VerifyingIdentity",
             Self::PoweringOff => "PoweringOff",
             Self::ConfirmingOff => "ConfirmingOff",
+            Self::PoweringOffOutlets => "PoweringOffOutlets",
             Self::Releasing => "Releasing",
             Self::WaitingForRelease => "WaitingForRelease",
             Self::PoweringOn => "PoweringOn",
@@ -372,6 +379,11 @@ pub struct GuardFinding {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Progress {
+    /// The fencing level the fence is at: absent for the BMC (level 1), 2 for the binding's first
+    /// `pduLevels` entry, and so on. Each level has its own `retry.count` attempts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "int32"))]
+    pub level: Option<u32>,
     /// The running attempt (identity checks, then power-off attempts, then power-on), 1-based.
     #[serde(default)]
     #[schemars(extend("format" = "int32"))]
@@ -598,6 +610,37 @@ pub struct PowerOffEvidence {
     pub proof: Option<OffRun>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proven_at: Option<MicroTime>,
+    /// With a proof through a PDU level: which level, its outlets and what the mapping rests on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub level: Option<LevelProof>,
+}
+
+/// A proof through a fencing level of PDU outlets (docs/safety.md L1–L7).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LevelProof {
+    /// 2 for the binding's first `pduLevels` entry.
+    #[schemars(extend("format" = "int32"))]
+    pub level: u32,
+    /// The binding and its generation the level was read from.
+    pub binding: String,
+    pub binding_generation: i64,
+    /// `Confirmed` (by the machine) or `OperatorStatement` (unproven: `OutletMappingUnproven`).
+    pub mapping: String,
+    /// Each outlet's last reading of the proof.
+    pub outlets: Vec<OutletProof>,
+    /// What the node's BMC showed once every outlet read Off: `no answer` or its power state.
+    pub bmc_after: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OutletProof {
+    /// The outlet (`snmp:host:port|N` or `redfish:endpoint|rackPdu|outlet`).
+    pub outlet: String,
+    pub state: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watts: Option<f64>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
@@ -615,6 +658,9 @@ pub enum ReleaseKind {
     /// coroner proved through the BMC that the machine is this node and that its power reads Off.
     #[default]
     BmcProof,
+    /// The BMC could not prove it: coroner switched off the PDU outlets a fencing level maps to the
+    /// machine and proved them Off (`evidence.powerOff.level`).
+    LevelProof,
     /// No proof: a person attested that the node is dead (a CoronerAttestation), and coroner checked
     /// that the node stayed silent since its fence failed. `Succeeded` stays `False`.
     OperatorAttested,

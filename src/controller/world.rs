@@ -17,7 +17,7 @@ use tracing::warn;
 
 use super::Context;
 use crate::{
-    access::{Device, Unusable},
+    access::{Device, LevelDevices, Unusable},
     api::{
         BmcBinding, BmcBindingStatus, CoronerAttestation, CoronerAttestationStatus, CoronerRemediation,
         CoronerRemediationStatus,
@@ -260,6 +260,11 @@ impl Events for Context {
 
 impl Devices for Context {
     type Target = Device;
+    type Level = LevelDevices;
+
+    async fn level(&self, binding: &BmcBinding, level: u32) -> ApiResult<Result<(LevelDevices, u64), Unusable>> {
+        Ok(self.clients.level(&self.client, binding, level).await?)
+    }
 
     async fn target(&self, binding: &BmcBinding) -> ApiResult<Result<(Device, u64), Unusable>> {
         Ok(self.clients.client(&self.client, binding).await?)

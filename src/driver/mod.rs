@@ -12,6 +12,7 @@ pub mod attest;
 mod guard;
 mod identity;
 pub mod orphans;
+mod outlets;
 pub mod ports;
 mod power;
 mod release;
@@ -360,6 +361,7 @@ impl<'a, W: World> Fence<'a, W> {
             hold_power_action: None,
             memory,
             timing: timing(self.world),
+            levels: None,
         }
     }
 
@@ -438,11 +440,25 @@ impl<'a, W: World> Fence<'a, W> {
                 Gate::Admit => None,
             };
             let memory = self.remembered();
-            let context =
-                fence::Context { hold_power_action: hold.as_ref(), ..self.context(&snapshot, &memory, &instance) };
+            // Boxed: a binding is large, and this future is polled on the caller's stack.
+            let level_binding = Box::pin(self.level_binding()).await?.map(Box::new);
+            let level_binding_name = level_binding.as_ref().map(|b| b.name_any()).unwrap_or_default();
+            let levels = level_binding.as_ref().map(|b| fence::LevelsView {
+                binding: &level_binding_name,
+                generation: b.metadata.generation,
+                levels: &b.spec.pdu_levels,
+            });
+            let context = fence::Context {
+                hold_power_action: hold.as_ref(),
+                levels,
+                ..self.context(&snapshot, &memory, &instance)
+            };
             let plan = fence::plan(&spec, &status, context);
             debug!(phase = fence::phase_of(&status).as_str(), ?plan, "step");
-            if matches!(plan, Plan::VerifyIdentity | Plan::ReadPower { .. }) {
+            if matches!(
+                plan,
+                Plan::VerifyIdentity | Plan::ReadPower { .. } | Plan::ReadOutlets { .. } | Plan::AskBmcAfterOutlets
+            ) {
                 // A1: a process that knows it was deposed reads no more (another reads now, and a
                 // reading this one could not record would be lost); a reader is named in status
                 // before its first reading of the machine.
@@ -484,6 +500,7 @@ impl<'a, W: World> Fence<'a, W> {
             let decision = fence::next(&spec, &status, observation, context);
             let requeue = decision.requeue;
             let reset = decision.reset;
+            let to_outlets = fence::phase_of(&decision.status) == Phase::PoweringOffOutlets;
             let before = self.status();
             // An admission counts from before its write: a write that took effect but whose answer
             // was lost leaves a store showing it Pending, and the gates must still count it (an
@@ -500,8 +517,10 @@ impl<'a, W: World> Fence<'a, W> {
                 requeue => requeue,
             };
             drop(admissions);
-            if let Some(reset) = reset {
-                self.send_reset(reset, aim, &node).await?;
+            match reset {
+                Some(ResetType::ForceOff) if to_outlets => Box::pin(self.send_outlets_off(&node)).await?,
+                Some(reset) => self.send_reset(reset, aim, &node).await?,
+                None => {}
             }
             self.settle_taints().await?;
             match requeue {
@@ -531,6 +550,13 @@ impl<'a, W: World> Fence<'a, W> {
                 problem => Gathered::Plain(Observation::Identity(problem)),
             },
             Plan::ReadPower { system_path } => Gathered::Reading(self.read_power(system_path).await?),
+            Plan::ReadOutlets { level } => {
+                Gathered::Plain(Observation::Outlets(Box::pin(self.read_outlets(*level)).await?))
+            }
+            // L7: the BMC asked as an identity read is (a system of the node's UUID, no other claim).
+            Plan::AskBmcAfterOutlets => {
+                Gathered::Plain(Observation::BmcAfterOutlets(Box::pin(self.identity(snapshot)).await?))
+            }
             Plan::Release => {
                 let (spec, status) = (self.spec(), self.status());
                 let deadline = fence::proof_deadline(&spec, memory, timing(self.world)).unwrap_or_default();
@@ -706,6 +732,9 @@ impl<'a, W: World> Fence<'a, W> {
         });
         for notice in &notices.collect::<Vec<_>>() {
             info!(reason = %notice.reason, warning = notice.warning, phase = phase.as_str(), "{}", notice.message);
+            if notice.reason == fence::OUTLET_MAPPING_UNPROVEN {
+                self.world.metrics().safety_override(fence::OUTLET_MAPPING_UNPROVEN);
+            }
             self.world.publish(&self.remediation.object_ref(&()), notice, phase.as_str()).await;
             if let Some(node) = node
                 && fence::for_the_node(notice)
@@ -740,6 +769,8 @@ impl<'a, W: World> Fence<'a, W> {
         let snapshot = NodeSnapshot::new(node, lease, &self.uid);
         let spec = self.remediation.spec.clone();
         let world = self.world;
+        let level_binding = Box::pin(self.level_binding()).await?.map(Box::new);
+        let level_binding_name = level_binding.as_ref().map(|b| b.name_any()).unwrap_or_default();
         self.commit_retrying(node, |status, memory| {
             let context = fence::Context {
                 now: world.now(),
@@ -749,6 +780,11 @@ impl<'a, W: World> Fence<'a, W> {
                 hold_power_action: None,
                 memory,
                 timing: timing(world),
+                levels: level_binding.as_ref().map(|b| fence::LevelsView {
+                    binding: &level_binding_name,
+                    generation: b.metadata.generation,
+                    levels: &b.spec.pdu_levels,
+                }),
             };
             fence::next(&spec, status, observation.clone(), context)
         })

@@ -24,6 +24,7 @@ use crate::{
     fence::{Mono, Notice},
     gates::{LeaseSighting, StormLimits},
     leader,
+    pdu::{OutletReading, PduError},
     telemetry::Metrics,
 };
 
@@ -178,8 +179,28 @@ impl<B: bmc::Bmc> Target for B {
     }
 }
 
+/// The outlets of one PDU level (docs/safety.md L1–L8), in the level's order: Redfish
+/// PowerDistribution or APC rPDU over SNMP in production, the simulator's PDUs in its world. A
+/// command's answer proves nothing; only a later reading does.
+pub trait Level: Send + Sync {
+    /// Each outlet as [`crate::api::PduOutlet::key`] names it, with its watt floor.
+    fn outlets(&self) -> Vec<(String, f64)>;
+    fn read(&self, index: usize) -> impl Future<Output = Result<OutletReading, PduError>> + Send;
+    /// Immediate Off, never a reboot or a delayed command.
+    fn switch_off(&self, index: usize) -> impl Future<Output = Result<(), PduError>> + Send;
+}
+
 pub trait Devices {
     type Target: Target;
+    type Level: Level;
+    /// The outlets of the binding's PDU level `level` (2 for its first `pduLevels` entry), with the
+    /// digest of the level's spec and credential values (P2: equal values, the same device).
+    /// `Ok(Err(_))`: the level does not exist, or what it refers to cannot be used.
+    fn level(
+        &self,
+        binding: &BmcBinding,
+        level: u32,
+    ) -> impl Future<Output = ApiResult<Result<(Self::Level, u64), Unusable>>> + Send;
     /// The target a binding describes, with its device digest (`access::device_digest`: the same
     /// endpoint, TLS material and credential values give the same digest, however often the client
     /// is rebuilt; P2). `Ok(Err(_))`: what the binding refers to (its Secret, CA bundle, pin,

@@ -6,7 +6,10 @@
 //! then sends the BMC mutation the decision carries (the persisted intent comes first: if the write
 //! fails, nothing is sent). The answer is fed back through [`next`] as [`Observation::ResetAnswered`].
 
+#[cfg(test)]
+mod level_tests;
 mod observe;
+mod outlets;
 #[cfg(test)]
 mod props;
 #[cfg(test)]
@@ -18,6 +21,7 @@ use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
 
 pub use observe::*;
+pub use outlets::OUTLET_MAPPING_UNPROVEN;
 
 use crate::{
     api::{
@@ -51,6 +55,10 @@ pub enum Plan {
     VerifyIdentity,
     /// One power reading of the verified system.
     ReadPower { system_path: String },
+    /// One reading of every outlet of a PDU level (2 for the binding's first `pduLevels` entry).
+    ReadOutlets { level: u32 },
+    /// L7: every outlet of the level has read Off for settle: does the node's BMC still answer?
+    AskBmcAfterOutlets,
     /// Re-check the node and release its workloads in one resourceVersion-checked update, before the
     /// proof's freshness runs out ([`proof_deadline`]).
     Release,
@@ -163,6 +171,8 @@ pub struct Memory {
     pub begun_untouched: bool,
     /// The generation of a spec edit after admission this process announced ([`ignored_spec_edit`]).
     pub spec_edit_announced: Option<i64>,
+    /// The outlets of a PDU level as this process last read them, for the proof's evidence.
+    pub outlets: Vec<crate::api::OutletProof>,
 }
 
 /// What stays fixed for one reconcile.
@@ -179,6 +189,8 @@ pub struct Context<'a> {
     pub hold_power_action: Option<&'a (Reason, String)>,
     pub memory: &'a Memory,
     pub timing: Timing,
+    /// The node's binding's PDU levels (from the store), for a fence that may move on to one.
+    pub levels: Option<LevelsView<'a>>,
 }
 
 pub fn phase_of(status: &CoronerRemediationStatus) -> Phase {
@@ -499,7 +511,12 @@ pub fn settle_begun_release(
 fn reads_the_machine(phase: Phase) -> bool {
     matches!(
         phase,
-        Phase::VerifyingIdentity | Phase::PoweringOff | Phase::ConfirmingOff | Phase::Releasing | Phase::PoweringOn
+        Phase::VerifyingIdentity
+            | Phase::PoweringOff
+            | Phase::ConfirmingOff
+            | Phase::PoweringOffOutlets
+            | Phase::Releasing
+            | Phase::PoweringOn
     )
 }
 
@@ -542,7 +559,11 @@ pub fn plan(spec: &CoronerRemediationSpec, status: &CoronerRemediationStatus, ct
     let after = |at: Option<Mono>| at.filter(|at| *at > ctx.mono).map(|at| at - ctx.mono);
     let paced = || after(next_reading_due(spec, memory));
     let system_path = || status.evidence.as_ref().and_then(|e| e.identity.as_ref()).map(|i| i.system_path.clone());
-    let read = || system_path().map_or(Plan::VerifyIdentity, |system_path| Plan::ReadPower { system_path });
+    let level = status.progress.as_ref().and_then(|p| p.level);
+    let read = || match level {
+        Some(level) => Plan::ReadOutlets { level },
+        None => system_path().map_or(Plan::VerifyIdentity, |system_path| Plan::ReadPower { system_path }),
+    };
     let phase = phase_of(status);
     if phase == Phase::Releasing && ctx.node.released_at.is_some() && !is_released(status) {
         return Plan::RecordRelease;
@@ -552,12 +573,13 @@ pub fn plan(spec: &CoronerRemediationSpec, status: &CoronerRemediationStatus, ct
         Phase::VerifyingIdentity => after(memory.not_before).map_or(Plan::VerifyIdentity, Plan::Wait),
         Phase::PoweringOff => after(memory.not_before).map_or_else(read, Plan::Wait),
         Phase::ConfirmingOff => paced().map_or_else(read, Plan::Wait),
+        Phase::PoweringOffOutlets => outlets::plan(spec, memory, after(memory.not_before).or_else(paced), read),
         // Only a fresh proof taken by this process releases; any other first reads again.
         Phase::Releasing => match proof_deadline(spec, memory, ctx.timing) {
             Some(deadline) if ctx.mono < deadline && deletion_unrecorded(spec, status) => Plan::BeginDeletion,
             Some(deadline) if ctx.mono < deadline => Plan::Release,
             _ => match (deletion_begun(spec, status), system_path()) {
-                (true, Some(system_path)) => Plan::FinishDeletion { system_path },
+                (true, Some(system_path)) if level.is_none() => Plan::FinishDeletion { system_path },
                 _ => read(),
             },
         },
@@ -591,6 +613,9 @@ pub fn next(
         (Phase::PoweringOff, Observation::Power(reading)) => step.powering_off(reading),
         (Phase::ConfirmingOff, Observation::Power(reading)) => step.confirming_off(reading),
         (Phase::Releasing, Observation::Power(reading)) => step.releasing(reading),
+        (Phase::PoweringOffOutlets, Observation::Outlets(reading)) => step.outlets_read(reading),
+        (Phase::PoweringOffOutlets, Observation::BmcAfterOutlets(found)) => step.bmc_after_outlets(found),
+        (Phase::Releasing, Observation::Outlets(reading)) => step.outlets_releasing(reading),
         (Phase::Releasing, Observation::Release(outcome)) => step.released(outcome),
         (Phase::Releasing, Observation::DeletionMayBegin(outcome)) => step.deletion_may_begin(outcome),
         (Phase::WaitingForRelease, Observation::Workloads(workloads)) => step.waiting_for_release(workloads),
@@ -894,6 +919,11 @@ impl<'a> Step<'a> {
     }
 
     fn fail(&mut self, reason: Reason, message: String) {
+        // L2: a level that stayed silent hands the fence to the next level, if there is one.
+        let message = match self.next_level(reason, message) {
+            Ok(()) => return,
+            Err(message) => message,
+        };
         self.requeue = None;
         let message =
             settle_begun_release(&mut self.progress, &mut self.evidence, message, self.memory.begun_untouched, true);
@@ -1001,7 +1031,7 @@ impl<'a> Step<'a> {
                 self.progress.last_error = Some(cause);
                 self.requeue = Some(self.spec.poll_interval.get());
             }
-            Phase::PoweringOff | Phase::ConfirmingOff | Phase::Releasing => {
+            Phase::PoweringOff | Phase::ConfirmingOff | Phase::PoweringOffOutlets | Phase::Releasing => {
                 self.progress.last_error = Some(cause);
                 if !self.check_attempt_deadline() {
                     self.requeue = Some(self.spec.poll_interval.get());
@@ -1376,7 +1406,8 @@ impl<'a> Step<'a> {
     fn held(&mut self) -> bool {
         let Some((reason, message)) = self.ctx.hold_power_action else { return false };
         self.progress.last_error = Some(message.clone());
-        self.enter(Phase::PoweringOff, *reason, format!("{message}; no power action yet"));
+        let phase = if self.progress.level.is_some() { Phase::PoweringOffOutlets } else { Phase::PoweringOff };
+        self.enter(phase, *reason, format!("{message}; no power action yet"));
         // Paced: the held step's own status write wakes the fence again at once, and the BMC must
         // not be read at every such wake-up while the hold lasts.
         self.memory.not_before = Some(self.ctx.mono + WAIT_RECHECK);
@@ -1525,7 +1556,8 @@ impl<'a> Step<'a> {
             );
             self.schedule_next_attempt();
             self.progress.intent = None;
-            self.enter(Phase::PoweringOff, Reason::AttemptFailed, message);
+            let phase = if self.progress.level.is_some() { Phase::PoweringOffOutlets } else { Phase::PoweringOff };
+            self.enter(phase, Reason::AttemptFailed, message);
         }
         true
     }
@@ -1625,7 +1657,9 @@ impl<'a> Step<'a> {
     }
 
     fn reset_answered(&mut self, action: ResetType, result: Result<u16, BmcFailure>) {
+        let level = self.progress.level.filter(|_| phase_of(&self.status) == Phase::PoweringOffOutlets);
         let text = match &result {
+            Ok(_) if let Some(level) = level => format!("every outlet of level {level} accepted Off"),
             // IPMI answers with its completion code; 0 is no HTTP status.
             Ok(0) => "accepted (IPMI completion code 0x00)".to_owned(),
             Ok(status) => format!("HTTP {status}"),
@@ -1655,11 +1689,11 @@ impl<'a> Step<'a> {
             ResetType::ForceOff => {
                 // The answer proves nothing either way; only readings do. A rejection is still worth a Warning.
                 let then = if again { "; sent again after the next reading that is not Off" } else { "" };
-                self.notify(
-                    result.is_err(),
-                    "ForceOffSent",
-                    format!("ForceOff sent ({}): {text}{then}", self.attempt_label()),
-                );
+                let (reason, what) = match level {
+                    Some(level) => ("OutletsOffSent", format!("Off sent to the outlets of level {level}")),
+                    None => ("ForceOffSent", "ForceOff sent".to_owned()),
+                };
+                self.notify(result.is_err(), reason, format!("{what} ({}): {text}{then}", self.attempt_label()));
             }
             ResetType::On => {
                 let power_on = self.evidence.power_on.get_or_insert_with(PowerOnEvidence::default);
@@ -1741,7 +1775,7 @@ impl<'a> Step<'a> {
 
     fn release_evidence(&self, released: &Released) -> ReleaseEvidence {
         ReleaseEvidence {
-            kind: ReleaseKind::BmcProof,
+            kind: if self.progress.level.is_some() { ReleaseKind::LevelProof } else { ReleaseKind::BmcProof },
             release_id: None,
             attestation: None,
             adopted_from: None,

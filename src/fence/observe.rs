@@ -45,6 +45,11 @@ pub enum Observation {
     /// `pods_deleted` 0), or why not.
     DeletionMayBegin(Result<Released, ReleaseRefusal>),
     Workloads(Workloads),
+    /// One reading of every outlet of a PDU level, or why the level could not be read at all (its
+    /// binding or Secret unusable: final; the PDUs' errors are in the outcomes).
+    Outlets(Result<LevelReading, BmcFailure>),
+    /// L7: what the node's BMC answered once every outlet of the level had read Off for settle.
+    BmcAfterOutlets(Result<IdentityFound, IdentityProblem>),
     /// What the plan asked for could not be observed: the API server (or a Secret, a list) failed.
     /// The phase's deadline is judged on it all the same (docs/safety.md P5).
     Unavailable(String),
@@ -76,6 +81,25 @@ pub enum Verdict {
 pub struct DeviceMark {
     pub generation: i64,
     pub serial: u64,
+}
+
+/// One reading of a PDU level's outlets, in the level's order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LevelReading {
+    pub level: u32,
+    pub outcomes: Vec<crate::levels::OutletOutcome>,
+    /// From the first outlet's request to the last one's answer.
+    pub sampled: Sampled,
+    /// The binding's generation and the digest of the level's outlets and credentials.
+    pub through: DeviceMark,
+}
+
+/// The node's binding's PDU levels, as a step that may move on to one sees them.
+#[derive(Clone, Copy, Debug)]
+pub struct LevelsView<'a> {
+    pub binding: &'a str,
+    pub generation: Option<i64>,
+    pub levels: &'a [crate::api::PduLevel],
 }
 
 /// The system the binding leads to, and what else claims a machine.

@@ -384,6 +384,7 @@ impl<'a> Run<'a> {
             hold_power_action: step.hold.then_some(self.hold),
             memory,
             timing: TIMING,
+            levels: None,
         }
     }
 
@@ -447,7 +448,8 @@ impl<'a> Run<'a> {
             Plan::Release | Plan::RecordRelease => Kind::Release,
             Plan::BeginDeletion => Kind::DeletionCheck,
             Plan::CheckWorkloads => Kind::Workloads,
-            Plan::Idle => Kind::Nothing,
+            // These properties give the fence no PDU levels: it never plans their readings.
+            Plan::Idle | Plan::ReadOutlets { .. } | Plan::AskBmcAfterOutlets => Kind::Nothing,
         }
     }
 

@@ -55,6 +55,7 @@ static FORGOTTEN: Memory = Memory {
     finalizer_reported: false,
     begun_untouched: false,
     spec_edit_announced: None,
+    outlets: Vec::new(),
 };
 
 const TIMING: Timing = Timing { request_timeout: StdDuration::from_secs(5), read_retries: 1 };
@@ -73,6 +74,7 @@ fn ctx(now: i64, node: &NodeSnapshot) -> Context<'_> {
         hold_power_action: None,
         memory: &FORGOTTEN,
         timing: TIMING,
+        levels: None,
     }
 }
 

@@ -35,11 +35,13 @@ use crate::{
     driver::{
         self, Admissions, ApiResult, Local, LoopSettings, Next, World,
         ports::{
-            Attestations, Clock, Cluster, Devices, Events, Leadership, Listing, NodeLeases, Nodes, Remediations, Target,
+            Attestations, Clock, Cluster, Devices, Events, Leadership, Level, Listing, NodeLeases, Nodes, Remediations,
+            Target,
         },
     },
     fence::{Mono, Notice},
     gates::{LeaseSighting, StormLimits},
+    pdu::{OutletReading, PduError},
     telemetry::Metrics,
 };
 
@@ -124,11 +126,13 @@ struct Incarnation {
 /// (which did not change) that long.
 const UPTIME: StdDuration = StdDuration::from_secs(3600);
 
-pub struct Lab<D> {
+pub struct Lab<D, L = NoLevel> {
     name: String,
     clock: LabClock,
     truth: Mutex<Truth>,
     device: D,
+    /// The devices of the binding's PDU level 2, when the test gives it one.
+    level: Option<L>,
     settings: LoopSettings,
     metrics: Metrics,
     incarnation: Mutex<Incarnation>,
@@ -170,6 +174,32 @@ impl<D: Target + Clone> Lab<D> {
     /// The world of `setup`, its binding leading to `device`'s origin. The process has been running
     /// (and watching the node's Lease, which has not changed) for an hour.
     pub fn new(setup: &Setup, clock: LabClock, device: D) -> Self {
+        Self::with_level(setup, clock, device, None)
+    }
+}
+
+/// No PDU level: what a lab without one (and the simulator, which models no PDUs yet) gives.
+#[derive(Clone, Debug)]
+pub struct NoLevel;
+
+impl Level for NoLevel {
+    fn outlets(&self) -> Vec<(String, f64)> {
+        Vec::new()
+    }
+
+    async fn read(&self, index: usize) -> Result<OutletReading, PduError> {
+        Err(PduError::NoSuchOutlet(index.to_string()))
+    }
+
+    async fn switch_off(&self, index: usize) -> Result<(), PduError> {
+        Err(PduError::NoSuchOutlet(index.to_string()))
+    }
+}
+
+impl<D: Target + Clone, L: Level + Clone> Lab<D, L> {
+    /// [`Lab::new`], with `level` as the devices of the binding's PDU level 2 (whose entry the
+    /// test writes into the binding through [`Lab::world`]).
+    pub fn with_level(setup: &Setup, clock: LabClock, device: D, level: Option<L>) -> Self {
         let mut truth = Truth::new(NAMESPACE);
         truth.epoch = clock.epoch;
         truth.now = clock.micros();
@@ -192,6 +222,7 @@ impl<D: Target + Clone> Lab<D> {
             clock,
             truth: Mutex::new(truth),
             device,
+            level,
             settings: LoopSettings {
                 namespace: NAMESPACE.into(),
                 limits: StormLimits { max_concurrent: 3, max_per_window: 5, window: StdDuration::from_secs(600) },
@@ -428,13 +459,13 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-impl<D: Target + Clone> Finalizer for Lab<D> {
+impl<D: Target + Clone, L: Level + Clone> Finalizer for Lab<D, L> {
     async fn set_finalizer(&self, remediation: &CoronerRemediation, present: bool) -> ApiResult<()> {
         self.world(|t| t.set_finalizer(&remediation.name_any(), remediation.finalizers(), present))
     }
 }
 
-impl<D> Clock for Lab<D> {
+impl<D, L> Clock for Lab<D, L> {
     fn now(&self) -> Timestamp {
         self.clock.now()
     }
@@ -448,7 +479,7 @@ fn micros_to_mono(micros: Micros) -> Mono {
     super::exec::duration(micros)
 }
 
-impl<D: Target + Clone> Remediations for Lab<D> {
+impl<D: Target + Clone, L: Level + Clone> Remediations for Lab<D, L> {
     async fn remediation(&self, name: &str) -> ApiResult<Option<CoronerRemediation>> {
         Ok(self.world(|t| t.remediation(name)))
     }
@@ -470,7 +501,7 @@ impl<D: Target + Clone> Remediations for Lab<D> {
     }
 }
 
-impl<D: Target + Clone> Nodes for Lab<D> {
+impl<D: Target + Clone, L: Level + Clone> Nodes for Lab<D, L> {
     async fn node(&self, name: &str) -> ApiResult<Option<Node>> {
         Ok(self.world(|t| t.node(name)))
     }
@@ -496,7 +527,7 @@ impl<D: Target + Clone> Nodes for Lab<D> {
     }
 }
 
-impl<D: Target + Clone> NodeLeases for Lab<D> {
+impl<D: Target + Clone, L: Level + Clone> NodeLeases for Lab<D, L> {
     async fn node_lease(&self, node: &str) -> ApiResult<Option<Option<Timestamp>>> {
         Ok(self.world(|t| t.node_lease(node)))
     }
@@ -506,7 +537,7 @@ impl<D: Target + Clone> NodeLeases for Lab<D> {
     }
 }
 
-impl<D: Target + Clone> Leadership for Lab<D> {
+impl<D: Target + Clone, L: Level + Clone> Leadership for Lab<D, L> {
     fn instance(&self) -> String {
         format!("p{PID}/{}", lock(&self.incarnation).term)
     }
@@ -533,7 +564,7 @@ impl<D: Target + Clone> Leadership for Lab<D> {
     }
 }
 
-impl<D: Target + Clone> Attestations for Lab<D> {
+impl<D: Target + Clone, L: Level + Clone> Attestations for Lab<D, L> {
     async fn attestation(&self, name: &str) -> ApiResult<Option<CoronerAttestation>> {
         Ok(self.world(|t| t.attestation(name)))
     }
@@ -556,7 +587,7 @@ impl<D: Target + Clone> Attestations for Lab<D> {
     }
 }
 
-impl<D: Target + Clone> Cluster for Lab<D> {
+impl<D: Target + Clone, L: Level + Clone> Cluster for Lab<D, L> {
     async fn bindings(&self, _: Listing) -> ApiResult<Vec<BmcBinding>> {
         Ok(self.world(|t| t.binding_list()))
     }
@@ -596,14 +627,24 @@ impl<D: Target + Clone> Cluster for Lab<D> {
     }
 }
 
-impl<D: Target + Clone> Events for Lab<D> {
+impl<D: Target + Clone, L: Level + Clone> Events for Lab<D, L> {
     async fn publish(&self, regarding: &ObjectReference, notice: &Notice, _action: &str) {
         lock(&self.events).push((regarding.kind.clone().unwrap_or_default(), notice.clone()));
     }
 }
 
-impl<D: Target + Clone> Devices for Lab<D> {
+impl<D: Target + Clone, L: Level + Clone> Devices for Lab<D, L> {
     type Target = D;
+    type Level = L;
+
+    /// The test's level 2, once the binding names it.
+    async fn level(&self, binding: &BmcBinding, level: u32) -> ApiResult<Result<(L, u64), Unusable>> {
+        let serial = lock(&self.incarnation).serial;
+        Ok(match (&self.level, level == 2 && !binding.spec.pdu_levels.is_empty()) {
+            (Some(devices), true) => Ok((devices.clone(), serial)),
+            _ => Err(Unusable::new(binding, Cause::NoSuchLevel { level })),
+        })
+    }
 
     /// The test's device, once the binding's credentials Secret exists.
     async fn target(&self, binding: &BmcBinding) -> ApiResult<Result<(D, u64), Unusable>> {
@@ -626,7 +667,7 @@ impl<D: Target + Clone> Devices for Lab<D> {
     }
 }
 
-impl<D: Target + Clone> World for Lab<D> {
+impl<D: Target + Clone, L: Level + Clone> World for Lab<D, L> {
     fn settings(&self) -> &LoopSettings {
         &self.settings
     }

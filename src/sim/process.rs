@@ -419,6 +419,12 @@ impl Events for Process {
 
 impl Devices for Process {
     type Target = SimTarget;
+    type Level = super::lab::NoLevel;
+
+    /// The simulated world has no PDUs yet (docs/simulation.md): no binding it draws has levels.
+    async fn level(&self, binding: &BmcBinding, level: u32) -> ApiResult<Result<(Self::Level, u64), Unusable>> {
+        Ok(Err(Unusable::new(binding, Cause::NoSuchLevel { level })))
+    }
 
     async fn target(&self, binding: &BmcBinding) -> ApiResult<Result<(SimTarget, u64), Unusable>> {
         let uid = binding.uid().unwrap_or_default();

@@ -361,6 +361,7 @@ mod tests {
             already_off: false,
             proof: Some(run),
             proven_at: Some(t(2500)),
+            level: None,
         });
         assert_eq!(stage_durations(&verified, &proven), [("power_off", 0.1), ("proof", 2.1)]);
 

@@ -1,0 +1,216 @@
+//! A fence at a PDU level (docs/safety.md L1–L8): the level's outlets read, and switched off through
+//! the checked power action's checks (leader, the binding read fresh and its level's device
+//! unchanged, the remediation unchanged, shared outlets, the node's Lease and the Node last).
+
+use super::*;
+use crate::{
+    fence::{BmcFailure, DeviceMark, LevelReading, Sampled},
+    levels::{self as rules, OutletOutcome},
+    pdu::PduError,
+};
+use ports::Level;
+use power::reset_still_wanted;
+
+/// What a PDU's error means to the fence: a silent or unreachable PDU is read again; anything else
+/// is the level's end, with the BMC's reason for the same class.
+fn failure(error: &PduError) -> BmcFailure {
+    let (transient, reason) = match error {
+        PduError::Timeout { .. } | PduError::Unreachable(_) => (true, Reason::BmcUnreachable),
+        PduError::Tls(_) => (false, Reason::BmcTlsVerificationFailed),
+        PduError::Unauthorized(_) => (false, Reason::BmcAuthenticationFailed),
+        PduError::Http { status, .. } if *status >= 500 => (true, Reason::BmcUnreachable),
+        PduError::Http { .. }
+        | PduError::Snmp { .. }
+        | PduError::Protocol(_)
+        | PduError::CrossHostRedirect(_)
+        | PduError::UnsupportedModel(_)
+        | PduError::NoSuchOutlet(_) => (false, Reason::BmcProtocolError),
+        PduError::Setup(_) => (false, Reason::BindingInvalid),
+    };
+    BmcFailure { transient, reason, message: error.to_string() }
+}
+
+impl<W: World> Fence<'_, W> {
+    /// The binding the fence's levels come from: the one admission recorded, else the one that
+    /// names the node (from the store: no request).
+    pub(super) async fn level_binding(&self) -> Result<Option<BmcBinding>, Error> {
+        let status = self.status();
+        let phase = fence::phase_of(&status);
+        let may_use_levels = matches!(
+            phase,
+            Phase::VerifyingIdentity
+                | Phase::PoweringOff
+                | Phase::ConfirmingOff
+                | Phase::PoweringOffOutlets
+                | Phase::Releasing
+        );
+        if !may_use_levels {
+            return Ok(None);
+        }
+        let admitted = status.evidence.as_ref().and_then(|e| e.node.as_ref()).and_then(|n| n.binding.as_ref());
+        let all = self.world.bindings(Listing::Stored).await?;
+        Ok(all.into_iter().find(|b| match admitted {
+            Some(admitted) => b.name_any() == admitted.name,
+            None => b.spec.node_name == self.node_name,
+        }))
+    }
+
+    /// The binding as the API server holds it now, and its level `level`'s devices.
+    async fn level_devices(&self, level: u32) -> Result<Result<(W::Level, DeviceMark), BmcFailure>, Error> {
+        let name = self.level_binding().await?.map(|b| b.name_any());
+        let binding = match name {
+            Some(name) => self.world.binding(&name).await?,
+            None => None,
+        };
+        let Some(binding) = binding else {
+            let message = "the BmcBinding of the node's PDU levels no longer exists".to_owned();
+            return Ok(Err(BmcFailure { transient: false, reason: Reason::BindingInvalid, message }));
+        };
+        Ok(match self.world.level(&binding, level).await? {
+            Ok((devices, serial)) => {
+                Ok((devices, DeviceMark { generation: binding.metadata.generation.unwrap_or_default(), serial }))
+            }
+            Err(unusable) => {
+                Err(BmcFailure { transient: false, reason: unusable.reason(), message: unusable.to_string() })
+            }
+        })
+    }
+
+    /// One reading of every outlet of the level, one request per outlet at a time.
+    pub(super) async fn read_outlets(&self, level: u32) -> Result<Result<LevelReading, BmcFailure>, Error> {
+        let (devices, through) = match self.level_devices(level).await? {
+            Ok(found) => found,
+            Err(failure) => return Ok(Err(failure)),
+        };
+        let requested = self.world.mono();
+        let mut outcomes = Vec::new();
+        for (index, (outlet, floor_watts)) in devices.outlets().into_iter().enumerate() {
+            let reading = {
+                let _turn = self.local.origins.turn(&outlet).await;
+                devices.read(index).await
+            };
+            let binding = self.binding_label();
+            self.world.metrics().bmc(
+                &binding,
+                "outlet-read",
+                reading.as_ref().map_or_else(PduError::category, |_| "ok"),
+            );
+            outcomes.push(OutletOutcome { outlet, floor_watts, reading });
+        }
+        let sampled = Sampled { requested, answered: self.world.mono() };
+        Ok(Ok(LevelReading { level, outcomes, sampled, through }))
+    }
+
+    fn binding_label(&self) -> String {
+        let status = self.status();
+        let admitted = status.evidence.as_ref().and_then(|e| e.node.as_ref()).and_then(|n| n.binding.as_ref());
+        admitted.map(|b| b.name.clone()).unwrap_or_default()
+    }
+
+    /// Switches every outlet of the level off, the intent already persisted: right before, this
+    /// replica must lead for the requests' time, the binding's level must still be the device the
+    /// readings came through, the remediation must still want it, no outlet may feed a live node
+    /// (L6), and the node's Lease and the Node must still allow a power-off.
+    pub(super) async fn send_outlets_off(&mut self, node: &Node) -> Result<(), Error> {
+        let status = self.status();
+        let level = status.progress.as_ref().and_then(|p| p.level).unwrap_or(2);
+        let memory = self.remembered();
+        let unsent = |message: String| {
+            Observation::ActionUnsent(BmcFailure { transient: true, reason: Reason::BmcUnreachable, message })
+        };
+        let (devices, now) = match self.level_devices(level).await? {
+            Ok(found) => found,
+            Err(failure) => return self.commit_observation(Observation::ActionUnsent(failure), node).await,
+        };
+        if memory.through.is_some_and(|through| through != now) {
+            let message = "the BmcBinding's level changed since its outlets were read".to_owned();
+            return self.commit_observation(unsent(message), node).await;
+        }
+        let outlets = devices.outlets();
+        let timeout = self.world.settings().request_timeout;
+        let need = timeout * u32::try_from(outlets.len()).unwrap_or(u32::MAX) + CHECKS_ALLOWANCE;
+        self.world.ensure_leader(need).await?;
+        let checked = self.world.mono();
+        if let Err(message) =
+            self.shared_outlets_allow(level, &outlets.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>()).await?
+        {
+            let refused = BmcFailure { transient: false, reason: Reason::OutletShared, message };
+            return self.commit_observation(Observation::Outlets(Err(refused)), node).await;
+        }
+        let name = self.remediation.name_any();
+        let current =
+            self.world.remediation(&name).await?.ok_or_else(|| ApiError::NotFound(format!("remediation {name}")))?;
+        if !reset_still_wanted(&current, &self.remediation) {
+            info!("the remediation changed since the outlets' Off was written; not sending");
+            return Ok(());
+        }
+        let lease = self.world.node_lease(&self.node_name).await?;
+        let fresh = self.world.node(&self.node_name).await?;
+        let spec = self.spec();
+        let allowed = match &fresh {
+            None => Err(NodeRefusal::Gone { node: self.node_name.clone() }),
+            Some(now) => fence::may_power_off(&spec, &status, &NodeSnapshot::new(now, lease, &self.uid)),
+        };
+        let node = fresh.as_ref().unwrap_or(node);
+        if let Err(refusal) = allowed {
+            info!(%refusal, "the node no longer allows the outlets' Off; not sending");
+            return self.commit_observation(Observation::ActionRefused(refusal), node).await;
+        }
+        let took = self.world.mono().saturating_sub(checked);
+        if took > CHECKS_ALLOWANCE {
+            return Err(Error::ChecksTooSlow { took, allowance: CHECKS_ALLOWANCE });
+        }
+        let mut result = Ok(0);
+        for (index, (outlet, _)) in outlets.iter().enumerate() {
+            info!(%outlet, level, "switching the outlet off");
+            let sent = {
+                let _turn = self.local.origins.turn(outlet).await;
+                devices.switch_off(index).await
+            };
+            let binding = self.binding_label();
+            self.world.metrics().bmc(&binding, "outlet-off", sent.as_ref().map_or_else(PduError::category, |_| "ok"));
+            if let Err(error) = sent
+                && result.is_ok()
+            {
+                // The others are still switched: every outlet that goes off takes power away.
+                result = Err(BmcFailure { transient: true, ..failure(&error) });
+            }
+        }
+        self.commit_observation(Observation::ResetAnswered { action: ResetType::ForceOff, result }, node).await
+    }
+
+    /// L6, right before the outlets are switched: none of them is named by another binding
+    /// undeclared, and every node a declared shared outlet feeds is itself being fenced.
+    async fn shared_outlets_allow(&self, level: u32, outlets: &[String]) -> Result<Result<(), String>, Error> {
+        let bindings = self.world.bindings(Listing::Fresh).await?;
+        let conflicts = rules::shared_outlets(&bindings);
+        for conflict in conflicts.values().flatten() {
+            if outlets.contains(&conflict.outlet) {
+                return Ok(Err(format!("level {level}: {conflict}; no outlet is switched")));
+            }
+        }
+        let feeds: Vec<String> = bindings
+            .iter()
+            .filter(|b| b.spec.node_name != self.node_name)
+            .filter(|b| b.spec.pdu_levels.iter().flat_map(|l| &l.outlets).any(|o| outlets.contains(&o.key())))
+            .map(|b| b.spec.node_name.clone())
+            .collect();
+        if feeds.is_empty() {
+            return Ok(Ok(()));
+        }
+        let fenced: std::collections::BTreeSet<String> = self
+            .world
+            .remediations(Listing::Fresh)
+            .await?
+            .iter()
+            .filter(|r| Phase::of(r).being_fenced())
+            .filter_map(node_of)
+            .collect();
+        Ok(rules::may_switch_shared(&feeds, &fenced).map_err(|live| {
+            format!(
+                "level {level}: its outlets also feed nodes {} that are not being fenced; no outlet is switched",
+                live.join(", ")
+            )
+        }))
+    }
+}

@@ -1,0 +1,368 @@
+//! The fence at a PDU level (docs/safety.md L1–L7), transition by transition.
+
+use std::time::Duration as StdDuration;
+
+use jiff::{SignedDuration, Timestamp};
+
+use super::*;
+use crate::{
+    api::{MappingProof, PduLevel, ReleaseKind},
+    bmc::{PowerState, SystemReading},
+    levels::OutletOutcome,
+    pdu::{OutletReading, OutletState, PduError},
+};
+
+const NODE_UUID: &str = "7f3b0c1e-0000-4000-8000-000000000001";
+const ME: &str = "instance-b";
+const TIMING: Timing = Timing { request_timeout: StdDuration::from_secs(5), read_retries: 1 };
+
+fn t(millis: i64) -> Timestamp {
+    Timestamp::UNIX_EPOCH + SignedDuration::from_secs(1_800_000_000) + SignedDuration::from_millis(millis)
+}
+
+fn mono(millis: i64) -> Mono {
+    StdDuration::from_millis(u64::try_from(millis + 1_000_000).unwrap())
+}
+
+fn node() -> NodeSnapshot {
+    NodeSnapshot {
+        name: "worker-1".into(),
+        uid: "node-uid".into(),
+        ready: Some("Unknown".into()),
+        boot_id: "boot-1".into(),
+        system_uuid: NODE_UUID.into(),
+        lease_present: true,
+        lease_renew_time: Some(t(-100_000)),
+        ..NodeSnapshot::default()
+    }
+}
+
+fn level(statement: bool, outlets: usize) -> PduLevel {
+    let outlets: Vec<_> = (1..=outlets)
+        .map(|n| {
+            serde_json::json!({
+                "snmp": {"address": "pdu-a", "outlet": n},
+                "credentialsSecretRef": {"name": "pdu"},
+            })
+        })
+        .collect();
+    let mut level: PduLevel = serde_json::from_value(serde_json::json!({ "outlets": outlets })).unwrap();
+    level.mapping_proof = statement.then_some(MappingProof::OperatorStatement);
+    level
+}
+
+/// One step at `millis`, with the binding's `levels`.
+struct Fence {
+    spec: CoronerRemediationSpec,
+    status: CoronerRemediationStatus,
+    memory: Memory,
+    levels: Vec<PduLevel>,
+    node: NodeSnapshot,
+}
+
+impl Fence {
+    fn new(spec: CoronerRemediationSpec, levels: Vec<PduLevel>) -> Self {
+        Self { spec, status: CoronerRemediationStatus::default(), memory: Memory::default(), levels, node: node() }
+    }
+
+    fn ctx(&self, millis: i64) -> Context<'_> {
+        Context {
+            now: t(millis),
+            mono: mono(millis),
+            instance: ME,
+            node: &self.node,
+            hold_power_action: None,
+            memory: &self.memory,
+            timing: TIMING,
+            levels: Some(LevelsView { binding: "worker-1", generation: Some(4), levels: &self.levels }),
+        }
+    }
+
+    fn step(&mut self, millis: i64, observation: Observation) -> Decision {
+        // The status as the API server hands it back.
+        let stored: CoronerRemediationStatus =
+            serde_json::from_value(serde_json::to_value(&self.status).unwrap()).unwrap();
+        let decision = next(&self.spec, &stored, observation, self.ctx(millis));
+        self.status = decision.status.clone();
+        self.memory = decision.memory.clone();
+        decision
+    }
+
+    fn plan(&self, millis: i64) -> Plan {
+        plan(&self.spec, &self.status, self.ctx(millis))
+    }
+
+    fn phase(&self) -> Phase {
+        phase_of(&self.status)
+    }
+
+    fn reason(&self) -> String {
+        conditions::find(&self.status.conditions, contract::SUCCEEDED).unwrap().reason.clone()
+    }
+
+    fn message(&self) -> String {
+        conditions::find(&self.status.conditions, contract::SUCCEEDED).unwrap().message.clone()
+    }
+
+    /// Admitted before 0; the BMC unreachable in every identity attempt, the last at 100 ms.
+    fn bmc_silent(&mut self) -> Decision {
+        let count = i64::from(self.spec.retry.count);
+        let apart = 10_000;
+        let start = -apart * count;
+        let admitted = Observation::Admission(Verdict::Admit(Box::new(self.node.evidence(t(start)))));
+        self.step(start, admitted);
+        let mut decision = None;
+        for attempt in 1..=count {
+            let failure = BmcFailure {
+                transient: true,
+                reason: Reason::BmcUnreachable,
+                message: "BMC unreachable: timed out".into(),
+            };
+            decision = Some(
+                self.step(start + apart * attempt + 100, Observation::Identity(Err(IdentityProblem::Bmc(failure)))),
+            );
+        }
+        decision.unwrap()
+    }
+
+    fn outlets(&mut self, millis: i64, states: &[OutletState]) -> Decision {
+        let outcomes = states
+            .iter()
+            .enumerate()
+            .map(|(i, state)| OutletOutcome {
+                outlet: format!("snmp:pdu-a:161|{}", i + 1),
+                floor_watts: 5.0,
+                reading: Ok(OutletReading { state: state.clone(), pending: false, watts: None }),
+            })
+            .collect();
+        let sampled = Sampled { requested: mono(millis), answered: mono(millis) };
+        let through = DeviceMark { generation: 4, serial: 9 };
+        self.step(millis, Observation::Outlets(Ok(LevelReading { level: 2, outcomes, sampled, through })))
+    }
+
+    fn bmc_after(&mut self, millis: i64, answer: Result<PowerState, BmcFailure>) -> Decision {
+        let found = answer.map_err(IdentityProblem::Bmc).map(|power| IdentityFound {
+            binding: "worker-1".into(),
+            endpoint: "https://bmc".into(),
+            tls_verified: Some(true),
+            system: SystemReading {
+                id: "1".into(),
+                path: "/redfish/v1/Systems/1".into(),
+                uuid: NODE_UUID.into(),
+                power_state: power,
+                reset_target: None,
+                aliases: Vec::new(),
+            },
+            claims: Vec::new(),
+            through: DeviceMark::default(),
+            sampled: Sampled::default(),
+            origin: "https://bmc".into(),
+        });
+        self.step(millis, Observation::BmcAfterOutlets(found))
+    }
+}
+
+fn off_once() -> CoronerRemediationSpec {
+    CoronerRemediationSpec {
+        action: FenceAction::Off,
+        retry: crate::api::Retry { count: 1, ..crate::api::Retry::default() },
+        ..CoronerRemediationSpec::default()
+    }
+}
+
+use OutletState::{Off, On};
+
+fn unreachable() -> BmcFailure {
+    BmcFailure { transient: true, reason: Reason::BmcUnreachable, message: "BMC unreachable: timed out".into() }
+}
+
+#[test]
+fn a_bmc_that_stayed_silent_hands_the_fence_to_the_next_pdu_level() {
+    let mut fence = Fence::new(off_once(), vec![level(true, 2)]);
+    let decision = fence.bmc_silent();
+    assert_eq!(fence.phase(), Phase::PoweringOffOutlets);
+    assert_eq!(fence.reason(), Reason::PoweringOffOutlets.as_str());
+    assert_eq!(fence.status.progress.as_ref().unwrap().level, Some(2));
+    assert!(fence.message().contains("level 1 (the BMC) could not prove Off (BmcUnreachable"), "{}", fence.message());
+    // The statement is a Warning every time it is relied on.
+    assert!(decision.notices.iter().any(|n| n.reason == OUTLET_MAPPING_UNPROVEN && n.warning));
+    assert_eq!(fence.plan(100), Plan::ReadOutlets { level: 2 });
+}
+
+#[test]
+fn a_level_whose_mapping_nothing_confirmed_or_stated_is_not_tried() {
+    let mut fence = Fence::new(off_once(), vec![level(false, 1)]);
+    fence.bmc_silent();
+    assert_eq!(fence.phase(), Phase::Failed);
+    assert_eq!(fence.reason(), Reason::BmcUnreachable.as_str());
+    assert!(fence.message().contains("level 2 not tried: nothing confirmed"), "{}", fence.message());
+}
+
+#[test]
+fn an_identity_mismatch_never_moves_on_to_the_outlets() {
+    let mut fence = Fence::new(off_once(), vec![level(true, 1)]);
+    fence.step(0, Observation::Admission(Verdict::Admit(Box::new(node().evidence(t(0))))));
+    let problem = IdentityProblem::Binding {
+        reason: Reason::IdentityMismatch,
+        message: "the BMC's system is another machine".into(),
+        seen_on: None,
+    };
+    fence.step(100, Observation::Identity(Err(problem)));
+    assert_eq!(fence.phase(), Phase::Failed);
+    assert_eq!(fence.reason(), Reason::IdentityMismatch.as_str());
+    assert!(fence.message().contains("showed its mapping wrong"), "{}", fence.message());
+}
+
+#[test]
+fn a_reboot_never_ends_at_a_pdu_level() {
+    let spec = CoronerRemediationSpec { action: FenceAction::Reboot, ..off_once() };
+    let mut fence = Fence::new(spec, vec![level(true, 1)]);
+    fence.bmc_silent();
+    assert_eq!(fence.phase(), Phase::Failed);
+}
+
+#[test]
+fn an_outlet_that_reads_on_is_switched_off_once_the_intent_is_persisted() {
+    let mut fence = Fence::new(off_once(), vec![level(true, 2)]);
+    fence.bmc_silent();
+    let decision = fence.outlets(1_000, &[Off, On]);
+    assert_eq!(decision.reset, Some(ResetType::ForceOff));
+    let intent = fence.status.progress.as_ref().unwrap().intent.clone().unwrap();
+    assert_eq!((intent.action, intent.result), (PowerAction::ForceOff, None));
+    assert_eq!(fence.phase(), Phase::PoweringOffOutlets);
+    // Answered: one Event, named for the outlets.
+    let answered = fence.step(1_100, Observation::ResetAnswered { action: ResetType::ForceOff, result: Ok(0) });
+    assert!(answered.notices.iter().any(|n| n.reason == "OutletsOffSent"), "{:?}", answered.notices);
+    // Still on at the next reading: no second Off in the attempt (its answer came).
+    assert_eq!(fence.outlets(2_000, &[Off, On]).reset, None);
+}
+
+#[test]
+fn one_outlet_left_on_proves_nothing_however_long_the_other_reads_off() {
+    let mut fence = Fence::new(off_once(), vec![level(true, 2)]);
+    fence.bmc_silent();
+    for second in 1..=5 {
+        fence.outlets(second * 1_000, &[Off, On]);
+        assert!(fence.memory.run.is_none());
+        assert_ne!(fence.plan(second * 1_000 + 1), Plan::AskBmcAfterOutlets);
+    }
+}
+
+/// Every outlet Off from 1 s to 3 s (settle 2 s): the run spans settle.
+fn off_for_settle(fence: &mut Fence) {
+    fence.bmc_silent();
+    for second in 1..=3 {
+        fence.outlets(second * 1_000, &[Off, Off]);
+    }
+    assert_eq!(fence.plan(3_000), Plan::AskBmcAfterOutlets);
+}
+
+#[test]
+fn every_outlet_off_for_settle_and_a_silent_bmc_prove_the_machine_off() {
+    let mut fence = Fence::new(off_once(), vec![level(true, 2)]);
+    off_for_settle(&mut fence);
+    fence.bmc_after(3_500, Err(unreachable()));
+    assert_eq!(fence.phase(), Phase::Releasing);
+    let proof = fence.status.evidence.as_ref().unwrap().power_off.as_ref().unwrap().level.clone().unwrap();
+    assert_eq!((proof.level, proof.mapping.as_str(), proof.bmc_after.as_str()), (2, "OperatorStatement", "no answer"));
+    assert_eq!(proof.outlets.len(), 2);
+    assert_eq!(fence.plan(3_600), Plan::Release);
+    // The release records what it rests on.
+    let released = Released::checked(&fence.node, t(3_700));
+    fence.step(3_700, Observation::Release(Ok(Released { taint_owned: true, ..released })));
+    let release = fence.status.evidence.as_ref().unwrap().release.clone().unwrap();
+    assert_eq!(release.kind, ReleaseKind::LevelProof);
+    assert_eq!(fence.phase(), Phase::Done);
+}
+
+#[test]
+fn a_bmc_that_reads_its_machine_off_agrees_with_the_outlets() {
+    let mut fence = Fence::new(off_once(), vec![level(true, 2)]);
+    off_for_settle(&mut fence);
+    fence.bmc_after(3_500, Ok(PowerState::Off));
+    assert_eq!(fence.phase(), Phase::Releasing);
+}
+
+#[test]
+fn a_bmc_still_reading_on_after_the_outlets_went_off_shows_them_to_feed_another_machine() {
+    let mut fence = Fence::new(off_once(), vec![level(true, 2), level(true, 1)]);
+    off_for_settle(&mut fence);
+    fence.bmc_after(3_500, Ok(PowerState::On));
+    assert_eq!(fence.phase(), Phase::Failed);
+    assert_eq!(fence.reason(), Reason::OutletMappingWrong.as_str());
+    // The next level comes from the same inventory: not tried.
+    assert!(fence.message().contains("showed its mapping wrong"), "{}", fence.message());
+    // What the BMC read is kept for an attestation to see (A1).
+    assert_eq!(fence.status.progress.as_ref().unwrap().last_power_state.as_deref(), Some("On"));
+}
+
+#[test]
+fn a_bmc_that_answers_without_a_reading_after_the_outlets_went_off_releases_nothing() {
+    let mut fence = Fence::new(off_once(), vec![level(true, 2)]);
+    off_for_settle(&mut fence);
+    let tls = BmcFailure { transient: false, reason: Reason::BmcAuthenticationFailed, message: "HTTP 401".into() };
+    fence.bmc_after(3_500, Err(tls));
+    assert_eq!((fence.phase(), fence.reason()), (Phase::Failed, Reason::OutletMappingWrong.as_str().to_owned()));
+}
+
+#[test]
+fn a_level_that_cannot_prove_off_by_its_deadline_hands_on_to_the_next_level() {
+    let mut fence = Fence::new(off_once(), vec![level(true, 1), level(true, 2)]);
+    fence.bmc_silent();
+    fence.outlets(1_000, &[On]);
+    fence.step(1_100, Observation::ResetAnswered { action: ResetType::ForceOff, result: Ok(0) });
+    // Still on when powerOffTimeout (60 s) has passed.
+    fence.outlets(61_000, &[On]);
+    assert_eq!(fence.phase(), Phase::PoweringOffOutlets);
+    assert_eq!(fence.status.progress.as_ref().unwrap().level, Some(3));
+    assert!(fence.message().contains("level 2 (PDU outlets) could not prove Off (PowerOffNotConfirmed"));
+    // And the last level's end is the fence's.
+    fence.outlets(62_000, &[On, On]);
+    fence.step(62_100, Observation::ResetAnswered { action: ResetType::ForceOff, result: Ok(0) });
+    fence.outlets(123_000, &[On, On]);
+    assert_eq!((fence.phase(), fence.reason()), (Phase::Failed, Reason::PowerOffNotConfirmed.as_str().to_owned()));
+}
+
+#[test]
+fn an_outlet_that_could_not_be_read_is_read_again_and_switches_nothing() {
+    let mut fence = Fence::new(off_once(), vec![level(true, 1)]);
+    fence.bmc_silent();
+    let outcome = OutletOutcome {
+        outlet: "snmp:pdu-a:161|1".into(),
+        floor_watts: 5.0,
+        reading: Err(PduError::Timeout { elapsed: StdDuration::from_secs(2), tries: 3 }),
+    };
+    let sampled = Sampled { requested: mono(1_000), answered: mono(3_000) };
+    let reading = LevelReading { level: 2, outcomes: vec![outcome], sampled, through: DeviceMark::default() };
+    let decision = fence.step(3_000, Observation::Outlets(Ok(reading)));
+    assert_eq!(decision.reset, None);
+    assert_eq!(fence.phase(), Phase::PoweringOffOutlets);
+    assert!(decision.requeue.is_some());
+}
+
+#[test]
+fn a_stale_proof_is_proven_again_through_the_outlets_not_the_bmc() {
+    let twice =
+        CoronerRemediationSpec { retry: crate::api::Retry { count: 2, ..crate::api::Retry::default() }, ..off_once() };
+    let mut fence = Fence::new(twice, vec![level(true, 2)]);
+    off_for_settle(&mut fence);
+    fence.bmc_after(3_500, Err(unreachable()));
+    // Long after the proof: the release reads the outlets again.
+    assert_eq!(fence.plan(30_000), Plan::ReadOutlets { level: 2 });
+    fence.outlets(30_000, &[Off, On]);
+    assert_eq!(fence.phase(), Phase::PoweringOffOutlets);
+    assert_eq!(fence.status.progress.as_ref().unwrap().attempt, 2);
+    assert!(fence.status.evidence.as_ref().unwrap().power_off.as_ref().unwrap().level.is_none());
+    // The new attempt switches them off again.
+    assert_eq!(fence.outlets(31_000, &[Off, On]).reset, Some(ResetType::ForceOff));
+}
+
+#[test]
+fn a_machine_back_on_after_the_level_proof_in_the_last_attempt_tries_the_next_level() {
+    let mut fence = Fence::new(off_once(), vec![level(true, 2), level(true, 1)]);
+    off_for_settle(&mut fence);
+    fence.bmc_after(3_500, Err(unreachable()));
+    fence.outlets(30_000, &[Off, On]);
+    assert_eq!(fence.phase(), Phase::PoweringOffOutlets);
+    assert_eq!(fence.status.progress.as_ref().unwrap().level, Some(3));
+}

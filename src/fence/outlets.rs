@@ -1,0 +1,422 @@
+//! The fence at a PDU level (docs/safety.md L1–L7). When the BMC (level 1) could not prove Off and
+//! stayed silent, the binding's next level takes over: its outlets are switched off (the intent
+//! persisted first, as for every power action) and read until every one of them proves Off in an
+//! unbroken run spanning settle, under the BMC proof's span and gap rules; then the node's BMC is
+//! asked once: it must not answer, or read the machine Off. Only then is the node released.
+
+use super::*;
+use crate::{
+    api::{LevelProof, OutletProof},
+    levels::{self as rules, BmcAfterOutletsOff, LevelNotOff, MappingBasis},
+};
+
+/// The plan in `PoweringOffOutlets`: once every outlet has read Off for settle, ask the BMC (L7);
+/// otherwise wait for the attempt or the next reading, then read the outlets.
+pub(super) fn plan(
+    spec: &CoronerRemediationSpec,
+    memory: &Memory,
+    wait: Option<StdDuration>,
+    read: impl FnOnce() -> Plan,
+) -> Plan {
+    if memory.run.is_some_and(|run| spans_settle(&run, spec.settle.get())) {
+        return Plan::AskBmcAfterOutlets;
+    }
+    wait.map_or_else(read, Plan::Wait)
+}
+
+fn describe(outcomes: &[crate::levels::OutletOutcome]) -> Vec<OutletProof> {
+    outcomes
+        .iter()
+        .map(|o| match &o.reading {
+            Ok(reading) => OutletProof {
+                outlet: o.outlet.clone(),
+                state: if reading.pending {
+                    format!("{} (command pending)", reading.state)
+                } else {
+                    reading.state.to_string()
+                },
+                watts: reading.watts,
+            },
+            Err(error) => OutletProof { outlet: o.outlet.clone(), state: format!("unread: {error}"), watts: None },
+        })
+        .collect()
+}
+
+impl Step<'_> {
+    /// L2: a level that ended with `reason` hands the fence to the binding's next level whose mapping
+    /// may be relied on (L5). `Err`: the fence ends, with `message` saying why no level follows when
+    /// the binding has levels.
+    pub(super) fn next_level(&mut self, reason: Reason, message: String) -> Result<(), String> {
+        let Some(view) = self.ctx.levels.filter(|v| !v.levels.is_empty()) else { return Err(message) };
+        let fencing = matches!(
+            phase_of(&self.status),
+            Phase::VerifyingIdentity
+                | Phase::PoweringOff
+                | Phase::ConfirmingOff
+                | Phase::PoweringOffOutlets
+                | Phase::Releasing
+        );
+        let released = self.progress.release_begun.is_some() || is_released(&self.status);
+        if !fencing || released || self.spec.action != FenceAction::Off {
+            return Err(message);
+        }
+        if let Err(stop) = rules::may_try_next_level(reason) {
+            return Err(format!("{message}; {stop}"));
+        }
+        let at = self.progress.level.unwrap_or(1);
+        let mut skipped = Vec::new();
+        for (number, level) in (2u32..).zip(view.levels) {
+            if number <= at {
+                continue;
+            }
+            match rules::mapping_basis(level, None, view.generation) {
+                Ok(basis) => {
+                    self.enter_level(view, number, basis, reason, &message, &skipped);
+                    return Ok(());
+                }
+                Err(refusal) => skipped.push(format!("level {number} not tried: {refusal}")),
+            }
+        }
+        if skipped.is_empty() { Err(message) } else { Err(format!("{message}; {}", skipped.join("; "))) }
+    }
+
+    fn enter_level(
+        &mut self,
+        view: LevelsView<'_>,
+        level: u32,
+        basis: MappingBasis,
+        reason: Reason,
+        ended: &str,
+        skipped: &[String],
+    ) {
+        let index = (level - 2) as usize;
+        let outlets: Vec<String> = view.levels[index].outlets.iter().map(|o| o.key()).collect();
+        let previous = match self.progress.level {
+            Some(previous) => format!("level {previous} (PDU outlets)"),
+            None => "level 1 (the BMC)".to_owned(),
+        };
+        let old = std::mem::take(&mut self.progress);
+        self.progress = Progress {
+            level: Some(level),
+            attempt: 1,
+            attempt_started_at: Some(self.now()),
+            last_reading_at: old.last_reading_at,
+            last_answer_at: old.last_answer_at,
+            last_power_state: old.last_power_state,
+            reader: old.reader,
+            unrecorded_reader: old.unrecorded_reader,
+            // A power-off the BMC may have sent already counts: a Lease renewed since is life.
+            lease_renew_time_at_power_off: old.lease_renew_time_at_power_off,
+            ..Progress::default()
+        };
+        self.memory = Memory {
+            attempt_started: Some(self.ctx.mono),
+            last_power: self.memory.last_power.take(),
+            ..Memory::default()
+        };
+        if let Some(power_off) = self.evidence.power_off.as_mut() {
+            power_off.proof = None;
+            power_off.proven_at = None;
+        }
+        let mut message = format!(
+            "{previous} could not prove Off ({}: {ended}); level {level}: switching off and reading outlets {} of BmcBinding {}",
+            reason.as_str(),
+            outlets.join(", "),
+            view.binding
+        );
+        if !skipped.is_empty() {
+            message = format!("{message} ({})", skipped.join("; "));
+        }
+        if basis == MappingBasis::OperatorStatement {
+            let warning = format!(
+                "level {level}'s mapping rests on an operator's statement (mappingProof: OperatorStatement): nothing confirmed that outlets {} feed node {}'s machine",
+                outlets.join(", "),
+                self.ctx.node.name
+            );
+            self.notify(true, OUTLET_MAPPING_UNPROVEN, warning);
+        }
+        self.enter(Phase::PoweringOffOutlets, Reason::PoweringOffOutlets, message);
+        self.requeue = Some(StdDuration::ZERO);
+    }
+
+    fn level_number(&self) -> u32 {
+        self.progress.level.unwrap_or(2)
+    }
+
+    /// A reading of the level's outlets in `PoweringOffOutlets`.
+    pub(super) fn outlets_read(&mut self, reading: Result<LevelReading, BmcFailure>) {
+        self.start_attempt_if_needed();
+        self.progress.last_reading_at = Some(self.now());
+        let reading = match reading {
+            Ok(reading) => reading,
+            Err(failure) if !failure.transient => {
+                return self.fail(failure.reason, format!("{}; nothing released", failure.message));
+            }
+            Err(failure) => {
+                self.memory.last_requested = Some(self.ctx.mono);
+                self.memory.run = None;
+                self.progress.off_run = None;
+                self.progress.last_error = Some(failure.message);
+                return self.paced_retry();
+            }
+        };
+        self.memory.last_requested = Some(reading.sampled.requested);
+        self.memory.outlets = describe(&reading.outcomes);
+        // Readings through another binding generation or other credentials are another device's.
+        if self.memory.through.is_some_and(|through| through != reading.through) {
+            self.memory.run = None;
+            self.progress.off_run = None;
+        }
+        self.memory.through = Some(reading.through);
+        match rules::level_proves_off(&reading.outcomes) {
+            Ok(()) => {
+                let (run, gap) = extended(self.memory.run, reading.sampled, self.spec);
+                if let Some(gap) = gap {
+                    self.progress.last_error = Some(gap.advice(self.spec));
+                }
+                self.memory.run = Some(run);
+                self.mirror_level(&reading);
+                let baseline = self.admitted_lease_time();
+                self.progress.lease_renew_time_at_power_off.get_or_insert(baseline);
+                if spans_settle(&run, self.spec.settle.get()) {
+                    // The plan asks the BMC next (L7).
+                    self.requeue = Some(StdDuration::ZERO);
+                    return;
+                }
+            }
+            Err(not_off) => {
+                self.memory.run = None;
+                self.progress.off_run = None;
+                let unread = matches!(not_off, LevelNotOff::Unread { .. });
+                self.progress.last_error = Some(not_off.to_string());
+                // An outlet that reads On (or pending, or drawing) is switched off: once per attempt,
+                // and again after a failed command (P7). One that could not be read is read again.
+                let wanted = self.progress.intent.is_none() || self.unsent(PowerAction::ForceOff);
+                if !unread && wanted {
+                    if self.held() {
+                        self.check_attempt_deadline();
+                        return;
+                    }
+                    self.progress.lease_renew_time_at_power_off = Some(lease_time(self.ctx.node));
+                    self.decide(PowerAction::ForceOff);
+                    let message = format!(
+                        "level {}: {not_off}; switching the level's outlets off ({})",
+                        self.level_number(),
+                        self.attempt_label()
+                    );
+                    self.enter(Phase::PoweringOffOutlets, Reason::PoweringOffOutlets, message);
+                    self.requeue = Some(self.spec.poll_interval.get());
+                    return;
+                }
+            }
+        }
+        self.paced_retry();
+    }
+
+    /// Mirrors the level's run into status, for people: one line per reading.
+    fn mirror_level(&mut self, reading: &LevelReading) {
+        let Some(run) = self.memory.run.or(self.memory.proof) else { return };
+        let took = reading.sampled.answered.saturating_sub(reading.sampled.requested);
+        let now = self.now();
+        let shown = Reading {
+            requested_at: jiff::SignedDuration::try_from(took)
+                .ok()
+                .and_then(|t| now.0.checked_sub(t).ok())
+                .map(MicroTime),
+            at: now,
+            power_state: format!("Off (all {} outlets of level {})", reading.outcomes.len(), reading.level),
+        };
+        let mut mirror = match self.progress.off_run.take() {
+            Some(mirror) if run.count > 1 && mirror.instance == self.ctx.instance => mirror,
+            _ => OffRun { instance: self.ctx.instance.to_owned(), count: 0, first: Vec::new(), last: Vec::new() },
+        };
+        mirror.count = run.count;
+        if mirror.first.len() < FIRST_READINGS {
+            mirror.first.push(shown);
+        } else {
+            mirror.last.push(shown);
+            if mirror.last.len() > LAST_READINGS {
+                mirror.last.remove(0);
+            }
+        }
+        self.progress.off_run = Some(mirror);
+    }
+
+    /// L7: what the node's BMC answered once every outlet had read Off for settle.
+    pub(super) fn bmc_after_outlets(&mut self, found: Result<IdentityFound, IdentityProblem>) {
+        let level = self.level_number();
+        // A process that did not take the run itself reads the outlets again.
+        let Some(run) = self.memory.run else { return self.paced_retry() };
+        let after = match found {
+            // No connection, a timeout, a 5xx: it lost its power with the machine.
+            Err(IdentityProblem::Bmc(failure)) if failure.reason == Reason::BmcUnreachable => {
+                BmcAfterOutletsOff::Silent
+            }
+            Err(IdentityProblem::Bmc(failure)) => {
+                let message = format!(
+                    "every outlet of level {level} reads Off and the node's BMC still answers ({}): those outlets may not feed this machine; nothing released",
+                    failure.message
+                );
+                return self.fail(Reason::OutletMappingWrong, message);
+            }
+            Err(IdentityProblem::Binding { reason, message, .. }) => {
+                return self.fail(reason, format!("{message}; nothing released"));
+            }
+            Ok(found) => {
+                let node_uuid = self.evidence.node.as_ref().map(|n| n.system_uuid.clone()).unwrap_or_default();
+                if let Err(refusal) = identity::prove(&node_uuid, &found.system.uuid, &found.claims) {
+                    return self.fail(refusal.reason(), format!("{refusal}; nothing released"));
+                }
+                let power = found.system.power_state.to_string();
+                self.saw_power(&power);
+                BmcAfterOutletsOff::Reads(power)
+            }
+        };
+        if let Err(wrong) = rules::bmc_agrees(&after) {
+            return self.fail(Reason::OutletMappingWrong, wrong.to_string());
+        }
+        self.level_off_proven(run, &after);
+    }
+
+    fn level_off_proven(&mut self, run: Run, after: &BmcAfterOutletsOff) {
+        let level = self.level_number();
+        let view = self.ctx.levels.filter(|v| v.levels.len() + 1 >= level as usize);
+        let basis = view.map(|v| rules::mapping_basis(&v.levels[(level - 2) as usize], None, v.generation));
+        let mapping = match basis {
+            Some(Ok(MappingBasis::Confirmed)) => "Confirmed",
+            Some(Ok(MappingBasis::OperatorStatement)) => "OperatorStatement",
+            Some(Err(refusal)) => {
+                return self.fail(
+                    Reason::PowerOffNotConfirmed,
+                    format!("level {level}'s mapping may no longer be relied on: {refusal}; nothing released"),
+                );
+            }
+            None => {
+                let message = format!("BmcBinding no longer has level {level}; nothing released");
+                return self.fail(Reason::PowerOffNotConfirmed, message);
+            }
+        };
+        let bmc_after = match after {
+            BmcAfterOutletsOff::Silent => "no answer".to_owned(),
+            BmcAfterOutletsOff::Reads(state) => state.clone(),
+        };
+        let outlets = std::mem::take(&mut self.memory.outlets);
+        let message = format!(
+            "power proven Off through level {level}: {} consecutive readings with every outlet ({}) Off spanning at least {}, and the node's BMC {}; releasing the node",
+            run.count,
+            outlets.iter().map(|o| o.outlet.as_str()).collect::<Vec<_>>().join(", "),
+            self.spec.settle,
+            match after {
+                BmcAfterOutletsOff::Silent => "gave no answer".to_owned(),
+                BmcAfterOutletsOff::Reads(state) => format!("reads {state}"),
+            }
+        );
+        let now = self.now();
+        let mirror = self.progress.off_run.take();
+        let through = self.memory.through.map(|t| t.generation).unwrap_or_default();
+        let proof = LevelProof {
+            level,
+            binding: view.map(|v| v.binding.to_owned()).unwrap_or_default(),
+            binding_generation: through,
+            mapping: mapping.to_owned(),
+            outlets,
+            bmc_after,
+        };
+        let evidence = self.power_off_evidence();
+        evidence.proof = mirror;
+        evidence.proven_at = Some(now);
+        evidence.level = Some(proof);
+        self.memory.run = None;
+        self.memory.proof = Some(run);
+        self.progress.last_error = None;
+        self.notify(false, "PowerOffProven", message.clone());
+        self.enter(Phase::Releasing, Reason::Releasing, message);
+        self.requeue = Some(StdDuration::ZERO);
+    }
+
+    /// A reading of the level in `Releasing`: the proof had gone stale (or was taken by another
+    /// process). Every outlet Off, unbroken from the proof, keeps it fresh; Off after a gap proves
+    /// again (asking the BMC again); an outlet on again starts a new attempt that switches it off.
+    pub(super) fn outlets_releasing(&mut self, reading: Result<LevelReading, BmcFailure>) {
+        self.start_attempt_if_needed();
+        self.progress.last_reading_at = Some(self.now());
+        let forget_proof = |step: &mut Self| {
+            if let Some(power_off) = step.evidence.power_off.as_mut() {
+                power_off.proof = None;
+                power_off.proven_at = None;
+                power_off.level = None;
+            }
+            step.memory.proof = None;
+            step.memory.run = None;
+            step.progress.off_run = None;
+        };
+        let reading = match reading {
+            Ok(reading) => reading,
+            Err(failure) if !failure.transient => {
+                return self.fail(failure.reason, format!("{}; nothing released", failure.message));
+            }
+            Err(failure) => {
+                self.progress.last_error = Some(failure.message);
+                if !self.check_attempt_deadline() {
+                    self.requeue = Some(self.spec.poll_interval.get());
+                }
+                return;
+            }
+        };
+        self.memory.last_requested = Some(reading.sampled.requested);
+        self.memory.outlets = describe(&reading.outcomes);
+        let same_device = self.memory.through.is_none_or(|through| through == reading.through);
+        match rules::level_proves_off(&reading.outcomes) {
+            Ok(()) => match self.memory.proof {
+                Some(proof) if same_device && dense(&proof.last, &reading.sampled, self.spec).is_ok() => {
+                    self.memory.proof = Some(Run { last: reading.sampled, count: proof.count + 1, ..proof });
+                    if !self.check_attempt_deadline() {
+                        self.requeue = Some(StdDuration::ZERO);
+                    }
+                }
+                _ => {
+                    forget_proof(self);
+                    self.memory.through = Some(reading.through);
+                    self.memory.run = Some(extended(None, reading.sampled, self.spec).0);
+                    self.mirror_level(&reading);
+                    let message = format!(
+                        "no fresh proof of level {} by this coroner process; proving it again",
+                        self.level_number()
+                    );
+                    self.enter(Phase::PoweringOffOutlets, Reason::PoweringOffOutlets, message);
+                    self.requeue = Some(self.spec.poll_interval.get());
+                }
+            },
+            Err(LevelNotOff::Unread { outlet, error }) => {
+                self.progress.last_error = Some(format!("outlet {outlet} could not be read: {error}"));
+                if !self.check_attempt_deadline() {
+                    self.requeue = Some(self.spec.poll_interval.get());
+                }
+            }
+            Err(not_off) => {
+                forget_proof(self);
+                let last = format!("level {}: {not_off} after the proof", self.level_number());
+                self.progress.last_error = Some(last.clone());
+                if self.progress.attempt >= self.spec.retry.count {
+                    return self
+                        .fail(Reason::PowerOffNotConfirmed, format!("{last} in the last attempt; nothing released"));
+                }
+                self.progress.attempt += 1;
+                self.progress.attempt_started_at = Some(self.now());
+                self.memory.attempt_started = Some(self.ctx.mono);
+                self.progress.intent = None;
+                self.notify(
+                    true,
+                    Reason::AttemptFailed.as_str(),
+                    format!("{last}; a new attempt switches them off again"),
+                );
+                self.enter(Phase::PoweringOffOutlets, Reason::PoweringOffOutlets, last);
+                self.requeue = Some(StdDuration::ZERO);
+            }
+        }
+    }
+}
+
+/// The Warning (and safety-override kind) of a fence through a level whose mapping only an operator
+/// stated (docs/safety.md L5).
+pub const OUTLET_MAPPING_UNPROVEN: &str = "OutletMappingUnproven";
