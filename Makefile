@@ -33,7 +33,8 @@ install-check: harness
 
 ## integration: the Redfish client and the fence state machine against sushy-tools and fence_redfish; the
 ## IPMI client against ipmi_sim and pyghmi, cross-checked with ipmitool and fence_ipmilan; the PDU outlet
-## clients against an emulated Redfish PDU, snmpsim, snmpget and fence_apc_snmp
+## clients against an emulated Redfish PDU, snmpsim, snmpget and fence_apc_snmp, and the fence through a PDU
+## level against them and a sushy BMC
 integration: peers
 	$(CARGO) test --test redfish
 	$(CARGO) test --test ipmi

@@ -592,7 +592,9 @@ impl Clients {
                 read_retries: self.settings.read_retries,
                 retry_backoff: self.settings.retry_backoff,
             };
-            return Ok(RedfishPdu::new(config).map(|pdu| OutletClient::Redfish(Box::new(pdu), id)).map_err(Cause::Setup));
+            return Ok(RedfishPdu::new(config)
+                .map(|pdu| OutletClient::Redfish(Box::new(pdu), id))
+                .map_err(Cause::Setup));
         }
         let Some(snmp) = &outlet.snmp else { return Ok(Err(pdu_cause("neither redfish nor snmp is set".into()))) };
         let security = match snmp.version {

@@ -1,6 +1,7 @@
 //! The PDU outlet clients against real peers: a DMTF-shaped Redfish PDU (tests/peers/pdu.py) over TLS
 //! verified by the test CA, and an APC rPDU recording served by snmpsim over SNMPv3 authPriv and v2c,
-//! cross-checked with net-snmp's snmpget and Debian's fence_apc_snmp.
+//! cross-checked with net-snmp's snmpget and Debian's fence_apc_snmp; then the fence loop through a
+//! PDU level (`sim::lab`) against those PDUs and a sushy BMC (`levels`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -301,4 +302,270 @@ async fn a_rebooted_pdu_is_read_again_after_one_rediscovery() {
     let elapsed = started.elapsed();
     assert_eq!(reading.state, OutletState::Off, "the outlet kept its state across the reboot");
     eprintln!("read after the PDU rebooted: {elapsed:.2?}");
+}
+
+// Fencing levels through the fence loop -------------------------------------------------------------
+//
+// The real loop (`sim::lab`) against a real sushy BMC (tests/peers/machine.py) and real PDUs: the
+// snmpsim APC rPDU and the Redfish PDU. One machine model owns the machine's power: while any outlet
+// that feeds it is On, its BMC answers; once all are Off, the BMC loses its power with the host (its
+// emulator frozen: requests reach it and are never answered).
+
+mod levels {
+    use std::sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    };
+
+    use coroner::{
+        api::{
+            CoronerRemediationSpec, CoronerRemediationStatus, Duration as ApiDuration, FenceAction, MappingProof,
+            PduLevel, Phase, ReleaseKind, Retry,
+        },
+        bmc::RedfishClient,
+        contract, fence,
+        sim::lab::{Lab, LabClock, Setup},
+    };
+    use support::machine::{Machine, MachineSpec};
+
+    use super::*;
+
+    const UUID: &str = "7f3b0c1e-0000-4000-8000-0000000000c1";
+    const OTHER: &str = "7f3b0c1e-0000-4000-8000-0000000000c2";
+
+    #[derive(Clone, Debug)]
+    enum Device {
+        Snmp(SnmpPdu, OutletNumber),
+        Redfish(Box<RedfishPdu>, OutletId),
+    }
+
+    /// The level as the lab's loop sees it: the binding's outlets, each through its real client.
+    #[derive(Clone, Debug)]
+    struct TestLevel(Vec<(String, Device)>);
+
+    impl coroner::driver::ports::Level for TestLevel {
+        fn outlets(&self) -> Vec<(String, f64)> {
+            self.0.iter().map(|(key, _)| (key.clone(), FLOOR_WATTS)).collect()
+        }
+
+        async fn read(&self, index: usize) -> Result<OutletReading, PduError> {
+            match &self.0[index].1 {
+                Device::Snmp(pdu, outlet) => pdu.read(outlet).await,
+                Device::Redfish(pdu, outlet) => pdu.read(outlet).await,
+            }
+        }
+
+        async fn switch_off(&self, index: usize) -> Result<(), PduError> {
+            match &self.0[index].1 {
+                Device::Snmp(pdu, outlet) => pdu.switch(outlet, OutletCommand::Off).await,
+                Device::Redfish(pdu, outlet) => pdu.switch(outlet, OutletCommand::Off).await,
+            }
+        }
+    }
+
+    fn bmc(machine: &Machine) -> RedfishClient {
+        coroner::bmc::RedfishClient::new(RedfishConfig {
+            endpoint: machine.endpoint(),
+            trust: tls::Trust { ca_bundle_pem: Some(peers().pem("ca")), ..tls::Trust::default() },
+            credentials: Credentials { username: USER.into(), password: Password::new(PASSWORD.into()) },
+            request_timeout: Duration::from_secs(1),
+            read_retries: 0,
+            retry_backoff: Duration::from_millis(100),
+        })
+        .unwrap()
+    }
+
+    fn spec() -> CoronerRemediationSpec {
+        CoronerRemediationSpec {
+            action: FenceAction::Off,
+            power_off_timeout: ApiDuration::from_secs(6),
+            retry: Retry { count: 1, interval: ApiDuration::from_secs(1) },
+            ..CoronerRemediationSpec::default()
+        }
+    }
+
+    /// The binding's level 2: SNMP outlets 1 and 2 of `snmp` (and the Redfish PDU's A1, when given).
+    fn level(snmp: &SnmpPduPeer, redfish: Option<&RedfishPduPeer>, statement: bool) -> PduLevel {
+        let (host, port) =
+            snmp.address().split_once(':').map(|(h, p)| (h.to_owned(), p.parse::<u16>().unwrap())).unwrap();
+        let mut outlets = vec![
+            json!({"snmp": {"address": host, "port": port, "outlet": 1}, "credentialsSecretRef": {"name": "pdu-a"}}),
+        ];
+        match redfish {
+            Some(peer) => outlets.push(json!({
+                "redfish": {"endpoint": peer.endpoint(), "rackPdu": "1", "outlet": "A1"},
+                "credentialsSecretRef": {"name": "pdu-b"},
+                "tls": {"certificateSHA256": "00"},
+            })),
+            None => outlets.push(
+                json!({"snmp": {"address": host, "port": port, "outlet": 2}, "credentialsSecretRef": {"name": "pdu-a"}}),
+            ),
+        }
+        let mut level: PduLevel = serde_json::from_value(json!({ "outlets": outlets })).unwrap();
+        level.mapping_proof = statement.then_some(MappingProof::OperatorStatement);
+        level
+    }
+
+    async fn devices(snmp: &SnmpPduPeer, redfish: Option<&RedfishPduPeer>, level: &PduLevel) -> TestLevel {
+        let mut devices = Vec::new();
+        for outlet in &level.outlets {
+            let device = match (&outlet.snmp, redfish) {
+                (Some(s), _) => Device::Snmp(v3(snmp).await, OutletNumber::new(s.outlet).unwrap()),
+                (None, Some(peer)) => Device::Redfish(Box::new(super::redfish(peer)), a1()),
+                (None, None) => unreachable!(),
+            };
+            devices.push((outlet.key(), device));
+        }
+        TestLevel(devices)
+    }
+
+    /// The machine model: once every outlet feeding the machine reads Off, its BMC loses power.
+    fn power_model(snmp_dir: std::path::PathBuf, outlets: &'static [&'static str], bmc_pid: u32) -> Arc<AtomicBool> {
+        let dead = Arc::new(AtomicBool::new(false));
+        let flag = dead.clone();
+        std::thread::spawn(move || {
+            while !flag.load(Ordering::Acquire) {
+                let state: serde_json::Value = std::fs::read_to_string(snmp_dir.join("outlets.json"))
+                    .ok()
+                    .and_then(|t| serde_json::from_str(&t).ok())
+                    .unwrap_or(serde_json::Value::Null);
+                if outlets.iter().all(|n| state[*n]["state"] == "Off") {
+                    let _ = std::process::Command::new("kill").args(["-STOP", &bmc_pid.to_string()]).status();
+                    flag.store(true, Ordering::Release);
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        dead
+    }
+
+    async fn fence_with(
+        machine: &Machine,
+        node_uuid: &str,
+        spec: CoronerRemediationSpec,
+        level: PduLevel,
+        devices: TestLevel,
+    ) -> (CoronerRemediationStatus, Lab<RedfishClient, TestLevel>) {
+        let lab = Lab::with_level(&Setup::new(node_uuid, spec), LabClock::real(), bmc(machine), Some(devices));
+        lab.world(|t| t.bindings.values_mut().for_each(|b| b.spec.pdu_levels = vec![level.clone()]));
+        let status = lab.run().await;
+        assert!(fence::phase_of(&status).is_terminal(), "the fence did not end: {status:?}, errors {:?}", lab.errors());
+        (status, lab)
+    }
+
+    fn reason(status: &CoronerRemediationStatus) -> (String, String) {
+        let c = coroner::api::conditions::find(&status.conditions, contract::SUCCEEDED).unwrap();
+        (c.status.clone(), c.reason.clone())
+    }
+
+    #[tokio::test]
+    async fn a_bmc_dead_with_its_host_is_proven_off_through_both_outlets_and_the_node_released() {
+        let snmp = SnmpPduPeer::start(&SnmpPduSpec { transition: 0.3, ..SnmpPduSpec::default() });
+        let machine = Machine::start(&MachineSpec::new(UUID));
+        // The host's supply failed downstream of the PDU: the BMC is dead, the outlets still read On.
+        machine.freeze();
+        let level = level(&snmp, None, true);
+        let devices = devices(&snmp, None, &level).await;
+        let started = Instant::now();
+        let (status, lab) = fence_with(&machine, UUID, spec(), level, devices).await;
+        let took = started.elapsed();
+        machine.thaw();
+        assert_eq!(reason(&status), ("True".into(), "RemediationComplete".into()), "{:?}", lab.reasons());
+        assert!(lab.phases().contains(&Phase::PoweringOffOutlets));
+        let evidence = status.evidence.unwrap();
+        let proof = evidence.power_off.unwrap().level.unwrap();
+        assert_eq!(
+            (proof.level, proof.mapping.as_str(), proof.bmc_after.as_str()),
+            (2, "OperatorStatement", "no answer")
+        );
+        assert_eq!(proof.outlets.iter().map(|o| o.state.as_str()).collect::<Vec<_>>(), ["Off", "Off"]);
+        assert_eq!(evidence.release.unwrap().kind, ReleaseKind::LevelProof);
+        assert_eq!(snmp.commands(), ["1:2", "2:2"], "immediateOff to each outlet, once");
+        assert!(lab.reasons().contains(&"OutletMappingUnproven".to_owned()));
+        eprintln!("BMC dead → released through level 2 (SNMPv3, two outlets): {took:.2?}");
+    }
+
+    #[tokio::test]
+    async fn a_reset_that_never_reached_off_is_finished_by_the_outlets_and_the_bmc_dies_with_them() {
+        let snmp = SnmpPduPeer::start(&SnmpPduSpec::default());
+        let machine = Machine::start(&MachineSpec { disable_power_off: true, ..MachineSpec::new(UUID) });
+        let dead = power_model(snmp.dir.clone(), &["1", "2"], machine.pid());
+        let level = level(&snmp, None, true);
+        let devices = devices(&snmp, None, &level).await;
+        let (status, lab) = fence_with(&machine, UUID, spec(), level, devices).await;
+        machine.thaw();
+        assert!(dead.load(Ordering::Acquire), "the outlets went off");
+        assert_eq!(reason(&status), ("True".into(), "RemediationComplete".into()), "{:?}", lab.reasons());
+        let evidence = status.evidence.unwrap();
+        // Level 1 proved the identity and its ForceOff was refused; the outlets finished the job.
+        assert!(evidence.identity.is_some());
+        assert_eq!(evidence.power_off.unwrap().level.unwrap().bmc_after, "no answer");
+    }
+
+    #[tokio::test]
+    async fn a_second_outlet_that_still_feeds_the_machine_releases_nothing() {
+        let snmp = SnmpPduPeer::start(&SnmpPduSpec::default());
+        let redfish = RedfishPduPeer::start(&RedfishPduSpec { load: Some(240.0), ..RedfishPduSpec::default() });
+        // A welded relay: reads Off after the command and keeps drawing 240 W.
+        redfish.force("A1", json!({"welded": true}));
+        let machine = Machine::start(&MachineSpec::new(UUID));
+        machine.freeze();
+        let level = level(&snmp, Some(&redfish), true);
+        let devices = devices(&snmp, Some(&redfish), &level).await;
+        let (status, lab) = fence_with(&machine, UUID, spec(), level, devices).await;
+        machine.thaw();
+        assert_eq!(reason(&status), ("False".into(), "PowerOffNotConfirmed".into()), "{:?}", lab.reasons());
+        let message = coroner::api::conditions::find(&status.conditions, contract::SUCCEEDED).unwrap().message.clone();
+        assert!(message.contains("draws 240 W"), "{message}");
+        assert!(status.evidence.unwrap().release.is_none(), "nothing released");
+        assert!(
+            lab.world(|t| t.node("worker-1"))
+                .unwrap()
+                .spec
+                .unwrap()
+                .taints
+                .unwrap_or_default()
+                .iter()
+                .all(|t| t.key != "node.kubernetes.io/out-of-service")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_bmc_still_reading_on_after_the_outlets_went_off_shows_the_mapping_wrong() {
+        let snmp = SnmpPduPeer::start(&SnmpPduSpec::default());
+        // These outlets feed another machine: this one's BMC keeps answering, its ForceOff refused.
+        let machine = Machine::start(&MachineSpec { disable_power_off: true, ..MachineSpec::new(UUID) });
+        let level = level(&snmp, None, true);
+        let devices = devices(&snmp, None, &level).await;
+        let (status, lab) = fence_with(&machine, UUID, spec(), level, devices).await;
+        assert_eq!(reason(&status), ("False".into(), "OutletMappingWrong".into()), "{:?}", lab.reasons());
+        assert!(status.evidence.unwrap().release.is_none());
+        assert_eq!(machine.power_state(), "On");
+    }
+
+    #[tokio::test]
+    async fn a_uuid_mismatch_at_the_bmc_leaves_the_pdu_untouched() {
+        let snmp = SnmpPduPeer::start(&SnmpPduSpec::default());
+        let machine = Machine::start(&MachineSpec::new(OTHER));
+        let level = level(&snmp, None, true);
+        let devices = devices(&snmp, None, &level).await;
+        let (status, _) = fence_with(&machine, UUID, spec(), level, devices).await;
+        assert_eq!(reason(&status), ("False".into(), "IdentityMismatch".into()));
+        assert!(snmp.commands().is_empty(), "no outlet was switched");
+    }
+
+    #[tokio::test]
+    async fn a_level_nothing_confirmed_and_no_one_stated_is_not_tried() {
+        let snmp = SnmpPduPeer::start(&SnmpPduSpec::default());
+        let machine = Machine::start(&MachineSpec::new(UUID));
+        machine.freeze();
+        let level = level(&snmp, None, false);
+        let devices = devices(&snmp, None, &level).await;
+        let (status, _) = fence_with(&machine, UUID, spec(), level, devices).await;
+        machine.thaw();
+        assert_eq!(reason(&status), ("False".into(), "BmcUnreachable".into()));
+        let message = coroner::api::conditions::find(&status.conditions, contract::SUCCEEDED).unwrap().message.clone();
+        assert!(message.contains("level 2 not tried: nothing confirmed"), "{message}");
+        assert!(snmp.commands().is_empty());
+    }
 }
