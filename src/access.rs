@@ -611,7 +611,7 @@ impl Clients {
                         auth_key: Password::new(auth_key),
                         privacy: priv_protocol(snmp.priv_protocol),
                         priv_key: Password::new(priv_key),
-                        context: String::new(),
+                        context: snmp.context_name.clone().unwrap_or_default(),
                     })
                 }
                 (username, auth, privacy) => {

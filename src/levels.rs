@@ -253,6 +253,7 @@ mod tests {
                 version: SnmpVersion::V3,
                 auth_protocol: None,
                 priv_protocol: None,
+                context_name: None,
             }),
             credentials_secret_ref: SecretRef { name: "pdu".into() },
             tls: None,

@@ -183,6 +183,10 @@ pub struct SnmpOutlet {
     /// SNMPv3 privacy: `AES128` unless set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priv_protocol: Option<SnmpPrivProtocol>,
+    /// The SNMPv3 contextName; APC PDUs use the empty one (the default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    pub context_name: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]

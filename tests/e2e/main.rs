@@ -326,7 +326,7 @@ async fn setup(world: &mut World) {
 
 /// The scenarios in the order they run, by the letter `make e2e ONLY=…` names them with. Scenario f
 /// (checks over the whole run) always runs last.
-const SCENARIOS: [(char, &str); 25] = [
+const SCENARIOS: [(char, &str); 26] = [
     ('a', "partitioned node fenced, pods moved, rebooted"),
     ('b', "wrong mapping refused, escalation refused too, and NHC skips a failed template"),
     ('c', "unreachable BMC fails after retry.count; once fixed, deleting it retries; uninstall refused while fenced"),
@@ -355,6 +355,10 @@ const SCENARIOS: [(char, &str); 25] = [
     ),
     ('y', "a settle longer than a BMC client's lifetime, its Secret's metadata changed mid-run, is proven"),
     ('z', "a ResourceDeletion release is guarded: its machine powered on by hand is switched off again"),
+    (
+        'A',
+        "a BMC dead with its machine: proven off through its two PDU outlets (level 2, SNMPv3) and released through NHC",
+    ),
 ];
 
 /// `CORONER_E2E_ONLY=a,c` (`make e2e ONLY=a,c`): the scenarios to run; all when unset or empty.
@@ -401,6 +405,7 @@ async fn suite() {
             'w' => scenario_w(&mut world).await,
             'x' => scenario_x(&mut world).await,
             'y' => scenario_y(&world).await,
+            'A' => scenario_pdu_level(&mut world).await,
             _ => scenario_z(&mut world).await,
         }
         timings.push(format!("{name}: {:.1?}", scenario_started.elapsed()));
@@ -2523,5 +2528,96 @@ async fn scenario_v(world: &mut World) {
     log(format!(
         "{node}: IPMI fence: machine off after {off_after:.1?}, released (Succeeded=True) after {fenced_after:.1?}, back Ready with bootID {recovered} after {:.1?}; chassis controls {controls:?}",
         cut.elapsed()
+    ));
+}
+
+/// Scenario A: a machine whose supply failed takes its BMC with it; its binding's level 2 is the two
+/// outlets of an APC rPDU (snmpsim, SNMPv3 authPriv) that feed it, their mapping stated by an operator.
+/// NHC creates the remediation from the Off template; the BMC stays silent through level 1's attempts,
+/// the outlets are switched off and read Off for settle, the BMC is asked once more (silent), and the
+/// node is released with the level's evidence. With no levels, the same death ends Succeeded=False
+/// (scenario p: the attestation path).
+async fn scenario_pdu_level(world: &mut World) {
+    use support::pdu::{SnmpPduPeer, SnmpPduSpec, V3_AUTH_KEY, V3_CONTEXT, V3_PRIV_KEY, V3_USER};
+    let node = "pdu-1";
+    world
+        .add_node_with(
+            node,
+            MachineSpec::new(&uuid(161)),
+            &[(POOL, "pdu"), (NAME, node), ("e2e.coroner.dev/worker", "")],
+        )
+        .await;
+    let pdu = SnmpPduPeer::start(&SnmpPduSpec { outlets: 2, ..SnmpPduSpec::default() });
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(world.client.clone(), CORONER_NS);
+    let secret = serde_json::from_value(json!({
+        "metadata": {"name": "pdu-a"},
+        "stringData": {"username": V3_USER, "authKey": V3_AUTH_KEY, "privKey": V3_PRIV_KEY},
+    }))
+    .unwrap();
+    secrets.create(&PostParams::default(), &secret).await.unwrap();
+    let outlet = |n: u32| {
+        json!({"snmp": {"address": "127.0.0.1", "port": pdu.port, "outlet": n, "authProtocol": "SHA1",
+                        "privProtocol": "AES128", "contextName": V3_CONTEXT},
+               "credentialsSecretRef": {"name": "pdu-a"}})
+    };
+    let levels =
+        json!({"spec": {"pduLevels": [{"mappingProof": "OperatorStatement", "outlets": [outlet(1), outlet(2)]}]}});
+    let bindings: Api<coroner::api::BmcBinding> = Api::namespaced(world.client.clone(), CORONER_NS);
+    bindings.patch(node, &PatchParams::default(), &Patch::Merge(&levels)).await.unwrap();
+    log(format!("{node}: level 2 is outlets 1 and 2 of an APC rPDU (snmpsim on UDP {}, SNMPv3 authPriv)", pdu.port));
+    wait_for(&format!("{node} Ready"), SHORT, || async {
+        (ready(world, node).await.as_deref() == Some("True")).then_some(())
+    })
+    .await;
+    let mapping = wait_for(&format!("{node}: the binding reports the stated mapping"), SHORT, || async {
+        let binding = bindings.get(node).await.ok()?;
+        let conditions = binding.status?.conditions;
+        let c = conditions.iter().find(|c| c.type_ == "OutletMappingProven")?;
+        (c.reason == "OutletMappingUnproven").then(|| c.message.clone())
+    })
+    .await;
+    assert!(mapping.contains("stated by an operator"), "{mapping}");
+    world
+        .create_nhc(json!({
+            "apiVersion": "remediation.medik8s.io/v1alpha1", "kind": "NodeHealthCheck",
+            "metadata": {"name": "e2e-pdu"},
+            "spec": {"selector": {"matchLabels": {POOL: "pdu"}},
+                     "unhealthyConditions": [{"type": "Ready", "status": "Unknown", "duration": "2s"}],
+                     "maxUnhealthy": 1, "remediationTemplate": template_ref("coroner-off")},
+        }))
+        .await;
+    let dead = Instant::now();
+    world.node_mut(node).lose_power();
+    let released =
+        wait_remediation(world, node, "Succeeded=True", LONG, |r| succeeded(r).is_some_and(|s| s.0 == "True")).await;
+    let took = dead.elapsed();
+    let status = released.status.clone().unwrap();
+    let evidence = status.evidence.unwrap();
+    let level = evidence.power_off.unwrap().level.unwrap();
+    assert_eq!((level.level, level.mapping.as_str(), level.bmc_after.as_str()), (2, "OperatorStatement", "no answer"));
+    let outlets: Vec<_> = level.outlets.iter().map(|o| (o.outlet.clone(), o.state.clone())).collect();
+    let key = |n: u32| format!("snmp:127.0.0.1:{}|{n}", pdu.port);
+    assert_eq!(outlets, [(key(1), "Off".to_owned()), (key(2), "Off".to_owned())]);
+    let release = evidence.release.unwrap();
+    assert_eq!(release.kind, coroner::api::ReleaseKind::LevelProof);
+    assert!(release.taint_owned && release.node_ready == "Unknown");
+    assert!(taint_keys(world, node).await.iter().any(|k| k == "node.kubernetes.io/out-of-service"));
+    assert_eq!(pdu.commands(), ["1:2", "2:2"], "immediateOff to each outlet, once");
+    // What people read: the Events name the level and the statement it rests on.
+    let events = world.kubectl(&[
+        "get",
+        "events",
+        "-n",
+        CORONER_NS,
+        "--field-selector",
+        &format!("involvedObject.name={}", released.name_any()),
+        "-o",
+        "jsonpath={range .items[*]}{.reason}{\"\\n\"}{end}",
+    ]);
+    for reason in ["OutletMappingUnproven", "PowerOffProven", "NodeFenced"] {
+        assert!(events.lines().any(|l| l == reason), "no {reason} Event: {events}");
+    }
+    log(format!(
+        "{node}: BMC dead with its machine → released through level 2 (two SNMPv3 outlets) after {took:.1?}; scenario p's attestation path needs a person instead"
     ));
 }
