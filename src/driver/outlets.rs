@@ -107,10 +107,10 @@ impl<W: World> Fence<'_, W> {
         admitted.map(|b| b.name.clone()).unwrap_or_default()
     }
 
-    /// Switches every outlet of the level off, the intent already persisted: right before, this
-    /// replica must lead for the requests' time, the binding's level must still be the device the
-    /// readings came through, the remediation must still want it, no outlet may feed a live node
-    /// (L6), and the node's Lease and the Node must still allow a power-off.
+    /// Switches every outlet of the level off, the intent already persisted: the binding's level must
+    /// still be the device the readings came through and no outlet may feed a live node (L6); then,
+    /// right before the requests, this replica must lead for their time, the remediation must still
+    /// want them, and the node's Lease and the Node must still allow a power-off.
     pub(super) async fn send_outlets_off(&mut self, node: &Node) -> Result<(), Error> {
         let status = self.status();
         let level = status.progress.as_ref().and_then(|p| p.level).unwrap_or(2);
@@ -127,16 +127,16 @@ impl<W: World> Fence<'_, W> {
             return self.commit_observation(unsent(message), node).await;
         }
         let outlets = devices.outlets();
+        // Two fresh lists: before the checks whose time is bounded (they read one object each).
+        let keys: Vec<String> = outlets.iter().map(|(key, _)| key.clone()).collect();
+        if let Err(message) = self.shared_outlets_allow(level, &keys).await? {
+            let refused = BmcFailure { transient: false, reason: Reason::OutletShared, message };
+            return self.commit_observation(Observation::Outlets(Err(refused)), node).await;
+        }
         let timeout = self.world.settings().request_timeout;
         let need = timeout * u32::try_from(outlets.len()).unwrap_or(u32::MAX) + CHECKS_ALLOWANCE;
         self.world.ensure_leader(need).await?;
         let checked = self.world.mono();
-        if let Err(message) =
-            self.shared_outlets_allow(level, &outlets.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>()).await?
-        {
-            let refused = BmcFailure { transient: false, reason: Reason::OutletShared, message };
-            return self.commit_observation(Observation::Outlets(Err(refused)), node).await;
-        }
         let name = self.remediation.name_any();
         let current =
             self.world.remediation(&name).await?.ok_or_else(|| ApiError::NotFound(format!("remediation {name}")))?;
