@@ -550,6 +550,23 @@ impl Clients {
         Ok(Ok((devices, serial)))
     }
 
+    /// L5: the seal of a level's confirmation: a digest of what it says, keyed with the content key,
+    /// so that only coroner can write a confirmation that counts.
+    pub fn seal(&self, binding_uid: &str, confirmation: &crate::api::LevelConfirmation) -> String {
+        let time = |t: &Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>| {
+            t.as_ref().map(|t| t.0.to_string()).unwrap_or_default()
+        };
+        let parts = [
+            "level-confirmation".to_owned(),
+            binding_uid.to_owned(),
+            confirmation.level.to_string(),
+            confirmation.generation.to_string(),
+            time(&confirmation.on_seen_at),
+            time(&confirmation.off_seen_at),
+        ];
+        content_hex(keyed_digest(&self.key, &parts))
+    }
+
     /// One outlet's client; what its Secret and CA bundle hold goes into `parts` (for the digest).
     async fn outlet(
         &self,

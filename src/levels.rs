@@ -5,10 +5,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 
 use crate::{
-    api::{BmcBinding, BmcBindingSpec, FenceAction, MappingProof, PduLevel},
+    api::{BmcBinding, BmcBindingSpec, FenceAction, LevelConfirmation, MappingProof, PduLevel},
     contract::Reason,
     pdu::{NotOff, OutletReading, PduError, proves_off},
 };
@@ -109,7 +111,7 @@ pub enum MappingRefusal {
 }
 
 /// L5: what a level's mapping rests on. `confirmed_at` is the binding generation at which the machine
-/// last confirmed it (coroner records none yet: no confirmation is gathered, docs/safety.md L5).
+/// confirmed it ([`confirms`], on a confirmation coroner sealed).
 pub fn mapping_basis(
     level: &PduLevel,
     confirmed_at: Option<i64>,
@@ -121,6 +123,126 @@ pub fn mapping_basis(
         (Some(confirmed), Some(current)) => Err(MappingRefusal::EditedSince { confirmed, current }),
         _ => Err(MappingRefusal::Unconfirmed),
     }
+}
+
+/// What the binding verifier saw of the machine, through its BMC, as it read the level's outlets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MachineSeen {
+    /// The verified system reads On; `ready`: the node reports `Ready=True`.
+    On {
+        ready: bool,
+    },
+    Off,
+    /// Anything else (`PoweringOn`, an unknown value): no observation.
+    Other,
+}
+
+/// One outlet as the verifier read it: its key, its floor, and its draw (`None`: unmetered or
+/// unread).
+#[derive(Clone, Debug, PartialEq)]
+pub struct OutletDraw {
+    pub outlet: String,
+    pub floor_watts: f64,
+    pub watts: Option<f64>,
+}
+
+/// L5: what one look at the machine and a level's outlets says of the mapping.
+#[derive(Clone, Debug, PartialEq)]
+pub enum MappingObservation {
+    /// The machine runs (its node Ready) and every outlet draws above its floor.
+    AgreesOn,
+    /// The machine is off and every outlet draws at most its floor.
+    AgreesOff,
+    /// The draws contradict the mapping (the machine runs and an outlet draws nothing, or it is off
+    /// and an outlet still draws).
+    Contradicts(String),
+    /// An outlet meters nothing (or could not be read): draws can never confirm this level.
+    Unmetered(String),
+    /// The machine was in no state that tells anything.
+    Nothing,
+}
+
+/// L5: judges one look. Draws are compared with each outlet's floor; a draw that is not a number
+/// proves nothing.
+pub fn observe_mapping(seen: MachineSeen, outlets: &[OutletDraw]) -> MappingObservation {
+    let mut draws = Vec::new();
+    for outlet in outlets {
+        match outlet.watts.filter(|w| w.is_finite()) {
+            Some(watts) => draws.push((outlet, watts)),
+            None => return MappingObservation::Unmetered(outlet.outlet.clone()),
+        }
+    }
+    let shown = |draws: &[(&OutletDraw, f64)]| {
+        draws.iter().map(|(o, w)| format!("{} {w} W", o.outlet)).collect::<Vec<_>>().join(", ")
+    };
+    match seen {
+        MachineSeen::On { ready: true } => match draws.iter().find(|(o, w)| *w <= o.floor_watts) {
+            None => MappingObservation::AgreesOn,
+            Some((o, w)) => MappingObservation::Contradicts(format!(
+                "the machine runs (node Ready) and outlet {} draws {w} W, at most its {} W floor ({})",
+                o.outlet,
+                o.floor_watts,
+                shown(&draws)
+            )),
+        },
+        MachineSeen::Off => match draws.iter().find(|(o, w)| *w > o.floor_watts) {
+            None => MappingObservation::AgreesOff,
+            Some((o, w)) => MappingObservation::Contradicts(format!(
+                "the machine reads Off and outlet {} draws {w} W, above its {} W floor ({})",
+                o.outlet,
+                o.floor_watts,
+                shown(&draws)
+            )),
+        },
+        MachineSeen::On { ready: false } | MachineSeen::Other => MappingObservation::Nothing,
+    }
+}
+
+/// L5: the level's confirmation after one look (unsealed: the caller seals it). `None`: nothing to
+/// record (no earlier confirmation and nothing seen).
+pub fn next_confirmation(
+    old: Option<&LevelConfirmation>,
+    level: u32,
+    generation: i64,
+    observation: &MappingObservation,
+    now: Timestamp,
+) -> Option<LevelConfirmation> {
+    let fresh = LevelConfirmation { level, generation, on_seen_at: None, off_seen_at: None, last: None, seal: None };
+    // Observations of an earlier generation describe other outlets.
+    let mut next = old.filter(|c| c.generation == generation).cloned().unwrap_or(fresh);
+    next.seal = None;
+    let at = Some(Time(now));
+    match observation {
+        MappingObservation::AgreesOn => {
+            next.on_seen_at = at;
+            next.last = Some("the machine ran with every outlet drawing above its floor".into());
+        }
+        MappingObservation::AgreesOff => {
+            next.off_seen_at = at;
+            next.last = Some("the machine was off with every outlet at most at its floor".into());
+        }
+        MappingObservation::Contradicts(why) => {
+            next.on_seen_at = None;
+            next.off_seen_at = None;
+            next.last = Some(format!("contradicted: {why}"));
+        }
+        MappingObservation::Unmetered(outlet) => {
+            next.on_seen_at = None;
+            next.off_seen_at = None;
+            next.last = Some(format!("outlet {outlet} meters no draw: this level can only be stated"));
+        }
+        MappingObservation::Nothing if old.is_none() => return None,
+        MappingObservation::Nothing => {}
+    }
+    Some(next)
+}
+
+/// L5: whether `confirmation` (already checked to be coroner's own) confirms the level at the
+/// binding's `generation`: both agreements seen, at this generation.
+pub fn confirms(confirmation: &LevelConfirmation, generation: Option<i64>) -> bool {
+    Some(confirmation.generation) == generation
+        && confirmation.on_seen_at.is_some()
+        && confirmation.off_seen_at.is_some()
 }
 
 /// L6: an outlet more than one node's binding names, where not every such node declares it shared
@@ -428,6 +550,62 @@ mod tests {
         let mut without = with.spec.clone();
         without.pdu_levels.clear();
         assert_eq!(action_allowed(FenceAction::Reboot, "a", &without), Ok(()));
+    }
+
+    fn draw(outlet: &str, watts: Option<f64>) -> OutletDraw {
+        OutletDraw { outlet: outlet.into(), floor_watts: 5.0, watts }
+    }
+
+    #[test]
+    fn a_running_machine_whose_outlets_draw_and_an_off_one_whose_outlets_do_not_agree_with_the_mapping() {
+        let drawing = [draw("a", Some(180.0)), draw("b", Some(170.0))];
+        assert_eq!(observe_mapping(MachineSeen::On { ready: true }, &drawing), MappingObservation::AgreesOn);
+        let idle = [draw("a", Some(0.0)), draw("b", Some(4.0))];
+        assert_eq!(observe_mapping(MachineSeen::Off, &idle), MappingObservation::AgreesOff);
+    }
+
+    #[test]
+    fn an_outlet_that_draws_nothing_while_the_machine_runs_contradicts_the_mapping() {
+        let one_idle = [draw("a", Some(180.0)), draw("b", Some(0.0))];
+        let seen = observe_mapping(MachineSeen::On { ready: true }, &one_idle);
+        assert!(
+            matches!(&seen, MappingObservation::Contradicts(why) if why.contains("outlet b draws 0 W")),
+            "{seen:?}"
+        );
+        let still = [draw("a", Some(120.0))];
+        assert!(matches!(observe_mapping(MachineSeen::Off, &still), MappingObservation::Contradicts(_)));
+    }
+
+    #[test]
+    fn an_unmetered_outlet_can_never_confirm_and_a_booting_machine_tells_nothing() {
+        let unmetered = [draw("a", Some(180.0)), draw("b", None)];
+        assert_eq!(observe_mapping(MachineSeen::Off, &unmetered), MappingObservation::Unmetered("b".into()));
+        let nan = [draw("a", Some(f64::NAN))];
+        assert!(matches!(observe_mapping(MachineSeen::Off, &nan), MappingObservation::Unmetered(_)));
+        let drawing = [draw("a", Some(180.0))];
+        assert_eq!(observe_mapping(MachineSeen::On { ready: false }, &drawing), MappingObservation::Nothing);
+        assert_eq!(observe_mapping(MachineSeen::Other, &drawing), MappingObservation::Nothing);
+    }
+
+    #[test]
+    fn a_level_is_confirmed_only_once_both_agreements_were_seen_at_the_current_generation() {
+        let now = Timestamp::UNIX_EPOCH;
+        let on = next_confirmation(None, 2, 7, &MappingObservation::AgreesOn, now).unwrap();
+        assert!(!confirms(&on, Some(7)));
+        let both = next_confirmation(Some(&on), 2, 7, &MappingObservation::AgreesOff, now).unwrap();
+        assert!(confirms(&both, Some(7)));
+        // The binding edited since: not this mapping's.
+        assert!(!confirms(&both, Some(8)));
+        // An edit starts over: an agreement of generation 7 does not count at 8.
+        let edited = next_confirmation(Some(&both), 2, 8, &MappingObservation::AgreesOff, now).unwrap();
+        assert!(!confirms(&edited, Some(8)) && edited.on_seen_at.is_none());
+        // A contradiction clears both.
+        let contradicted =
+            next_confirmation(Some(&both), 2, 7, &MappingObservation::Contradicts("x".into()), now).unwrap();
+        assert!(!confirms(&contradicted, Some(7)));
+        assert!(contradicted.last.unwrap().starts_with("contradicted: x"));
+        // Nothing seen and nothing recorded: nothing to write.
+        assert_eq!(next_confirmation(None, 2, 7, &MappingObservation::Nothing, now), None);
     }
 
     fn reading() -> impl Strategy<Value = Result<OutletReading, PduError>> {

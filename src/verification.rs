@@ -261,11 +261,12 @@ pub const PDU_TRANSPORT_SECURE: &str = "PduTransportSecure";
 /// What the binding's PDU levels say before any outage: whether their mappings are proven (L5), their
 /// outlets exclusive (L6) and their transports secure. Sets the three conditions (removes them from a
 /// binding without levels) and returns a Warning for each that turned False. `all` is every binding
-/// of the namespace.
+/// of the namespace; `confirmed`, per level, the generation a sealed confirmation confirms it at.
 pub fn record_levels(
     status: &mut BmcBindingStatus,
     binding: &BmcBinding,
     all: &[BmcBinding],
+    confirmed: &[Option<i64>],
     now: Timestamp,
 ) -> Vec<Notice> {
     use crate::levels::{self, MappingBasis};
@@ -277,8 +278,7 @@ pub fn record_levels(
     let generation = binding.metadata.generation;
     let mut mapping = Vec::new();
     for (index, level) in binding.spec.pdu_levels.iter().enumerate() {
-        // No confirmation is gathered yet (L5): a mapping rests on a statement, or on nothing.
-        match levels::mapping_basis(level, None, generation) {
+        match levels::mapping_basis(level, confirmed.get(index).copied().flatten(), generation) {
             Ok(MappingBasis::Confirmed) => {}
             Ok(MappingBasis::OperatorStatement) => mapping.push(format!(
                 "level {}: stated by an operator (mappingProof: OperatorStatement), not confirmed by the machine",
@@ -561,7 +561,7 @@ mod tests {
     fn a_level_without_a_confirmation_or_a_statement_is_reported_unusable() {
         let binding = with_level(binding(false), snmp_level("pdu-1", "V3", false));
         let mut status = BmcBindingStatus::default();
-        let notices = record_levels(&mut status, &binding, std::slice::from_ref(&binding), Timestamp::UNIX_EPOCH);
+        let notices = record_levels(&mut status, &binding, std::slice::from_ref(&binding), &[], Timestamp::UNIX_EPOCH);
         assert_eq!(condition(&status, OUTLET_MAPPING_PROVEN), ("False", "OutletMappingUnproven"));
         let message = &conditions::find(&status.conditions, OUTLET_MAPPING_PROVEN).unwrap().message;
         assert!(message.starts_with("level 2: unusable: nothing confirmed"), "{message}");
@@ -569,15 +569,23 @@ mod tests {
         assert_eq!(condition(&status, PDU_TRANSPORT_SECURE), ("True", "Secure"));
         assert_eq!(notices.iter().map(|n| n.reason.as_str()).collect::<Vec<_>>(), ["OutletMappingUnproven"]);
         // Once said, not said again at every check.
-        let again = record_levels(&mut status, &binding, std::slice::from_ref(&binding), Timestamp::UNIX_EPOCH);
+        let again = record_levels(&mut status, &binding, std::slice::from_ref(&binding), &[], Timestamp::UNIX_EPOCH);
         assert!(again.is_empty(), "{again:?}");
+    }
+
+    #[test]
+    fn a_level_the_machine_confirmed_at_the_current_generation_is_proven() {
+        let binding = with_level(binding(false), snmp_level("pdu-1", "V3", false));
+        let mut status = BmcBindingStatus::default();
+        record_levels(&mut status, &binding, std::slice::from_ref(&binding), &[Some(3)], Timestamp::UNIX_EPOCH);
+        assert_eq!(condition(&status, OUTLET_MAPPING_PROVEN), ("True", "Confirmed"));
     }
 
     #[test]
     fn an_operator_statement_is_a_standing_warning_not_a_proof() {
         let binding = with_level(binding(false), snmp_level("pdu-1", "V3", true));
         let mut status = BmcBindingStatus::default();
-        record_levels(&mut status, &binding, std::slice::from_ref(&binding), Timestamp::UNIX_EPOCH);
+        record_levels(&mut status, &binding, std::slice::from_ref(&binding), &[], Timestamp::UNIX_EPOCH);
         assert_eq!(condition(&status, OUTLET_MAPPING_PROVEN), ("False", "OutletMappingUnproven"));
         let message = &conditions::find(&status.conditions, OUTLET_MAPPING_PROVEN).unwrap().message;
         assert!(message.contains("stated by an operator"), "{message}");
@@ -591,7 +599,7 @@ mod tests {
         other.spec.node_name = "m".into();
         let all = [mine.clone(), other];
         let mut status = BmcBindingStatus::default();
-        let notices = record_levels(&mut status, &mine, &all, Timestamp::UNIX_EPOCH);
+        let notices = record_levels(&mut status, &mine, &all, &[], Timestamp::UNIX_EPOCH);
         assert_eq!(condition(&status, OUTLETS_EXCLUSIVE), ("False", "OutletShared"));
         assert_eq!(condition(&status, PDU_TRANSPORT_SECURE), ("False", "InsecurePduTransport"));
         let reasons: Vec<_> = notices.iter().map(|n| n.reason.as_str()).collect();
@@ -602,9 +610,9 @@ mod tests {
     fn a_binding_whose_levels_were_removed_loses_their_conditions() {
         let with = with_level(binding(false), snmp_level("pdu-1", "V3", false));
         let mut status = BmcBindingStatus::default();
-        record_levels(&mut status, &with, std::slice::from_ref(&with), Timestamp::UNIX_EPOCH);
+        record_levels(&mut status, &with, std::slice::from_ref(&with), &[], Timestamp::UNIX_EPOCH);
         let without = binding(false);
-        record_levels(&mut status, &without, std::slice::from_ref(&without), Timestamp::UNIX_EPOCH);
+        record_levels(&mut status, &without, std::slice::from_ref(&without), &[], Timestamp::UNIX_EPOCH);
         assert!(status.conditions.is_empty(), "{:?}", status.conditions);
     }
 

@@ -396,4 +396,33 @@ pub struct BmcBindingStatus {
     /// of (docs/safety.md A2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verified_content: Option<String>,
+    /// L5: what the machine showed of each PDU level's mapping (docs/safety.md, Fencing levels).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub level_confirmations: Vec<LevelConfirmation>,
+}
+
+/// L5: the binding verifier's observations of one PDU level against the machine. A level is confirmed
+/// at `generation` once both were seen: the BMC reading the verified system On with the node Ready
+/// while every outlet drew above its floor, and reading it Off while every outlet drew at most its
+/// floor. An observation that contradicts the mapping clears both.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LevelConfirmation {
+    /// 2 for the binding's first `pduLevels` entry.
+    #[schemars(extend("format" = "int32"))]
+    pub level: u32,
+    /// The binding's generation the observations were made at: an edit since unconfirms the level.
+    pub generation: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_seen_at: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub off_seen_at: Option<Time>,
+    /// The last observation, for people: the machine's power and each outlet's draw, or what
+    /// contradicted the mapping.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last: Option<String>,
+    /// A digest of the fields above keyed with a key only coroner holds: a confirmation anyone else
+    /// wrote into the status counts for nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seal: Option<String>,
 }

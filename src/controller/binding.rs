@@ -169,7 +169,8 @@ async fn check(binding: &BmcBinding, ctx: &Context, referenced_changed: bool) ->
         let poll_interval = shortest_poll_interval(ctx).await?;
         notices.extend(verification::record_latency(&mut status, binding, latency, poll_interval, Timestamp::now()));
     }
-    notices.extend(verification::record_levels(&mut status, binding, &all, Timestamp::now()));
+    let confirmed = observe_levels(ctx, binding, &check, &mut status).await?;
+    notices.extend(verification::record_levels(&mut status, binding, &all, &confirmed, Timestamp::now()));
     if binding.status.as_ref() != Some(&status) {
         let patch = verification::status_patch(binding.status.as_ref(), &status);
         api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
@@ -179,6 +180,73 @@ async fn check(binding: &BmcBinding, ctx: &Context, referenced_changed: bool) ->
         ctx.publish(&binding.object_ref(&()), notice, "Verify").await;
     }
     Ok(Action::requeue(jittered(next)))
+}
+
+/// L5: with the machine's power just read through its verified system, every level's outlets are read
+/// (never switched) and what their draws say of the mapping is recorded, sealed with the content key.
+/// Returns, per level, the generation a sealed confirmation confirms it at.
+async fn observe_levels(
+    ctx: &Context,
+    binding: &BmcBinding,
+    check: &Check,
+    status: &mut crate::api::BmcBindingStatus,
+) -> Result<Vec<Option<i64>>, Error> {
+    use crate::{
+        driver::ports::Level,
+        levels::{self, MachineSeen, OutletDraw},
+    };
+    let generation = binding.metadata.generation.unwrap_or_default();
+    let uid = binding.uid().unwrap_or_default();
+    let seen = match check {
+        Check::Read { identity: Ok(_), power_state, .. } if power_state == "Off" => Some(MachineSeen::Off),
+        Check::Read { identity: Ok(_), power_state, .. } if power_state == "On" => {
+            let node = Api::<Node>::all(ctx.client.clone()).get_opt(&binding.spec.node_name).await?;
+            let ready =
+                node.as_ref().and_then(|n| n.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == "Ready"));
+            Some(MachineSeen::On { ready: ready.is_some_and(|c| c.status == "True") })
+        }
+        Check::Read { identity: Ok(_), .. } => Some(MachineSeen::Other),
+        _ => None,
+    };
+    for number in (2u32..).take(binding.spec.pdu_levels.len()) {
+        let Some(seen) = seen else { break };
+        let Ok((devices, _)) = ctx.clients.level(&ctx.client, binding, number).await? else { continue };
+        let mut draws = Vec::new();
+        for (index, (outlet, floor_watts)) in devices.outlets().into_iter().enumerate() {
+            match devices.read(index).await {
+                Ok(reading) => draws.push(OutletDraw { outlet, floor_watts, watts: reading.watts }),
+                // An outlet not read now says nothing: the level is looked at again next time.
+                Err(_) => break,
+            }
+        }
+        if draws.len() < devices.outlets().len() {
+            continue;
+        }
+        let observation = levels::observe_mapping(seen, &draws);
+        let old = status.level_confirmations.iter().find(|c| c.level == number).cloned();
+        if let Some(mut next) =
+            levels::next_confirmation(old.as_ref(), number, generation, &observation, Timestamp::now())
+        {
+            next.seal = Some(ctx.clients.seal(&uid, &next));
+            status.level_confirmations.retain(|c| c.level != number);
+            status.level_confirmations.push(next);
+        }
+    }
+    let count = binding.spec.pdu_levels.len();
+    status.level_confirmations.retain(|c| c.level >= 2 && ((c.level - 2) as usize) < count);
+    status.level_confirmations.sort_by_key(|c| c.level);
+    Ok((2u32..)
+        .take(count)
+        .map(|level| {
+            status
+                .level_confirmations
+                .iter()
+                .find(|c| c.level == level)
+                .filter(|c| c.seal.as_deref() == Some(ctx.clients.seal(&uid, c).as_str()))
+                .filter(|c| levels::confirms(c, binding.metadata.generation))
+                .and(binding.metadata.generation)
+        })
+        .collect())
 }
 
 /// The shortest `pollInterval` of the namespace's templates (the default without one): what the

@@ -270,6 +270,10 @@ impl Devices for Context {
         Ok(self.clients.client(&self.client, binding).await?)
     }
 
+    fn seal(&self, binding: &BmcBinding, confirmation: &crate::api::LevelConfirmation) -> String {
+        self.clients.seal(&binding.uid().unwrap_or_default(), confirmation)
+    }
+
     fn forget_target(&self, binding: &BmcBinding) {
         self.clients.forget(binding);
     }

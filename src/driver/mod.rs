@@ -443,10 +443,12 @@ impl<'a, W: World> Fence<'a, W> {
             // Boxed: a binding is large, and this future is polled on the caller's stack.
             let level_binding = Box::pin(self.level_binding()).await?.map(Box::new);
             let level_binding_name = level_binding.as_ref().map(|b| b.name_any()).unwrap_or_default();
+            let confirmed = level_binding.as_ref().map(|b| self.confirmed_levels(b)).unwrap_or_default();
             let levels = level_binding.as_ref().map(|b| fence::LevelsView {
                 binding: &level_binding_name,
                 generation: b.metadata.generation,
                 levels: &b.spec.pdu_levels,
+                confirmed: &confirmed,
             });
             let context = fence::Context {
                 hold_power_action: hold.as_ref(),
@@ -771,6 +773,7 @@ impl<'a, W: World> Fence<'a, W> {
         let world = self.world;
         let level_binding = Box::pin(self.level_binding()).await?.map(Box::new);
         let level_binding_name = level_binding.as_ref().map(|b| b.name_any()).unwrap_or_default();
+        let confirmed = level_binding.as_ref().map(|b| self.confirmed_levels(b)).unwrap_or_default();
         self.commit_retrying(node, |status, memory| {
             let context = fence::Context {
                 now: world.now(),
@@ -784,6 +787,7 @@ impl<'a, W: World> Fence<'a, W> {
                     binding: &level_binding_name,
                     generation: b.metadata.generation,
                     levels: &b.spec.pdu_levels,
+                    confirmed: &confirmed,
                 }),
             };
             fence::next(&spec, status, observation.clone(), context)

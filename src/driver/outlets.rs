@@ -55,6 +55,24 @@ impl<W: World> Fence<'_, W> {
         }))
     }
 
+    /// L5: per level of `binding` (index 0 is level 2), the generation at which the machine confirmed
+    /// its mapping: only a confirmation this coroner sealed, at the binding's current generation.
+    pub(super) fn confirmed_levels(&self, binding: &BmcBinding) -> Vec<Option<i64>> {
+        let generation = binding.metadata.generation;
+        let confirmations = binding.status.as_ref().map(|s| s.level_confirmations.as_slice()).unwrap_or_default();
+        (2u32..)
+            .take(binding.spec.pdu_levels.len())
+            .map(|level| {
+                confirmations
+                    .iter()
+                    .find(|c| c.level == level)
+                    .filter(|c| c.seal.as_deref() == Some(self.world.seal(binding, c).as_str()))
+                    .filter(|c| rules::confirms(c, generation))
+                    .and(generation)
+            })
+            .collect()
+    }
+
     /// The binding as the API server holds it now, and its level `level`'s devices.
     async fn level_devices(&self, level: u32) -> Result<Result<(W::Level, DeviceMark), BmcFailure>, Error> {
         let name = self.level_binding().await?.map(|b| b.name_any());

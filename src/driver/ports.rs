@@ -209,6 +209,8 @@ pub trait Devices {
         &self,
         binding: &BmcBinding,
     ) -> impl Future<Output = ApiResult<Result<(Self::Target, u64), Unusable>>> + Send;
+    /// L5: the seal coroner puts on a level's confirmation of `binding` (only its holder can make one).
+    fn seal(&self, binding: &BmcBinding, confirmation: &crate::api::LevelConfirmation) -> String;
     /// Drops the binding's client: the next one is built from what the binding refers to now.
     fn forget_target(&self, binding: &BmcBinding);
 }

@@ -57,12 +57,14 @@ struct Fence {
     status: CoronerRemediationStatus,
     memory: Memory,
     levels: Vec<PduLevel>,
+    confirmed: Vec<Option<i64>>,
     node: NodeSnapshot,
 }
 
 impl Fence {
     fn new(spec: CoronerRemediationSpec, levels: Vec<PduLevel>) -> Self {
-        Self { spec, status: CoronerRemediationStatus::default(), memory: Memory::default(), levels, node: node() }
+        let status = CoronerRemediationStatus::default();
+        Self { spec, status, memory: Memory::default(), levels, confirmed: Vec::new(), node: node() }
     }
 
     fn ctx(&self, millis: i64) -> Context<'_> {
@@ -74,7 +76,12 @@ impl Fence {
             hold_power_action: None,
             memory: &self.memory,
             timing: TIMING,
-            levels: Some(LevelsView { binding: "worker-1", generation: Some(4), levels: &self.levels }),
+            levels: Some(LevelsView {
+                binding: "worker-1",
+                generation: Some(4),
+                levels: &self.levels,
+                confirmed: &self.confirmed,
+            }),
         }
     }
 
@@ -196,6 +203,20 @@ fn a_level_whose_mapping_nothing_confirmed_or_stated_is_not_tried() {
     assert_eq!(fence.phase(), Phase::Failed);
     assert_eq!(fence.reason(), Reason::BmcUnreachable.as_str());
     assert!(fence.message().contains("level 2 not tried: nothing confirmed"), "{}", fence.message());
+}
+
+#[test]
+fn a_level_the_machine_confirmed_needs_no_statement_and_raises_no_warning() {
+    let mut fence = Fence::new(off_once(), vec![level(false, 1)]);
+    fence.confirmed = vec![Some(4)];
+    let decision = fence.bmc_silent();
+    assert_eq!(fence.phase(), Phase::PoweringOffOutlets);
+    assert!(!decision.notices.iter().any(|n| n.reason == OUTLET_MAPPING_UNPROVEN));
+    // Confirmed at another generation: the binding was edited since.
+    let mut edited = Fence::new(off_once(), vec![level(false, 1)]);
+    edited.confirmed = vec![Some(3)];
+    edited.bmc_silent();
+    assert_eq!(edited.phase(), Phase::Failed);
 }
 
 #[test]

@@ -100,6 +100,9 @@ pub struct LevelsView<'a> {
     pub binding: &'a str,
     pub generation: Option<i64>,
     pub levels: &'a [crate::api::PduLevel],
+    /// Per level (index 0 is level 2): the generation at which the machine confirmed its mapping, from
+    /// a confirmation coroner sealed (L5).
+    pub confirmed: &'a [Option<i64>],
 }
 
 /// The system the binding leads to, and what else claims a machine.

@@ -65,11 +65,13 @@ impl Step<'_> {
         }
         let at = self.progress.level.unwrap_or(1);
         let mut skipped = Vec::new();
-        for (number, level) in (2u32..).zip(view.levels) {
+        for ((number, level), confirmed) in
+            (2u32..).zip(view.levels).zip(view.confirmed.iter().chain(std::iter::repeat(&None)))
+        {
             if number <= at {
                 continue;
             }
-            match rules::mapping_basis(level, None, view.generation) {
+            match rules::mapping_basis(level, *confirmed, view.generation) {
                 Ok(basis) => {
                     self.enter_level(view, number, basis, reason, &message, &skipped);
                     return Ok(());
@@ -281,7 +283,10 @@ impl Step<'_> {
     fn level_off_proven(&mut self, run: Run, after: &BmcAfterOutletsOff) {
         let level = self.level_number();
         let view = self.ctx.levels.filter(|v| v.levels.len() + 1 >= level as usize);
-        let basis = view.map(|v| rules::mapping_basis(&v.levels[(level - 2) as usize], None, v.generation));
+        let basis = view.map(|v| {
+            let index = (level - 2) as usize;
+            rules::mapping_basis(&v.levels[index], v.confirmed.get(index).copied().flatten(), v.generation)
+        });
         let mapping = match basis {
             Some(Ok(MappingBasis::Confirmed)) => "Confirmed",
             Some(Ok(MappingBasis::OperatorStatement)) => "OperatorStatement",

@@ -637,6 +637,11 @@ impl<D: Target + Clone, L: Level + Clone> Devices for Lab<D, L> {
     type Target = D;
     type Level = L;
 
+    /// The lab's seal: a test that wants a confirmed level writes one with it.
+    fn seal(&self, binding: &BmcBinding, confirmation: &crate::api::LevelConfirmation) -> String {
+        format!("lab:{}:{}:{}", binding.uid().unwrap_or_default(), confirmation.level, confirmation.generation)
+    }
+
     /// The test's level 2, once the binding names it.
     async fn level(&self, binding: &BmcBinding, level: u32) -> ApiResult<Result<(L, u64), Unusable>> {
         let serial = lock(&self.incarnation).serial;

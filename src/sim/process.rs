@@ -421,6 +421,11 @@ impl Devices for Process {
     type Target = SimTarget;
     type Level = super::lab::NoLevel;
 
+    /// No verifier runs in the simulator: nothing it seals exists in its world.
+    fn seal(&self, binding: &BmcBinding, confirmation: &crate::api::LevelConfirmation) -> String {
+        format!("sim:{}:{}:{}", binding.uid().unwrap_or_default(), confirmation.level, confirmation.generation)
+    }
+
     /// The simulated world has no PDUs yet (docs/simulation.md): no binding it draws has levels.
     async fn level(&self, binding: &BmcBinding, level: u32) -> ApiResult<Result<(Self::Level, u64), Unusable>> {
         Ok(Err(Unusable::new(binding, Cause::NoSuchLevel { level })))
