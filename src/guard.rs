@@ -421,6 +421,9 @@ pub enum Finding {
     NotOff(PowerState),
     /// No reading, or one of another system: never counted as Off.
     Blind(String),
+    /// After a level release (docs/safety.md L9): an outlet of the level reads other than Off (on,
+    /// a command pending, or drawing above its floor): it may feed the machine again.
+    OutletNotOff(String),
 }
 
 /// A guard reading judged: only `Off` from the verified system is Off.
@@ -587,6 +590,13 @@ pub fn next(status: &CoronerRemediationStatus, memory: &Memory, finding: &Findin
             guard.last_finding = Some(finding_at(why.clone()));
             (conditions::UNKNOWN, BLIND, format!("the guard cannot read the released machine: {why}"))
         }
+        Finding::OutletNotOff(what) => {
+            guard.last_finding = Some(finding_at(what.clone()));
+            let message = format!(
+                "{what}: the level that proved the release may feed the machine again while its workloads run elsewhere"
+            );
+            (conditions::FALSE, POWERED_ON, message)
+        }
     };
     let changed = conditions::set(&mut new.conditions, GUARD, state, reason, &message, now);
     if changed {
@@ -609,7 +619,7 @@ pub fn next(status: &CoronerRemediationStatus, memory: &Memory, finding: &Findin
             });
         }
     }
-    if let Finding::NotOff(_) = finding {
+    if let Finding::NotOff(_) | Finding::OutletNotOff(_) = finding {
         match (policy, approval) {
             // An earlier intent left unanswered (a crash, a hold) was sent or not: the machine still
             // reads on, so this reading decides anew.
@@ -721,20 +731,48 @@ pub fn answered(
     result: &Result<u16, BmcFailure>,
     now: Timestamp,
 ) -> Decision {
+    answered_by(status, memory, result, now, None)
+}
+
+/// [`answered`], for the guard's Off to the outlets of `level` (docs/safety.md L9).
+pub fn outlets_answered(
+    status: &CoronerRemediationStatus,
+    memory: &Memory,
+    result: &Result<u16, BmcFailure>,
+    now: Timestamp,
+    level: u32,
+) -> Decision {
+    answered_by(status, memory, result, now, Some(level))
+}
+
+fn answered_by(
+    status: &CoronerRemediationStatus,
+    memory: &Memory,
+    result: &Result<u16, BmcFailure>,
+    now: Timestamp,
+    level: Option<u32>,
+) -> Decision {
     let mut new = status.clone();
     let guard = new.guard.get_or_insert_with(GuardStatus::default);
+    let what = match level {
+        Some(level) => format!("Off to the outlets of level {level}"),
+        None => "ForceOff to the released machine".to_owned(),
+    };
     let message = match result {
         Ok(code) => {
-            let text =
-                if *code == 0 { "accepted (IPMI completion code 0x00)".to_owned() } else { format!("HTTP {code}") };
+            let text = match (level, *code) {
+                (Some(_), _) => "accepted".to_owned(),
+                (None, 0) => "accepted (IPMI completion code 0x00)".to_owned(),
+                (None, code) => format!("HTTP {code}"),
+            };
             if let Some(intent) = guard.intent.as_mut() {
                 intent.result = Some(text.clone());
             }
             guard.enforced += 1;
-            format!("the guard sent ForceOff to the released machine: {text}")
+            format!("the guard sent {what}: {text}")
         }
         Err(failure) => format!(
-            "the guard sent ForceOff to the released machine and it failed: {}; it reads again within {}s and sends ForceOff again",
+            "the guard sent {what} and it failed: {}; it reads again within {}s and sends it again",
             failure.message,
             GUARD_RETRY.as_secs()
         ),

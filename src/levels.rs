@@ -1,4 +1,4 @@
-//! Fencing levels after the BMC (docs/safety.md, Fencing levels L1–L8): the pure rules. Level 1 is
+//! Fencing levels after the BMC (docs/safety.md, Fencing levels L1–L9): the pure rules. Level 1 is
 //! the node's BMC; a binding's `pduLevels` are levels 2 and up, each the PDU outlets that feed the
 //! machine. A level proves Off only when every outlet of it does; the next level is tried only when a
 //! level stayed silent, never when its answers showed the mapping wrong.

@@ -486,6 +486,36 @@ mod levels {
     }
 
     #[tokio::test]
+    async fn the_guard_switches_the_level_off_again_when_an_outlet_is_switched_on_behind_its_back() {
+        let snmp = SnmpPduPeer::start(&SnmpPduSpec::default());
+        let machine = Machine::start(&MachineSpec::new(UUID));
+        machine.freeze();
+        let level = level(&snmp, None, true);
+        let devices = devices(&snmp, None, &level).await;
+        let (status, lab) = fence_with(&machine, UUID, spec(), level, devices).await;
+        assert_eq!(reason(&status), ("True".into(), "RemediationComplete".into()), "{:?}", lab.reasons());
+        // Someone switches outlet 2 back on, without an approval.
+        v3(&snmp).await.switch(&OutletNumber::new(2).unwrap(), OutletCommand::On).await.unwrap();
+        lab.clock().sleep(Duration::from_secs(12)).await;
+        lab.reconcile().await.unwrap();
+        machine.thaw();
+        assert_eq!(
+            snmp.commands(),
+            ["1:2", "2:2", "2:1", "1:2", "2:2"],
+            "the guard switched the level off again: {:?} {:?} {:?}",
+            lab.reasons(),
+            lab.status().guard,
+            lab.errors()
+        );
+        let reasons = lab.reasons();
+        assert!(reasons.contains(&"ReleasedMachinePoweredOn".to_owned()), "{reasons:?}");
+        assert!(reasons.contains(&"GuardForceOffSent".to_owned()), "{reasons:?}");
+        let guard = lab.status().guard.unwrap();
+        assert_eq!(guard.enforced, 1);
+        assert!(guard.last_finding.unwrap().seen.contains("outlet snmp:127.0.0.1:"), "the finding names the outlet");
+    }
+
+    #[tokio::test]
     async fn a_reset_that_never_reached_off_is_finished_by_the_outlets_and_the_bmc_dies_with_them() {
         let snmp = SnmpPduPeer::start(&SnmpPduSpec::default());
         let machine = Machine::start(&MachineSpec { disable_power_off: true, ..MachineSpec::new(UUID) });

@@ -2,6 +2,7 @@
 //! the bootID check.
 
 use super::*;
+use ports::Level;
 
 impl<W: World> Fence<'_, W> {
     /// A guard record to commit: `status` and its notices, with nothing sent and no wake-up of its own.
@@ -117,6 +118,18 @@ impl<W: World> Fence<'_, W> {
         if !self.world.leading() {
             return Ok(None);
         }
+        // L9: after a level release, the level's outlets first; an outlet that may feed the machine
+        // again is the finding, whatever its BMC says.
+        let level = status.evidence.as_ref().and_then(|e| e.power_off.as_ref()).and_then(|p| p.level.as_ref());
+        let outlets_off = match level.map(|l| l.level) {
+            Some(level) => match Box::pin(self.guard_outlets(level, node, &memory, approval)).await? {
+                Ok(outlets_off) => outlets_off,
+                Err(next) => return Ok(Some(next)),
+            },
+            None => false,
+        };
+        let status = self.status();
+        let memory = self.remembered();
         let identity = status.evidence.as_ref().and_then(|e| e.identity.as_ref());
         // P1: a binding whose spec changed since the machine was proven (or a proof that recorded no
         // generation) leads to no proof's machine until it is found and proven again through the
@@ -160,6 +173,11 @@ impl<W: World> Fence<'_, W> {
                 }
             }
         };
+        // L9: a BMC that cannot be read says nothing against outlets that prove the machine off.
+        let finding = match finding {
+            crate::guard::Finding::Blind(_) if outlets_off => crate::guard::Finding::Off,
+            finding => finding,
+        };
         if matches!(finding, crate::guard::Finding::Blind(_)) {
             self.world.metrics().guard_blind_reads.get_or_create(&labels).inc();
         }
@@ -185,6 +203,89 @@ impl<W: World> Fence<'_, W> {
         let memory = self.remembered();
         let next = crate::guard::due(&self.status(), &memory, self.world.mono(), interval, &self.uid);
         Ok(Some(next.unwrap_or(StdDuration::ZERO)))
+    }
+
+    /// L9: one guard round over the outlets of the level that proved the release. `Ok(true)`: every
+    /// outlet proves Off; `Ok(false)`: they could not all be read, or the binding's level was edited
+    /// since the release (the BMC is asked as after any release); `Err(next)`: an outlet may feed the machine again, and the round ended on it (the
+    /// finding recorded, and under `Enforce` every outlet of the level switched off again, its intent
+    /// persisted first).
+    async fn guard_outlets(
+        &mut self,
+        level: u32,
+        node: &Node,
+        memory: &Memory,
+        approval: crate::guard::Approval<'_>,
+    ) -> Result<Result<bool, StdDuration>, Error> {
+        let proven_generation =
+            self.status().evidence.and_then(|e| e.power_off).and_then(|p| p.level).map(|l| l.binding_generation);
+        let what = match self.read_outlets(level).await? {
+            // P1: a level edited since the release may name other outlets: they say nothing of this
+            // machine, and are never switched for it.
+            Ok(reading) if Some(reading.through.generation) != proven_generation => return Ok(Ok(false)),
+            Ok(reading) => match crate::levels::level_proves_off(&reading.outcomes) {
+                Ok(()) => return Ok(Ok(true)),
+                Err(crate::levels::LevelNotOff::NotOff { outlet, cause }) => {
+                    format!("outlet {outlet} of level {level}: {cause}")
+                }
+                Err(_) => return Ok(Ok(false)),
+            },
+            Err(_) => return Ok(Ok(false)),
+        };
+        let finding = crate::guard::Finding::OutletNotOff(what);
+        let instance = self.world.instance();
+        let watch = crate::guard::Watch {
+            policy: self.spec().guard,
+            approval,
+            instance: &instance,
+            now: self.world.now(),
+            mono: self.world.mono(),
+        };
+        let decision = crate::guard::next(&self.status(), memory, &finding, watch);
+        if decision.notices.iter().any(|n| n.reason == crate::guard::POWERED_ON && n.warning) {
+            let labels = NodeLabels { node: self.node_name.clone() };
+            self.world.metrics().released_machine_powered_on.get_or_create(&labels).inc();
+        }
+        let reset = decision.reset;
+        self.commit(decision, Some(node)).await?;
+        if reset == Some(ResetType::ForceOff) {
+            self.send_guard_outlets_off(level, node).await?;
+        }
+        let interval = self.world.settings().guard_interval;
+        let next = crate::guard::due(&self.status(), &self.remembered(), self.world.mono(), interval, &self.uid);
+        Ok(Err(next.unwrap_or(StdDuration::ZERO)))
+    }
+
+    /// L9: the guard's Off to every outlet of the level, its intent persisted: right before, the
+    /// remediation unchanged since ([`guard_reset_still_wanted`]), the Node still calling for it
+    /// ([`crate::guard::may_enforce`]), this replica leading for the requests' time.
+    async fn send_guard_outlets_off(&mut self, level: u32, node: &Node) -> Result<(), Error> {
+        let devices = match self.level_devices(level).await? {
+            Ok((devices, _)) => devices,
+            Err(failure) => {
+                return self.guard_withheld(crate::guard::GuardHold::NoDevice(failure.message), node).await;
+            }
+        };
+        let outlets = devices.outlets();
+        let timeout = self.world.settings().request_timeout;
+        let need = timeout * u32::try_from(outlets.len()).unwrap_or(u32::MAX) + CHECKS_ALLOWANCE;
+        self.world.ensure_leader(need).await?;
+        let name = self.remediation.name_any();
+        let current =
+            self.world.remediation(&name).await?.ok_or_else(|| ApiError::NotFound(format!("remediation {name}")))?;
+        if !power::guard_reset_still_wanted(&current, &self.remediation) {
+            return self.guard_withheld(crate::guard::GuardHold::RemediationChanged, node).await;
+        }
+        let fresh = self.world.node(&self.node_name).await?;
+        if let Err(hold) = crate::guard::may_enforce(&self.status(), fresh.as_ref(), &self.uid) {
+            return self.guard_withheld(hold, node).await;
+        }
+        let result = self.switch_outlets_off(&devices, level).await;
+        let labels = NodeLabels { node: self.node_name.clone() };
+        self.world.metrics().guard_force_offs.get_or_create(&labels).inc();
+        let now = self.world.now();
+        self.commit_retrying(node, |status, memory| crate::guard::outlets_answered(status, memory, &result, now, level))
+            .await
     }
 
     /// R3 and R4, said once each: an approval honoured with no admission policy guarding it, and a

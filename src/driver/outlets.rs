@@ -1,4 +1,4 @@
-//! A fence at a PDU level (docs/safety.md L1–L8): the level's outlets read, and switched off through
+//! A fence at a PDU level (docs/safety.md L1–L9): the level's outlets read, and switched off through
 //! the checked power action's checks (leader, the binding read fresh and its level's device
 //! unchanged, the remediation unchanged, shared outlets, the node's Lease and the Node last).
 
@@ -47,6 +47,13 @@ impl<W: World> Fence<'_, W> {
         if !may_use_levels {
             return Ok(None);
         }
+        self.stored_level_binding().await
+    }
+
+    /// The binding of the fence's levels as the store holds it, in any phase: the one admission
+    /// recorded, else the one that names the node.
+    async fn stored_level_binding(&self) -> Result<Option<BmcBinding>, Error> {
+        let status = self.status();
         let admitted = status.evidence.as_ref().and_then(|e| e.node.as_ref()).and_then(|n| n.binding.as_ref());
         let all = self.world.bindings(Listing::Stored).await?;
         Ok(all.into_iter().find(|b| match admitted {
@@ -74,8 +81,8 @@ impl<W: World> Fence<'_, W> {
     }
 
     /// The binding as the API server holds it now, and its level `level`'s devices.
-    async fn level_devices(&self, level: u32) -> Result<Result<(W::Level, DeviceMark), BmcFailure>, Error> {
-        let name = self.level_binding().await?.map(|b| b.name_any());
+    pub(super) async fn level_devices(&self, level: u32) -> Result<Result<(W::Level, DeviceMark), BmcFailure>, Error> {
+        let name = self.stored_level_binding().await?.map(|b| b.name_any());
         let binding = match name {
             Some(name) => self.world.binding(&name).await?,
             None => None,
@@ -178,8 +185,16 @@ impl<W: World> Fence<'_, W> {
         if took > CHECKS_ALLOWANCE {
             return Err(Error::ChecksTooSlow { took, allowance: CHECKS_ALLOWANCE });
         }
+        let result = self.switch_outlets_off(&devices, level).await;
+        self.commit_observation(Observation::ResetAnswered { action: ResetType::ForceOff, result }, node).await
+    }
+
+    /// Immediate Off to every outlet of the level, one request per outlet at a time; the first
+    /// failure is the answer (the others are still switched: each outlet that goes off takes power
+    /// away).
+    pub(super) async fn switch_outlets_off(&self, devices: &W::Level, level: u32) -> Result<u16, BmcFailure> {
         let mut result = Ok(0);
-        for (index, (outlet, _)) in outlets.iter().enumerate() {
+        for (index, (outlet, _)) in devices.outlets().iter().enumerate() {
             info!(%outlet, level, "switching the outlet off");
             let sent = {
                 let _turn = self.local.origins.turn(outlet).await;
@@ -190,11 +205,10 @@ impl<W: World> Fence<'_, W> {
             if let Err(error) = sent
                 && result.is_ok()
             {
-                // The others are still switched: every outlet that goes off takes power away.
                 result = Err(BmcFailure { transient: true, ..failure(&error) });
             }
         }
-        self.commit_observation(Observation::ResetAnswered { action: ResetType::ForceOff, result }, node).await
+        result
     }
 
     /// L6, right before the outlets are switched: none of them is named by another binding

@@ -179,7 +179,7 @@ impl<B: bmc::Bmc> Target for B {
     }
 }
 
-/// The outlets of one PDU level (docs/safety.md L1–L8), in the level's order: Redfish
+/// The outlets of one PDU level (docs/safety.md L1–L9), in the level's order: Redfish
 /// PowerDistribution or APC rPDU over SNMP in production, the simulator's PDUs in its world. A
 /// command's answer proves nothing; only a later reading does.
 pub trait Level: Send + Sync {

@@ -196,7 +196,7 @@ impl<W: World> Fence<'_, W> {
         self.commit_retrying(node, |status, memory| crate::guard::answered(status, memory, &result, now)).await
     }
 
-    async fn guard_withheld(&mut self, hold: crate::guard::GuardHold, node: &Node) -> Result<(), Error> {
+    pub(super) async fn guard_withheld(&mut self, hold: crate::guard::GuardHold, node: &Node) -> Result<(), Error> {
         info!(%hold, "the guard does not send ForceOff");
         let now = self.world.now();
         self.commit_retrying(node, |status, memory| crate::guard::withheld(status, memory, &hold, now)).await

@@ -226,6 +226,27 @@ fn a_machine_powered_on_behind_coronors_back_is_switched_off_again_with_enforce(
 }
 
 #[test]
+fn an_outlet_of_the_proving_level_switched_on_again_is_switched_off_with_enforce_and_reported_with_alert() {
+    let finding = Finding::OutletNotOff("outlet snmp:pdu-a:161|2 of level 2: the outlet reads On".into());
+    let enforced = step(GuardPolicy::Enforce, &released(), &finding, None);
+    assert_eq!(enforced.reset, Some(ResetType::ForceOff));
+    assert_eq!(condition(&enforced.status), ("False".into(), POWERED_ON.into()));
+    let seen = &enforced.status.guard.as_ref().unwrap().last_finding.as_ref().unwrap().seen;
+    assert!(seen.contains("pdu-a:161|2"), "{seen}");
+    let alerted = step(GuardPolicy::Alert, &released(), &finding, None);
+    assert_eq!(alerted.reset, None);
+    assert!(alerted.notices.iter().any(|n| n.warning && n.reason == POWERED_ON));
+}
+
+#[test]
+fn the_guards_answer_from_the_outlets_says_where_it_went() {
+    let decided = step(GuardPolicy::Enforce, &released(), &Finding::OutletNotOff("outlet x".into()), None);
+    let answered = outlets_answered(&decided.status, &Memory::default(), &Ok(0), t(50), 2);
+    assert_eq!(answered.notices[0].message, "the guard sent Off to the outlets of level 2: accepted");
+    assert_eq!(answered.status.guard.unwrap().enforced, 1);
+}
+
+#[test]
 fn a_machine_still_on_after_an_unanswered_intent_gets_a_new_one() {
     let first = step(GuardPolicy::Enforce, &released(), &Finding::NotOff(PowerState::On), None);
     let watch = Watch {
