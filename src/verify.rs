@@ -108,6 +108,36 @@ pub fn tls_trust(binding: &BmcBinding) -> String {
     }
 }
 
+/// What a binding's PDU levels rest on, from the binding verifier's conditions: `None` without levels.
+pub fn levels_summary(binding: &BmcBinding) -> Option<String> {
+    let count = binding.spec.pdu_levels.len();
+    if count == 0 {
+        return None;
+    }
+    let outlets: usize = binding.spec.pdu_levels.iter().map(|l| l.outlets.len()).sum();
+    let conditions = binding.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
+    let types = [
+        crate::verification::OUTLET_MAPPING_PROVEN,
+        crate::verification::OUTLETS_EXCLUSIVE,
+        crate::verification::PDU_TRANSPORT_SECURE,
+    ];
+    let mut said: Vec<String> = types
+        .iter()
+        .filter_map(|t| conditions.iter().find(|c| c.type_ == *t))
+        .filter(|c| c.status != crate::api::conditions::TRUE)
+        .map(|c| format!("{}: {}", c.reason, c.message))
+        .collect();
+    if said.is_empty() {
+        let seen = types.iter().all(|t| conditions.iter().any(|c| c.type_ == *t));
+        said.push(if seen {
+            "mappings confirmed, outlets exclusive, transports secure".into()
+        } else {
+            "not verified yet".into()
+        });
+    }
+    Some(format!("{count} level(s), {outlets} outlet(s) after the BMC; {}", said.join("; ")))
+}
+
 /// The answer for one node: what the BMC said (`check`, `None` without a single binding) and what
 /// the gates would do with it dead (`gate`). A fence would go through only on a verified identity and
 /// gates that admit it, or only make it wait (a queue, the quorum rule).
@@ -121,6 +151,7 @@ pub fn answer(node: &str, bindings: &[&BmcBinding], check: Option<&Check>, gate:
         answer.endpoint = Some(binding.spec.endpoint());
         answer.tls = Some(tls_trust(binding));
         answer.credentials = Some(format!("Secret {}", binding.spec.credentials_secret_ref.name));
+        answer.levels = levels_summary(binding);
     }
     answer.gates = Some(match gate {
         Gate::Admit => "Admitted".into(),
@@ -202,6 +233,30 @@ mod tests {
                 pdu_levels: Vec::new(),
             },
         )
+    }
+
+    #[test]
+    fn a_binding_s_levels_are_shown_with_what_their_mapping_rests_on() {
+        let mut with = binding(TlsPolicy::default());
+        assert_eq!(levels_summary(&with), None);
+        with.spec.pdu_levels = vec![
+            serde_json::from_value(json!({"mappingProof": "OperatorStatement", "outlets": [
+                {"snmp": {"address": "pdu-a", "outlet": 3}, "credentialsSecretRef": {"name": "pdu"}},
+                {"snmp": {"address": "pdu-b", "outlet": 3}, "credentialsSecretRef": {"name": "pdu"}}]}))
+            .unwrap(),
+        ];
+        assert_eq!(levels_summary(&with).unwrap(), "1 level(s), 2 outlet(s) after the BMC; not verified yet");
+        let mut status = crate::api::BmcBindingStatus::default();
+        crate::verification::record_levels(
+            &mut status,
+            &with,
+            std::slice::from_ref(&with),
+            &[],
+            jiff::Timestamp::UNIX_EPOCH,
+        );
+        with.status = Some(status);
+        let shown = levels_summary(&with).unwrap();
+        assert!(shown.contains("OutletMappingUnproven: level 2: stated by an operator"), "{shown}");
     }
 
     #[test]

@@ -140,6 +140,10 @@ pub struct NodeVerification {
     /// first gate that would hold (waiting) or refuse it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gates: Option<String>,
+    /// The binding's PDU levels after the BMC (docs/safety.md, Fencing levels): how many, and what
+    /// their mappings, outlets and transports rest on, as the binding verifier last found them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub levels: Option<String>,
     /// Why a fence would not go through (the first cause), when it would not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub why_not: Option<String>,

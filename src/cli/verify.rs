@@ -56,6 +56,10 @@ pub fn render_table(status: &CoronerVerificationStatus) -> String {
             (None, Some(gates)) if gates != "Admitted" => format!("{} (gates {gates})", cell(&node.identity)),
             (None, _) => cell(&node.identity),
         };
+        let detail = match &node.levels {
+            Some(levels) => format!("{detail}; levels: {levels}"),
+            None => detail,
+        };
         out.push_str(&format!(
             "{:<24} {:<7} {:<24} {:<40} {:<8} {detail}\n",
             node.node,
