@@ -38,6 +38,20 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static> Slot<K> {
         *self.0.lock().unwrap_or_else(PoisonError::into_inner) = None;
     }
 
+    /// One object by name, as [`Slot::read`] reads them all: `None` when the caller must read it
+    /// directly.
+    pub async fn get(&self, name: &str, namespace: &str) -> Option<Result<Option<K>, ApiError>> {
+        let store = self.0.lock().unwrap_or_else(PoisonError::into_inner).clone()?;
+        match tokio::time::timeout(FILL_WAIT, store.wait_until_ready()).await {
+            Ok(Ok(())) => {
+                let key = kube::runtime::reflector::ObjectRef::new(name).within(namespace);
+                Some(Ok(store.get(&key).map(|o| K::clone(&o))))
+            }
+            Ok(Err(_)) => Some(Err(ApiError::Unavailable(format!("the {} watch stopped", K::kind(&()))))),
+            Err(_) => None,
+        }
+    }
+
     /// Every object the store holds once it has been filled; `None` when no term set one, or when it
     /// is not filled within [`FILL_WAIT`] (the caller lists: a store that never fills must not hold a
     /// fence).

@@ -154,6 +154,13 @@ impl Cluster for Context {
         Ok(self.bindings_api().get_opt(name).await?)
     }
 
+    async fn stored_binding(&self, name: &str) -> ApiResult<Option<BmcBinding>> {
+        match self.stores.bindings.get(name, self.namespace()).await {
+            Some(stored) => stored,
+            None => self.binding(name).await,
+        }
+    }
+
     async fn write_binding_status(
         &self,
         name: &str,

@@ -182,14 +182,7 @@ impl<W: World> Fence<'_, W> {
             self.world.metrics().guard_blind_reads.get_or_create(&labels).inc();
         }
         let instance = self.world.instance();
-        let watch = crate::guard::Watch {
-            policy: self.spec().guard,
-            approval,
-            instance: &instance,
-            now: self.world.now(),
-            mono: self.world.mono(),
-        };
-        let decision = crate::guard::next(&status, &memory, &finding, watch);
+        let decision = crate::guard::next(&status, &memory, &finding, self.watch(approval, &instance));
         if decision.notices.iter().any(|n| n.reason == crate::guard::POWERED_ON && n.warning)
             && matches!(finding, crate::guard::Finding::NotOff(_))
         {
@@ -203,6 +196,17 @@ impl<W: World> Fence<'_, W> {
         let memory = self.remembered();
         let next = crate::guard::due(&self.status(), &memory, self.world.mono(), interval, &self.uid);
         Ok(Some(next.unwrap_or(StdDuration::ZERO)))
+    }
+
+    /// What a guard round judges with: the fence's policy, the approval, this process and its clocks.
+    fn watch<'i>(&self, approval: crate::guard::Approval<'i>, instance: &'i str) -> crate::guard::Watch<'i> {
+        crate::guard::Watch {
+            policy: self.spec().guard,
+            approval,
+            instance,
+            now: self.world.now(),
+            mono: self.world.mono(),
+        }
     }
 
     /// L9: one guard round over the outlets of the level that proved the release. `Ok(true)`: every
@@ -234,14 +238,7 @@ impl<W: World> Fence<'_, W> {
         };
         let finding = crate::guard::Finding::OutletNotOff(what);
         let instance = self.world.instance();
-        let watch = crate::guard::Watch {
-            policy: self.spec().guard,
-            approval,
-            instance: &instance,
-            now: self.world.now(),
-            mono: self.world.mono(),
-        };
-        let decision = crate::guard::next(&self.status(), memory, &finding, watch);
+        let decision = crate::guard::next(&self.status(), memory, &finding, self.watch(approval, &instance));
         if decision.notices.iter().any(|n| n.reason == crate::guard::POWERED_ON && n.warning) {
             let labels = NodeLabels { node: self.node_name.clone() };
             self.world.metrics().released_machine_powered_on.get_or_create(&labels).inc();

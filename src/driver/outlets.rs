@@ -34,17 +34,7 @@ impl<W: World> Fence<'_, W> {
     /// The binding the fence's levels come from: the one admission recorded, else the one that
     /// names the node (from the store: no request).
     pub(super) async fn level_binding(&self) -> Result<Option<BmcBinding>, Error> {
-        let status = self.status();
-        let phase = fence::phase_of(&status);
-        let may_use_levels = matches!(
-            phase,
-            Phase::VerifyingIdentity
-                | Phase::PoweringOff
-                | Phase::ConfirmingOff
-                | Phase::PoweringOffOutlets
-                | Phase::Releasing
-        );
-        if !may_use_levels {
+        if !fence::may_end_in_a_level(fence::phase_of(&self.status())) {
             return Ok(None);
         }
         self.stored_level_binding().await
@@ -55,11 +45,12 @@ impl<W: World> Fence<'_, W> {
     async fn stored_level_binding(&self) -> Result<Option<BmcBinding>, Error> {
         let status = self.status();
         let admitted = status.evidence.as_ref().and_then(|e| e.node.as_ref()).and_then(|n| n.binding.as_ref());
+        if let Some(admitted) = admitted {
+            return Ok(self.world.stored_binding(&admitted.name).await?);
+        }
+        // A fence admitted before admission recorded its binding.
         let all = self.world.bindings(Listing::Stored).await?;
-        Ok(all.into_iter().find(|b| match admitted {
-            Some(admitted) => b.name_any() == admitted.name,
-            None => b.spec.node_name == self.node_name,
-        }))
+        Ok(all.into_iter().find(|b| b.spec.node_name == self.node_name))
     }
 
     /// L5: per level of `binding` (index 0 is level 2), the generation at which the machine confirmed

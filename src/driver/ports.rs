@@ -94,6 +94,8 @@ pub trait Cluster {
     /// Every BmcBinding in coroner's namespace.
     fn bindings(&self, from: Listing) -> impl Future<Output = ApiResult<Vec<BmcBinding>>> + Send;
     fn binding(&self, name: &str) -> impl Future<Output = ApiResult<Option<BmcBinding>>> + Send;
+    /// One BmcBinding from the store (no request: it trails the API server by the watch's delay).
+    fn stored_binding(&self, name: &str) -> impl Future<Output = ApiResult<Option<BmcBinding>>> + Send;
     /// Writes a binding's status (a merge patch from `old` to `new`: a field `new` lacks is cleared).
     fn write_binding_status(
         &self,

@@ -387,3 +387,16 @@ fn a_machine_back_on_after_the_level_proof_in_the_last_attempt_tries_the_next_le
     assert_eq!(fence.phase(), Phase::PoweringOffOutlets);
     assert_eq!(fence.status.progress.as_ref().unwrap().level, Some(3));
 }
+
+#[test]
+fn only_an_end_between_admission_and_the_written_release_may_hand_the_fence_to_a_level() {
+    for phase in [Phase::VerifyingIdentity, Phase::PoweringOff, Phase::ConfirmingOff, Phase::PoweringOffOutlets] {
+        assert!(may_end_in_a_level(phase), "{phase:?}");
+    }
+    assert!(may_end_in_a_level(Phase::Releasing), "nothing is released until the Node write");
+    for phase in
+        [Phase::Pending, Phase::WaitingForRelease, Phase::PoweringOn, Phase::WaitingForNode, Phase::Done, Phase::Failed]
+    {
+        assert!(!may_end_in_a_level(phase), "{phase:?}");
+    }
+}

@@ -21,7 +21,7 @@ use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
 
 pub use observe::*;
-pub use outlets::OUTLET_MAPPING_UNPROVEN;
+pub use outlets::{OUTLET_MAPPING_UNPROVEN, may_end_in_a_level};
 
 use crate::{
     api::{
@@ -1428,7 +1428,12 @@ impl<'a> Step<'a> {
     }
 
     fn reading(&self, reading: &PowerReading) -> Reading {
-        let took = reading.sampled.answered.saturating_sub(reading.sampled.requested);
+        self.shown(reading.sampled, reading.power_state.to_string())
+    }
+
+    /// A reading sampled at `sampled`, for people: answered now, requested as long before as it took.
+    fn shown(&self, sampled: Sampled, power_state: String) -> Reading {
+        let took = sampled.answered.saturating_sub(sampled.requested);
         let now = self.now();
         Reading {
             requested_at: jiff::SignedDuration::try_from(took)
@@ -1436,17 +1441,22 @@ impl<'a> Step<'a> {
                 .and_then(|t| now.0.checked_sub(t).ok())
                 .map(MicroTime),
             at: now,
-            power_state: reading.power_state.to_string(),
+            power_state,
         }
     }
 
     /// Mirrors the run in memory into status, for people: its first and latest readings.
     fn mirror_run(&mut self, reading: &PowerReading) {
+        let shown = self.reading(reading);
+        self.mirror(shown);
+    }
+
+    /// Adds `shown` to the status's mirror of the run in memory (none without a run).
+    fn mirror(&mut self, shown: Reading) {
         let Some(run) = self.memory.run.or(self.memory.proof) else {
             self.progress.off_run = None;
             return;
         };
-        let shown = self.reading(reading);
         let mut mirror = match self.progress.off_run.take() {
             Some(mirror) if run.count > 1 && mirror.instance == self.ctx.instance => mirror,
             _ => OffRun { instance: self.ctx.instance.to_owned(), count: 0, first: Vec::new(), last: Vec::new() },

@@ -10,6 +10,19 @@ use crate::{
     levels::{self as rules, BmcAfterOutletsOff, LevelNotOff, MappingBasis},
 };
 
+/// L2: the phases whose end may hand the fence to a PDU level: from the identity proof until the
+/// release is written.
+pub fn may_end_in_a_level(phase: Phase) -> bool {
+    matches!(
+        phase,
+        Phase::VerifyingIdentity
+            | Phase::PoweringOff
+            | Phase::ConfirmingOff
+            | Phase::PoweringOffOutlets
+            | Phase::Releasing
+    )
+}
+
 /// The plan in `PoweringOffOutlets`: once every outlet has read Off for settle, ask the BMC (L7);
 /// otherwise wait for the attempt or the next reading, then read the outlets.
 pub(super) fn plan(
@@ -48,14 +61,7 @@ impl Step<'_> {
     /// the binding has levels.
     pub(super) fn next_level(&mut self, reason: Reason, message: String) -> Result<(), String> {
         let Some(view) = self.ctx.levels.filter(|v| !v.levels.is_empty()) else { return Err(message) };
-        let fencing = matches!(
-            phase_of(&self.status),
-            Phase::VerifyingIdentity
-                | Phase::PoweringOff
-                | Phase::ConfirmingOff
-                | Phase::PoweringOffOutlets
-                | Phase::Releasing
-        );
+        let fencing = may_end_in_a_level(phase_of(&self.status));
         let released = self.progress.release_begun.is_some() || is_released(&self.status);
         if !fencing || released || self.spec.action != FenceAction::Off {
             return Err(message);
@@ -217,31 +223,9 @@ impl Step<'_> {
 
     /// Mirrors the level's run into status, for people: one line per reading.
     fn mirror_level(&mut self, reading: &LevelReading) {
-        let Some(run) = self.memory.run.or(self.memory.proof) else { return };
-        let took = reading.sampled.answered.saturating_sub(reading.sampled.requested);
-        let now = self.now();
-        let shown = Reading {
-            requested_at: jiff::SignedDuration::try_from(took)
-                .ok()
-                .and_then(|t| now.0.checked_sub(t).ok())
-                .map(MicroTime),
-            at: now,
-            power_state: format!("Off (all {} outlets of level {})", reading.outcomes.len(), reading.level),
-        };
-        let mut mirror = match self.progress.off_run.take() {
-            Some(mirror) if run.count > 1 && mirror.instance == self.ctx.instance => mirror,
-            _ => OffRun { instance: self.ctx.instance.to_owned(), count: 0, first: Vec::new(), last: Vec::new() },
-        };
-        mirror.count = run.count;
-        if mirror.first.len() < FIRST_READINGS {
-            mirror.first.push(shown);
-        } else {
-            mirror.last.push(shown);
-            if mirror.last.len() > LAST_READINGS {
-                mirror.last.remove(0);
-            }
-        }
-        self.progress.off_run = Some(mirror);
+        let state = format!("Off (all {} outlets of level {})", reading.outcomes.len(), reading.level);
+        let shown = self.shown(reading.sampled, state);
+        self.mirror(shown);
     }
 
     /// L7: what the node's BMC answered once every outlet had read Off for settle.

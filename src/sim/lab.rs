@@ -596,6 +596,10 @@ impl<D: Target + Clone, L: Level + Clone> Cluster for Lab<D, L> {
         Ok(self.world(|t| t.binding(name)))
     }
 
+    async fn stored_binding(&self, name: &str) -> ApiResult<Option<BmcBinding>> {
+        Ok(self.world(|t| t.binding(name)))
+    }
+
     async fn write_binding_status(
         &self,
         name: &str,

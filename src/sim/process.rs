@@ -378,6 +378,11 @@ impl Cluster for Process {
         self.api(false, |t| Ok(t.binding(name))).await
     }
 
+    async fn stored_binding(&self, name: &str) -> ApiResult<Option<BmcBinding>> {
+        let pid = self.pid;
+        self.api(false, |t| Ok(t.stored_view(pid).bindings.iter().find(|b| b.name_any() == name).cloned())).await
+    }
+
     async fn write_binding_status(
         &self,
         name: &str,
