@@ -89,7 +89,7 @@ reasons! {
     FenceInProgress => Waiting, "a fence of the node is still running: its BMC may yet prove the power off";
     NoFailedFence => Waiting, "no CoronerRemediation for the node has ended with Succeeded=False";
     AlreadyReleased => Final, "a remediation for the node already released it";
-    FenceSawLife => Final, "a fence of the node ended on evidence that the node is alive (NodeNotUnreachable, NodeAliveAfterPowerOff), or its Lease was renewed while the fence ran";
+    FenceSawLife => Final, "a fence of the node ended on evidence that the node is alive (NodeNotUnreachable, NodeAliveAfterPowerOff, OutletMappingWrong), or its Lease was renewed while the fence ran";
     BindingUnverified => Final, "the fence's BmcBinding was not verified, before the fence was admitted, at the content (spec, credential and CA values) its client had then (or no single binding was recorded then): a binding that reaches no BMC fails exactly like a dead one, so its silence is no evidence";
     BmcReportedOn => Final, "the fence's last reading of the node's verified system was not Off: its BMC showed the machine alive";
     ReadingUnrecorded => Final, "the coroner process reading the fence's machine stopped before it could record what it last read, and the fence ended without another reading: that reading may have shown the machine alive";
@@ -496,7 +496,8 @@ pub fn fence_ended_without_proof<'r>(
         .copied()
         .filter(|r| succeeded_condition(r).is_some_and(|c| c.status == conditions::FALSE))
         .collect();
-    let life = [Reason::NodeNotUnreachable, Reason::NodeAliveAfterPowerOff];
+    // OutletMappingWrong: the node's BMC still answered for its machine with a level's outlets Off.
+    let life = [Reason::NodeNotUnreachable, Reason::NodeAliveAfterPowerOff, Reason::OutletMappingWrong];
     if let Some(alive) =
         failed.iter().find(|r| succeeded_condition(r).is_some_and(|c| life.iter().any(|l| l.as_str() == c.reason)))
     {

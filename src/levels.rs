@@ -58,7 +58,8 @@ pub struct OutletOutcome {
     pub reading: Result<OutletReading, PduError>,
 }
 
-/// Why a level did not prove Off at one reading: its first outlet that did not.
+/// Why a level did not prove Off at one reading: its first outlet that does not prove Off, else its
+/// first outlet that could not be read.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum LevelNotOff {
     #[error("outlet {outlet} could not be read: {error}")]
@@ -70,21 +71,25 @@ pub enum LevelNotOff {
 }
 
 /// L1, L4: a level proves Off at one reading only when every outlet of it was read and proves Off
-/// ([`proves_off`]): a machine with two supplies runs on the one left On.
+/// ([`proves_off`]): a machine with two supplies runs on the one left On. An outlet read not Off is
+/// named before one that could not be read: it is switched off whatever the other answered.
 pub fn level_proves_off(outlets: &[OutletOutcome]) -> Result<(), LevelNotOff> {
     if outlets.is_empty() {
         return Err(LevelNotOff::Empty);
     }
+    let mut unread = None;
     for outcome in outlets {
         let outlet = outcome.outlet.clone();
         match &outcome.reading {
-            Err(error) => return Err(LevelNotOff::Unread { outlet, error: error.clone() }),
+            Err(error) => {
+                unread.get_or_insert(LevelNotOff::Unread { outlet, error: error.clone() });
+            }
             Ok(reading) => {
                 proves_off(reading, outcome.floor_watts).map_err(|cause| LevelNotOff::NotOff { outlet, cause })?
             }
         }
     }
-    Ok(())
+    unread.map_or(Ok(()), Err)
 }
 
 /// What a level's mapping rests on.
@@ -461,6 +466,16 @@ mod tests {
         let levels = [outcome("a", Ok(off(None))), outcome("b", Err(error.clone()))];
         assert_eq!(level_proves_off(&levels), Err(LevelNotOff::Unread { outlet: "b".into(), error }));
         assert_eq!(level_proves_off(&[]), Err(LevelNotOff::Empty));
+    }
+
+    #[test]
+    fn an_outlet_read_on_is_named_before_one_that_could_not_be_read_so_it_is_switched_off() {
+        let on = OutletReading { state: OutletState::On, pending: false, watts: None };
+        let levels = [outcome("a", Err(PduError::Unreachable("no route".into()))), outcome("b", Ok(on))];
+        assert_eq!(
+            level_proves_off(&levels),
+            Err(LevelNotOff::NotOff { outlet: "b".into(), cause: NotOff::Reads(OutletState::On) })
+        );
     }
 
     #[test]

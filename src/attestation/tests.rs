@@ -322,7 +322,7 @@ fn a_fence_of_an_earlier_node_object_of_the_same_name_does_not_count() {
 
 #[test]
 fn a_fence_that_ended_on_evidence_of_life_refuses_for_good() {
-    for reason in ["NodeAliveAfterPowerOff", "NodeNotUnreachable"] {
+    for reason in ["NodeAliveAfterPowerOff", "NodeNotUnreachable", "OutletMappingWrong"] {
         let remediations = [failed("w1", reason, -300, None), failed("w1-x2", "BmcUnreachable", -60, None)];
         let refusal = fence_ended_without_proof(&attestation(0), &remediations).unwrap_err();
         assert_eq!(refusal.reason, AttestationReason::FenceSawLife, "{reason}");

@@ -183,8 +183,14 @@ pub enum SetupError {
 /// Every text in a `BmcError` that came from the BMC is [`bounded`], and no URL in one carries userinfo.
 #[derive(Clone, Debug, thiserror::Error)]
 pub enum BmcError {
+    /// The transport failed after a connection came about (reset, cut short): the request may have
+    /// left, and something answered the connection.
     #[error("BMC unreachable: {0}")]
     Unreachable(String),
+    /// Nothing answered: the request timed out, or no connection came about for want of a peer (no
+    /// route, a connect that timed out); `sent_nothing` when no connection came about.
+    #[error("BMC unreachable: {detail}")]
+    Silent { detail: String, sent_nothing: bool },
     /// No connection came about (refused, no route, no TLS session): the request never left.
     #[error("BMC unreachable: {0}")]
     Unconnected(String),
@@ -209,7 +215,7 @@ impl BmcError {
     /// Used as Event reason suffix and metric label.
     pub fn category(&self) -> &'static str {
         match self {
-            Self::Unreachable(_) | Self::Unconnected(_) => "unreachable",
+            Self::Unreachable(_) | Self::Unconnected(_) | Self::Silent { .. } => "unreachable",
             Self::Tls(_) => "tls",
             Self::Unauthorized(_) => "unauthorized",
             Self::Status { .. } => "http-status",
@@ -223,7 +229,7 @@ impl BmcError {
     /// The condition reason a fence that ends on this error gives.
     pub fn reason(&self) -> Reason {
         match self {
-            Self::Unreachable(_) | Self::Unconnected(_) => Reason::BmcUnreachable,
+            Self::Unreachable(_) | Self::Unconnected(_) | Self::Silent { .. } => Reason::BmcUnreachable,
             Self::Tls(_) => Reason::BmcTlsVerificationFailed,
             Self::Unauthorized(_) => Reason::BmcAuthenticationFailed,
             Self::Status { .. } if self.is_transient() => Reason::BmcUnreachable,
@@ -240,6 +246,7 @@ impl BmcError {
         matches!(
             self,
             Self::Unconnected(_)
+                | Self::Silent { sent_nothing: true, .. }
                 | Self::Ipmi(
                     IpmiError::GuidChanged { .. }
                         | IpmiError::GuidsDiffer { .. }
@@ -249,10 +256,20 @@ impl BmcError {
         )
     }
 
+    /// L7: nothing answered this request at all, as from a BMC that lost its power. A refused
+    /// connection (something sent a reset), an HTTP status or an IPMI BMC out of sessions answered.
+    pub fn is_silence(&self) -> bool {
+        match self {
+            Self::Silent { .. } => true,
+            Self::Ipmi(error) => error.is_silence(),
+            _ => false,
+        }
+    }
+
     /// Transport trouble and 5xx answers may clear by themselves; everything else needs a human.
     pub fn is_transient(&self) -> bool {
         match self {
-            Self::Unreachable(_) | Self::Unconnected(_) => true,
+            Self::Unreachable(_) | Self::Unconnected(_) | Self::Silent { .. } => true,
             // 408 and 429 (a BMC polled every second may rate-limit) clear by themselves too.
             Self::Status { status, .. } => *status >= 500 || *status == 408 || *status == 429,
             Self::Ipmi(error) => error.is_transient(),

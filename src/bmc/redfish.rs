@@ -468,7 +468,8 @@ fn classify(error: reqwest::Error) -> BmcError {
         return BmcError::Tls(tls::describe(rustls_error));
     }
     if error.is_timeout() {
-        return BmcError::Unreachable("no answer before the request timeout".into());
+        let detail = "no answer before the request timeout".to_owned();
+        return BmcError::Silent { detail, sent_nothing: error.is_connect() };
     }
     let mut text = error.to_string();
     let mut source = error.source();
@@ -476,8 +477,17 @@ fn classify(error: reqwest::Error) -> BmcError {
         text = format!("{text}: {cause}");
         source = cause.source();
     }
-    // A connection that never came about sent nothing (a reset's request never left).
-    if error.is_connect() { BmcError::Unconnected(text) } else { BmcError::Unreachable(text) }
+    // A connection that never came about sent nothing (a reset's request never left); one that found
+    // no peer at all is silence, one refused was answered.
+    let no_peer = find_source::<std::io::Error>(&error).is_some_and(|io| {
+        use std::io::ErrorKind::{HostUnreachable, NetworkUnreachable, TimedOut};
+        matches!(io.kind(), HostUnreachable | NetworkUnreachable | TimedOut)
+    });
+    match (error.is_connect(), no_peer) {
+        (true, true) => BmcError::Silent { detail: text, sent_nothing: true },
+        (true, false) => BmcError::Unconnected(text),
+        (false, _) => BmcError::Unreachable(text),
+    }
 }
 
 fn find_source<'a, E: StdError + 'static>(error: &'a (dyn StdError + 'static)) -> Option<&'a E> {

@@ -27,7 +27,7 @@ fn failure(error: &PduError) -> BmcFailure {
         | PduError::NoSuchOutlet(_) => (false, Reason::BmcProtocolError),
         PduError::Setup(_) => (false, Reason::BindingInvalid),
     };
-    BmcFailure { transient, reason, message: error.to_string() }
+    BmcFailure { silent: false, transient, reason, message: error.to_string() }
 }
 
 impl<W: World> Fence<'_, W> {
@@ -80,15 +80,18 @@ impl<W: World> Fence<'_, W> {
         };
         let Some(binding) = binding else {
             let message = "the BmcBinding of the node's PDU levels no longer exists".to_owned();
-            return Ok(Err(BmcFailure { transient: false, reason: Reason::BindingInvalid, message }));
+            return Ok(Err(BmcFailure { silent: false, transient: false, reason: Reason::BindingInvalid, message }));
         };
         Ok(match self.world.level(&binding, level).await? {
             Ok((devices, serial)) => {
                 Ok((devices, DeviceMark { generation: binding.metadata.generation.unwrap_or_default(), serial }))
             }
-            Err(unusable) => {
-                Err(BmcFailure { transient: false, reason: unusable.reason(), message: unusable.to_string() })
-            }
+            Err(unusable) => Err(BmcFailure {
+                silent: false,
+                transient: false,
+                reason: unusable.reason(),
+                message: unusable.to_string(),
+            }),
         })
     }
 
@@ -132,7 +135,12 @@ impl<W: World> Fence<'_, W> {
         let level = status.progress.as_ref().and_then(|p| p.level).unwrap_or(2);
         let memory = self.remembered();
         let unsent = |message: String| {
-            Observation::ActionUnsent(BmcFailure { transient: true, reason: Reason::BmcUnreachable, message })
+            Observation::ActionUnsent(BmcFailure {
+                silent: false,
+                transient: true,
+                reason: Reason::BmcUnreachable,
+                message,
+            })
         };
         let (devices, now) = match self.level_devices(level).await? {
             Ok(found) => found,
@@ -146,7 +154,7 @@ impl<W: World> Fence<'_, W> {
         // Two fresh lists: before the checks whose time is bounded (they read one object each).
         let keys: Vec<String> = outlets.iter().map(|(key, _)| key.clone()).collect();
         if let Err(message) = self.shared_outlets_allow(level, &keys).await? {
-            let refused = BmcFailure { transient: false, reason: Reason::OutletShared, message };
+            let refused = BmcFailure { silent: false, transient: false, reason: Reason::OutletShared, message };
             return self.commit_observation(Observation::Outlets(Err(refused)), node).await;
         }
         let timeout = self.world.settings().request_timeout;

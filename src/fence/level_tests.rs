@@ -121,6 +121,7 @@ impl Fence {
         let mut decision = None;
         for attempt in 1..=count {
             let failure = BmcFailure {
+                silent: false,
                 transient: true,
                 reason: Reason::BmcUnreachable,
                 message: "BMC unreachable: timed out".into(),
@@ -179,8 +180,14 @@ fn off_once() -> CoronerRemediationSpec {
 
 use OutletState::{Off, On};
 
+/// No answer at all: what a BMC that lost its power gives (L7).
 fn unreachable() -> BmcFailure {
-    BmcFailure { transient: true, reason: Reason::BmcUnreachable, message: "BMC unreachable: timed out".into() }
+    BmcFailure {
+        silent: true,
+        transient: true,
+        reason: Reason::BmcUnreachable,
+        message: "BMC unreachable: timed out".into(),
+    }
 }
 
 #[test]
@@ -312,7 +319,7 @@ fn a_bmc_still_reading_on_after_the_outlets_went_off_shows_them_to_feed_another_
     assert_eq!(fence.phase(), Phase::Failed);
     assert_eq!(fence.reason(), Reason::OutletMappingWrong.as_str());
     // The next level comes from the same inventory: not tried.
-    assert!(fence.message().contains("showed its mapping wrong"), "{}", fence.message());
+    assert_eq!(fence.status.progress.as_ref().unwrap().level, Some(2));
     // What the BMC read is kept for an attestation to see (A1).
     assert_eq!(fence.status.progress.as_ref().unwrap().last_power_state.as_deref(), Some("On"));
 }
@@ -321,7 +328,12 @@ fn a_bmc_still_reading_on_after_the_outlets_went_off_shows_them_to_feed_another_
 fn a_bmc_that_answers_without_a_reading_after_the_outlets_went_off_releases_nothing() {
     let mut fence = Fence::new(off_once(), vec![level(true, 2)]);
     off_for_settle(&mut fence);
-    let tls = BmcFailure { transient: false, reason: Reason::BmcAuthenticationFailed, message: "HTTP 401".into() };
+    let tls = BmcFailure {
+        silent: false,
+        transient: false,
+        reason: Reason::BmcAuthenticationFailed,
+        message: "HTTP 401".into(),
+    };
     fence.bmc_after(3_500, Err(tls));
     assert_eq!((fence.phase(), fence.reason()), (Phase::Failed, Reason::OutletMappingWrong.as_str().to_owned()));
 }
@@ -399,4 +411,162 @@ fn only_an_end_between_admission_and_the_written_release_may_hand_the_fence_to_a
     {
         assert!(!may_end_in_a_level(phase), "{phase:?}");
     }
+}
+
+fn deletion(spec: CoronerRemediationSpec) -> CoronerRemediationSpec {
+    CoronerRemediationSpec { remediation_strategy: crate::api::RemediationStrategy::ResourceDeletion, ..spec }
+}
+
+/// Proven Off through level 2 at 3.5 s, and the deletion of the node's pods begun at 3.7 s (its
+/// first pod sent for deletion: this process no longer knows that nothing went).
+fn deletion_begun_at_a_level(spec: CoronerRemediationSpec, levels: Vec<PduLevel>) -> Fence {
+    let mut fence = Fence::new(deletion(spec), levels);
+    off_for_settle(&mut fence);
+    fence.bmc_after(3_500, Err(unreachable()));
+    assert_eq!(fence.plan(3_600), Plan::BeginDeletion);
+    fence.step(3_700, Observation::DeletionMayBegin(Ok(Released::checked(&fence.node, t(3_700)))));
+    fence.memory.begun_untouched = false;
+    fence
+}
+
+#[test]
+fn an_outlet_on_again_after_the_deletion_began_ends_the_fence_at_once_and_leaves_the_guard_its_outlets() {
+    let twice =
+        CoronerRemediationSpec { retry: crate::api::Retry { count: 3, ..crate::api::Retry::default() }, ..off_once() };
+    let mut fence = deletion_begun_at_a_level(twice, vec![level(true, 2), level(true, 1)]);
+    fence.outlets(30_000, &[Off, On]);
+    // No new attempt and no next level: the release may have taken effect, and the guard acts now.
+    assert_eq!((fence.phase(), fence.reason()), (Phase::Failed, Reason::PowerOffNotConfirmed.as_str().to_owned()));
+    let evidence = fence.status.evidence.clone().unwrap();
+    assert!(evidence.release.is_some(), "the begun release is recorded");
+    let proof = evidence.power_off.unwrap().level.expect("the guard reads the outlets of the level that proved it");
+    assert_eq!(proof.level, 2);
+}
+
+#[test]
+fn a_begun_release_proven_again_keeps_its_level_for_the_guard() {
+    let mut fence = deletion_begun_at_a_level(off_once(), vec![level(true, 2)]);
+    // The proof went stale (another process, a gap): proven again, and the machine goes on meanwhile.
+    fence.outlets(30_000, &[Off, Off]);
+    assert_eq!(fence.phase(), Phase::PoweringOffOutlets);
+    fence.outlets(31_000, &[On, Off]);
+    assert_eq!(fence.phase(), Phase::Failed);
+    let evidence = fence.status.evidence.clone().unwrap();
+    assert!(evidence.release.is_some() && evidence.power_off.unwrap().level.is_some());
+}
+
+#[test]
+fn a_bmc_that_refuses_the_connection_after_the_outlets_went_off_is_no_silence() {
+    let mut fence = Fence::new(off_once(), vec![level(true, 2), level(true, 1)]);
+    off_for_settle(&mut fence);
+    let refused = BmcFailure { silent: false, ..unreachable() };
+    fence.bmc_after(3_500, Err(refused));
+    assert_eq!((fence.phase(), fence.reason()), (Phase::Failed, Reason::OutletMappingWrong.as_str().to_owned()));
+    assert_eq!(fence.status.progress.as_ref().unwrap().level, Some(2), "no next level after an answer");
+    // It answered: an attestation sees when (A1).
+    assert!(fence.status.progress.as_ref().unwrap().last_answer_at.is_some());
+}
+
+#[test]
+fn an_answer_naming_another_system_after_the_outlets_went_off_ends_the_fence_at_this_level() {
+    let mut fence = Fence::new(off_once(), vec![level(true, 2), level(true, 1)]);
+    off_for_settle(&mut fence);
+    let problem = IdentityProblem::Binding {
+        reason: Reason::IdentityAmbiguous,
+        message: "a member could not be read".into(),
+        seen_on: Some("On".into()),
+    };
+    fence.step(3_500, Observation::BmcAfterOutlets(Err(problem)));
+    assert_eq!((fence.phase(), fence.reason()), (Phase::Failed, Reason::OutletMappingWrong.as_str().to_owned()));
+    assert_eq!(fence.status.progress.as_ref().unwrap().level, Some(2));
+    assert_eq!(fence.status.progress.as_ref().unwrap().last_power_state.as_deref(), Some("On"));
+    // A binding that cannot be used asked nothing: its own reason, and still no next level.
+    let mut unusable = Fence::new(off_once(), vec![level(true, 2), level(true, 1)]);
+    off_for_settle(&mut unusable);
+    let problem = IdentityProblem::Binding {
+        reason: Reason::BindingInvalid,
+        message: "Secret bmc missing".into(),
+        seen_on: None,
+    };
+    unusable.step(3_500, Observation::BmcAfterOutlets(Err(problem)));
+    assert_eq!((unusable.phase(), unusable.reason()), (Phase::Failed, Reason::BindingInvalid.as_str().to_owned()));
+    assert_eq!(unusable.status.progress.as_ref().unwrap().level, Some(2));
+}
+
+#[test]
+fn the_mapping_is_judged_at_the_generation_the_outlets_were_read_through() {
+    let mut fence = Fence::new(off_once(), vec![level(false, 2)]);
+    fence.confirmed = vec![Some(4)];
+    off_for_settle(&mut fence);
+    // The binding was edited (generation 5, its confirmation gone) while the BMC was asked.
+    fence.confirmed = vec![Some(5)];
+    let decision = {
+        let mut edited = fence.ctx(3_500);
+        let levels = fence.levels.clone();
+        let confirmed = fence.confirmed.clone();
+        edited.levels =
+            Some(LevelsView { binding: "worker-1", generation: Some(5), levels: &levels, confirmed: &confirmed });
+        let stored: CoronerRemediationStatus =
+            serde_json::from_value(serde_json::to_value(&fence.status).unwrap()).unwrap();
+        next(&fence.spec, &stored, Observation::BmcAfterOutlets(Err(IdentityProblem::Bmc(unreachable()))), edited)
+    };
+    // Not proven on generation 4's readings: the outlets are read again, through generation 5.
+    assert_eq!(phase_of(&decision.status), Phase::PoweringOffOutlets);
+    assert!(decision.memory.run.is_none());
+    assert!(
+        decision.status.evidence.as_ref().and_then(|e| e.power_off.as_ref()).and_then(|p| p.level.as_ref()).is_none()
+    );
+}
+
+#[test]
+fn a_mapping_that_lapsed_mid_proof_ends_the_fence_without_trying_the_next_level() {
+    let mut fence = Fence::new(off_once(), vec![level(false, 2), level(true, 1)]);
+    fence.confirmed = vec![Some(4)];
+    off_for_settle(&mut fence);
+    // The sealed confirmation is gone (cleared by a contradicting draw), at the same generation.
+    fence.confirmed = vec![None];
+    fence.bmc_after(3_500, Err(unreachable()));
+    assert_eq!((fence.phase(), fence.reason()), (Phase::Failed, Reason::PowerOffNotConfirmed.as_str().to_owned()));
+    assert_eq!(fence.status.progress.as_ref().unwrap().level, Some(2));
+}
+
+#[test]
+fn a_proof_gone_stale_while_the_bmc_was_asked_is_proven_again_without_asking_it_again() {
+    let twice =
+        CoronerRemediationSpec { retry: crate::api::Retry { count: 2, ..crate::api::Retry::default() }, ..off_once() };
+    let mut fence = Fence::new(twice, vec![level(true, 2)]);
+    off_for_settle(&mut fence);
+    // The BMC's silence took a request timeout: by its answer the run is old.
+    fence.bmc_after(13_500, Err(unreachable()));
+    assert_eq!(fence.phase(), Phase::Releasing);
+    fence.outlets(30_000, &[Off, Off]);
+    assert_eq!(fence.phase(), Phase::PoweringOffOutlets, "proven again");
+    fence.outlets(31_000, &[Off, Off]);
+    fence.outlets(32_000, &[Off, Off]);
+    // Settle spanned again: L7 answered for this level and device, so the level is proven at once.
+    assert_eq!(fence.phase(), Phase::Releasing);
+    assert_eq!(fence.plan(32_100), Plan::Release);
+}
+
+#[test]
+fn a_bmc_force_off_decided_and_never_answered_is_recorded_when_a_level_takes_over() {
+    let mut fence = Fence::new(off_once(), vec![level(true, 2)]);
+    fence.step(0, Observation::Admission(Verdict::Admit(Box::new(node().evidence(t(0))))));
+    fence.status.progress.as_mut().unwrap().intent = Some(Intent {
+        action: PowerAction::ForceOff,
+        attempt: 1,
+        decided_at: MicroTime(t(50)),
+        instance: "instance-a".into(),
+        result: None,
+    });
+    fence.step(60_100, Observation::Identity(Err(IdentityProblem::Bmc(unreachable()))));
+    assert_eq!(fence.phase(), Phase::PoweringOffOutlets);
+    let resets = fence.status.evidence.as_ref().unwrap().power_off.as_ref().unwrap().resets.clone();
+    assert_eq!(resets.len(), 1, "{resets:?}");
+    assert!(resets[0].result.contains("may have been sent"), "{resets:?}");
+    // The level's own attempt counts only its own resets (P7): a failed Off to the outlets goes again.
+    fence.outlets(61_000, &[On, On]);
+    let failed = BmcFailure { silent: false, ..unreachable() };
+    fence.step(61_100, Observation::ResetAnswered { action: ResetType::ForceOff, result: Err(failed) });
+    assert!(fence.status.progress.as_ref().unwrap().intent.as_ref().is_some_and(|i| i.result.is_none()));
 }

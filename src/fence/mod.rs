@@ -21,7 +21,7 @@ use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
 
 pub use observe::*;
-pub use outlets::{OUTLET_MAPPING_UNPROVEN, may_end_in_a_level};
+pub use outlets::{BmcVerdict, OUTLET_MAPPING_UNPROVEN, may_end_in_a_level};
 
 use crate::{
     api::{
@@ -173,6 +173,8 @@ pub struct Memory {
     pub spec_edit_announced: Option<i64>,
     /// The outlets of a PDU level as this process last read them, for the proof's evidence.
     pub outlets: Vec<crate::api::OutletProof>,
+    /// L7's answer for the level being proven ([`BmcVerdict`]).
+    pub bmc_after: Option<BmcVerdict>,
 }
 
 /// What stays fixed for one reconcile.
@@ -924,6 +926,12 @@ impl<'a> Step<'a> {
             Ok(()) => return,
             Err(message) => message,
         };
+        self.fail_here(reason, message);
+    }
+
+    /// L2: ends the fence failed with no next level tried: what ended it is no silence (a binding
+    /// edited, a mapping that lapsed, a BMC that answered), though its reason alone would let one follow.
+    fn fail_here(&mut self, reason: Reason, message: String) {
         self.requeue = None;
         let message =
             settle_begun_release(&mut self.progress, &mut self.evidence, message, self.memory.begun_untouched, true);
@@ -1229,8 +1237,9 @@ impl<'a> Step<'a> {
     fn binding_changed(&mut self) {
         let last = "the BmcBinding changed since the identity was proven".to_owned();
         if self.progress.attempt >= self.spec.retry.count {
+            // L2: an edit is no silence: no level follows it.
             let message = format!("{last} in the last attempt ({}); nothing released", self.attempt_label());
-            return self.fail(Reason::PowerOffNotConfirmed, message);
+            return self.fail_here(Reason::PowerOffNotConfirmed, message);
         }
         let message = format!(
             "{last} ({}); the next attempt proves it again, in {}",
@@ -1679,9 +1688,13 @@ impl<'a> Step<'a> {
         let mut again = false;
         if action == ResetType::ForceOff {
             let attempt = self.progress.attempt;
+            // A level's attempts count from 1 again: level 1's resets are not theirs (P7).
+            let started = self.progress.attempt_started_at.as_ref().map(|t| t.0);
             let resets = &mut self.power_off_evidence().resets;
             resets.push(crate::api::ResetRecord { attempt, sent_at: sent_at.clone(), result: text.clone() });
-            again = force_off_again(&result, resets.iter().filter(|r| r.attempt == attempt).count());
+            let in_attempt =
+                resets.iter().filter(|r| r.attempt == attempt && started.is_none_or(|s| r.sent_at.0 >= s)).count();
+            again = force_off_again(&result, in_attempt);
         }
         // The answer belongs to the intent this process persisted: a deposed process's answer,
         // decided again on a status that now carries another process's intent, must not mark that

@@ -160,6 +160,9 @@ impl PowerReading {
 /// A BMC error as the state machine sees it: may it clear by itself, and which final reason if not.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BmcFailure {
+    /// Nothing answered at all (L7: what a BMC without power gives); a refusal, an HTTP status or a
+    /// busy session is an answer.
+    pub silent: bool,
     pub transient: bool,
     pub reason: Reason,
     pub message: String,
@@ -167,7 +170,12 @@ pub struct BmcFailure {
 
 impl From<&BmcError> for BmcFailure {
     fn from(error: &BmcError) -> Self {
-        Self { transient: error.is_transient(), reason: error.reason(), message: error.to_string() }
+        Self {
+            silent: error.is_silence(),
+            transient: error.is_transient(),
+            reason: error.reason(),
+            message: error.to_string(),
+        }
     }
 }
 

@@ -6,9 +6,19 @@
 
 use super::*;
 use crate::{
-    api::{LevelProof, OutletProof},
+    api::{LevelProof, OutletProof, ResetRecord},
     levels::{self as rules, BmcAfterOutletsOff, LevelNotOff, MappingBasis},
 };
+
+/// L7's answer for one level, through one device of it: kept while that level is proven again (a
+/// proof that went stale while the BMC was asked is not asked again), dropped when an outlet of
+/// the level reads not Off, the level changes, or its device does.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BmcVerdict {
+    pub level: u32,
+    pub through: DeviceMark,
+    pub after: BmcAfterOutletsOff,
+}
 
 /// L2: the phases whose end may hand the fence to a PDU level: from the identity proof until the
 /// release is written.
@@ -103,6 +113,14 @@ impl Step<'_> {
             Some(previous) => format!("level {previous} (PDU outlets)"),
             None => "level 1 (the BMC)".to_owned(),
         };
+        // W1: a ForceOff to the BMC persisted and never answered may have gone out: recorded so.
+        if let Some(intent) =
+            self.progress.intent.clone().filter(|i| i.result.is_none() && i.action == PowerAction::ForceOff)
+        {
+            let result = "no answer recorded: it may have been sent".to_owned();
+            let record = ResetRecord { attempt: intent.attempt, sent_at: intent.decided_at, result };
+            self.power_off_evidence().resets.push(record);
+        }
         let old = std::mem::take(&mut self.progress);
         self.progress = Progress {
             level: Some(level),
@@ -170,6 +188,9 @@ impl Step<'_> {
         };
         self.memory.last_requested = Some(reading.sampled.requested);
         self.memory.outlets = describe(&reading.outcomes);
+        if self.begun_release_shows_life_at_level(&reading) {
+            return;
+        }
         // Readings through another binding generation or other credentials are another device's.
         if self.memory.through.is_some_and(|through| through != reading.through) {
             self.memory.run = None;
@@ -187,6 +208,13 @@ impl Step<'_> {
                 let baseline = self.admitted_lease_time();
                 self.progress.lease_renew_time_at_power_off.get_or_insert(baseline);
                 if spans_settle(&run, self.spec.settle.get()) {
+                    // L7 answered for this level and device already: the level is proven again.
+                    let level = self.level_number();
+                    let known =
+                        self.memory.bmc_after.clone().filter(|v| v.level == level && v.through == reading.through);
+                    if let Some(verdict) = known {
+                        return self.level_off_proven(run, &verdict.after);
+                    }
                     // The plan asks the BMC next (L7).
                     self.requeue = Some(StdDuration::ZERO);
                     return;
@@ -196,6 +224,9 @@ impl Step<'_> {
                 self.memory.run = None;
                 self.progress.off_run = None;
                 let unread = matches!(not_off, LevelNotOff::Unread { .. });
+                if !unread {
+                    self.memory.bmc_after = None;
+                }
                 self.progress.last_error = Some(not_off.to_string());
                 // An outlet that reads On (or pending, or drawing) is switched off: once per attempt,
                 // and again after a failed command (P7). One that could not be read is read again.
@@ -228,44 +259,96 @@ impl Step<'_> {
         self.mirror(shown);
     }
 
-    /// L7: what the node's BMC answered once every outlet had read Off for settle.
+    /// R1 at a level: once the deletion of the node's pods may have begun, an outlet that no longer
+    /// proves Off is the guard's at once (no hold delays the guard): the fence ends and its begun
+    /// release is recorded with the level's outlets, which the guard then switches off (L9).
+    fn begun_release_shows_life_at_level(&mut self, reading: &LevelReading) -> bool {
+        if self.progress.release_begun.is_none() || self.memory.begun_untouched {
+            return false;
+        }
+        let Err(not_off @ LevelNotOff::NotOff { .. }) = rules::level_proves_off(&reading.outcomes) else {
+            return false;
+        };
+        let message = format!(
+            "level {}: {not_off} after the deletion of the node's pods began; nothing released",
+            self.level_number()
+        );
+        self.fail(Reason::PowerOffNotConfirmed, message);
+        true
+    }
+
+    /// L7: what the node's BMC answered once every outlet had read Off for settle. Only silence (no
+    /// answer at all) or a reading of the verified system Off agrees; any other answer shows the
+    /// BMC powered, and the fence ends at this level (no next level: that is no silence).
     pub(super) fn bmc_after_outlets(&mut self, found: Result<IdentityFound, IdentityProblem>) {
         let level = self.level_number();
         // A process that did not take the run itself reads the outlets again.
         let Some(run) = self.memory.run else { return self.paced_retry() };
+        self.progress.last_reading_at = Some(self.now());
         let after = match found {
-            // No connection, a timeout, a 5xx: it lost its power with the machine.
-            Err(IdentityProblem::Bmc(failure)) if failure.reason == Reason::BmcUnreachable => {
-                BmcAfterOutletsOff::Silent
-            }
+            Err(IdentityProblem::Bmc(failure)) if failure.silent => BmcAfterOutletsOff::Silent,
             Err(IdentityProblem::Bmc(failure)) => {
+                self.progress.last_answer_at = Some(self.now());
                 let message = format!(
                     "every outlet of level {level} reads Off and the node's BMC still answers ({}): those outlets may not feed this machine; nothing released",
                     failure.message
                 );
-                return self.fail(Reason::OutletMappingWrong, message);
+                return self.fail_here(Reason::OutletMappingWrong, message);
             }
-            Err(IdentityProblem::Binding { reason, message, .. }) => {
-                return self.fail(reason, format!("{message}; nothing released"));
+            // The BMC was never asked: the binding (or its Secret) cannot be used, or is not one.
+            Err(IdentityProblem::Binding { reason, message, .. })
+                if matches!(reason, Reason::NoBmcBinding | Reason::BindingInvalid | Reason::BindingConflict) =>
+            {
+                let message = format!(
+                    "every outlet of level {level} reads Off and the node's BMC could not be asked whether it lost its power with them: {message}; nothing released"
+                );
+                return self.fail_here(reason, message);
+            }
+            Err(IdentityProblem::Binding { message, seen_on, .. }) => {
+                self.progress.last_answer_at = Some(self.now());
+                if let Some(seen_on) = seen_on {
+                    self.saw_power(&seen_on);
+                }
+                let message = format!(
+                    "every outlet of level {level} reads Off and the node's BMC still answers ({message}): those outlets may not feed this machine; nothing released"
+                );
+                return self.fail_here(Reason::OutletMappingWrong, message);
             }
             Ok(found) => {
+                self.progress.last_answer_at = Some(self.now());
                 let node_uuid = self.evidence.node.as_ref().map(|n| n.system_uuid.clone()).unwrap_or_default();
-                if let Err(refusal) = identity::prove(&node_uuid, &found.system.uuid, &found.claims) {
-                    return self.fail(refusal.reason(), format!("{refusal}; nothing released"));
-                }
                 let power = found.system.power_state.to_string();
+                if let Err(refusal) = identity::prove(&node_uuid, &found.system.uuid, &found.claims) {
+                    let message = format!(
+                        "every outlet of level {level} reads Off and the node's BMC still answers ({refusal}): those outlets may not feed this machine; nothing released"
+                    );
+                    return self.fail_here(Reason::OutletMappingWrong, message);
+                }
                 self.saw_power(&power);
                 BmcAfterOutletsOff::Reads(power)
             }
         };
         if let Err(wrong) = rules::bmc_agrees(&after) {
-            return self.fail(Reason::OutletMappingWrong, wrong.to_string());
+            return self.fail_here(Reason::OutletMappingWrong, wrong.to_string());
+        }
+        if let Some(through) = self.memory.through {
+            self.memory.bmc_after = Some(BmcVerdict { level, through, after: after.clone() });
         }
         self.level_off_proven(run, &after);
     }
 
     fn level_off_proven(&mut self, run: Run, after: &BmcAfterOutletsOff) {
         let level = self.level_number();
+        // L5: the mapping is judged at the generation the readings came through.
+        let read_at = self.memory.through.map(|t| t.generation);
+        if self.ctx.levels.is_some_and(|v| v.generation.unwrap_or_default() != read_at.unwrap_or_default()) {
+            self.memory.run = None;
+            self.memory.bmc_after = None;
+            self.progress.off_run = None;
+            self.progress.last_error =
+                Some(format!("the BmcBinding was edited since level {level}'s outlets were read; reading them again"));
+            return self.paced_retry();
+        }
         let view = self.ctx.levels.filter(|v| v.levels.len() + 1 >= level as usize);
         let basis = view.map(|v| {
             let index = (level - 2) as usize;
@@ -274,15 +357,16 @@ impl Step<'_> {
         let mapping = match basis {
             Some(Ok(MappingBasis::Confirmed)) => "Confirmed",
             Some(Ok(MappingBasis::OperatorStatement)) => "OperatorStatement",
+            // L2: a mapping that lapsed is no silence: no next level.
             Some(Err(refusal)) => {
-                return self.fail(
+                return self.fail_here(
                     Reason::PowerOffNotConfirmed,
                     format!("level {level}'s mapping may no longer be relied on: {refusal}; nothing released"),
                 );
             }
             None => {
                 let message = format!("BmcBinding no longer has level {level}; nothing released");
-                return self.fail(Reason::PowerOffNotConfirmed, message);
+                return self.fail_here(Reason::PowerOffNotConfirmed, message);
             }
         };
         let bmc_after = match after {
@@ -329,11 +413,15 @@ impl Step<'_> {
     pub(super) fn outlets_releasing(&mut self, reading: Result<LevelReading, BmcFailure>) {
         self.start_attempt_if_needed();
         self.progress.last_reading_at = Some(self.now());
+        // R1: a begun release keeps the level that proved it: the guard reads its outlets (L9).
         let forget_proof = |step: &mut Self| {
+            let begun = step.progress.release_begun.is_some();
             if let Some(power_off) = step.evidence.power_off.as_mut() {
                 power_off.proof = None;
                 power_off.proven_at = None;
-                power_off.level = None;
+                if !begun {
+                    power_off.level = None;
+                }
             }
             step.memory.proof = None;
             step.memory.run = None;
@@ -354,6 +442,9 @@ impl Step<'_> {
         };
         self.memory.last_requested = Some(reading.sampled.requested);
         self.memory.outlets = describe(&reading.outcomes);
+        if self.begun_release_shows_life_at_level(&reading) {
+            return;
+        }
         let same_device = self.memory.through.is_none_or(|through| through == reading.through);
         match rules::level_proves_off(&reading.outcomes) {
             Ok(()) => match self.memory.proof {
@@ -384,6 +475,7 @@ impl Step<'_> {
             }
             Err(not_off) => {
                 forget_proof(self);
+                self.memory.bmc_after = None;
                 let last = format!("level {}: {not_off} after the proof", self.level_number());
                 self.progress.last_error = Some(last.clone());
                 if self.progress.attempt >= self.spec.retry.count {

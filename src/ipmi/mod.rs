@@ -446,6 +446,12 @@ impl IpmiError {
         }
     }
 
+    /// L7: nothing came back to the first message of the exchange (every operation opens its own
+    /// session), not even an answer discarded as unusable.
+    pub fn is_silence(&self) -> bool {
+        matches!(self, Self::NoAnswer { step: Step::AuthenticationCapabilities, discarded: 0, .. })
+    }
+
     /// No answer, a busy slot or a busy BMC may clear by themselves; everything else needs a human.
     pub fn is_transient(&self) -> bool {
         match self {
@@ -617,7 +623,10 @@ impl IpmiClient {
         match acted {
             Ok(acted) => Ok(acted?),
             // The control may have gone out: no answer is no proof of either.
-            Err(_) => Err(crate::bmc::BmcError::Unreachable(format!("no IPMI answer within {budget:?}"))),
+            Err(_) => Err(crate::bmc::BmcError::Silent {
+                detail: format!("no IPMI answer within {budget:?}"),
+                sent_nothing: false,
+            }),
         }
     }
 }

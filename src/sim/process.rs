@@ -599,7 +599,8 @@ impl SimDevice {
         let timeout = shared.bmc_request_timeout;
         if !bmc.alive {
             shared.sched.sleep(shared.between((1_000, 5_000))).await;
-            return Err(BmcError::Unconnected("connection refused".into()));
+            // A BMC without power answers nothing, not even a refusal.
+            return Err(BmcError::Silent { detail: "no route to host".into(), sent_nothing: true });
         }
         let latency = shared.between(bmc.latency);
         let times_out = latency >= timeout || shared.chance(bmc.timeout_rate);
@@ -644,7 +645,10 @@ impl SimDevice {
         }
         let answer = match result {
             Some(result) if !times_out => result,
-            _ => return Err(BmcError::Unreachable("no answer before the request timeout".into())),
+            _ => {
+                let detail = "no answer before the request timeout".to_owned();
+                return Err(BmcError::Silent { detail, sent_nothing: false });
+            }
         };
         if mutation.is_none() {
             let (bmc, path) = (self.bmc, path.to_owned());
