@@ -685,6 +685,9 @@ pub enum GuardHold {
     /// The binding leads to no device right now (deleted, its Secret unusable).
     #[error("the BmcBinding leads to no device ({0}); the next reading decides again")]
     NoDevice(String),
+    /// L6: an outlet of the level is another node's too, undeclared, or feeds a node not being fenced.
+    #[error("{0}; the next reading decides again")]
+    OutletShared(String),
 }
 
 /// Right before the guard's ForceOff, the Node read again must still call for it: the release stands

@@ -10,7 +10,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 
 use crate::{
-    api::{BmcBinding, BmcBindingSpec, FenceAction, LevelConfirmation, MappingProof, PduLevel},
+    api::{BmcBinding, BmcBindingSpec, FenceAction, LevelConfirmation, MappingProof, PduLevel, Phase},
     contract::Reason,
     pdu::{NotOff, OutletReading, PduError, proves_off},
 };
@@ -305,10 +305,24 @@ pub fn shared_outlets(bindings: &[BmcBinding]) -> BTreeMap<String, Vec<OutletSha
 }
 
 /// L6: a declared shared outlet feeds other machines too; it is switched only while every node it
-/// feeds is itself admitted for fencing. The error names the nodes that are not.
+/// feeds is itself being fenced ([`may_lose_shared_outlet`]). The error names the nodes that are not.
 pub fn may_switch_shared(feeds: &[String], admitted: &BTreeSet<String>) -> Result<(), Vec<String>> {
     let live: Vec<String> = feeds.iter().filter(|node| !admitted.contains(*node)).cloned().collect();
     if live.is_empty() { Ok(()) } else { Err(live) }
+}
+
+/// L6: a node whose fence is in `phase` may lose a shared outlet: from its admission until its
+/// release is written; never after (coroner may power it on again, or wait for it to come back),
+/// nor before admission.
+pub fn may_lose_shared_outlet(phase: Phase) -> bool {
+    matches!(
+        phase,
+        Phase::VerifyingIdentity
+            | Phase::PoweringOff
+            | Phase::ConfirmingOff
+            | Phase::PoweringOffOutlets
+            | Phase::Releasing
+    )
 }
 
 /// L7: what the node's BMC showed once every outlet of the level read Off, within settle.
@@ -546,6 +560,24 @@ mod tests {
         assert_eq!(may_switch_shared(&feeds, &admitted), Err(vec!["worker-2".to_owned()]));
         let both: BTreeSet<String> = feeds.iter().cloned().collect();
         assert_eq!(may_switch_shared(&feeds, &both), Ok(()));
+    }
+
+    #[test]
+    fn a_shared_outlet_is_lost_only_by_a_node_between_its_admission_and_its_written_release() {
+        for phase in [Phase::VerifyingIdentity, Phase::PoweringOff, Phase::ConfirmingOff, Phase::Releasing] {
+            assert!(may_lose_shared_outlet(phase), "{phase:?}");
+        }
+        assert!(may_lose_shared_outlet(Phase::PoweringOffOutlets));
+        for phase in [
+            Phase::Pending,
+            Phase::WaitingForRelease,
+            Phase::PoweringOn,
+            Phase::WaitingForNode,
+            Phase::Done,
+            Phase::Failed,
+        ] {
+            assert!(!may_lose_shared_outlet(phase), "{phase:?}: coroner may power it on, or it is not fenced");
+        }
     }
 
     #[test]

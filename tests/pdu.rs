@@ -516,6 +516,37 @@ mod levels {
     }
 
     #[tokio::test]
+    async fn the_guard_withholds_its_off_from_an_outlet_another_live_node_names() {
+        let snmp = SnmpPduPeer::start(&SnmpPduSpec::default());
+        let machine = Machine::start(&MachineSpec::new(UUID));
+        machine.freeze();
+        let level = level(&snmp, None, true);
+        let devices = devices(&snmp, None, &level).await;
+        let (status, lab) = fence_with(&machine, UUID, spec(), level.clone(), devices).await;
+        assert_eq!(reason(&status), ("True".into(), "RemediationComplete".into()), "{:?}", lab.reasons());
+        // Since the release, another node's binding names outlet 2 too, undeclared (L6).
+        lab.world(|t| {
+            let mut other = t.bindings.values().next().unwrap().clone();
+            other.metadata.name = Some("worker-2".into());
+            other.metadata.uid = Some("binding-2".into());
+            other.spec.node_name = "worker-2".into();
+            other.spec.pdu_levels = vec![PduLevel { outlets: vec![level.outlets[1].clone()], mapping_proof: None }];
+            t.bindings.insert("worker-2".into(), other);
+        });
+        v3(&snmp).await.switch(&OutletNumber::new(2).unwrap(), OutletCommand::On).await.unwrap();
+        lab.clock().sleep(Duration::from_secs(12)).await;
+        lab.reconcile().await.unwrap();
+        machine.thaw();
+        // The finding stands; the Off is withheld, saying why.
+        assert_eq!(snmp.commands(), ["1:2", "2:2", "2:1"], "no outlet switched: {:?}", lab.reasons());
+        let reasons = lab.reasons();
+        assert!(reasons.contains(&"ReleasedMachinePoweredOn".to_owned()), "{reasons:?}");
+        let guard = lab.status().guard.unwrap();
+        let result = guard.intent.and_then(|i| i.result).unwrap_or_default();
+        assert!(result.contains("not sent") && result.contains("worker-2"), "{result}");
+    }
+
+    #[tokio::test]
     async fn a_reset_that_never_reached_off_is_finished_by_the_outlets_and_the_bmc_dies_with_them() {
         let snmp = SnmpPduPeer::start(&SnmpPduSpec::default());
         let machine = Machine::start(&MachineSpec { disable_power_off: true, ..MachineSpec::new(UUID) });

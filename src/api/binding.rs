@@ -132,7 +132,15 @@ impl PduOutlet {
     pub fn floor(&self) -> f64 {
         self.floor_watts.unwrap_or(DEFAULT_FLOOR_WATTS)
     }
+}
 
+/// The PDU an outlet key ([`PduOutlet::key`]) is on: its part before the first `|`. One request at a
+/// time goes to a PDU from one process.
+pub fn outlet_origin(key: &str) -> &str {
+    key.split('|').next().unwrap_or(key)
+}
+
+impl PduOutlet {
     /// Configured to send a community in clear text: reported as a Warning, like insecure TLS.
     pub fn is_insecure(&self) -> bool {
         self.snmp.as_ref().is_some_and(|s| s.version != SnmpVersion::V3)

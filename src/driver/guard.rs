@@ -223,14 +223,14 @@ impl<W: World> Fence<'_, W> {
     ) -> Result<Result<bool, StdDuration>, Error> {
         let proven_generation =
             self.status().evidence.and_then(|e| e.power_off).and_then(|p| p.level).map(|l| l.binding_generation);
-        let what = match self.read_outlets(level).await? {
+        let (what, through) = match self.read_outlets(level).await? {
             // P1: a level edited since the release may name other outlets: they say nothing of this
             // machine, and are never switched for it.
             Ok(reading) if Some(reading.through.generation) != proven_generation => return Ok(Ok(false)),
             Ok(reading) => match crate::levels::level_proves_off(&reading.outcomes) {
                 Ok(()) => return Ok(Ok(true)),
                 Err(crate::levels::LevelNotOff::NotOff { outlet, cause }) => {
-                    format!("outlet {outlet} of level {level}: {cause}")
+                    (format!("outlet {outlet} of level {level}: {cause}"), reading.through)
                 }
                 Err(_) => return Ok(Ok(false)),
             },
@@ -246,24 +246,32 @@ impl<W: World> Fence<'_, W> {
         let reset = decision.reset;
         self.commit(decision, Some(node)).await?;
         if reset == Some(ResetType::ForceOff) {
-            self.send_guard_outlets_off(level, node).await?;
+            self.send_guard_outlets_off(level, through, node).await?;
         }
         let interval = self.world.settings().guard_interval;
         let next = crate::guard::due(&self.status(), &self.remembered(), self.world.mono(), interval, &self.uid);
         Ok(Err(next.unwrap_or(StdDuration::ZERO)))
     }
 
-    /// L9: the guard's Off to every outlet of the level, its intent persisted: right before, the
-    /// remediation unchanged since ([`guard_reset_still_wanted`]), the Node still calling for it
-    /// ([`crate::guard::may_enforce`]), this replica leading for the requests' time.
-    async fn send_guard_outlets_off(&mut self, level: u32, node: &Node) -> Result<(), Error> {
+    /// L9: the guard's Off to every outlet of the level, its intent persisted: the level still the
+    /// device its reading came through (P1), every PDU's turn taken, no outlet another live node's
+    /// (L6); right before, the remediation unchanged since ([`guard_reset_still_wanted`]), the Node
+    /// still calling for it ([`crate::guard::may_enforce`]), this replica leading for the requests'
+    /// time.
+    async fn send_guard_outlets_off(&mut self, level: u32, read: DeviceMark, node: &Node) -> Result<(), Error> {
         let devices = match self.level_devices(level).await? {
-            Ok((devices, _)) => devices,
+            Ok((devices, now)) if now == read => devices,
+            Ok(_) => return self.guard_withheld(crate::guard::GuardHold::DeviceChanged, node).await,
             Err(failure) => {
                 return self.guard_withheld(crate::guard::GuardHold::NoDevice(failure.message), node).await;
             }
         };
         let outlets = devices.outlets();
+        let keys: Vec<String> = outlets.iter().map(|(key, _)| key.clone()).collect();
+        let _turns = self.pdu_turns(&keys).await;
+        if let Err(message) = self.shared_outlets_allow(level, &keys).await? {
+            return self.guard_withheld(crate::guard::GuardHold::OutletShared(message), node).await;
+        }
         let timeout = self.world.settings().request_timeout;
         let need = timeout * u32::try_from(outlets.len()).unwrap_or(u32::MAX) + CHECKS_ALLOWANCE;
         self.world.ensure_leader(need).await?;

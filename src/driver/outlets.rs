@@ -105,7 +105,7 @@ impl<W: World> Fence<'_, W> {
         let mut outcomes = Vec::new();
         for (index, (outlet, floor_watts)) in devices.outlets().into_iter().enumerate() {
             let reading = {
-                let _turn = self.local.origins.turn(&outlet).await;
+                let _turn = self.local.origins.turn(crate::api::outlet_origin(&outlet)).await;
                 devices.read(index).await
             };
             let binding = self.binding_label();
@@ -151,8 +151,10 @@ impl<W: World> Fence<'_, W> {
             return self.commit_observation(unsent(message), node).await;
         }
         let outlets = devices.outlets();
-        // Two fresh lists: before the checks whose time is bounded (they read one object each).
         let keys: Vec<String> = outlets.iter().map(|(key, _)| key.clone()).collect();
+        // Every PDU's turn before the checks: the requests follow them at once.
+        let _turns = self.pdu_turns(&keys).await;
+        // Two fresh lists: before the checks whose time is bounded (they read one object each).
         if let Err(message) = self.shared_outlets_allow(level, &keys).await? {
             let refused = BmcFailure { silent: false, transient: false, reason: Reason::OutletShared, message };
             return self.commit_observation(Observation::Outlets(Err(refused)), node).await;
@@ -188,23 +190,31 @@ impl<W: World> Fence<'_, W> {
         self.commit_observation(Observation::ResetAnswered { action: ResetType::ForceOff, result }, node).await
     }
 
-    /// Immediate Off to every outlet of the level, one request per outlet at a time; the first
-    /// failure is the answer (the others are still switched: each outlet that goes off takes power
-    /// away).
+    /// The turn of every PDU the outlets (keys) are on, in one order: taken before the checks that
+    /// must hold right before the requests, so no wait for a turn comes between them.
+    pub(super) async fn pdu_turns(&self, keys: &[String]) -> Vec<tokio::sync::OwnedMutexGuard<()>> {
+        let origins: std::collections::BTreeSet<&str> = keys.iter().map(|k| crate::api::outlet_origin(k)).collect();
+        let mut turns = Vec::with_capacity(origins.len());
+        for origin in origins {
+            turns.push(self.local.origins.turn(origin).await);
+        }
+        turns
+    }
+
+    /// Immediate Off to every outlet of the level, one request per outlet at a time, the PDUs'
+    /// turns held by the caller ([`Self::pdu_turns`]); the first failure is the answer (the others
+    /// are still switched: each outlet that goes off takes power away).
     pub(super) async fn switch_outlets_off(&self, devices: &W::Level, level: u32) -> Result<u16, BmcFailure> {
         let mut result = Ok(0);
         for (index, (outlet, _)) in devices.outlets().iter().enumerate() {
             info!(%outlet, level, "switching the outlet off");
-            let sent = {
-                let _turn = self.local.origins.turn(outlet).await;
-                devices.switch_off(index).await
-            };
+            let sent = devices.switch_off(index).await;
             let binding = self.binding_label();
             self.world.metrics().bmc(&binding, "outlet-off", sent.as_ref().map_or_else(PduError::category, |_| "ok"));
             if let Err(error) = sent
                 && result.is_ok()
             {
-                result = Err(BmcFailure { transient: true, ..failure(&error) });
+                result = Err(failure(&error));
             }
         }
         result
@@ -212,7 +222,11 @@ impl<W: World> Fence<'_, W> {
 
     /// L6, right before the outlets are switched: none of them is named by another binding
     /// undeclared, and every node a declared shared outlet feeds is itself being fenced.
-    async fn shared_outlets_allow(&self, level: u32, outlets: &[String]) -> Result<Result<(), String>, Error> {
+    pub(super) async fn shared_outlets_allow(
+        &self,
+        level: u32,
+        outlets: &[String],
+    ) -> Result<Result<(), String>, Error> {
         let bindings = self.world.bindings(Listing::Fresh).await?;
         let conflicts = rules::shared_outlets(&bindings);
         for conflict in conflicts.values().flatten() {
@@ -234,7 +248,7 @@ impl<W: World> Fence<'_, W> {
             .remediations(Listing::Fresh)
             .await?
             .iter()
-            .filter(|r| Phase::of(r).being_fenced())
+            .filter(|r| rules::may_lose_shared_outlet(Phase::of(r)))
             .filter_map(node_of)
             .collect();
         Ok(rules::may_switch_shared(&feeds, &fenced).map_err(|live| {

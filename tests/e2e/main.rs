@@ -2587,7 +2587,7 @@ async fn scenario_pdu_level(world: &mut World) {
         }))
         .await;
     let dead = Instant::now();
-    world.node_mut(node).lose_power();
+    world.node_mut(node).lose_power_silently();
     let released =
         wait_remediation(world, node, "Succeeded=True", LONG, |r| succeeded(r).is_some_and(|s| s.0 == "True")).await;
     let took = dead.elapsed();

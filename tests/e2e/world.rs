@@ -155,6 +155,18 @@ impl SimNode {
     /// run know the machine was off). [`SimNode::restart_bmc`] brings both back, as a person would.
     pub fn lose_power(&mut self) {
         self.machine.stop();
+        self.power_lost();
+    }
+
+    /// As [`SimNode::lose_power`], with a BMC that answers nothing at all, not even a refused
+    /// connection, as one without power does (its process is frozen): what a PDU level's L7 takes
+    /// for silence.
+    pub fn lose_power_silently(&mut self) {
+        self.machine.freeze();
+        self.power_lost();
+    }
+
+    fn power_lost(&mut self) {
         let tmp = self.dir.join("power-state.lost");
         fs::write(&tmp, "Off\n").expect("write power state");
         fs::rename(&tmp, self.dir.join("power-state")).expect("replace power state");
