@@ -384,7 +384,7 @@ impl Checker {
                     let judged = if is_attestation(&by.task) {
                         attestation_holds(truth, scenario, by, &release)
                     } else {
-                        proof_holds(truth, scenario, by, node, *sent, *at)
+                        released_on_proof(truth, scenario, by, node, *sent, *at)
                     };
                     judged.map_err(|e| {
                         format!("p{pid} added the out-of-service taint to {node} at {}: {e}", show(*at))
@@ -415,7 +415,7 @@ impl Checker {
                 }
             }
             Record::PodDeleted { at, sent, by, node } => {
-                proof_holds(truth, scenario, by, node, *sent, *at)
+                released_on_proof(truth, scenario, by, node, *sent, *at)
                     .map_err(|e| format!("p{} force-deleted a pod of {node} at {}: {e}", by.pid, show(*at)))?;
                 if !self.releases.iter().any(|r| r.remediation == by.task && r.node == *node) {
                     let uid = uid_of(truth, &by.task).unwrap_or_default();
@@ -520,7 +520,14 @@ impl Checker {
             | Record::BmcPower { .. }
             | Record::TimedOut { .. }
             | Record::Approved { .. }
-            | Record::BindingEdited { .. } => {}
+            | Record::BindingEdited { .. }
+            | Record::OutletAnswer { .. } => {}
+            // Only immediate Off is ever sent to an outlet (docs/safety.md L4).
+            Record::OutletSwitched { at, by, outlet, on } => {
+                if *on {
+                    return Err(format!("p{} switched outlet {outlet} on at {}", by.pid, show(*at)));
+                }
+            }
         }
         Ok(())
     }
@@ -832,6 +839,109 @@ fn proof_holds(
             m.name,
             show(last.sampled),
             show(at)
+        ));
+    }
+    Ok(())
+}
+
+/// A release by a device's proof: through a PDU level when the releasing process read outlets for
+/// it ([`level_proof_holds`]), else by the BMC's readings ([`proof_holds`]).
+fn released_on_proof(
+    truth: &Truth,
+    scenario: &Scenario,
+    by: &Caller,
+    node: &str,
+    sent: Micros,
+    at: Micros,
+) -> Result<(), String> {
+    let through_outlets = truth
+        .log
+        .iter()
+        .any(|r| matches!(r, Record::OutletAnswer { by: who, requested, .. } if who == by && *requested <= sent));
+    if through_outlets {
+        level_proof_holds(truth, scenario, by, node, sent, at)
+    } else {
+        proof_holds(truth, scenario, by, node, sent, at)
+    }
+}
+
+/// A release through a PDU level (docs/safety.md L1–L7), judged from the outlet answers the releasing
+/// process received in its term and from the rack's truth: every outlet that truly feeds the machine
+/// was read by it, its last readings proving Off (L4), the last one fresh when the release was sent;
+/// from the moment the last of them began to read Off (when the PDU looked) the readings span settle,
+/// and the machine was truly off from then until the release took effect — unless the world switched
+/// it on after the last proving request (the guard's to catch).
+fn level_proof_holds(
+    truth: &Truth,
+    scenario: &Scenario,
+    by: &Caller,
+    node: &str,
+    sent: Micros,
+    at: Micros,
+) -> Result<(), String> {
+    let machine = truth.machine_of_node(node).ok_or("the node has no machine")?;
+    let m = &truth.machines[machine];
+    let spec = &scenario.spec;
+    let feeders: Vec<usize> = (0..truth.outlets.len()).filter(|o| truth.outlets[*o].feeds == machine).collect();
+    if feeders.is_empty() {
+        return Err(format!("released through PDU outlets, and no outlet feeds {}", m.name));
+    }
+    let fresh = micros(fence::freshness(spec, timing()));
+    let (mut began, mut last_requested, mut last_sampled) = (Micros::MIN, Micros::MIN, Micros::MIN);
+    for outlet in feeders {
+        let answers: Vec<(Micros, Micros, Micros, bool)> = truth
+            .log
+            .iter()
+            .filter_map(|r| match r {
+                Record::OutletAnswer { by: who, outlet: o, requested, sampled, answered, proves_off, .. }
+                    if who == by && *o == outlet && *requested <= sent =>
+                {
+                    Some((*requested, *sampled, *answered, *proves_off))
+                }
+                _ => None,
+            })
+            .collect();
+        let trailing = answers.iter().rev().take_while(|a| a.3).count();
+        let run = &answers[answers.len() - trailing..];
+        let (Some(first), Some(last)) = (run.first(), run.last()) else {
+            return Err(format!(
+                "outlet {outlet} feeds {} and p{}/{}'s last reading of it did not prove Off",
+                m.name, by.pid, by.term
+            ));
+        };
+        if sent - last.0 > fresh {
+            return Err(format!(
+                "outlet {outlet}'s last reading ({}) was stale when the release was sent",
+                show(last.0)
+            ));
+        }
+        began = began.max(first.1);
+        last_requested = last_requested.max(last.0);
+        last_sampled = last_sampled.max(last.1);
+    }
+    let settle = micros(spec.settle.get());
+    if last_requested - began < settle {
+        return Err(format!(
+            "the outlets feeding {} read Off together from {} only, short of settle {}",
+            m.name,
+            show(began),
+            show(settle)
+        ));
+    }
+    let injected = truth.log.iter().find_map(|r| match r {
+        Record::PoweredOn { at: on, machine: which, .. } if *which == machine && *on > last_requested && *on <= at => {
+            Some(*on)
+        }
+        _ => None,
+    });
+    let until = injected.map_or(at, |on| on - 1);
+    if !m.off_throughout(began, until) {
+        return Err(format!(
+            "{} was on at some time between its outlets reading Off together ({}) and the release taking effect ({}); last sample {}",
+            m.name,
+            show(began),
+            show(at),
+            show(last_sampled)
         ));
     }
     Ok(())

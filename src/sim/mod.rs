@@ -133,7 +133,11 @@ pub fn run(seed: u64) -> Outcome {
     let scenario = Scenario::generate(seed);
     let mut run = Run::new(scenario);
     let failure = run.go().err().map(|why| run.report(&why));
-    let stats = *run.shared.stats.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut stats = *run.shared.stats.lock().unwrap_or_else(PoisonError::into_inner);
+    stats.level_releases = run.shared.with(|t| {
+        let kind = |r: &CoronerRemediation| r.status.as_ref()?.evidence.as_ref()?.release.as_ref().map(|r| r.kind);
+        t.remediations.values().filter(|r| kind(r) == Some(crate::api::ReleaseKind::LevelProof)).count() as u64
+    });
     Outcome { seed, stats, failure }
 }
 
@@ -966,11 +970,56 @@ fn build_world(truth: &mut Truth, scenario: &Scenario) {
     truth.add_binding(TARGET, TARGET, &origin(target_origin), None);
     // With Mismatch, the target's binding is a mistyped copy of the other node's.
     truth.add_binding(OTHER, OTHER, &origin("https://bmc-2.example:443"), None);
+    if let Some(levels) = scenario.levels {
+        add_level(truth, target, &levels);
+    }
     truth.add_pod(TARGET, "vm-a", false);
     truth.add_pod(TARGET, "agent", true);
     truth.attachments.insert(TARGET.into(), 1);
     truth.nhc_spec = scenario.spec.clone();
     truth.nhc_nodes.insert(TARGET.into(), 0);
+}
+
+/// The target's machine on PDU `pdu-1.example:161`, its BMC on the same supply, and its binding's
+/// level 2 naming the outlets that feed it (docs/simulation.md, "PDU levels").
+fn add_level(truth: &mut Truth, machine: usize, levels: &scenario::Levels) {
+    const PDU: &str = "pdu-1.example";
+    const SECRET: &str = "pdu-credentials";
+    for number in 1..=levels.outlets {
+        let welded = levels.welded && number == 1;
+        let pdu = crate::api::host_port(PDU, 161);
+        truth.outlets.push(world::SimOutlet { pdu, number, on: true, welded, metered: true, feeds: machine });
+    }
+    truth.supplied_bmcs.push((machine, 0));
+    truth.pdu_timeout_rate = levels.timeout_rate;
+    if levels.bmc_dead && truth.bmcs[0].alive {
+        truth.set_bmc_alive(0, false);
+    }
+    truth.secrets.insert(SECRET.into(), 1);
+    use crate::api::{MappingProof, PduLevel, PduOutlet, SecretRef, SnmpOutlet, SnmpVersion};
+    let outlet = |outlet| PduOutlet {
+        redfish: None,
+        snmp: Some(SnmpOutlet {
+            address: PDU.into(),
+            port: None,
+            outlet,
+            version: SnmpVersion::V3,
+            auth_protocol: None,
+            priv_protocol: None,
+            context_name: None,
+        }),
+        credentials_secret_ref: SecretRef { name: SECRET.into() },
+        tls: None,
+        floor_watts: None,
+        shared_with: Vec::new(),
+    };
+    let level = PduLevel {
+        outlets: (1..=levels.outlets).map(outlet).collect(),
+        mapping_proof: Some(MappingProof::OperatorStatement),
+    };
+    if let Some(binding) = truth.bindings.get_mut(TARGET) {
+        binding.spec.pdu_levels = vec![level];
+    }
 }
 
 #[cfg(test)]

@@ -68,6 +68,8 @@ pub struct Stats {
     pub crashes: u64,
     /// Faults that happened (5xx, conflicts, lost answers, slow answers, BMC errors and timeouts).
     pub faults: u64,
+    /// Remediations that released their node through a PDU level (`kind: LevelProof`).
+    pub level_releases: u64,
 }
 
 /// What all processes and the runner share.
@@ -424,16 +426,42 @@ impl Events for Process {
 
 impl Devices for Process {
     type Target = SimTarget;
-    type Level = super::lab::NoLevel;
+    type Level = SimLevel;
+
+    /// A level's outlets as the binding names them (SNMP outlets, by PDU `host:port` and number),
+    /// found in the world's rack; the digest of the level's spec and its Secrets' versions (P2).
+    async fn level(&self, binding: &BmcBinding, level: u32) -> ApiResult<Result<(SimLevel, u64), Unusable>> {
+        let Some(spec) = level.checked_sub(2).and_then(|i| binding.spec.pdu_levels.get(i as usize)).cloned() else {
+            return Ok(Err(Unusable::new(binding, Cause::NoSuchLevel { level })));
+        };
+        let mut versions = Vec::new();
+        for outlet in &spec.outlets {
+            let secret = outlet.credentials_secret_ref.name.clone();
+            let Some(version) = self.api(false, |t| Ok(t.secret(&secret))).await? else {
+                let namespace = binding.namespace().unwrap_or_default();
+                return Ok(Err(Unusable::new(binding, Cause::SecretMissing { namespace, name: secret })));
+            };
+            versions.push(version);
+        }
+        let outlets = self.shared.with(|t| {
+            spec.outlets
+                .iter()
+                .map(|o| {
+                    let found = o.snmp.as_ref().and_then(|snmp| {
+                        let pdu = crate::api::host_port(&snmp.address, snmp.port.unwrap_or(161));
+                        t.outlets.iter().position(|w| w.pdu == pdu && w.number == snmp.outlet)
+                    });
+                    (o.key(), o.floor(), found)
+                })
+                .collect()
+        });
+        let serial = super::world::level_content_of(&spec, &versions);
+        Ok(Ok((SimLevel { shared: self.shared.clone(), pid: self.pid, outlets }, serial)))
+    }
 
     /// No verifier runs in the simulator: nothing it seals exists in its world.
     fn seal(&self, binding: &BmcBinding, confirmation: &crate::api::LevelConfirmation) -> String {
         format!("sim:{}:{}:{}", binding.uid().unwrap_or_default(), confirmation.level, confirmation.generation)
-    }
-
-    /// The simulated world has no PDUs yet (docs/simulation.md): no binding it draws has levels.
-    async fn level(&self, binding: &BmcBinding, level: u32) -> ApiResult<Result<(Self::Level, u64), Unusable>> {
-        Ok(Err(Unusable::new(binding, Cause::NoSuchLevel { level })))
     }
 
     async fn target(&self, binding: &BmcBinding) -> ApiResult<Result<(SimTarget, u64), Unusable>> {
@@ -494,6 +522,111 @@ impl World for Process {
 
     fn metrics(&self) -> &Metrics {
         &self.metrics
+    }
+}
+
+/// A binding's PDU level in the simulated rack: each outlet's key and floor, and the world's outlet
+/// it names (none: the rack has no such outlet). Requests have the seed's latency, timeouts and
+/// crash points; the outlet clients' own rules are tested against snmpsim and the Redfish PDU.
+#[derive(Clone)]
+pub struct SimLevel {
+    shared: Arc<Shared>,
+    pid: u32,
+    outlets: Vec<(String, f64, Option<usize>)>,
+}
+
+impl SimLevel {
+    fn alive(&self) -> bool {
+        self.shared.with(|t| t.processes.get(&self.pid).is_some_and(|p| p.alive))
+    }
+
+    fn die(&self) {
+        self.shared.count(|s| s.crashes += 1);
+        self.shared.with(|t| {
+            if let Some(p) = t.processes.get_mut(&self.pid) {
+                p.alive = false;
+            }
+        });
+    }
+
+    fn caller(&self) -> Caller {
+        let term = self.shared.with(|t| t.processes.get(&self.pid).map_or(0, |p| p.term));
+        Caller { pid: self.pid, term, task: self.shared.sched.current() }
+    }
+
+    /// One request to outlet `index`: a scheduling point, the PDU's latency and timeouts, `act` half-way
+    /// through (when the PDU looks or switches), crash points before and after.
+    async fn request<T>(
+        &self,
+        index: usize,
+        act: impl FnOnce(&mut Truth, usize, Caller) -> T,
+    ) -> Result<T, crate::pdu::PduError> {
+        use crate::pdu::PduError;
+        let shared = &self.shared;
+        shared.sched.point().await;
+        let died = || PduError::Unreachable("this process has died".into());
+        if !self.alive() {
+            return Err(died());
+        }
+        shared.count(|s| s.calls += 1);
+        if shared.chance(shared.faults.crash_before) {
+            self.die();
+            return Err(died());
+        }
+        let Some(outlet) = self.outlets.get(index).and_then(|o| o.2) else {
+            return Err(PduError::NoSuchOutlet(index.to_string()));
+        };
+        let latency = shared.between((20 * super::exec::MS, 400 * super::exec::MS));
+        let times_out = shared.chance(shared.with(|t| t.pdu_timeout_rate));
+        let by = self.caller();
+        shared.sched.sleep(latency / 2).await;
+        // A request that times out may still have reached the PDU.
+        let reached = !times_out || shared.chance(0.5);
+        let done = reached.then(|| shared.with(|t| act(t, outlet, by)));
+        shared.sched.sleep(latency - latency / 2).await;
+        if shared.chance(shared.faults.crash_after) {
+            self.die();
+            return Err(died());
+        }
+        match done {
+            Some(done) if !times_out => Ok(done),
+            _ => {
+                shared.count(|s| s.faults += 1);
+                Err(PduError::Timeout { elapsed: StdDuration::from_micros(latency as u64), tries: 1 })
+            }
+        }
+    }
+}
+
+impl crate::driver::ports::Level for SimLevel {
+    fn outlets(&self) -> Vec<(String, f64)> {
+        self.outlets.iter().map(|(key, floor, _)| (key.clone(), *floor)).collect()
+    }
+
+    async fn read(&self, index: usize) -> Result<crate::pdu::OutletReading, crate::pdu::PduError> {
+        let requested = self.shared.sched.now();
+        let floor = self.outlets.get(index).map_or(crate::api::DEFAULT_FLOOR_WATTS, |o| o.1);
+        let looked = self
+            .request(index, |t, outlet, by| {
+                let o = t.outlets[outlet].clone();
+                let truly_on = t.machines[o.feeds].on;
+                let watts = o.metered.then_some(if truly_on { super::world::MACHINE_WATTS } else { 0.0 });
+                let state = if o.on { crate::pdu::OutletState::On } else { crate::pdu::OutletState::Off };
+                let reading = crate::pdu::OutletReading { state, pending: false, watts };
+                (reading, outlet, by, t.now, truly_on)
+            })
+            .await?;
+        let (reading, outlet, by, sampled, truly_on) = looked;
+        let proves_off = crate::pdu::proves_off(&reading, floor).is_ok();
+        self.shared.with(|t| {
+            let answered = t.now;
+            t.log.push(Record::OutletAnswer { by, outlet, requested, sampled, answered, proves_off, truly_on });
+        });
+        Ok(reading)
+    }
+
+    async fn switch_off(&self, index: usize) -> Result<(), crate::pdu::PduError> {
+        self.request(index, |t, outlet, by| t.switch_outlet(outlet, false, by)).await
     }
 }
 

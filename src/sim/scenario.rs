@@ -144,6 +144,21 @@ pub enum Expect {
     Any,
 }
 
+/// The node's machine on a rack PDU, and its binding's level 2 naming the outlets that feed it
+/// (`mappingProof: OperatorStatement`, a right statement: the world never feeds it from others).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Levels {
+    /// How many outlets feed the machine (two supplies: both).
+    pub outlets: u32,
+    /// The first outlet's relay is welded: it reads Off and keeps feeding (metered: it shows the draw).
+    pub welded: bool,
+    /// Chance an outlet request gets no answer.
+    pub timeout_rate: f64,
+    /// The BMC is dead from the start, whatever the machine does (its own failure): the level is
+    /// what can fence a machine that still runs.
+    pub bmc_dead: bool,
+}
+
 #[derive(Clone, Debug)]
 pub struct Scenario {
     pub seed: u64,
@@ -165,6 +180,9 @@ pub struct Scenario {
     pub store_lag: Micros,
     /// How long the schedule runs.
     pub horizon: Micros,
+    /// The node's machine fed by PDU outlets its binding names as level 2 (issue 21), in a quarter of
+    /// the seeds.
+    pub levels: Option<Levels>,
 }
 
 fn secs(rng: &mut fastrand::Rng, low: u64, high: u64) -> Duration {
@@ -352,7 +370,28 @@ impl Scenario {
             1 => fourth.i64(0..20 * MS),
             _ => fourth.i64(0..3 * SECOND),
         };
-        Self { seed, spec, death, bmc, ipmi, faults, events, nhc_timeout, expect, excuses, store_lag, horizon }
+        // Issue 21's draws, from a stream of their own too.
+        let mut fifth = fastrand::Rng::with_seed(seed ^ 0x21_0021);
+        let levels = (fifth.u8(..4) == 0).then(|| Levels {
+            outlets: fifth.u32(1..=2),
+            welded: fifth.u8(..6) == 0,
+            timeout_rate: if fifth.bool() { fifth.f64() * 0.1 } else { 0.0 },
+            bmc_dead: fifth.u8(..3) == 0,
+        });
+        let expect = match (levels, expect) {
+            (Some(_), Expect::Any) | (None, _) => expect,
+            // L3: a Reboot whose node's binding has levels is refused at admission.
+            (Some(_), _) if spec.action == FenceAction::Reboot => Expect::Refuse,
+            // The BMC is silent: the outlets switch the machine off and prove it (L2), unless the
+            // binding leads to another node's BMC (its answers show the mapping wrong), or a welded
+            // relay keeps a running machine fed (its meter shows the draw: never Off).
+            (Some(levels), _) if (death == Death::PowerLossWithBmc || levels.bmc_dead) && bmc != BmcKind::Mismatch => {
+                let runs = matches!(death, Death::KernelHang | Death::Partition | Death::LeaseOnly);
+                if runs && levels.welded { Expect::Refuse } else { Expect::Release }
+            }
+            (Some(_), expect) => expect,
+        };
+        Self { seed, spec, death, bmc, ipmi, faults, events, nhc_timeout, expect, excuses, store_lag, horizon, levels }
     }
 
     /// How long after the last leader started the fence must have ended: the Lease's freshness wait,
@@ -361,9 +400,10 @@ impl Scenario {
         let micros = |d: Duration| d.get().as_micros() as Micros;
         let spec = &self.spec;
         let retries = i64::from(spec.retry.count);
-        micros(spec.lease_freshness)
-            + retries * (micros(spec.power_off_timeout) + 2 * micros(spec.retry.interval))
-            + 40 * SECOND
+        let attempts = retries * (micros(spec.power_off_timeout) + 2 * micros(spec.retry.interval));
+        // A level has attempts of its own, and asks the BMC once after its proof.
+        let level = if self.levels.is_some() { attempts + 20 * SECOND } else { 0 };
+        micros(spec.lease_freshness) + attempts + level + 40 * SECOND
     }
 
     /// How long a crash loop may keep a power-action slot (docs/safety.md, Crash safety): no process

@@ -32,13 +32,16 @@ fn explore(seeds: Vec<u64>) -> Vec<String> {
         // A worker that panicked must not take its seeds' verdicts with it.
         handles.into_iter().flat_map(|h| h.join().expect("a simulator worker panicked")).collect()
     });
-    let ipmi = seeds.iter().filter(|seed| super::scenario::Scenario::generate(**seed).ipmi.is_some()).count();
-    let (mut calls, mut crashes, mut faults) = (0u64, 0u64, 0u64);
+    let scenarios: Vec<_> = seeds.iter().map(|seed| super::scenario::Scenario::generate(*seed)).collect();
+    let ipmi = scenarios.iter().filter(|s| s.ipmi.is_some()).count();
+    let levels = scenarios.iter().filter(|s| s.levels.is_some()).count();
+    let (mut calls, mut crashes, mut faults, mut level_releases) = (0u64, 0u64, 0u64, 0u64);
     let mut failures = Vec::new();
     for outcome in &results {
         calls += outcome.stats.calls;
         crashes += outcome.stats.crashes;
         faults += outcome.stats.faults;
+        level_releases += outcome.stats.level_releases;
         match (&outcome.failure, known.contains(&outcome.seed)) {
             (Some(failure), false) => failures.push(failure.clone()),
             (None, true) => failures.push(format!(
@@ -51,7 +54,7 @@ fn explore(seeds: Vec<u64>) -> Vec<String> {
     // Printed past the test harness's capture: the budget's numbers are part of every run's output.
     let _ = writeln!(
         std::io::stderr(),
-        "sim: explored {} schedules ({ipmi} over IPMI), {calls} calls, {crashes} crashes injected, {faults} faults in {:.1}s",
+        "sim: explored {} schedules ({ipmi} over IPMI, {levels} with a PDU level), {calls} calls, {crashes} crashes injected, {faults} faults, {level_releases} releases through a level in {:.1}s",
         results.len(),
         started.elapsed().as_secs_f64()
     );

@@ -113,6 +113,24 @@ pub struct SimSystem {
     pub uuid: String,
 }
 
+/// An outlet of a rack PDU feeding one machine's supply (docs/simulation.md): the machine runs only
+/// while an outlet feeding it is on, and its BMC, on the same supply, dies with the last one. A welded
+/// relay reads Off after its Off and keeps feeding (a metered one still shows the machine's draw).
+#[derive(Clone, Debug)]
+pub struct SimOutlet {
+    /// The PDU's `host:port`, as a binding's SNMP outlet names it.
+    pub pdu: String,
+    pub number: u32,
+    pub on: bool,
+    pub welded: bool,
+    pub metered: bool,
+    /// The machine it feeds.
+    pub feeds: usize,
+}
+
+/// What a metered outlet reads while the machine it feeds runs.
+pub const MACHINE_WATTS: f64 = 180.0;
+
 #[derive(Clone, Debug)]
 pub struct BmcModel {
     pub origin: String,
@@ -259,6 +277,20 @@ pub enum Record {
     Approved { at: Micros, node: String, value: String },
     /// A person edited a node's binding: the BMC its endpoint leads to since (none: nowhere known).
     BindingEdited { at: Micros, node: String, bmc: Option<usize> },
+    /// An outlet was switched (by coroner: its Off reached the PDU).
+    OutletSwitched { at: Micros, by: Caller, outlet: usize, on: bool },
+    /// An outlet reading that reached coroner: when it was asked, when the PDU looked, when it
+    /// answered; whether it proved Off as coroner judges it (docs/safety.md L4) and whether the machine
+    /// the outlet feeds was truly on when the PDU looked.
+    OutletAnswer {
+        by: Caller,
+        outlet: usize,
+        requested: Micros,
+        sampled: Micros,
+        answered: Micros,
+        proves_off: bool,
+        truly_on: bool,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -300,6 +332,11 @@ pub struct Truth {
     pub attachments: BTreeMap<String, usize>,
     pub machines: Vec<Machine>,
     pub bmcs: Vec<BmcModel>,
+    /// The rack's PDU outlets, and which BMC sits on which machine's supply: (machine, BMC).
+    pub outlets: Vec<SimOutlet>,
+    pub supplied_bmcs: Vec<(usize, usize)>,
+    /// Chance an outlet request gets no answer (the seed's).
+    pub pdu_timeout_rate: f64,
     pub leader: LeaderLease,
     pub processes: BTreeMap<u32, ProcState>,
     pub provenance: BTreeMap<String, Adder>,
@@ -438,6 +475,9 @@ impl Truth {
             attachments: BTreeMap::new(),
             machines: Vec::new(),
             bmcs: Vec::new(),
+            outlets: Vec::new(),
+            supplied_bmcs: Vec::new(),
+            pdu_timeout_rate: 0.0,
             leader: LeaderLease { holder: None, renewed: 0, duration: 15 * SECOND },
             processes: BTreeMap::new(),
             provenance: BTreeMap::new(),
@@ -893,9 +933,39 @@ impl Truth {
 
     // Machines ----------------------------------------------------------------------------------------
 
+    /// Whether a machine's supply has power: no outlet feeds it (the world models none), or one that
+    /// does is on or welded.
+    pub fn fed(&self, machine: usize) -> bool {
+        let mut feeding = self.outlets.iter().filter(|o| o.feeds == machine).peekable();
+        feeding.peek().is_none() || feeding.any(|o| o.on || o.welded)
+    }
+
+    /// Switches an outlet: a machine whose last feeding outlet goes off loses its power at once, and
+    /// the BMC on its supply with it. (Power back on an outlet revives nothing: the world scripts none.)
+    pub fn switch_outlet(&mut self, outlet: usize, on: bool, by: Caller) {
+        self.outlets[outlet].on = on;
+        self.log.push(Record::OutletSwitched { at: self.now, by, outlet, on });
+        let machine = self.outlets[outlet].feeds;
+        if self.fed(machine) {
+            return;
+        }
+        let now = self.now;
+        self.machines[machine].pending = Some((now, false));
+        self.apply_power();
+        let bmcs: Vec<usize> = self.supplied_bmcs.iter().filter(|(m, _)| *m == machine).map(|(_, bmc)| *bmc).collect();
+        for bmc in bmcs {
+            if self.bmcs[bmc].alive {
+                self.set_bmc_alive(bmc, false);
+            }
+        }
+    }
+
     /// The world switches a machine on now (a person, a power-restore policy), until `until` if it goes
-    /// off again by itself (a glitch).
+    /// off again by itself (a glitch); not one whose supply has no power.
     pub fn power_on_by_world(&mut self, machine: usize, until: Option<Micros>) {
+        if !self.fed(machine) {
+            return;
+        }
         let at = self.now;
         let m = &self.machines[machine];
         if !m.on || m.pending.is_some_and(|(_, on)| !on) {
@@ -923,12 +993,14 @@ impl Truth {
     /// with a new bootID.
     pub fn apply_power(&mut self) {
         let now = self.now;
-        for m in &mut self.machines {
+        let fed: Vec<bool> = (0..self.machines.len()).map(|m| self.fed(m)).collect();
+        for (m, fed) in self.machines.iter_mut().zip(fed) {
             if let Some((at, on)) = m.pending
                 && at <= now
             {
                 m.pending = None;
-                if m.on != on {
+                // A supply without power switches nothing on.
+                if m.on != on && (fed || !on) {
                     m.on = on;
                     m.history.push((at, on));
                     if on {
@@ -1352,6 +1424,15 @@ pub fn ca_bundle_bytes(version: u32) -> Vec<u8> {
 
 /// The device digest of a binding whose credentials Secret is at `secret_version`, as the
 /// production client computes it ([`crate::access::device_digest`]).
+/// The digest of a PDU level's spec and its Secrets' versions: equal values, the same devices (P2).
+pub fn level_content_of(level: &crate::api::PduLevel, secret_versions: &[u32]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    serde_json::to_string(level).unwrap_or_default().hash(&mut hasher);
+    secret_versions.hash(&mut hasher);
+    hasher.finish()
+}
+
 pub fn content_of(spec: &BmcBindingSpec, secret_version: u32, ca_bundle: &[u8]) -> u64 {
     let credentials = crate::bmc::Credentials {
         username: "sim".into(),
