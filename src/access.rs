@@ -337,6 +337,13 @@ impl Target for Device {
             Self::Ipmi { client, timeout } => client.act_checked(system, reset, Some(*timeout)).await.map(|()| 0),
         }
     }
+
+    async fn heard(&self) -> crate::bmc::Heard {
+        match self {
+            Self::Redfish(client) => Target::heard(client).await,
+            Self::Ipmi { client, .. } => Target::heard(client).await,
+        }
+    }
 }
 
 /// How long a Redfish client (with the credentials and CA bundle it was built from) is reused: a fence

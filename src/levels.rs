@@ -311,18 +311,20 @@ pub fn may_switch_shared(feeds: &[String], admitted: &BTreeSet<String>) -> Resul
     if live.is_empty() { Ok(()) } else { Err(live) }
 }
 
-/// L6: a node whose fence is in `phase` may lose a shared outlet: from its admission until its
-/// release is written; never after (coroner may power it on again, or wait for it to come back),
-/// nor before admission.
-pub fn may_lose_shared_outlet(phase: Phase) -> bool {
-    matches!(
-        phase,
+/// L6: a node whose remediation is in `phase` may lose a shared outlet: from its admission until its
+/// release is written, and once a release of it is recorded while its fence stays ended (`Done` or
+/// `Failed`: its machine proven or held off, and guarded); never while coroner powers it on again or
+/// waits for it to come back, nor before admission, nor after a fence that released nothing.
+pub fn may_lose_shared_outlet(phase: Phase, released: bool) -> bool {
+    match phase {
         Phase::VerifyingIdentity
-            | Phase::PoweringOff
-            | Phase::ConfirmingOff
-            | Phase::PoweringOffOutlets
-            | Phase::Releasing
-    )
+        | Phase::PoweringOff
+        | Phase::ConfirmingOff
+        | Phase::PoweringOffOutlets
+        | Phase::Releasing => true,
+        Phase::Done | Phase::Failed => released,
+        Phase::Pending | Phase::WaitingForRelease | Phase::PoweringOn | Phase::WaitingForNode => false,
+    }
 }
 
 /// L7: what the node's BMC showed once every outlet of the level read Off, within settle.
@@ -563,20 +565,21 @@ mod tests {
     }
 
     #[test]
-    fn a_shared_outlet_is_lost_only_by_a_node_between_its_admission_and_its_written_release() {
+    fn a_shared_outlet_is_lost_only_by_a_node_being_fenced_or_whose_release_stands_ended() {
         for phase in [Phase::VerifyingIdentity, Phase::PoweringOff, Phase::ConfirmingOff, Phase::Releasing] {
-            assert!(may_lose_shared_outlet(phase), "{phase:?}");
+            assert!(may_lose_shared_outlet(phase, false), "{phase:?}");
         }
-        assert!(may_lose_shared_outlet(Phase::PoweringOffOutlets));
-        for phase in [
-            Phase::Pending,
-            Phase::WaitingForRelease,
-            Phase::PoweringOn,
-            Phase::WaitingForNode,
-            Phase::Done,
-            Phase::Failed,
-        ] {
-            assert!(!may_lose_shared_outlet(phase), "{phase:?}: coroner may power it on, or it is not fenced");
+        assert!(may_lose_shared_outlet(Phase::PoweringOffOutlets, false));
+        // Released and ended: its machine is off and guarded; the guard may switch the outlet again.
+        assert!(may_lose_shared_outlet(Phase::Done, true) && may_lose_shared_outlet(Phase::Failed, true));
+        assert!(!may_lose_shared_outlet(Phase::Done, false) && !may_lose_shared_outlet(Phase::Failed, false));
+        for phase in [Phase::Pending, Phase::WaitingForRelease, Phase::PoweringOn, Phase::WaitingForNode] {
+            for released in [false, true] {
+                assert!(
+                    !may_lose_shared_outlet(phase, released),
+                    "{phase:?}: coroner may power it on, or it is not fenced"
+                );
+            }
         }
     }
 

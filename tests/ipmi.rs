@@ -242,6 +242,18 @@ async fn a_bmc_frozen_mid_session_times_out_within_the_request_budget() {
     assert!(started.elapsed() <= TIMEOUT + Duration::from_millis(100), "close waits one attempt");
 }
 
+/// L7's question over IPMI: a fresh session; any answer to its first message is an answer, none
+/// at all is silence.
+#[tokio::test]
+async fn a_frozen_bmc_is_heard_as_silence_and_a_live_one_as_an_answer() {
+    use coroner::{bmc::Heard, driver::ports::Target};
+    let sim = sim(GuidLayout::Ipmi, true);
+    let bmc = client(&sim.0);
+    assert_eq!(Target::heard(&bmc).await, Heard::Answered);
+    sim.0.freeze();
+    assert_eq!(Target::heard(&bmc).await, Heard::Silent);
+}
+
 #[tokio::test]
 async fn get_system_guid_answered_0xc1_is_identity_unavailable() {
     let bmc = Pyghmi::start(&PyghmiSpec {

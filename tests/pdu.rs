@@ -419,10 +419,26 @@ mod levels {
         TestLevel(devices)
     }
 
-    /// The machine model: once every outlet feeding the machine reads Off, its BMC loses power.
-    fn power_model(snmp_dir: std::path::PathBuf, outlets: &'static [&'static str], bmc_pid: u32) -> Arc<AtomicBool> {
-        let dead = Arc::new(AtomicBool::new(false));
-        let flag = dead.clone();
+    /// The machine model: once every outlet feeding the machine reads Off, its BMC loses power (its
+    /// process ends and its address answers nothing); the address stays dark while this lives.
+    struct PowerModel {
+        dead: Arc<AtomicBool>,
+        dark: Arc<std::sync::Mutex<Option<std::process::Child>>>,
+    }
+
+    impl Drop for PowerModel {
+        fn drop(&mut self) {
+            if let Some(mut child) = self.dark.lock().unwrap().take() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+
+    fn power_model(snmp_dir: std::path::PathBuf, outlets: &'static [&'static str], machine: &Machine) -> PowerModel {
+        let (bmc_pid, port) = (machine.pid(), machine.port);
+        let model = PowerModel { dead: Arc::default(), dark: Arc::default() };
+        let (flag, dark) = (model.dead.clone(), model.dark.clone());
         std::thread::spawn(move || {
             while !flag.load(Ordering::Acquire) {
                 let state: serde_json::Value = std::fs::read_to_string(snmp_dir.join("outlets.json"))
@@ -430,13 +446,15 @@ mod levels {
                     .and_then(|t| serde_json::from_str(&t).ok())
                     .unwrap_or(serde_json::Value::Null);
                 if outlets.iter().all(|n| state[*n]["state"] == "Off") {
-                    let _ = std::process::Command::new("kill").args(["-STOP", &bmc_pid.to_string()]).status();
+                    let _ = std::process::Command::new("kill").args(["-KILL", &bmc_pid.to_string()]).status();
+                    std::thread::sleep(Duration::from_millis(50));
+                    *dark.lock().unwrap() = Some(support::machine::dark(port));
                     flag.store(true, Ordering::Release);
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
         });
-        dead
+        model
     }
 
     async fn fence_with(
@@ -461,15 +479,14 @@ mod levels {
     #[tokio::test]
     async fn a_bmc_dead_with_its_host_is_proven_off_through_both_outlets_and_the_node_released() {
         let snmp = SnmpPduPeer::start(&SnmpPduSpec { transition: 0.3, ..SnmpPduSpec::default() });
-        let machine = Machine::start(&MachineSpec::new(UUID));
+        let mut machine = Machine::start(&MachineSpec::new(UUID));
         // The host's supply failed downstream of the PDU: the BMC is dead, the outlets still read On.
-        machine.freeze();
+        machine.go_dark();
         let level = level(&snmp, None, true);
         let devices = devices(&snmp, None, &level).await;
         let started = Instant::now();
         let (status, lab) = fence_with(&machine, UUID, spec(), level, devices).await;
         let took = started.elapsed();
-        machine.thaw();
         assert_eq!(reason(&status), ("True".into(), "RemediationComplete".into()), "{:?}", lab.reasons());
         assert!(lab.phases().contains(&Phase::PoweringOffOutlets));
         let evidence = status.evidence.unwrap();
@@ -486,10 +503,26 @@ mod levels {
     }
 
     #[tokio::test]
+    async fn a_hung_bmc_that_still_takes_connections_after_the_outlets_went_off_is_no_silence() {
+        let snmp = SnmpPduSpec::default();
+        let snmp = SnmpPduPeer::start(&snmp);
+        let machine = Machine::start(&MachineSpec::new(UUID));
+        // Its service hangs (no HTTP answer) while its network stack, so its power, is up (L7).
+        machine.freeze();
+        let level = level(&snmp, None, true);
+        let devices = devices(&snmp, None, &level).await;
+        let (status, lab) = fence_with(&machine, UUID, spec(), level, devices).await;
+        machine.thaw();
+        assert_eq!(reason(&status), ("False".into(), "OutletMappingWrong".into()), "{:?}", lab.reasons());
+        assert!(status.evidence.unwrap().release.is_none(), "nothing released");
+        assert_eq!(snmp.commands(), ["1:2", "2:2"], "the outlets went off, and proved nothing with the BMC alive");
+    }
+
+    #[tokio::test]
     async fn the_guard_switches_the_level_off_again_when_an_outlet_is_switched_on_behind_its_back() {
         let snmp = SnmpPduPeer::start(&SnmpPduSpec::default());
-        let machine = Machine::start(&MachineSpec::new(UUID));
-        machine.freeze();
+        let mut machine = Machine::start(&MachineSpec::new(UUID));
+        machine.go_dark();
         let level = level(&snmp, None, true);
         let devices = devices(&snmp, None, &level).await;
         let (status, lab) = fence_with(&machine, UUID, spec(), level, devices).await;
@@ -498,7 +531,6 @@ mod levels {
         v3(&snmp).await.switch(&OutletNumber::new(2).unwrap(), OutletCommand::On).await.unwrap();
         lab.clock().sleep(Duration::from_secs(12)).await;
         lab.reconcile().await.unwrap();
-        machine.thaw();
         assert_eq!(
             snmp.commands(),
             ["1:2", "2:2", "2:1", "1:2", "2:2"],
@@ -518,8 +550,8 @@ mod levels {
     #[tokio::test]
     async fn the_guard_withholds_its_off_from_an_outlet_another_live_node_names() {
         let snmp = SnmpPduPeer::start(&SnmpPduSpec::default());
-        let machine = Machine::start(&MachineSpec::new(UUID));
-        machine.freeze();
+        let mut machine = Machine::start(&MachineSpec::new(UUID));
+        machine.go_dark();
         let level = level(&snmp, None, true);
         let devices = devices(&snmp, None, &level).await;
         let (status, lab) = fence_with(&machine, UUID, spec(), level.clone(), devices).await;
@@ -536,7 +568,6 @@ mod levels {
         v3(&snmp).await.switch(&OutletNumber::new(2).unwrap(), OutletCommand::On).await.unwrap();
         lab.clock().sleep(Duration::from_secs(12)).await;
         lab.reconcile().await.unwrap();
-        machine.thaw();
         // The finding stands; the Off is withheld, saying why.
         assert_eq!(snmp.commands(), ["1:2", "2:2", "2:1"], "no outlet switched: {:?}", lab.reasons());
         let reasons = lab.reasons();
@@ -550,12 +581,11 @@ mod levels {
     async fn a_reset_that_never_reached_off_is_finished_by_the_outlets_and_the_bmc_dies_with_them() {
         let snmp = SnmpPduPeer::start(&SnmpPduSpec::default());
         let machine = Machine::start(&MachineSpec { disable_power_off: true, ..MachineSpec::new(UUID) });
-        let dead = power_model(snmp.dir.clone(), &["1", "2"], machine.pid());
+        let model = power_model(snmp.dir.clone(), &["1", "2"], &machine);
         let level = level(&snmp, None, true);
         let devices = devices(&snmp, None, &level).await;
         let (status, lab) = fence_with(&machine, UUID, spec(), level, devices).await;
-        machine.thaw();
-        assert!(dead.load(Ordering::Acquire), "the outlets went off");
+        assert!(model.dead.load(Ordering::Acquire), "the outlets went off");
         assert_eq!(reason(&status), ("True".into(), "RemediationComplete".into()), "{:?}", lab.reasons());
         let evidence = status.evidence.unwrap();
         // Level 1 proved the identity and its ForceOff was refused; the outlets finished the job.
@@ -569,12 +599,11 @@ mod levels {
         let redfish = RedfishPduPeer::start(&RedfishPduSpec { load: Some(240.0), ..RedfishPduSpec::default() });
         // A welded relay: reads Off after the command and keeps drawing 240 W.
         redfish.force("A1", json!({"welded": true}));
-        let machine = Machine::start(&MachineSpec::new(UUID));
-        machine.freeze();
+        let mut machine = Machine::start(&MachineSpec::new(UUID));
+        machine.go_dark();
         let level = level(&snmp, Some(&redfish), true);
         let devices = devices(&snmp, Some(&redfish), &level).await;
         let (status, lab) = fence_with(&machine, UUID, spec(), level, devices).await;
-        machine.thaw();
         assert_eq!(reason(&status), ("False".into(), "PowerOffNotConfirmed".into()), "{:?}", lab.reasons());
         let message = coroner::api::conditions::find(&status.conditions, contract::SUCCEEDED).unwrap().message.clone();
         assert!(message.contains("draws 240 W"), "{message}");
@@ -618,12 +647,11 @@ mod levels {
     #[tokio::test]
     async fn a_level_nothing_confirmed_and_no_one_stated_is_not_tried() {
         let snmp = SnmpPduPeer::start(&SnmpPduSpec::default());
-        let machine = Machine::start(&MachineSpec::new(UUID));
-        machine.freeze();
+        let mut machine = Machine::start(&MachineSpec::new(UUID));
+        machine.go_dark();
         let level = level(&snmp, None, false);
         let devices = devices(&snmp, None, &level).await;
         let (status, _) = fence_with(&machine, UUID, spec(), level, devices).await;
-        machine.thaw();
         assert_eq!(reason(&status), ("False".into(), "BmcUnreachable".into()));
         let message = coroner::api::conditions::find(&status.conditions, contract::SUCCEEDED).unwrap().message.clone();
         assert!(message.contains("level 2 not tried: nothing confirmed"), "{message}");

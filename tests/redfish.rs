@@ -241,6 +241,24 @@ async fn a_hung_bmc_times_out_and_fails() {
     eprintln!("hung BMC: first read gave up after {:.2?}", started.elapsed());
 }
 
+/// L7's question: a fresh connection to the BMC's address. A refusal or a service that hangs
+/// answered (its network stack has power); only an address where nothing answers is silence.
+#[tokio::test]
+async fn only_an_address_where_nothing_answers_is_heard_as_silence() {
+    let mut machine = Machine::start(&MachineSpec::new(UUID));
+    let bmc = client(&machine);
+    assert_eq!(bmc.heard().await, bmc::Heard::Answered);
+    machine.freeze();
+    assert_eq!(bmc.heard().await, bmc::Heard::Answered, "a hung service still completes the handshake");
+    machine.thaw();
+    machine.stop();
+    assert_eq!(bmc.heard().await, bmc::Heard::Answered, "a refused connection is an answer");
+    machine.go_dark();
+    let started = Instant::now();
+    assert_eq!(bmc.heard().await, bmc::Heard::Silent);
+    eprintln!("dark BMC: silence heard after {:.2?}", started.elapsed());
+}
+
 #[tokio::test]
 async fn power_that_stays_on_is_not_confirmed() {
     let mut spec = MachineSpec::new(UUID);

@@ -650,6 +650,10 @@ pub struct ResetRecord {
     pub attempt: u32,
     pub sent_at: MicroTime,
     pub result: String,
+    /// The PDU level whose outlets the Off went to; none: the BMC's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "int32"))]
+    pub level: Option<u32>,
 }
 
 /// What a release rests on.

@@ -183,14 +183,8 @@ pub enum SetupError {
 /// Every text in a `BmcError` that came from the BMC is [`bounded`], and no URL in one carries userinfo.
 #[derive(Clone, Debug, thiserror::Error)]
 pub enum BmcError {
-    /// The transport failed after a connection came about (reset, cut short): the request may have
-    /// left, and something answered the connection.
     #[error("BMC unreachable: {0}")]
     Unreachable(String),
-    /// Nothing answered: the request timed out, or no connection came about for want of a peer (no
-    /// route, a connect that timed out); `sent_nothing` when no connection came about.
-    #[error("BMC unreachable: {detail}")]
-    Silent { detail: String, sent_nothing: bool },
     /// No connection came about (refused, no route, no TLS session): the request never left.
     #[error("BMC unreachable: {0}")]
     Unconnected(String),
@@ -215,7 +209,7 @@ impl BmcError {
     /// Used as Event reason suffix and metric label.
     pub fn category(&self) -> &'static str {
         match self {
-            Self::Unreachable(_) | Self::Unconnected(_) | Self::Silent { .. } => "unreachable",
+            Self::Unreachable(_) | Self::Unconnected(_) => "unreachable",
             Self::Tls(_) => "tls",
             Self::Unauthorized(_) => "unauthorized",
             Self::Status { .. } => "http-status",
@@ -229,7 +223,7 @@ impl BmcError {
     /// The condition reason a fence that ends on this error gives.
     pub fn reason(&self) -> Reason {
         match self {
-            Self::Unreachable(_) | Self::Unconnected(_) | Self::Silent { .. } => Reason::BmcUnreachable,
+            Self::Unreachable(_) | Self::Unconnected(_) => Reason::BmcUnreachable,
             Self::Tls(_) => Reason::BmcTlsVerificationFailed,
             Self::Unauthorized(_) => Reason::BmcAuthenticationFailed,
             Self::Status { .. } if self.is_transient() => Reason::BmcUnreachable,
@@ -246,7 +240,6 @@ impl BmcError {
         matches!(
             self,
             Self::Unconnected(_)
-                | Self::Silent { sent_nothing: true, .. }
                 | Self::Ipmi(
                     IpmiError::GuidChanged { .. }
                         | IpmiError::GuidsDiffer { .. }
@@ -256,26 +249,28 @@ impl BmcError {
         )
     }
 
-    /// L7: nothing answered this request at all, as from a BMC that lost its power. A refused
-    /// connection (something sent a reset), an HTTP status or an IPMI BMC out of sessions answered.
-    pub fn is_silence(&self) -> bool {
-        match self {
-            Self::Silent { .. } => true,
-            Self::Ipmi(error) => error.is_silence(),
-            _ => false,
-        }
-    }
-
     /// Transport trouble and 5xx answers may clear by themselves; everything else needs a human.
     pub fn is_transient(&self) -> bool {
         match self {
-            Self::Unreachable(_) | Self::Unconnected(_) | Self::Silent { .. } => true,
+            Self::Unreachable(_) | Self::Unconnected(_) => true,
             // 408 and 429 (a BMC polled every second may rate-limit) clear by themselves too.
             Self::Status { status, .. } => *status >= 500 || *status == 408 || *status == 429,
             Self::Ipmi(error) => error.is_transient(),
             _ => false,
         }
     }
+}
+
+/// L7: what a fresh connection to a BMC's address heard, once a level's outlets read Off.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Heard {
+    /// Something at the address answered (a refused connection is an answer): the BMC has power.
+    Answered,
+    /// No route, or no answer within the request timeout: what a BMC without power gives.
+    Silent,
+    /// The question could not be put (the name does not resolve, this process's own session is
+    /// busy, a local error): no sign either way.
+    NotAsked(String),
 }
 
 /// What the fence needs from a BMC.
@@ -293,6 +288,8 @@ pub trait Bmc: Send + Sync {
     fn system(&self, path_or_id: &str) -> impl Future<Output = Result<SystemReading, BmcError>> + Send;
     /// One `ComputerSystem.Reset` POST, never retried and never redirected. Returns the HTTP status.
     fn reset(&self, system: &SystemReading, reset: ResetType) -> impl Future<Output = Result<u16, BmcError>> + Send;
+    /// L7: one fresh connection to the BMC's address, no retry, no pooled connection.
+    fn heard(&self) -> impl Future<Output = Heard> + Send;
 }
 
 /// The system a BMC's fence goes through: [`discover`] and [`crate::identity::select`]. `Ok(Err(refusal))` when the BMC answered and identity is refused with its own

@@ -43,6 +43,7 @@ pub struct RedfishConfig {
 pub struct RedfishClient {
     http: reqwest::Client,
     origin: Url,
+    request_timeout: Duration,
     service_root: String,
     credentials: Credentials,
     read_retries: u32,
@@ -98,6 +99,7 @@ impl RedfishClient {
         Ok(Self {
             http,
             origin: endpoint,
+            request_timeout: config.request_timeout,
             service_root,
             credentials: config.credentials,
             read_retries: config.read_retries,
@@ -308,6 +310,38 @@ impl Bmc for RedfishClient {
         let body = serde_json::json!({ "ResetType": reset.as_str() });
         self.post(target_url, &target, body, &format!("the {} reset", reset.as_str())).await
     }
+
+    /// A TCP connection to each of the endpoint's addresses in turn, within the request timeout: a
+    /// handshake or a refusal is an answer; only no route or no answer from every address is silence.
+    async fn heard(&self) -> super::Heard {
+        use super::Heard;
+        use std::io::ErrorKind::{
+            ConnectionAborted, ConnectionRefused, ConnectionReset, HostUnreachable, NetworkUnreachable, TimedOut,
+        };
+        let Some(host) = self.origin.host_str() else { return Heard::NotAsked("the endpoint names no host".into()) };
+        let host = host.trim_start_matches('[').trim_end_matches(']').to_owned();
+        let port = self.origin.port_or_known_default().unwrap_or(443);
+        let addresses =
+            match tokio::time::timeout(self.request_timeout, tokio::net::lookup_host((host.as_str(), port))).await {
+                Ok(Ok(addresses)) => addresses.collect::<Vec<_>>(),
+                Ok(Err(error)) => return Heard::NotAsked(format!("{host} does not resolve: {error}")),
+                Err(_) => return Heard::NotAsked(format!("{host} did not resolve within the request timeout")),
+            };
+        let probe = async {
+            for address in addresses {
+                match tokio::net::TcpStream::connect(address).await {
+                    Ok(_) => return Heard::Answered,
+                    Err(error) if matches!(error.kind(), ConnectionRefused | ConnectionReset | ConnectionAborted) => {
+                        return Heard::Answered;
+                    }
+                    Err(error) if matches!(error.kind(), HostUnreachable | NetworkUnreachable | TimedOut) => {}
+                    Err(error) => return Heard::NotAsked(format!("no connection to {address}: {error}")),
+                }
+            }
+            Heard::Silent
+        };
+        tokio::time::timeout(self.request_timeout, probe).await.unwrap_or(Heard::Silent)
+    }
 }
 
 fn location(response: &reqwest::Response) -> Option<String> {
@@ -468,8 +502,7 @@ fn classify(error: reqwest::Error) -> BmcError {
         return BmcError::Tls(tls::describe(rustls_error));
     }
     if error.is_timeout() {
-        let detail = "no answer before the request timeout".to_owned();
-        return BmcError::Silent { detail, sent_nothing: error.is_connect() };
+        return BmcError::Unreachable("no answer before the request timeout".into());
     }
     let mut text = error.to_string();
     let mut source = error.source();
@@ -477,17 +510,8 @@ fn classify(error: reqwest::Error) -> BmcError {
         text = format!("{text}: {cause}");
         source = cause.source();
     }
-    // A connection that never came about sent nothing (a reset's request never left); one that found
-    // no peer at all is silence, one refused was answered.
-    let no_peer = find_source::<std::io::Error>(&error).is_some_and(|io| {
-        use std::io::ErrorKind::{HostUnreachable, NetworkUnreachable, TimedOut};
-        matches!(io.kind(), HostUnreachable | NetworkUnreachable | TimedOut)
-    });
-    match (error.is_connect(), no_peer) {
-        (true, true) => BmcError::Silent { detail: text, sent_nothing: true },
-        (true, false) => BmcError::Unconnected(text),
-        (false, _) => BmcError::Unreachable(text),
-    }
+    // A connection that never came about sent nothing (a reset's request never left).
+    if error.is_connect() { BmcError::Unconnected(text) } else { BmcError::Unreachable(text) }
 }
 
 fn find_source<'a, E: StdError + 'static>(error: &'a (dyn StdError + 'static)) -> Option<&'a E> {

@@ -245,52 +245,85 @@ impl<W: World> Fence<'_, W> {
         }
         let reset = decision.reset;
         self.commit(decision, Some(node)).await?;
-        if reset == Some(ResetType::ForceOff) {
-            self.send_guard_outlets_off(level, through, node).await?;
+        // An Off withheld (the level changed, an outlet another live node's) leaves the round to the
+        // BMC: its reading, and its ForceOff if the machine runs.
+        if reset == Some(ResetType::ForceOff) && !self.send_guard_outlets_off(level, through, node).await? {
+            return Ok(Ok(false));
         }
         let interval = self.world.settings().guard_interval;
         let next = crate::guard::due(&self.status(), &self.remembered(), self.world.mono(), interval, &self.uid);
         Ok(Err(next.unwrap_or(StdDuration::ZERO)))
     }
 
-    /// L9: the guard's Off to every outlet of the level, its intent persisted: the level still the
-    /// device its reading came through (P1), every PDU's turn taken, no outlet another live node's
-    /// (L6); right before, the remediation unchanged since ([`guard_reset_still_wanted`]), the Node
-    /// still calling for it ([`crate::guard::may_enforce`]), this replica leading for the requests'
-    /// time.
-    async fn send_guard_outlets_off(&mut self, level: u32, read: DeviceMark, node: &Node) -> Result<(), Error> {
-        let devices = match self.level_devices(level).await? {
-            Ok((devices, now)) if now == read => devices,
-            Ok(_) => return self.guard_withheld(crate::guard::GuardHold::DeviceChanged, node).await,
+    /// L9: the guard's Off to every outlet of the level, its intent persisted: every PDU's turn
+    /// taken, then the level still the device its reading came through (P1), naming the same outlets,
+    /// no outlet another live node's (L6); right before, the remediation unchanged since
+    /// ([`guard_reset_still_wanted`]), the Node still calling for it ([`crate::guard::may_enforce`]),
+    /// this replica leading for the requests' time. The turns are given back before the answer is
+    /// recorded. Whether it was sent (`false`: withheld, and said why).
+    async fn send_guard_outlets_off(&mut self, level: u32, read: DeviceMark, node: &Node) -> Result<bool, Error> {
+        let keys: Vec<String> = match self.level_devices(level).await? {
+            Ok((devices, _)) => devices.outlets().into_iter().map(|(key, _)| key).collect(),
             Err(failure) => {
-                return self.guard_withheld(crate::guard::GuardHold::NoDevice(failure.message), node).await;
+                self.guard_withheld(crate::guard::GuardHold::NoDevice(failure.message), node).await?;
+                return Ok(false);
             }
         };
-        let outlets = devices.outlets();
-        let keys: Vec<String> = outlets.iter().map(|(key, _)| key.clone()).collect();
-        let _turns = self.pdu_turns(&keys).await;
-        if let Err(message) = self.shared_outlets_allow(level, &keys).await? {
-            return self.guard_withheld(crate::guard::GuardHold::OutletShared(message), node).await;
+        let turns = self.pdu_turns(&keys).await;
+        let checked = self.checked_guard_outlets_off(level, read, &keys).await;
+        drop(turns);
+        match checked? {
+            Ok(result) => {
+                let labels = NodeLabels { node: self.node_name.clone() };
+                self.world.metrics().guard_force_offs.get_or_create(&labels).inc();
+                let now = self.world.now();
+                self.commit_retrying(node, |status, memory| {
+                    crate::guard::outlets_answered(status, memory, &result, now, level)
+                })
+                .await?;
+                Ok(true)
+            }
+            Err(hold) => {
+                self.guard_withheld(hold, node).await?;
+                Ok(false)
+            }
+        }
+    }
+
+    /// Under the PDUs' turns: the checks of [`Self::send_guard_outlets_off`], then the requests.
+    /// `Err(hold)`: why nothing was sent.
+    async fn checked_guard_outlets_off(
+        &self,
+        level: u32,
+        read: DeviceMark,
+        keys: &[String],
+    ) -> Result<Result<Result<u16, crate::fence::BmcFailure>, crate::guard::GuardHold>, Error> {
+        use crate::guard::GuardHold;
+        let devices = match self.level_devices(level).await? {
+            Ok((devices, now)) if now == read => devices,
+            Ok(_) => return Ok(Err(GuardHold::DeviceChanged)),
+            Err(failure) => return Ok(Err(GuardHold::NoDevice(failure.message))),
+        };
+        if devices.outlets().into_iter().map(|(key, _)| key).ne(keys.iter().cloned()) {
+            return Ok(Err(GuardHold::DeviceChanged));
+        }
+        if let Err(message) = self.shared_outlets_allow(level, keys).await? {
+            return Ok(Err(GuardHold::OutletShared(message)));
         }
         let timeout = self.world.settings().request_timeout;
-        let need = timeout * u32::try_from(outlets.len()).unwrap_or(u32::MAX) + CHECKS_ALLOWANCE;
+        let need = timeout * u32::try_from(keys.len()).unwrap_or(u32::MAX) + CHECKS_ALLOWANCE;
         self.world.ensure_leader(need).await?;
         let name = self.remediation.name_any();
         let current =
             self.world.remediation(&name).await?.ok_or_else(|| ApiError::NotFound(format!("remediation {name}")))?;
         if !power::guard_reset_still_wanted(&current, &self.remediation) {
-            return self.guard_withheld(crate::guard::GuardHold::RemediationChanged, node).await;
+            return Ok(Err(GuardHold::RemediationChanged));
         }
         let fresh = self.world.node(&self.node_name).await?;
         if let Err(hold) = crate::guard::may_enforce(&self.status(), fresh.as_ref(), &self.uid) {
-            return self.guard_withheld(hold, node).await;
+            return Ok(Err(hold));
         }
-        let result = self.switch_outlets_off(&devices, level).await;
-        let labels = NodeLabels { node: self.node_name.clone() };
-        self.world.metrics().guard_force_offs.get_or_create(&labels).inc();
-        let now = self.world.now();
-        self.commit_retrying(node, |status, memory| crate::guard::outlets_answered(status, memory, &result, now, level))
-            .await
+        Ok(Ok(self.switch_outlets_off(&devices, level).await))
     }
 
     /// R3 and R4, said once each: an approval honoured with no admission policy guarding it, and a

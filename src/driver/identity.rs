@@ -20,7 +20,6 @@ impl<W: World> Fence<'_, W> {
         let status = self.status();
         let Some(name) = status.evidence.as_ref().and_then(|e| e.identity.as_ref()).map(|i| i.binding.clone()) else {
             return Ok(Err(BmcFailure {
-                silent: false,
                 transient: false,
                 reason: Reason::BindingInvalid,
                 message: "no verified binding recorded".into(),
@@ -28,16 +27,13 @@ impl<W: World> Fence<'_, W> {
         };
         let Some(binding) = self.world.binding(&name).await? else {
             let message = format!("BmcBinding {name} was deleted during the fence");
-            return Ok(Err(BmcFailure { silent: false, transient: false, reason: Reason::BindingInvalid, message }));
+            return Ok(Err(BmcFailure { transient: false, reason: Reason::BindingInvalid, message }));
         };
         Ok(match self.world.target(&binding).await? {
             Ok((device, serial)) => Ok((device, mark(&binding, serial))),
-            Err(unusable) => Err(BmcFailure {
-                silent: false,
-                transient: false,
-                reason: unusable.reason(),
-                message: unusable.to_string(),
-            }),
+            Err(unusable) => {
+                Err(BmcFailure { transient: false, reason: unusable.reason(), message: unusable.to_string() })
+            }
         })
     }
 

@@ -555,9 +555,8 @@ impl<'a, W: World> Fence<'a, W> {
             Plan::ReadOutlets { level } => {
                 Gathered::Plain(Observation::Outlets(Box::pin(self.read_outlets(*level)).await?))
             }
-            // L7: the BMC asked as an identity read is (a system of the node's UUID, no other claim).
             Plan::AskBmcAfterOutlets => {
-                Gathered::Plain(Observation::BmcAfterOutlets(Box::pin(self.identity(snapshot)).await?))
+                Gathered::Plain(Observation::BmcAfterOutlets(Box::pin(self.ask_bmc_after_outlets(snapshot)).await?))
             }
             Plan::Release => {
                 let (spec, status) = (self.spec(), self.status());

@@ -4,11 +4,12 @@
 
 use super::*;
 use crate::{
-    fence::{BmcFailure, DeviceMark, LevelReading, Sampled},
+    bmc::Heard,
+    fence::{AskedAfterOutlets, BmcFailure, DeviceMark, LevelReading, Sampled},
     levels::{self as rules, OutletOutcome},
     pdu::PduError,
 };
-use ports::Level;
+use ports::{Level, Target};
 use power::reset_still_wanted;
 
 /// What a PDU's error means to the fence: a silent or unreachable PDU is read again; anything else
@@ -27,7 +28,7 @@ fn failure(error: &PduError) -> BmcFailure {
         | PduError::NoSuchOutlet(_) => (false, Reason::BmcProtocolError),
         PduError::Setup(_) => (false, Reason::BindingInvalid),
     };
-    BmcFailure { silent: false, transient, reason, message: error.to_string() }
+    BmcFailure { transient, reason, message: error.to_string() }
 }
 
 impl<W: World> Fence<'_, W> {
@@ -80,18 +81,39 @@ impl<W: World> Fence<'_, W> {
         };
         let Some(binding) = binding else {
             let message = "the BmcBinding of the node's PDU levels no longer exists".to_owned();
-            return Ok(Err(BmcFailure { silent: false, transient: false, reason: Reason::BindingInvalid, message }));
+            return Ok(Err(BmcFailure { transient: false, reason: Reason::BindingInvalid, message }));
         };
         Ok(match self.world.level(&binding, level).await? {
             Ok((devices, serial)) => {
                 Ok((devices, DeviceMark { generation: binding.metadata.generation.unwrap_or_default(), serial }))
             }
-            Err(unusable) => Err(BmcFailure {
-                silent: false,
-                transient: false,
-                reason: unusable.reason(),
-                message: unusable.to_string(),
-            }),
+            Err(unusable) => {
+                Err(BmcFailure { transient: false, reason: unusable.reason(), message: unusable.to_string() })
+            }
+        })
+    }
+
+    /// L7: the node's BMC asked once the level's outlets read Off for settle: one fresh connection to
+    /// its address first (silence ends the question there), then, if anything answered, the identity
+    /// read (a system of the node's UUID, no other claim).
+    pub(super) async fn ask_bmc_after_outlets(&self, snapshot: &NodeSnapshot) -> Result<AskedAfterOutlets, Error> {
+        let all = self.world.bindings(Listing::Stored).await?;
+        let mut named = all.iter().filter(|b| b.spec.node_name == self.node_name);
+        let (Some(binding), None) = (named.next(), named.next()) else {
+            return Ok(AskedAfterOutlets::NotAsked(format!("not one BmcBinding names node {}", self.node_name)));
+        };
+        let device = match self.world.target(binding).await? {
+            Ok((device, _)) => device,
+            Err(unusable) => return Ok(AskedAfterOutlets::NotAsked(unusable.to_string())),
+        };
+        let heard = {
+            let _turn = self.local.origins.turn(&device.origin()).await;
+            device.heard().await
+        };
+        Ok(match heard {
+            Heard::Silent => AskedAfterOutlets::Silent,
+            Heard::NotAsked(why) => AskedAfterOutlets::NotAsked(why),
+            Heard::Answered => AskedAfterOutlets::Answered(Box::new(self.identity(snapshot).await?)),
         })
     }
 
@@ -126,41 +148,55 @@ impl<W: World> Fence<'_, W> {
         admitted.map(|b| b.name.clone()).unwrap_or_default()
     }
 
-    /// Switches every outlet of the level off, the intent already persisted: the binding's level must
-    /// still be the device the readings came through and no outlet may feed a live node (L6); then,
-    /// right before the requests, this replica must lead for their time, the remediation must still
-    /// want them, and the node's Lease and the Node must still allow a power-off.
+    /// Switches every outlet of the level off, the intent already persisted: every PDU's turn taken
+    /// first, then [`Self::checked_outlets_off`]; the turns are given back before the answer is
+    /// recorded.
     pub(super) async fn send_outlets_off(&mut self, node: &Node) -> Result<(), Error> {
+        let level = self.status().progress.as_ref().and_then(|p| p.level).unwrap_or(2);
+        let keys: Vec<String> = match self.level_devices(level).await? {
+            Ok((devices, _)) => devices.outlets().into_iter().map(|(key, _)| key).collect(),
+            Err(failure) => return self.commit_observation(Observation::ActionUnsent(failure), node).await,
+        };
+        let turns = self.pdu_turns(&keys).await;
+        let checked = self.checked_outlets_off(level, &keys).await;
+        drop(turns);
+        match checked? {
+            (Some(observation), fresh) => self.commit_observation(observation, fresh.as_ref().unwrap_or(node)).await,
+            (None, _) => Ok(()),
+        }
+    }
+
+    /// Under the PDUs' turns: the binding's level must still be the device the readings came
+    /// through, naming the same outlets, and no outlet may feed a live node (L6); then, right before
+    /// the requests, this replica must lead for their time, the remediation must still want them, and
+    /// the node's Lease and the Node must still allow a power-off. What to record (none: the
+    /// remediation changed), and the Node as read fresh.
+    async fn checked_outlets_off(
+        &self,
+        level: u32,
+        keys: &[String],
+    ) -> Result<(Option<Observation>, Option<Node>), Error> {
         let status = self.status();
-        let level = status.progress.as_ref().and_then(|p| p.level).unwrap_or(2);
         let memory = self.remembered();
-        let unsent = |message: String| {
-            Observation::ActionUnsent(BmcFailure {
-                silent: false,
-                transient: true,
-                reason: Reason::BmcUnreachable,
-                message,
-            })
+        let unsent = |message: &str| {
+            let failure = BmcFailure { transient: true, reason: Reason::BmcUnreachable, message: message.to_owned() };
+            Some(Observation::ActionUnsent(failure))
         };
         let (devices, now) = match self.level_devices(level).await? {
             Ok(found) => found,
-            Err(failure) => return self.commit_observation(Observation::ActionUnsent(failure), node).await,
+            Err(failure) => return Ok((Some(Observation::ActionUnsent(failure)), None)),
         };
-        if memory.through.is_some_and(|through| through != now) {
-            let message = "the BmcBinding's level changed since its outlets were read".to_owned();
-            return self.commit_observation(unsent(message), node).await;
+        let named: Vec<String> = devices.outlets().into_iter().map(|(key, _)| key).collect();
+        if memory.through.is_some_and(|through| through != now) || named != keys {
+            return Ok((unsent("the BmcBinding's level changed since its outlets were read"), None));
         }
-        let outlets = devices.outlets();
-        let keys: Vec<String> = outlets.iter().map(|(key, _)| key.clone()).collect();
-        // Every PDU's turn before the checks: the requests follow them at once.
-        let _turns = self.pdu_turns(&keys).await;
         // Two fresh lists: before the checks whose time is bounded (they read one object each).
-        if let Err(message) = self.shared_outlets_allow(level, &keys).await? {
-            let refused = BmcFailure { silent: false, transient: false, reason: Reason::OutletShared, message };
-            return self.commit_observation(Observation::Outlets(Err(refused)), node).await;
+        if let Err(message) = self.shared_outlets_allow(level, keys).await? {
+            let refused = BmcFailure { transient: false, reason: Reason::OutletShared, message };
+            return Ok((Some(Observation::Outlets(Err(refused))), None));
         }
         let timeout = self.world.settings().request_timeout;
-        let need = timeout * u32::try_from(outlets.len()).unwrap_or(u32::MAX) + CHECKS_ALLOWANCE;
+        let need = timeout * u32::try_from(keys.len()).unwrap_or(u32::MAX) + CHECKS_ALLOWANCE;
         self.world.ensure_leader(need).await?;
         let checked = self.world.mono();
         let name = self.remediation.name_any();
@@ -168,7 +204,7 @@ impl<W: World> Fence<'_, W> {
             self.world.remediation(&name).await?.ok_or_else(|| ApiError::NotFound(format!("remediation {name}")))?;
         if !reset_still_wanted(&current, &self.remediation) {
             info!("the remediation changed since the outlets' Off was written; not sending");
-            return Ok(());
+            return Ok((None, None));
         }
         let lease = self.world.node_lease(&self.node_name).await?;
         let fresh = self.world.node(&self.node_name).await?;
@@ -177,17 +213,16 @@ impl<W: World> Fence<'_, W> {
             None => Err(NodeRefusal::Gone { node: self.node_name.clone() }),
             Some(now) => fence::may_power_off(&spec, &status, &NodeSnapshot::new(now, lease, &self.uid)),
         };
-        let node = fresh.as_ref().unwrap_or(node);
         if let Err(refusal) = allowed {
             info!(%refusal, "the node no longer allows the outlets' Off; not sending");
-            return self.commit_observation(Observation::ActionRefused(refusal), node).await;
+            return Ok((Some(Observation::ActionRefused(refusal)), fresh));
         }
         let took = self.world.mono().saturating_sub(checked);
         if took > CHECKS_ALLOWANCE {
             return Err(Error::ChecksTooSlow { took, allowance: CHECKS_ALLOWANCE });
         }
         let result = self.switch_outlets_off(&devices, level).await;
-        self.commit_observation(Observation::ResetAnswered { action: ResetType::ForceOff, result }, node).await
+        Ok((Some(Observation::ResetAnswered { action: ResetType::ForceOff, result }), fresh))
     }
 
     /// The turn of every PDU the outlets (keys) are on, in one order: taken before the checks that
@@ -248,7 +283,10 @@ impl<W: World> Fence<'_, W> {
             .remediations(Listing::Fresh)
             .await?
             .iter()
-            .filter(|r| rules::may_lose_shared_outlet(Phase::of(r)))
+            .filter(|r| {
+                let released = r.status.as_ref().and_then(|s| s.evidence.as_ref()).is_some_and(|e| e.release.is_some());
+                rules::may_lose_shared_outlet(Phase::of(r), released)
+            })
             .filter_map(node_of)
             .collect();
         Ok(rules::may_switch_shared(&feeds, &fenced).map_err(|live| {

@@ -155,6 +155,8 @@ pub trait Target: Send + Sync {
     /// One power action, never retried. Returns the device's status code: the HTTP status, or 0
     /// for an IPMI request that completed normally.
     fn act(&self, system: &SystemReading, reset: ResetType) -> impl Future<Output = Result<u16, BmcError>> + Send;
+    /// L7: whether anything at the device's address answers one fresh request ([`bmc::Heard`]).
+    fn heard(&self) -> impl Future<Output = bmc::Heard> + Send;
 }
 
 /// The one Redfish adapter: whatever speaks Redfish's system operations (the real client, the
@@ -178,6 +180,10 @@ impl<B: bmc::Bmc> Target for B {
 
     async fn act(&self, system: &SystemReading, reset: ResetType) -> Result<u16, BmcError> {
         self.reset(system, reset).await
+    }
+
+    async fn heard(&self) -> bmc::Heard {
+        bmc::Bmc::heard(self).await
     }
 }
 

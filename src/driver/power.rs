@@ -54,7 +54,6 @@ impl<W: World> Fence<'_, W> {
             }
         }
         Ok(Err(BmcFailure {
-            silent: false,
             transient: false,
             reason: Reason::BmcAuthenticationFailed,
             message: "the BMC rejected the credentials, also after they were read again".into(),
@@ -128,7 +127,6 @@ impl<W: World> Fence<'_, W> {
     pub(super) async fn send_reset(&mut self, reset: ResetType, aim: Option<Aim>, node: &Node) -> Result<(), Error> {
         let Some(aim) = aim else {
             let failure = BmcFailure {
-                silent: false,
                 transient: true,
                 reason: Reason::BmcProtocolError,
                 message: "no fresh reading to reset from".into(),

@@ -121,7 +121,6 @@ impl Fence {
         let mut decision = None;
         for attempt in 1..=count {
             let failure = BmcFailure {
-                silent: false,
                 transient: true,
                 reason: Reason::BmcUnreachable,
                 message: "BMC unreachable: timed out".into(),
@@ -166,7 +165,12 @@ impl Fence {
             sampled: Sampled::default(),
             origin: "https://bmc".into(),
         });
-        self.step(millis, Observation::BmcAfterOutlets(found))
+        self.step(millis, Observation::BmcAfterOutlets(AskedAfterOutlets::Answered(Box::new(found))))
+    }
+
+    /// L7: a fresh connection to the BMC's address heard nothing.
+    fn bmc_silent_after(&mut self, millis: i64) -> Decision {
+        self.step(millis, Observation::BmcAfterOutlets(AskedAfterOutlets::Silent))
     }
 }
 
@@ -180,14 +184,8 @@ fn off_once() -> CoronerRemediationSpec {
 
 use OutletState::{Off, On};
 
-/// No answer at all: what a BMC that lost its power gives (L7).
 fn unreachable() -> BmcFailure {
-    BmcFailure {
-        silent: true,
-        transient: true,
-        reason: Reason::BmcUnreachable,
-        message: "BMC unreachable: timed out".into(),
-    }
+    BmcFailure { transient: true, reason: Reason::BmcUnreachable, message: "BMC unreachable: timed out".into() }
 }
 
 #[test]
@@ -289,7 +287,7 @@ fn off_for_settle(fence: &mut Fence) {
 fn every_outlet_off_for_settle_and_a_silent_bmc_prove_the_machine_off() {
     let mut fence = Fence::new(off_once(), vec![level(true, 2)]);
     off_for_settle(&mut fence);
-    fence.bmc_after(3_500, Err(unreachable()));
+    fence.bmc_silent_after(3_500);
     assert_eq!(fence.phase(), Phase::Releasing);
     let proof = fence.status.evidence.as_ref().unwrap().power_off.as_ref().unwrap().level.clone().unwrap();
     assert_eq!((proof.level, proof.mapping.as_str(), proof.bmc_after.as_str()), (2, "OperatorStatement", "no answer"));
@@ -328,12 +326,7 @@ fn a_bmc_still_reading_on_after_the_outlets_went_off_shows_them_to_feed_another_
 fn a_bmc_that_answers_without_a_reading_after_the_outlets_went_off_releases_nothing() {
     let mut fence = Fence::new(off_once(), vec![level(true, 2)]);
     off_for_settle(&mut fence);
-    let tls = BmcFailure {
-        silent: false,
-        transient: false,
-        reason: Reason::BmcAuthenticationFailed,
-        message: "HTTP 401".into(),
-    };
+    let tls = BmcFailure { transient: false, reason: Reason::BmcAuthenticationFailed, message: "HTTP 401".into() };
     fence.bmc_after(3_500, Err(tls));
     assert_eq!((fence.phase(), fence.reason()), (Phase::Failed, Reason::OutletMappingWrong.as_str().to_owned()));
 }
@@ -379,7 +372,7 @@ fn a_stale_proof_is_proven_again_through_the_outlets_not_the_bmc() {
         CoronerRemediationSpec { retry: crate::api::Retry { count: 2, ..crate::api::Retry::default() }, ..off_once() };
     let mut fence = Fence::new(twice, vec![level(true, 2)]);
     off_for_settle(&mut fence);
-    fence.bmc_after(3_500, Err(unreachable()));
+    fence.bmc_silent_after(3_500);
     // Long after the proof: the release reads the outlets again.
     assert_eq!(fence.plan(30_000), Plan::ReadOutlets { level: 2 });
     fence.outlets(30_000, &[Off, On]);
@@ -394,7 +387,7 @@ fn a_stale_proof_is_proven_again_through_the_outlets_not_the_bmc() {
 fn a_machine_back_on_after_the_level_proof_in_the_last_attempt_tries_the_next_level() {
     let mut fence = Fence::new(off_once(), vec![level(true, 2), level(true, 1)]);
     off_for_settle(&mut fence);
-    fence.bmc_after(3_500, Err(unreachable()));
+    fence.bmc_silent_after(3_500);
     fence.outlets(30_000, &[Off, On]);
     assert_eq!(fence.phase(), Phase::PoweringOffOutlets);
     assert_eq!(fence.status.progress.as_ref().unwrap().level, Some(3));
@@ -422,7 +415,7 @@ fn deletion(spec: CoronerRemediationSpec) -> CoronerRemediationSpec {
 fn deletion_begun_at_a_level(spec: CoronerRemediationSpec, levels: Vec<PduLevel>) -> Fence {
     let mut fence = Fence::new(deletion(spec), levels);
     off_for_settle(&mut fence);
-    fence.bmc_after(3_500, Err(unreachable()));
+    fence.bmc_silent_after(3_500);
     assert_eq!(fence.plan(3_600), Plan::BeginDeletion);
     fence.step(3_700, Observation::DeletionMayBegin(Ok(Released::checked(&fence.node, t(3_700)))));
     fence.memory.begun_untouched = false;
@@ -459,8 +452,8 @@ fn a_begun_release_proven_again_keeps_its_level_for_the_guard() {
 fn a_bmc_that_refuses_the_connection_after_the_outlets_went_off_is_no_silence() {
     let mut fence = Fence::new(off_once(), vec![level(true, 2), level(true, 1)]);
     off_for_settle(&mut fence);
-    let refused = BmcFailure { silent: false, ..unreachable() };
-    fence.bmc_after(3_500, Err(refused));
+    // The connection was refused, or it answered 503: the BMC has power.
+    fence.bmc_after(3_500, Err(unreachable()));
     assert_eq!((fence.phase(), fence.reason()), (Phase::Failed, Reason::OutletMappingWrong.as_str().to_owned()));
     assert_eq!(fence.status.progress.as_ref().unwrap().level, Some(2), "no next level after an answer");
     // It answered: an attestation sees when (A1).
@@ -476,7 +469,7 @@ fn an_answer_naming_another_system_after_the_outlets_went_off_ends_the_fence_at_
         message: "a member could not be read".into(),
         seen_on: Some("On".into()),
     };
-    fence.step(3_500, Observation::BmcAfterOutlets(Err(problem)));
+    fence.step(3_500, Observation::BmcAfterOutlets(AskedAfterOutlets::Answered(Box::new(Err(problem)))));
     assert_eq!((fence.phase(), fence.reason()), (Phase::Failed, Reason::OutletMappingWrong.as_str().to_owned()));
     assert_eq!(fence.status.progress.as_ref().unwrap().level, Some(2));
     assert_eq!(fence.status.progress.as_ref().unwrap().last_power_state.as_deref(), Some("On"));
@@ -488,7 +481,7 @@ fn an_answer_naming_another_system_after_the_outlets_went_off_ends_the_fence_at_
         message: "Secret bmc missing".into(),
         seen_on: None,
     };
-    unusable.step(3_500, Observation::BmcAfterOutlets(Err(problem)));
+    unusable.step(3_500, Observation::BmcAfterOutlets(AskedAfterOutlets::Answered(Box::new(Err(problem)))));
     assert_eq!((unusable.phase(), unusable.reason()), (Phase::Failed, Reason::BindingInvalid.as_str().to_owned()));
     assert_eq!(unusable.status.progress.as_ref().unwrap().level, Some(2));
 }
@@ -508,7 +501,7 @@ fn the_mapping_is_judged_at_the_generation_the_outlets_were_read_through() {
             Some(LevelsView { binding: "worker-1", generation: Some(5), levels: &levels, confirmed: &confirmed });
         let stored: CoronerRemediationStatus =
             serde_json::from_value(serde_json::to_value(&fence.status).unwrap()).unwrap();
-        next(&fence.spec, &stored, Observation::BmcAfterOutlets(Err(IdentityProblem::Bmc(unreachable()))), edited)
+        next(&fence.spec, &stored, Observation::BmcAfterOutlets(AskedAfterOutlets::Silent), edited)
     };
     // Not proven on generation 4's readings: the outlets are read again, through generation 5.
     assert_eq!(phase_of(&decision.status), Phase::PoweringOffOutlets);
@@ -525,7 +518,7 @@ fn a_mapping_that_lapsed_mid_proof_ends_the_fence_without_trying_the_next_level(
     off_for_settle(&mut fence);
     // The sealed confirmation is gone (cleared by a contradicting draw), at the same generation.
     fence.confirmed = vec![None];
-    fence.bmc_after(3_500, Err(unreachable()));
+    fence.bmc_silent_after(3_500);
     assert_eq!((fence.phase(), fence.reason()), (Phase::Failed, Reason::PowerOffNotConfirmed.as_str().to_owned()));
     assert_eq!(fence.status.progress.as_ref().unwrap().level, Some(2));
 }
@@ -537,7 +530,7 @@ fn a_proof_gone_stale_while_the_bmc_was_asked_is_proven_again_without_asking_it_
     let mut fence = Fence::new(twice, vec![level(true, 2)]);
     off_for_settle(&mut fence);
     // The BMC's silence took a request timeout: by its answer the run is old.
-    fence.bmc_after(13_500, Err(unreachable()));
+    fence.bmc_silent_after(13_500);
     assert_eq!(fence.phase(), Phase::Releasing);
     fence.outlets(30_000, &[Off, Off]);
     assert_eq!(fence.phase(), Phase::PoweringOffOutlets, "proven again");
@@ -566,7 +559,53 @@ fn a_bmc_force_off_decided_and_never_answered_is_recorded_when_a_level_takes_ove
     assert!(resets[0].result.contains("may have been sent"), "{resets:?}");
     // The level's own attempt counts only its own resets (P7): a failed Off to the outlets goes again.
     fence.outlets(61_000, &[On, On]);
-    let failed = BmcFailure { silent: false, ..unreachable() };
+    let failed = unreachable();
     fence.step(61_100, Observation::ResetAnswered { action: ResetType::ForceOff, result: Err(failed) });
     assert!(fence.status.progress.as_ref().unwrap().intent.as_ref().is_some_and(|i| i.result.is_none()));
+}
+
+#[test]
+fn a_bmc_that_could_not_be_asked_after_the_outlets_went_off_ends_the_fence_without_a_next_level() {
+    let mut fence = Fence::new(off_once(), vec![level(true, 2), level(true, 1)]);
+    off_for_settle(&mut fence);
+    let asked = AskedAfterOutlets::NotAsked("bmc-1.example does not resolve".into());
+    fence.step(3_500, Observation::BmcAfterOutlets(asked));
+    assert_eq!((fence.phase(), fence.reason()), (Phase::Failed, Reason::BmcUnreachable.as_str().to_owned()));
+    assert_eq!(fence.status.progress.as_ref().unwrap().level, Some(2));
+    // No sign of life: nothing recorded as an answer.
+    assert!(fence.status.progress.as_ref().unwrap().last_answer_at.is_none());
+}
+
+#[test]
+fn a_begun_release_whose_bmc_answers_when_proven_again_leaves_the_guard_no_outlets_to_trust() {
+    let mut fence = deletion_begun_at_a_level(off_once(), vec![level(true, 2)]);
+    // A new process proves the level again, and this time the BMC answers.
+    fence.memory = Memory::default();
+    for millis in [30_000, 31_000, 32_000] {
+        fence.outlets(millis, &[Off, Off]);
+    }
+    fence.bmc_after(32_500, Err(unreachable()));
+    assert_eq!(fence.reason(), Reason::OutletMappingWrong.as_str());
+    let evidence = fence.status.evidence.clone().unwrap();
+    assert!(evidence.release.is_some(), "the begun release is recorded");
+    assert!(evidence.power_off.unwrap().level.is_none(), "outlets the BMC just disowned prove nothing to the guard");
+}
+
+#[test]
+fn a_binding_edited_under_a_level_at_its_deadline_ends_the_fence_without_a_next_level() {
+    let mut fence = Fence::new(off_once(), vec![level(true, 2), level(true, 1)]);
+    fence.bmc_silent();
+    fence.outlets(1_000, &[Off, On]);
+    fence.step(1_100, Observation::ResetAnswered { action: ResetType::ForceOff, result: Ok(0) });
+    // The store holds generation 5 while the readings came through 4, and the deadline passes.
+    let levels = fence.levels.clone();
+    let confirmed = fence.confirmed.clone();
+    let mut edited = fence.ctx(61_000);
+    edited.levels =
+        Some(LevelsView { binding: "worker-1", generation: Some(5), levels: &levels, confirmed: &confirmed });
+    let stored: CoronerRemediationStatus =
+        serde_json::from_value(serde_json::to_value(&fence.status).unwrap()).unwrap();
+    let decision = next(&fence.spec, &stored, Observation::Unavailable("a list failed".into()), edited);
+    assert_eq!(phase_of(&decision.status), Phase::Failed);
+    assert_eq!(decision.status.progress.as_ref().unwrap().level, Some(2), "no next level after an edit");
 }

@@ -1555,6 +1555,11 @@ impl<'a> Step<'a> {
             Reason::PowerOffNotConfirmed
         };
         if self.progress.attempt >= self.spec.retry.count {
+            // L2: a level whose binding was edited under it (the stored generation is not the one
+            // its readings came through) ended on the edit, not on silence: no next level.
+            let through = self.memory.through.map(|t| t.generation);
+            let stored = self.ctx.levels.and_then(|v| v.generation);
+            let edited = self.progress.level.is_some() && through.zip(stored).is_some_and(|(t, s)| t != s);
             let message = match reason {
                 Reason::ReleaseNotWritten => format!(
                     "the machine stayed proven Off but the Node could not be updated within {} in any of {} attempts (last: {last}); nothing released",
@@ -1565,6 +1570,13 @@ impl<'a> Step<'a> {
                     self.spec.power_off_timeout, self.spec.retry.count
                 ),
             };
+            if edited {
+                let message = format!("{message}; the BmcBinding was edited during the level: no next level");
+                return {
+                    self.fail_here(reason, message);
+                    true
+                };
+            }
             self.fail(reason, message);
         } else {
             let message = format!(
@@ -1687,13 +1699,12 @@ impl<'a> Step<'a> {
         let sent_at = self.progress.intent.as_ref().map_or_else(|| self.now(), |i| i.decided_at.clone());
         let mut again = false;
         if action == ResetType::ForceOff {
-            let attempt = self.progress.attempt;
-            // A level's attempts count from 1 again: level 1's resets are not theirs (P7).
-            let started = self.progress.attempt_started_at.as_ref().map(|t| t.0);
+            let (attempt, at) = (self.progress.attempt, self.progress.level);
+            // A level's attempts count from 1 again: only its own Offs count in its attempt (P7).
             let resets = &mut self.power_off_evidence().resets;
-            resets.push(crate::api::ResetRecord { attempt, sent_at: sent_at.clone(), result: text.clone() });
-            let in_attempt =
-                resets.iter().filter(|r| r.attempt == attempt && started.is_none_or(|s| r.sent_at.0 >= s)).count();
+            let record = crate::api::ResetRecord { attempt, sent_at: sent_at.clone(), result: text.clone(), level: at };
+            resets.push(record);
+            let in_attempt = resets.iter().filter(|r| r.attempt == attempt && r.level == at).count();
             again = force_off_again(&result, in_attempt);
         }
         // The answer belongs to the intent this process persisted: a deposed process's answer,

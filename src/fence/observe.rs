@@ -49,7 +49,7 @@ pub enum Observation {
     /// binding or Secret unusable: final; the PDUs' errors are in the outcomes).
     Outlets(Result<LevelReading, BmcFailure>),
     /// L7: what the node's BMC answered once every outlet of the level had read Off for settle.
-    BmcAfterOutlets(Result<IdentityFound, IdentityProblem>),
+    BmcAfterOutlets(AskedAfterOutlets),
     /// What the plan asked for could not be observed: the API server (or a Secret, a list) failed.
     /// The phase's deadline is judged on it all the same (docs/safety.md P5).
     Unavailable(String),
@@ -122,6 +122,18 @@ pub struct IdentityFound {
     pub origin: String,
 }
 
+/// L7: the question to the node's BMC once a level's outlets read Off for settle.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AskedAfterOutlets {
+    /// A fresh connection to its address heard nothing: what a BMC without power gives.
+    Silent,
+    /// The question could not be put (its binding or Secret unusable, its name unresolved, this
+    /// process's own session busy): no sign either way.
+    NotAsked(String),
+    /// Something at its address answered: then what the identity read found.
+    Answered(Box<Result<IdentityFound, IdentityProblem>>),
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub enum IdentityProblem {
     /// The binding or what it refers to is missing or unusable (final).
@@ -160,9 +172,6 @@ impl PowerReading {
 /// A BMC error as the state machine sees it: may it clear by itself, and which final reason if not.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BmcFailure {
-    /// Nothing answered at all (L7: what a BMC without power gives); a refusal, an HTTP status or a
-    /// busy session is an answer.
-    pub silent: bool,
     pub transient: bool,
     pub reason: Reason,
     pub message: String,
@@ -170,12 +179,7 @@ pub struct BmcFailure {
 
 impl From<&BmcError> for BmcFailure {
     fn from(error: &BmcError) -> Self {
-        Self {
-            silent: error.is_silence(),
-            transient: error.is_transient(),
-            reason: error.reason(),
-            message: error.to_string(),
-        }
+        Self { transient: error.is_transient(), reason: error.reason(), message: error.to_string() }
     }
 }
 

@@ -118,7 +118,7 @@ impl Step<'_> {
             self.progress.intent.clone().filter(|i| i.result.is_none() && i.action == PowerAction::ForceOff)
         {
             let result = "no answer recorded: it may have been sent".to_owned();
-            let record = ResetRecord { attempt: intent.attempt, sent_at: intent.decided_at, result };
+            let record = ResetRecord { attempt: intent.attempt, sent_at: intent.decided_at, result, level: None };
             self.power_off_evidence().resets.push(record);
         }
         let old = std::mem::take(&mut self.progress);
@@ -277,59 +277,74 @@ impl Step<'_> {
         true
     }
 
-    /// L7: what the node's BMC answered once every outlet had read Off for settle. Only silence (no
-    /// answer at all) or a reading of the verified system Off agrees; any other answer shows the
-    /// BMC powered, and the fence ends at this level (no next level: that is no silence).
-    pub(super) fn bmc_after_outlets(&mut self, found: Result<IdentityFound, IdentityProblem>) {
+    /// L7: what the node's BMC answered once every outlet had read Off for settle. Only silence (a
+    /// fresh connection to its address heard nothing) or a reading of the verified system Off
+    /// agrees; any other answer shows the BMC powered, and the fence ends at this level (no next
+    /// level: that is no silence), the level's outlets disowned (the guard does not take them for
+    /// proof that the machine is off).
+    pub(super) fn bmc_after_outlets(&mut self, asked: AskedAfterOutlets) {
         let level = self.level_number();
         // A process that did not take the run itself reads the outlets again.
         let Some(run) = self.memory.run else { return self.paced_retry() };
         self.progress.last_reading_at = Some(self.now());
-        let after = match found {
-            Err(IdentityProblem::Bmc(failure)) if failure.silent => BmcAfterOutletsOff::Silent,
-            Err(IdentityProblem::Bmc(failure)) => {
-                self.progress.last_answer_at = Some(self.now());
+        let found = match asked {
+            AskedAfterOutlets::Silent => None,
+            AskedAfterOutlets::NotAsked(why) => {
                 let message = format!(
-                    "every outlet of level {level} reads Off and the node's BMC still answers ({}): those outlets may not feed this machine; nothing released",
-                    failure.message
+                    "every outlet of level {level} reads Off and the node's BMC could not be asked whether it lost its power with them: {why}; nothing released"
                 );
-                return self.fail_here(Reason::OutletMappingWrong, message);
+                return self.fail_here(Reason::BmcUnreachable, message);
             }
-            // The BMC was never asked: the binding (or its Secret) cannot be used, or is not one.
-            Err(IdentityProblem::Binding { reason, message, .. })
+            AskedAfterOutlets::Answered(found) => Some(*found),
+        };
+        let answer = match found {
+            None => Ok(BmcAfterOutletsOff::Silent),
+            // The binding went between the question and the identity read: nothing was read.
+            Some(Err(IdentityProblem::Binding { reason, message, .. }))
                 if matches!(reason, Reason::NoBmcBinding | Reason::BindingInvalid | Reason::BindingConflict) =>
             {
                 let message = format!(
-                    "every outlet of level {level} reads Off and the node's BMC could not be asked whether it lost its power with them: {message}; nothing released"
+                    "every outlet of level {level} reads Off and the node's BMC could not be read: {message}; nothing released"
                 );
                 return self.fail_here(reason, message);
             }
-            Err(IdentityProblem::Binding { message, seen_on, .. }) => {
-                self.progress.last_answer_at = Some(self.now());
+            Some(Err(IdentityProblem::Binding { message, seen_on, .. })) => {
                 if let Some(seen_on) = seen_on {
                     self.saw_power(&seen_on);
                 }
-                let message = format!(
-                    "every outlet of level {level} reads Off and the node's BMC still answers ({message}): those outlets may not feed this machine; nothing released"
-                );
-                return self.fail_here(Reason::OutletMappingWrong, message);
+                Err(message)
             }
-            Ok(found) => {
-                self.progress.last_answer_at = Some(self.now());
+            Some(Err(IdentityProblem::Bmc(failure))) => Err(failure.message),
+            Some(Ok(found)) => {
                 let node_uuid = self.evidence.node.as_ref().map(|n| n.system_uuid.clone()).unwrap_or_default();
-                let power = found.system.power_state.to_string();
-                if let Err(refusal) = identity::prove(&node_uuid, &found.system.uuid, &found.claims) {
-                    let message = format!(
-                        "every outlet of level {level} reads Off and the node's BMC still answers ({refusal}): those outlets may not feed this machine; nothing released"
-                    );
-                    return self.fail_here(Reason::OutletMappingWrong, message);
+                match identity::prove(&node_uuid, &found.system.uuid, &found.claims) {
+                    Ok(_) => {
+                        let power = found.system.power_state.to_string();
+                        self.saw_power(&power);
+                        Ok(BmcAfterOutletsOff::Reads(power))
+                    }
+                    Err(refusal) => Err(refusal.to_string()),
                 }
-                self.saw_power(&power);
-                BmcAfterOutletsOff::Reads(power)
             }
         };
-        if let Err(wrong) = rules::bmc_agrees(&after) {
-            return self.fail_here(Reason::OutletMappingWrong, wrong.to_string());
+        let agreed = match answer {
+            Ok(after) => rules::bmc_agrees(&after).map(|()| after).map_err(|wrong| wrong.to_string()),
+            Err(answered) => Err(format!(
+                "every outlet of level {level} reads Off and the node's BMC still answers ({answered}): those outlets may not feed this machine; nothing released"
+            )),
+        };
+        let after = match agreed {
+            Ok(after) => after,
+            Err(message) => {
+                self.progress.last_answer_at = Some(self.now());
+                if let Some(power_off) = self.evidence.power_off.as_mut() {
+                    power_off.level = None;
+                }
+                return self.fail_here(Reason::OutletMappingWrong, message);
+            }
+        };
+        if after != BmcAfterOutletsOff::Silent {
+            self.progress.last_answer_at = Some(self.now());
         }
         if let Some(through) = self.memory.through {
             self.memory.bmc_after = Some(BmcVerdict { level, through, after: after.clone() });
@@ -415,7 +430,7 @@ impl Step<'_> {
         self.progress.last_reading_at = Some(self.now());
         // R1: a begun release keeps the level that proved it: the guard reads its outlets (L9).
         let forget_proof = |step: &mut Self| {
-            let begun = step.progress.release_begun.is_some();
+            let begun = step.progress.release_begun.is_some() && !step.memory.begun_untouched;
             if let Some(power_off) = step.evidence.power_off.as_mut() {
                 power_off.proof = None;
                 power_off.proven_at = None;

@@ -163,7 +163,6 @@ fn reading_of(uuid: &str, state: PowerState) -> Observation {
 
 fn unreachable() -> BmcFailure {
     BmcFailure {
-        silent: false,
         transient: true,
         reason: Reason::BmcUnreachable,
         message: "BMC unreachable: connection refused".into(),
@@ -378,7 +377,6 @@ fn identity_refusals_are_final_and_touch_no_power() {
         (
             admitted.clone(),
             Observation::Identity(Err(IdentityProblem::Bmc(BmcFailure {
-                silent: false,
                 transient: false,
                 reason: Reason::BmcAuthenticationFailed,
                 message: "401".into(),
@@ -788,15 +786,10 @@ fn a_force_off_is_sent_again_only_after_a_failure_that_passes_and_fewer_than_thr
     assert!(force_off_again(&failed, 2));
     assert!(!force_off_again(&failed, 3), "the third failure ends the attempt's resets");
     assert!(!force_off_again(&Ok::<u16, BmcFailure>(204), 1), "an accepted one: only readings tell");
-    let rejected: Result<u16, BmcFailure> = Err(BmcFailure {
-        silent: false,
-        transient: false,
-        reason: Reason::BmcProtocolError,
-        message: "HTTP 400".into(),
-    });
+    let rejected: Result<u16, BmcFailure> =
+        Err(BmcFailure { transient: false, reason: Reason::BmcProtocolError, message: "HTTP 400".into() });
     assert!(!force_off_again(&rejected, 1), "a rejection is the next attempt's");
     let forbidden: Result<u16, BmcFailure> = Err(BmcFailure {
-        silent: false,
         transient: false,
         reason: Reason::BmcAuthenticationFailed,
         message: "BMC rejected the credentials (HTTP 403)".into(),
@@ -1052,12 +1045,7 @@ fn polling_is_paced_by_the_poll_interval() {
 fn the_reset_answer_is_recorded_but_proves_nothing() {
     let node = node();
     let status = decided(&spec());
-    let rejected = Err(BmcFailure {
-        silent: false,
-        transient: false,
-        reason: Reason::BmcProtocolError,
-        message: "HTTP 400".into(),
-    });
+    let rejected = Err(BmcFailure { transient: false, reason: Reason::BmcProtocolError, message: "HTTP 400".into() });
     let decision = step(
         &spec(),
         &status,
@@ -1070,8 +1058,7 @@ fn the_reset_answer_is_recorded_but_proves_nothing() {
     assert!(decision.notices.iter().any(|n| n.warning && n.reason == "ForceOffSent"));
     assert_eq!(decision.status.progress.unwrap().intent.unwrap().result.as_deref(), Some("HTTP 400"));
     // P7: a failure that passes stays to be sent again; an accepted one is answered.
-    let busy =
-        Err(BmcFailure { silent: false, transient: true, reason: Reason::BmcUnreachable, message: "HTTP 503".into() });
+    let busy = Err(BmcFailure { transient: true, reason: Reason::BmcUnreachable, message: "HTTP 503".into() });
     let failed =
         step(&spec(), &status, Observation::ResetAnswered { action: ResetType::ForceOff, result: busy }, ctx(1, &node));
     assert!(failed.notices.iter().any(|n| n.warning && n.message.contains("sent again")));
@@ -1899,7 +1886,6 @@ fn an_on_that_found_no_device_to_go_to_is_withdrawn_and_the_release_still_stands
     let node = node();
     let decided = State::from(&step(&spec, &powering_on(&spec), power(PowerState::Off), ctx(7, &node)));
     let failure = BmcFailure {
-        silent: false,
         transient: false,
         reason: Reason::BindingInvalid,
         message: "BmcBinding worker-1 was deleted during the fence".into(),

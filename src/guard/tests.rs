@@ -201,12 +201,8 @@ fn only_off_from_the_verified_system_is_off() {
     assert_eq!(assess(&status, &reading(UUID, PowerState::PoweringOn)), Finding::NotOff(PowerState::PoweringOn));
     let other = "7f3b0c1e-0000-4000-8000-000000000002";
     assert!(matches!(assess(&status, &reading(other, PowerState::Off)), Finding::Blind(_)), "another system's Off");
-    let failed = Err(BmcFailure {
-        silent: false,
-        transient: true,
-        reason: crate::contract::Reason::BmcUnreachable,
-        message: "timeout".into(),
-    });
+    let failed =
+        Err(BmcFailure { transient: true, reason: crate::contract::Reason::BmcUnreachable, message: "timeout".into() });
     assert!(matches!(assess(&status, &failed), Finding::Blind(_)), "an error never counts as Off");
 }
 
@@ -348,8 +344,7 @@ fn a_guard_force_off_that_did_not_take_makes_the_guard_read_again_within_a_secon
     let soon = StdDuration::from_secs(100) + GUARD_RETRY;
     assert!(due(&first_intent(), &memory, StdDuration::from_secs(100), interval, "uid-1").is_some());
     assert_eq!(due(&first_intent(), &memory, soon, interval, "uid-1"), None, "a check before the request failed");
-    let failure =
-        BmcFailure { silent: false, transient: true, reason: Reason::BmcUnreachable, message: "HTTP 503".into() };
+    let failure = BmcFailure { transient: true, reason: Reason::BmcUnreachable, message: "HTTP 503".into() };
     let failed = answered(&first_intent(), &memory, &Err(failure), t(21));
     assert_eq!(due(&failed.status, &memory, soon, interval, "uid-1"), None, "failed at the BMC: as unanswered");
     assert_eq!(failed.status.guard.as_ref().unwrap().enforced, 0, "a failed ForceOff enforced nothing");
@@ -616,7 +611,6 @@ fn after_an_attested_release_the_guard_stays_blind_on_another_machine_a_claimed_
     let why = identify(&attested(), Ok(found(UUID, claimed)), UUID, t(30)).unwrap_err();
     assert!(why.to_string().contains("worker-2"), "{why}");
     let dead = BmcFailure {
-        silent: false,
         transient: true,
         reason: crate::contract::Reason::BmcUnreachable,
         message: "BMC unreachable: connection refused".into(),

@@ -623,10 +623,7 @@ impl IpmiClient {
         match acted {
             Ok(acted) => Ok(acted?),
             // The control may have gone out: no answer is no proof of either.
-            Err(_) => Err(crate::bmc::BmcError::Silent {
-                detail: format!("no IPMI answer within {budget:?}"),
-                sent_nothing: false,
-            }),
+            Err(_) => Err(crate::bmc::BmcError::Unreachable(format!("no IPMI answer within {budget:?}"))),
         }
     }
 }
@@ -664,6 +661,27 @@ impl crate::driver::ports::Target for IpmiClient {
     /// Returns 0, IPMI's normal completion code.
     async fn act(&self, system: &SystemReading, reset: ResetType) -> Result<u16, crate::bmc::BmcError> {
         self.act_checked(system, reset, None).await.map(|()| 0)
+    }
+
+    /// A fresh session (every operation opens its own): any answer to its first message is an
+    /// answer; none at all is silence ([`IpmiError::is_silence`]). A name that does not resolve, no
+    /// socket, or this process's own session still open asked nothing.
+    async fn heard(&self) -> crate::bmc::Heard {
+        use crate::bmc::Heard;
+        match self.session().await {
+            Ok(session) => {
+                session.close().await;
+                Heard::Answered
+            }
+            Err(error) if error.is_silence() => Heard::Silent,
+            Err(
+                error @ (IpmiError::Setup(_)
+                | IpmiError::Resolve { .. }
+                | IpmiError::Socket { .. }
+                | IpmiError::Busy { .. }),
+            ) => Heard::NotAsked(error.to_string()),
+            Err(_) => Heard::Answered,
+        }
     }
 }
 

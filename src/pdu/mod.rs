@@ -155,9 +155,7 @@ impl PduError {
 impl From<BmcError> for PduError {
     fn from(error: BmcError) -> Self {
         match error {
-            BmcError::Unreachable(text) | BmcError::Unconnected(text) | BmcError::Silent { detail: text, .. } => {
-                Self::Unreachable(text)
-            }
+            BmcError::Unreachable(text) | BmcError::Unconnected(text) => Self::Unreachable(text),
             BmcError::Tls(text) => Self::Tls(text),
             BmcError::Unauthorized(status) => Self::Unauthorized(format!("HTTP {status}")),
             BmcError::Status { method, path, status, detail } => Self::Http { method, path, status, detail },

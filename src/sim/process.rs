@@ -689,6 +689,12 @@ impl Target for SimTarget {
             Self::Ipmi(device) => device.reset(system, reset).await.map(|_| 0),
         }
     }
+
+    async fn heard(&self) -> crate::bmc::Heard {
+        match self {
+            Self::Redfish(device) | Self::Ipmi(device) => Bmc::heard(device).await,
+        }
+    }
 }
 
 impl SimDevice {
@@ -732,8 +738,7 @@ impl SimDevice {
         let timeout = shared.bmc_request_timeout;
         if !bmc.alive {
             shared.sched.sleep(shared.between((1_000, 5_000))).await;
-            // A BMC without power answers nothing, not even a refusal.
-            return Err(BmcError::Silent { detail: "no route to host".into(), sent_nothing: true });
+            return Err(BmcError::Unconnected("connection refused".into()));
         }
         let latency = shared.between(bmc.latency);
         let times_out = latency >= timeout || shared.chance(bmc.timeout_rate);
@@ -778,10 +783,7 @@ impl SimDevice {
         }
         let answer = match result {
             Some(result) if !times_out => result,
-            _ => {
-                let detail = "no answer before the request timeout".to_owned();
-                return Err(BmcError::Silent { detail, sent_nothing: false });
-            }
+            _ => return Err(BmcError::Unreachable("no answer before the request timeout".into())),
         };
         if mutation.is_none() {
             let (bmc, path) = (self.bmc, path.to_owned());
@@ -1008,5 +1010,20 @@ impl Bmc for SimDevice {
             (Ok(if on { 202 } else { 204 }), Look::error())
         })
         .await
+    }
+
+    /// Whether the BMC has power (a dead one answers nothing), after a scheduling point and a
+    /// moment's latency; a dead process asks nothing.
+    async fn heard(&self) -> crate::bmc::Heard {
+        use crate::bmc::Heard;
+        let shared = &self.shared;
+        shared.sched.point().await;
+        if !self.process_alive() {
+            return Heard::NotAsked("this process has died".into());
+        }
+        shared.count(|s| s.calls += 1);
+        let alive = shared.with(|t| t.bmcs[self.bmc].alive);
+        shared.sched.sleep(shared.between((1_000, 5_000))).await;
+        if alive { Heard::Answered } else { Heard::Silent }
     }
 }

@@ -265,4 +265,9 @@ impl Bmc for Scripted {
         })
         .await
     }
+
+    /// A scripted BMC always has power.
+    async fn heard(&self) -> crate::bmc::Heard {
+        crate::bmc::Heard::Answered
+    }
 }

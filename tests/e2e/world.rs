@@ -158,11 +158,11 @@ impl SimNode {
         self.power_lost();
     }
 
-    /// As [`SimNode::lose_power`], with a BMC that answers nothing at all, not even a refused
-    /// connection, as one without power does (its process is frozen): what a PDU level's L7 takes
-    /// for silence.
+    /// As [`SimNode::lose_power`], with a BMC address that answers nothing at all, not even a refused
+    /// connection, as a BMC without power (tests/peers/dark.py): what a PDU level's L7 takes for
+    /// silence.
     pub fn lose_power_silently(&mut self) {
-        self.machine.freeze();
+        self.machine.go_dark();
         self.power_lost();
     }
 

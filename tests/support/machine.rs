@@ -53,6 +53,23 @@ impl Peers {
     }
 }
 
+/// Where a BMC was, on `port`: an address that answers nothing at all (tests/peers/dark.py), for a
+/// while; the caller kills it sooner, or it ends by itself.
+pub fn dark(port: u16) -> Child {
+    let mut child = Command::new(&peers().python)
+        .arg(repo().join("tests/peers/dark.py"))
+        .arg("--port")
+        .arg(port.to_string())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start dark.py");
+    let mut line = String::new();
+    let stdout = child.stdout.take().expect("dark.py stdout");
+    BufReader::new(stdout).read_line(&mut line).expect("dark.py says it is dark");
+    assert_eq!(line.trim(), "dark", "dark.py did not start");
+    child
+}
+
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")
 }
@@ -204,6 +221,13 @@ impl Machine {
     fn signal(&self, signal: &str) {
         let status = Command::new("kill").arg(format!("-{signal}")).arg(self.pid().to_string()).status().expect("kill");
         assert!(status.success(), "kill -{signal} failed");
+    }
+
+    /// The BMC loses its power: its process ends and its address answers nothing at all, not even a
+    /// refusal (tests/peers/dark.py), as a BMC without power. `thaw` does not bring it back.
+    pub fn go_dark(&mut self) {
+        self.stop();
+        self.child = dark(self.port);
     }
 
     /// Freezes the BMC process: it accepts connections and never answers (a hung BMC).
