@@ -312,9 +312,10 @@ pub fn may_switch_shared(feeds: &[String], admitted: &BTreeSet<String>) -> Resul
 }
 
 /// L6: a node whose remediation is in `phase` may lose a shared outlet: from its admission until its
-/// release is written, and once a release of it is recorded while its fence stays ended (`Done` or
-/// `Failed`: its machine proven or held off, and guarded); never while coroner powers it on again or
-/// waits for it to come back, nor before admission, nor after a fence that released nothing.
+/// release is written, and, its fence ended (`Done` or `Failed`), while a release of it stands that
+/// nobody approved to power on (`released`: [`crate::guard::may_enforce`], on its Node read now);
+/// never while coroner powers it on again or waits for it to come back, nor before admission, nor
+/// after a fence that released nothing.
 pub fn may_lose_shared_outlet(phase: Phase, released: bool) -> bool {
     match phase {
         Phase::VerifyingIdentity

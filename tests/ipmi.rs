@@ -252,6 +252,11 @@ async fn a_frozen_bmc_is_heard_as_silence_and_a_live_one_as_an_answer() {
     assert_eq!(Target::heard(&bmc).await, Heard::Answered);
     sim.0.freeze();
     assert_eq!(Target::heard(&bmc).await, Heard::Silent);
+    // A port that refuses (an ICMP port unreachable): the host's network stack has power.
+    let mut killed = pyghmi(GuidLayout::Rfc4122);
+    let bmc = client(&killed.0);
+    killed.0.kill();
+    assert_eq!(Target::heard(&bmc).await, Heard::Answered);
 }
 
 #[tokio::test]

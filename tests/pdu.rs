@@ -575,6 +575,10 @@ mod levels {
         let guard = lab.status().guard.unwrap();
         let result = guard.intent.and_then(|i| i.result).unwrap_or_default();
         assert!(result.contains("not sent") && result.contains("worker-2"), "{result}");
+        // The dark BMC read next does not hide the outlet that is back on.
+        let status = lab.status();
+        let condition = coroner::api::conditions::find(&status.conditions, coroner::guard::GUARD).unwrap();
+        assert_eq!(condition.reason, coroner::guard::POWERED_ON, "{condition:?}");
     }
 
     #[tokio::test]

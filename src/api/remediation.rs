@@ -384,6 +384,9 @@ pub struct Progress {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("format" = "int32"))]
     pub level: Option<u32>,
+    /// The binding's generation when the fence entered its level: an edit since is no silence (L2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub level_generation: Option<i64>,
     /// The running attempt (identity checks, then power-off attempts, then power-on), 1-based.
     #[serde(default)]
     #[schemars(extend("format" = "int32"))]

@@ -311,36 +311,45 @@ impl Bmc for RedfishClient {
         self.post(target_url, &target, body, &format!("the {} reset", reset.as_str())).await
     }
 
-    /// A TCP connection to each of the endpoint's addresses in turn, within the request timeout: a
-    /// handshake or a refusal is an answer; only no route or no answer from every address is silence.
+    /// A TCP connection to every address of the endpoint at once, the name's lookup and the
+    /// connections within one request timeout: a handshake or a refusal from any address is an answer;
+    /// silence only when every address gave no route or no answer.
     async fn heard(&self) -> super::Heard {
-        use super::Heard;
         use std::io::ErrorKind::{
             ConnectionAborted, ConnectionRefused, ConnectionReset, HostUnreachable, NetworkUnreachable, TimedOut,
         };
+
+        use futures::stream::{FuturesUnordered, StreamExt};
+
+        use super::Heard;
         let Some(host) = self.origin.host_str() else { return Heard::NotAsked("the endpoint names no host".into()) };
         let host = host.trim_start_matches('[').trim_end_matches(']').to_owned();
         let port = self.origin.port_or_known_default().unwrap_or(443);
-        let addresses =
-            match tokio::time::timeout(self.request_timeout, tokio::net::lookup_host((host.as_str(), port))).await {
-                Ok(Ok(addresses)) => addresses.collect::<Vec<_>>(),
-                Ok(Err(error)) => return Heard::NotAsked(format!("{host} does not resolve: {error}")),
-                Err(_) => return Heard::NotAsked(format!("{host} did not resolve within the request timeout")),
-            };
-        let probe = async {
-            for address in addresses {
-                match tokio::net::TcpStream::connect(address).await {
-                    Ok(_) => return Heard::Answered,
-                    Err(error) if matches!(error.kind(), ConnectionRefused | ConnectionReset | ConnectionAborted) => {
-                        return Heard::Answered;
-                    }
-                    Err(error) if matches!(error.kind(), HostUnreachable | NetworkUnreachable | TimedOut) => {}
-                    Err(error) => return Heard::NotAsked(format!("no connection to {address}: {error}")),
+        let deadline = tokio::time::Instant::now() + self.request_timeout;
+        let addresses = match tokio::time::timeout_at(deadline, tokio::net::lookup_host((host.as_str(), port))).await {
+            Ok(Ok(addresses)) => addresses.collect::<Vec<_>>(),
+            Ok(Err(error)) => return Heard::NotAsked(format!("{host} does not resolve: {error}")),
+            Err(_) => return Heard::NotAsked(format!("{host} did not resolve within the request timeout")),
+        };
+        let mut connecting: FuturesUnordered<_> = addresses
+            .into_iter()
+            .map(|address| async move { (address, tokio::net::TcpStream::connect(address).await) })
+            .collect();
+        let mut unasked = None;
+        // Until the deadline: whatever is still connecting then heard nothing.
+        while let Ok(Some((address, connected))) = tokio::time::timeout_at(deadline, connecting.next()).await {
+            match connected {
+                Ok(_) => return Heard::Answered,
+                Err(error) if matches!(error.kind(), ConnectionRefused | ConnectionReset | ConnectionAborted) => {
+                    return Heard::Answered;
+                }
+                Err(error) if matches!(error.kind(), HostUnreachable | NetworkUnreachable | TimedOut) => {}
+                Err(error) => {
+                    unasked.get_or_insert_with(|| format!("no connection to {address}: {error}"));
                 }
             }
-            Heard::Silent
-        };
-        tokio::time::timeout(self.request_timeout, probe).await.unwrap_or(Heard::Silent)
+        }
+        unasked.map_or(Heard::Silent, Heard::NotAsked)
     }
 }
 

@@ -4,6 +4,20 @@
 use super::*;
 use ports::Level;
 
+/// What a guard round found at a level's outlets (L9).
+enum OutletsRound {
+    /// Every outlet proves Off: a BMC that cannot be read is no blindness.
+    Off,
+    /// They could not all be read, or the binding's level was edited since the release: the BMC is
+    /// asked as after any release.
+    Unknown,
+    /// An outlet may feed the machine again: the finding is recorded (and the Off sent); the round
+    /// ends, the guard reading again after this.
+    Ended(StdDuration),
+    /// As `Ended`, the Off withheld: the BMC is still read, and acted on only if it sees the machine run.
+    Withheld(StdDuration),
+}
+
 impl<W: World> Fence<'_, W> {
     /// A guard record to commit: `status` and its notices, with nothing sent and no wake-up of its own.
     fn recording(&self, status: CoronerRemediationStatus, notices: Vec<fence::Notice>) -> Decision {
@@ -121,12 +135,14 @@ impl<W: World> Fence<'_, W> {
         // L9: after a level release, the level's outlets first; an outlet that may feed the machine
         // again is the finding, whatever its BMC says.
         let level = status.evidence.as_ref().and_then(|e| e.power_off.as_ref()).and_then(|p| p.level.as_ref());
-        let outlets_off = match level.map(|l| l.level) {
+        let (outlets_off, withheld) = match level.map(|l| l.level) {
             Some(level) => match Box::pin(self.guard_outlets(level, node, &memory, approval)).await? {
-                Ok(outlets_off) => outlets_off,
-                Err(next) => return Ok(Some(next)),
+                OutletsRound::Off => (true, None),
+                OutletsRound::Unknown => (false, None),
+                OutletsRound::Ended(next) => return Ok(Some(next)),
+                OutletsRound::Withheld(next) => (false, Some(next)),
             },
-            None => false,
+            None => (false, None),
         };
         let status = self.status();
         let memory = self.remembered();
@@ -178,6 +194,13 @@ impl<W: World> Fence<'_, W> {
             crate::guard::Finding::Blind(_) if outlets_off => crate::guard::Finding::Off,
             finding => finding,
         };
+        // L9: a withheld Off to the outlets stands as the round's finding, unless the BMC itself sees
+        // the machine run: then its ForceOff.
+        if let Some(next) = withheld
+            && !matches!(finding, crate::guard::Finding::NotOff(_))
+        {
+            return Ok(Some(next));
+        }
         if matches!(finding, crate::guard::Finding::Blind(_)) {
             self.world.metrics().guard_blind_reads.get_or_create(&labels).inc();
         }
@@ -209,32 +232,30 @@ impl<W: World> Fence<'_, W> {
         }
     }
 
-    /// L9: one guard round over the outlets of the level that proved the release. `Ok(true)`: every
-    /// outlet proves Off; `Ok(false)`: they could not all be read, or the binding's level was edited
-    /// since the release (the BMC is asked as after any release); `Err(next)`: an outlet may feed the machine again, and the round ended on it (the
-    /// finding recorded, and under `Enforce` every outlet of the level switched off again, its intent
-    /// persisted first).
+    /// L9: one guard round over the outlets of the level that proved the release ([`OutletsRound`]):
+    /// an outlet that may feed the machine again is the finding, recorded, and under `Enforce` every
+    /// outlet of the level is switched off again, its intent persisted first.
     async fn guard_outlets(
         &mut self,
         level: u32,
         node: &Node,
         memory: &Memory,
         approval: crate::guard::Approval<'_>,
-    ) -> Result<Result<bool, StdDuration>, Error> {
+    ) -> Result<OutletsRound, Error> {
         let proven_generation =
             self.status().evidence.and_then(|e| e.power_off).and_then(|p| p.level).map(|l| l.binding_generation);
         let (what, through) = match self.read_outlets(level).await? {
             // P1: a level edited since the release may name other outlets: they say nothing of this
             // machine, and are never switched for it.
-            Ok(reading) if Some(reading.through.generation) != proven_generation => return Ok(Ok(false)),
+            Ok(reading) if Some(reading.through.generation) != proven_generation => return Ok(OutletsRound::Unknown),
             Ok(reading) => match crate::levels::level_proves_off(&reading.outcomes) {
-                Ok(()) => return Ok(Ok(true)),
+                Ok(()) => return Ok(OutletsRound::Off),
                 Err(crate::levels::LevelNotOff::NotOff { outlet, cause }) => {
                     (format!("outlet {outlet} of level {level}: {cause}"), reading.through)
                 }
-                Err(_) => return Ok(Ok(false)),
+                Err(_) => return Ok(OutletsRound::Unknown),
             },
-            Err(_) => return Ok(Ok(false)),
+            Err(_) => return Ok(OutletsRound::Unknown),
         };
         let finding = crate::guard::Finding::OutletNotOff(what);
         let instance = self.world.instance();
@@ -245,14 +266,12 @@ impl<W: World> Fence<'_, W> {
         }
         let reset = decision.reset;
         self.commit(decision, Some(node)).await?;
-        // An Off withheld (the level changed, an outlet another live node's) leaves the round to the
-        // BMC: its reading, and its ForceOff if the machine runs.
-        if reset == Some(ResetType::ForceOff) && !self.send_guard_outlets_off(level, through, node).await? {
-            return Ok(Ok(false));
-        }
+        let sent = reset != Some(ResetType::ForceOff) || self.send_guard_outlets_off(level, through, node).await?;
         let interval = self.world.settings().guard_interval;
         let next = crate::guard::due(&self.status(), &self.remembered(), self.world.mono(), interval, &self.uid);
-        Ok(Err(next.unwrap_or(StdDuration::ZERO)))
+        let next = next.unwrap_or(StdDuration::ZERO);
+        // An Off withheld (the level changed, an outlet another live node's) leaves the BMC to be read.
+        Ok(if sent { OutletsRound::Ended(next) } else { OutletsRound::Withheld(next) })
     }
 
     /// L9: the guard's Off to every outlet of the level, its intent persisted: every PDU's turn

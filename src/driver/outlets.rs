@@ -278,17 +278,24 @@ impl<W: World> Fence<'_, W> {
         if feeds.is_empty() {
             return Ok(Ok(()));
         }
-        let fenced: std::collections::BTreeSet<String> = self
-            .world
-            .remediations(Listing::Fresh)
-            .await?
-            .iter()
-            .filter(|r| {
-                let released = r.status.as_ref().and_then(|s| s.evidence.as_ref()).is_some_and(|e| e.release.is_some());
-                rules::may_lose_shared_outlet(Phase::of(r), released)
-            })
-            .filter_map(node_of)
-            .collect();
+        // A released node counts only while its release stands and nobody approved its power-on,
+        // judged on its Node read now (as its own guard would judge an Off).
+        let mut fenced = std::collections::BTreeSet::new();
+        for remediation in self.world.remediations(Listing::Fresh).await? {
+            let Some(node) = node_of(&remediation).filter(|n| feeds.contains(n)) else { continue };
+            let status = remediation.status.clone().unwrap_or_default();
+            let released = match status.evidence.as_ref().is_some_and(|e| e.release.is_some()) {
+                true => {
+                    let fresh = self.world.node(&node).await?;
+                    let uid = remediation.uid().unwrap_or_default();
+                    crate::guard::may_enforce(&status, fresh.as_ref(), &uid).is_ok()
+                }
+                false => false,
+            };
+            if rules::may_lose_shared_outlet(Phase::of(&remediation), released) {
+                fenced.insert(node);
+            }
+        }
         Ok(rules::may_switch_shared(&feeds, &fenced).map_err(|live| {
             format!(
                 "level {level}: its outlets also feed nodes {} that are not being fenced; no outlet is switched",

@@ -609,3 +609,23 @@ fn a_binding_edited_under_a_level_at_its_deadline_ends_the_fence_without_a_next_
     assert_eq!(phase_of(&decision.status), Phase::Failed);
     assert_eq!(decision.status.progress.as_ref().unwrap().level, Some(2), "no next level after an edit");
 }
+
+#[test]
+fn a_level_entered_at_one_generation_and_ended_at_another_hands_on_to_no_level_even_after_a_restart() {
+    let mut fence = Fence::new(off_once(), vec![level(true, 2), level(true, 1)]);
+    fence.bmc_silent();
+    assert_eq!(fence.status.progress.as_ref().unwrap().level_generation, Some(4));
+    // A new process, which never read the outlets, sees the deadline pass (on the wall clock: twice
+    // powerOffTimeout) with the binding at 5.
+    fence.memory = Memory::default();
+    let levels = fence.levels.clone();
+    let confirmed = fence.confirmed.clone();
+    let mut edited = fence.ctx(125_000);
+    edited.levels =
+        Some(LevelsView { binding: "worker-1", generation: Some(5), levels: &levels, confirmed: &confirmed });
+    let stored: CoronerRemediationStatus =
+        serde_json::from_value(serde_json::to_value(&fence.status).unwrap()).unwrap();
+    let decision = next(&fence.spec, &stored, Observation::Unavailable("a list failed".into()), edited);
+    assert_eq!(phase_of(&decision.status), Phase::Failed);
+    assert_eq!(decision.status.progress.as_ref().unwrap().level, Some(2));
+}

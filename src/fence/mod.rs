@@ -1555,11 +1555,12 @@ impl<'a> Step<'a> {
             Reason::PowerOffNotConfirmed
         };
         if self.progress.attempt >= self.spec.retry.count {
-            // L2: a level whose binding was edited under it (the stored generation is not the one
-            // its readings came through) ended on the edit, not on silence: no next level.
-            let through = self.memory.through.map(|t| t.generation);
+            // L2: a level whose binding was edited under it (since the fence entered the level, or
+            // since its readings) ended on the edit, not on silence: no next level.
             let stored = self.ctx.levels.and_then(|v| v.generation);
-            let edited = self.progress.level.is_some() && through.zip(stored).is_some_and(|(t, s)| t != s);
+            let since = |generation: Option<i64>| generation.zip(stored).is_some_and(|(then, now)| then != now);
+            let edited = self.progress.level.is_some()
+                && (since(self.progress.level_generation) || since(self.memory.through.map(|t| t.generation)));
             let message = match reason {
                 Reason::ReleaseNotWritten => format!(
                     "the machine stayed proven Off but the Node could not be updated within {} in any of {} attempts (last: {last}); nothing released",

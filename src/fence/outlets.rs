@@ -124,6 +124,7 @@ impl Step<'_> {
         let old = std::mem::take(&mut self.progress);
         self.progress = Progress {
             level: Some(level),
+            level_generation: view.generation,
             attempt: 1,
             attempt_started_at: Some(self.now()),
             last_reading_at: old.last_reading_at,
@@ -303,6 +304,10 @@ impl Step<'_> {
             Some(Err(IdentityProblem::Binding { reason, message, .. }))
                 if matches!(reason, Reason::NoBmcBinding | Reason::BindingInvalid | Reason::BindingConflict) =>
             {
+                // It answered all the same: the outlets it may not hang on are no proof for the guard.
+                if let Some(power_off) = self.evidence.power_off.as_mut() {
+                    power_off.level = None;
+                }
                 let message = format!(
                     "every outlet of level {level} reads Off and the node's BMC could not be read: {message}; nothing released"
                 );

@@ -447,9 +447,14 @@ impl IpmiError {
     }
 
     /// L7: nothing came back to the first message of the exchange (every operation opens its own
-    /// session), not even an answer discarded as unusable.
+    /// session), not even an answer discarded as unusable, nor a refusal (an ICMP port unreachable:
+    /// the BMC's network stack answered).
     pub fn is_silence(&self) -> bool {
-        matches!(self, Self::NoAnswer { step: Step::AuthenticationCapabilities, discarded: 0, .. })
+        matches!(
+            self,
+            Self::NoAnswer { step: Step::AuthenticationCapabilities, discarded: 0, last, .. }
+                if !matches!(last, Some(Discarded::Io(std::io::ErrorKind::ConnectionRefused)))
+        )
     }
 
     /// No answer, a busy slot or a busy BMC may clear by themselves; everything else needs a human.
