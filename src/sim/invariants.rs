@@ -882,7 +882,18 @@ fn level_proof_holds(
     let machine = truth.machine_of_node(node).ok_or("the node has no machine")?;
     let m = &truth.machines[machine];
     let spec = &scenario.spec;
-    let feeders: Vec<usize> = (0..truth.outlets.len()).filter(|o| truth.outlets[*o].feeds == machine).collect();
+    // L5's named risk: a level whose mapping an operator stated wrongly proves another machine off;
+    // its release is judged on the rule (the outlets it read), not on this machine's truth.
+    let stated_wrongly = scenario.levels.is_some_and(|l| l.wrong_mapping);
+    let feeders: Vec<usize> = (0..truth.outlets.len())
+        .filter(|o| match stated_wrongly {
+            false => truth.outlets[*o].feeds == machine,
+            true => truth
+                .log
+                .iter()
+                .any(|r| matches!(r, Record::OutletAnswer { by: who, outlet, .. } if who == by && outlet == o)),
+        })
+        .collect();
     if feeders.is_empty() {
         return Err(format!("released through PDU outlets, and no outlet feeds {}", m.name));
     }
@@ -927,6 +938,9 @@ fn level_proof_holds(
             show(began),
             show(settle)
         ));
+    }
+    if stated_wrongly {
+        return Ok(());
     }
     let injected = truth.log.iter().find_map(|r| match r {
         Record::PoweredOn { at: on, machine: which, .. } if *which == machine && *on > last_requested && *on <= at => {

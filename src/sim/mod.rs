@@ -971,7 +971,7 @@ fn build_world(truth: &mut Truth, scenario: &Scenario) {
     // With Mismatch, the target's binding is a mistyped copy of the other node's.
     truth.add_binding(OTHER, OTHER, &origin("https://bmc-2.example:443"), None);
     if let Some(levels) = scenario.levels {
-        add_level(truth, target, &levels);
+        add_level(truth, target, spare, &levels);
     }
     truth.add_pod(TARGET, "vm-a", false);
     truth.add_pod(TARGET, "agent", true);
@@ -982,14 +982,18 @@ fn build_world(truth: &mut Truth, scenario: &Scenario) {
 
 /// The target's machine on PDU `pdu-1.example:161`, its BMC on the same supply, and its binding's
 /// level 2 naming the outlets that feed it (docs/simulation.md, "PDU levels").
-fn add_level(truth: &mut Truth, machine: usize, levels: &scenario::Levels) {
+fn add_level(truth: &mut Truth, machine: usize, spare: usize, levels: &scenario::Levels) {
     const PDU: &str = "pdu-1.example";
     const SECRET: &str = "pdu-credentials";
-    for number in 1..=levels.outlets {
-        let welded = levels.welded && number == 1;
-        let pdu = crate::api::host_port(PDU, 161);
-        truth.outlets.push(world::SimOutlet { pdu, number, on: true, welded, metered: true, feeds: machine });
+    // The spare's outlets (11, 12) are on the same PDU: a wrong statement names them.
+    for (feeds, first) in [(machine, 1), (spare, 11)] {
+        for number in first..first + levels.outlets {
+            let welded = levels.welded && number == 1;
+            let pdu = crate::api::host_port(PDU, 161);
+            truth.outlets.push(world::SimOutlet { pdu, number, on: true, welded, metered: true, feeds });
+        }
     }
+    let named = if levels.wrong_mapping { 11 } else { 1 };
     truth.supplied_bmcs.push((machine, 0));
     truth.pdu_timeout_rate = levels.timeout_rate;
     if levels.bmc_dead && truth.bmcs[0].alive {
@@ -1013,10 +1017,8 @@ fn add_level(truth: &mut Truth, machine: usize, levels: &scenario::Levels) {
         floor_watts: None,
         shared_with: Vec::new(),
     };
-    let level = PduLevel {
-        outlets: (1..=levels.outlets).map(outlet).collect(),
-        mapping_proof: Some(MappingProof::OperatorStatement),
-    };
+    let outlets = (named..named + levels.outlets).map(outlet).collect();
+    let level = PduLevel { outlets, mapping_proof: Some(MappingProof::OperatorStatement) };
     if let Some(binding) = truth.bindings.get_mut(TARGET) {
         binding.spec.pdu_levels = vec![level];
     }

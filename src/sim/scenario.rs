@@ -157,6 +157,9 @@ pub struct Levels {
     /// The BMC is dead from the start, whatever the machine does (its own failure): the level is
     /// what can fence a machine that still runs.
     pub bmc_dead: bool,
+    /// The operator's statement is wrong: the level names the outlets of another machine (the
+    /// spare's), while the node's machine runs on outlets the binding does not name (L5's risk).
+    pub wrong_mapping: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -377,7 +380,13 @@ impl Scenario {
             welded: fifth.u8(..6) == 0,
             timeout_rate: if fifth.bool() { fifth.f64() * 0.1 } else { 0.0 },
             bmc_dead: fifth.u8(..3) == 0,
+            wrong_mapping: fifth.u8(..6) == 0,
         });
+        let mut excuses = excuses;
+        if levels.is_some_and(|l| l.wrong_mapping) {
+            excuses.push(Excuse::WrongStatement);
+        }
+        let expect = if excuses.is_empty() { expect } else { Expect::Any };
         let expect = match (levels, expect) {
             (Some(_), Expect::Any) | (None, _) => expect,
             // L3: a Reboot whose node's binding has levels is refused at admission.
@@ -512,6 +521,9 @@ pub enum Excuse {
     /// A new generation of the binding ends the attempt it interrupts (the next proves identity
     /// through it): with no attempt left, the fence fails.
     BindingEdited,
+    /// A level whose mapping an operator stated wrongly switches another machine's outlets: it
+    /// releases on them while this machine's BMC is silent, or ends `OutletMappingWrong` (L5's risk).
+    WrongStatement,
 }
 
 impl Excuse {
