@@ -121,9 +121,12 @@ impl Checker {
                 {
                     *at
                 }
-                // An `On` sent ends it, whether it reached the BMC or was lost on the way: coroner
-                // records the failure, and the rule counts an On sent (docs/safety.md R1).
-                Record::Reset { at, by, on: true, .. } | Record::ResetLost { at, by, on: true }
+                // An `On` sent ends it, whether it reached the BMC, was refused by it or was lost on the
+                // way: coroner records the answer or the failure, and the rule counts an On answered
+                // (docs/safety.md R1: "once its On is answered — sent, its answer or its failure recorded").
+                Record::Reset { at, by, on: true, .. }
+                | Record::ResetLost { at, by, on: true }
+                | Record::ResetRefused { at, by, on: true }
                     if *at > release.at && by.task == release.remediation =>
                 {
                     *at
@@ -513,6 +516,7 @@ impl Checker {
             },
             Record::Answer { .. }
             | Record::ResetLost { .. }
+            | Record::ResetRefused { .. }
             | Record::Event { .. }
             | Record::PoweredOn { .. }
             | Record::Deleted { .. }

@@ -550,4 +550,8 @@ pub const REGRESSIONS: &[(u64, &str)] = &[
         253087,
         "liveness (soak, with reflector stores): the client was built at admission and the Secret rotated before the identity read, whose 401 failed the fence for good; the identity step now builds the client again from the Secret and asks once more, as a power reading does",
     ),
+    (
+        303833,
+        "R1 (soak, the oracle): a Reboot's On answered 503 by a flaky BMC ended the release (its failure recorded, as R1 says), and the world's later power-on was judged as if the release stood: the world logged no refused reset; it now does (ResetRefused), and an On refused ends the release as one lost does",
+    ),
 ];

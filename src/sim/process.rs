@@ -756,6 +756,10 @@ impl SimDevice {
         let (result, look, sampled) = match refused {
             Some(error) => {
                 shared.sched.sleep(latency.min(timeout)).await;
+                if let Some(on) = mutation {
+                    // Sent, and refused: coroner records the failure, and it counts as sent.
+                    shared.with(|t| t.log.push(Record::ResetRefused { at: start, by: by.clone(), on }));
+                }
                 (Some(Err(error)), Look::error(), start)
             }
             None => {

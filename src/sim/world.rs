@@ -207,6 +207,9 @@ pub enum Record {
     /// A power action reached a BMC and was executed on `machine` (or rejected).
     /// A reset that left coroner and timed out before it reached the BMC (nothing happened).
     ResetLost { at: Micros, by: Caller, on: bool },
+    /// A reset that reached the BMC and was refused (an HTTP error, rejected credentials): nothing
+    /// happened; coroner records the failure.
+    ResetRefused { at: Micros, by: Caller, on: bool },
     Reset {
         at: Micros,
         by: Caller,

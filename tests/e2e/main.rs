@@ -326,7 +326,7 @@ async fn setup(world: &mut World) {
 
 /// The scenarios in the order they run, by the letter `make e2e ONLY=…` names them with. Scenario f
 /// (checks over the whole run) always runs last.
-const SCENARIOS: [(char, &str); 26] = [
+const SCENARIOS: [(char, &str); 27] = [
     ('a', "partitioned node fenced, pods moved, rebooted"),
     ('b', "wrong mapping refused, escalation refused too, and NHC skips a failed template"),
     ('c', "unreachable BMC fails after retry.count; once fixed, deleting it retries; uninstall refused while fenced"),
@@ -359,6 +359,7 @@ const SCENARIOS: [(char, &str); 26] = [
         'A',
         "a BMC dead with its machine: proven off through its two PDU outlets (level 2, SNMPv3) and released through NHC",
     ),
+    ('B', "a ForceOff that never reaches Off: the PDU outlets finish the fence, the BMC losing its power with them"),
 ];
 
 /// `CORONER_E2E_ONLY=a,c` (`make e2e ONLY=a,c`): the scenarios to run; all when unset or empty.
@@ -406,6 +407,7 @@ async fn suite() {
             'x' => scenario_x(&mut world).await,
             'y' => scenario_y(&world).await,
             'A' => scenario_pdu_level(&mut world).await,
+            'B' => scenario_pdu_level_after_a_reset_that_never_took(&mut world).await,
             _ => scenario_z(&mut world).await,
         }
         timings.push(format!("{name}: {:.1?}", scenario_started.elapsed()));
@@ -2537,20 +2539,17 @@ async fn scenario_v(world: &mut World) {
 /// the outlets are switched off and read Off for settle, the BMC is asked once more (silent), and the
 /// node is released with the level's evidence. With no levels, the same death ends Succeeded=False
 /// (scenario p: the attestation path).
-async fn scenario_pdu_level(world: &mut World) {
+/// A node whose binding's level 2 is outlets 1 and 2 of its own APC rPDU (snmpsim, SNMPv3 authPriv,
+/// the mapping stated by an operator), Ready, watched by a NodeHealthCheck of its own (template
+/// `coroner-off`).
+async fn pdu_level_node(world: &mut World, node: &str, machine: MachineSpec) -> support::pdu::SnmpPduPeer {
     use support::pdu::{SnmpPduPeer, SnmpPduSpec, V3_AUTH_KEY, V3_CONTEXT, V3_PRIV_KEY, V3_USER};
-    let node = "pdu-1";
-    world
-        .add_node_with(
-            node,
-            MachineSpec::new(&uuid(161)),
-            &[(POOL, "pdu"), (NAME, node), ("e2e.coroner.dev/worker", "")],
-        )
-        .await;
+    world.add_node_with(node, machine, &[(POOL, node), (NAME, node), ("e2e.coroner.dev/worker", "")]).await;
     let pdu = SnmpPduPeer::start(&SnmpPduSpec { outlets: 2, ..SnmpPduSpec::default() });
     let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(world.client.clone(), CORONER_NS);
+    let secret_name = format!("{node}-pdu");
     let secret = serde_json::from_value(json!({
-        "metadata": {"name": "pdu-a"},
+        "metadata": {"name": secret_name},
         "stringData": {"username": V3_USER, "authKey": V3_AUTH_KEY, "privKey": V3_PRIV_KEY},
     }))
     .unwrap();
@@ -2558,7 +2557,7 @@ async fn scenario_pdu_level(world: &mut World) {
     let outlet = |n: u32| {
         json!({"snmp": {"address": "127.0.0.1", "port": pdu.port, "outlet": n, "authProtocol": "SHA1",
                         "privProtocol": "AES128", "contextName": V3_CONTEXT},
-               "credentialsSecretRef": {"name": "pdu-a"}})
+               "credentialsSecretRef": {"name": secret_name}})
     };
     let levels =
         json!({"spec": {"pduLevels": [{"mappingProof": "OperatorStatement", "outlets": [outlet(1), outlet(2)]}]}});
@@ -2580,12 +2579,18 @@ async fn scenario_pdu_level(world: &mut World) {
     world
         .create_nhc(json!({
             "apiVersion": "remediation.medik8s.io/v1alpha1", "kind": "NodeHealthCheck",
-            "metadata": {"name": "e2e-pdu"},
-            "spec": {"selector": {"matchLabels": {POOL: "pdu"}},
+            "metadata": {"name": format!("e2e-{node}")},
+            "spec": {"selector": {"matchLabels": {POOL: node}},
                      "unhealthyConditions": [{"type": "Ready", "status": "Unknown", "duration": "2s"}],
                      "maxUnhealthy": 1, "remediationTemplate": template_ref("coroner-off")},
         }))
         .await;
+    pdu
+}
+
+async fn scenario_pdu_level(world: &mut World) {
+    let node = "pdu-1";
+    let pdu = pdu_level_node(world, node, MachineSpec::new(&uuid(161))).await;
     let dead = Instant::now();
     world.node_mut(node).lose_power_silently();
     let released =
@@ -2619,5 +2624,32 @@ async fn scenario_pdu_level(world: &mut World) {
     }
     log(format!(
         "{node}: BMC dead with its machine → released through level 2 (two SNMPv3 outlets) after {took:.1?}; scenario p's attestation path needs a person instead"
+    ));
+}
+
+async fn scenario_pdu_level_after_a_reset_that_never_took(world: &mut World) {
+    let node = "pdu-2";
+    let machine = MachineSpec { disable_power_off: true, ..MachineSpec::new(&uuid(162)) };
+    let pdu = pdu_level_node(world, node, machine).await;
+    let feed = world.node(node).fed_by_outlets(pdu.dir.join("outlets.json"), &["1", "2"]);
+    let cut = Instant::now();
+    world.node(node).partition();
+    let released =
+        wait_remediation(world, node, "Succeeded=True", LONG, |r| succeeded(r).is_some_and(|s| s.0 == "True")).await;
+    let took = cut.elapsed();
+    assert!(feed.fired.load(std::sync::atomic::Ordering::Acquire), "the outlets took the machine's power");
+    let evidence = released.status.clone().unwrap().evidence.unwrap();
+    // Level 1 proved the identity and sent ForceOff, which never took; the outlets finished the job.
+    assert!(evidence.identity.is_some());
+    let power_off = evidence.power_off.unwrap();
+    assert!(power_off.resets.iter().any(|r| r.level.is_none()), "the BMC's ForceOff: {:?}", power_off.resets);
+    assert!(power_off.resets.iter().any(|r| r.level == Some(2)), "the outlets' Off: {:?}", power_off.resets);
+    let level = power_off.level.unwrap();
+    assert_eq!((level.level, level.bmc_after.as_str()), (2, "no answer"), "the BMC lost its power with them");
+    assert_eq!(evidence.release.unwrap().kind, coroner::api::ReleaseKind::LevelProof);
+    assert_eq!(pdu.commands(), ["1:2", "2:2"], "immediateOff to each outlet, once");
+    assert!(taint_keys(world, node).await.iter().any(|k| k == "node.kubernetes.io/out-of-service"));
+    log(format!(
+        "{node}: a ForceOff that never took, then its outlets: released through level 2 {took:.1?} after the network cut"
     ));
 }

@@ -7,6 +7,10 @@ use std::{
     fs,
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
     time::{Duration, Instant},
 };
 
@@ -30,6 +34,42 @@ use coroner::{
     api::{BmcBinding, BmcBindingSpec, CaBundleKind, CaBundleRef, IpmiTarget, RedfishTarget, SecretRef, TlsPolicy},
     ipmi::{Guid, GuidLayout},
 };
+
+/// A machine's power goes Off outside its BMC: the node agent's power file says Off and the power
+/// log records why, for the checks over the whole run.
+fn power_off_in(dir: &Path, system: &str, cause: &str) {
+    let tmp = dir.join("power-state.lost");
+    fs::write(&tmp, "Off\n").expect("write power state");
+    fs::rename(&tmp, dir.join("power-state")).expect("replace power state");
+    note_in(dir, json!({"event": "power", "system": system, "from": "On", "to": "Off", "cause": cause}));
+}
+
+/// Appends `entry`, stamped now, to the power log in `dir`.
+fn note_in(dir: &Path, mut entry: serde_json::Value) {
+    entry["t"] = json!(jiff::Timestamp::now().to_string());
+    let mut power_log =
+        fs::OpenOptions::new().append(true).create(true).open(dir.join("power.log")).expect("open power log");
+    std::io::Write::write_all(&mut power_log, format!("{entry}\n").as_bytes()).expect("append power log");
+}
+
+/// [`SimNode::fed_by_outlets`]'s watch: whether the outlets took the power, and the dark address left
+/// where the BMC was (killed when this is dropped).
+#[derive(Default)]
+pub struct OutletsFeed {
+    pub fired: Arc<AtomicBool>,
+    dark: Arc<Mutex<Option<Child>>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Drop for OutletsFeed {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(mut child) = self.dark.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
 
 pub const CORONER_NS: &str = "coroner-system";
 pub const NHC_NS: &str = "nhc-system";
@@ -167,21 +207,43 @@ impl SimNode {
     }
 
     fn power_lost(&mut self) {
-        let tmp = self.dir.join("power-state.lost");
-        fs::write(&tmp, "Off\n").expect("write power state");
-        fs::rename(&tmp, self.dir.join("power-state")).expect("replace power state");
-        self.note(json!({"event": "power", "system": self.spec.systems[0].1, "from": "On", "to": "Off",
-                         "cause": "power loss (BMC included)"}));
+        power_off_in(&self.dir, &self.spec.systems[0].1, "power loss (BMC included)");
         log(format!("{}: power lost, BMC included (machine off, BMC silent)", self.name));
     }
 
     /// Appends `entry`, stamped now, to the machine's power log: what happened to it outside its BMC,
     /// for the checks over the whole run.
-    pub fn note(&self, mut entry: serde_json::Value) {
-        entry["t"] = json!(jiff::Timestamp::now().to_string());
-        let mut power_log =
-            fs::OpenOptions::new().append(true).create(true).open(self.dir.join("power.log")).expect("open power log");
-        std::io::Write::write_all(&mut power_log, format!("{entry}\n").as_bytes()).expect("append power log");
+    pub fn note(&self, entry: serde_json::Value) {
+        note_in(&self.dir, entry);
+    }
+
+    /// The machine fed by PDU outlets (issue 21's machine model): once every outlet in `outlets`
+    /// reads Off in the PDU's state file, the machine and its BMC lose their power together: the BMC's
+    /// address goes dark (tests/peers/dark.py), the node agent reads Off and the power log says so.
+    pub fn fed_by_outlets(&self, pdu_state: PathBuf, outlets: &'static [&'static str]) -> OutletsFeed {
+        let feed = OutletsFeed::default();
+        let (fired, dark, stop) = (feed.fired.clone(), feed.dark.clone(), feed.stop.clone());
+        let (dir, system, pid, port) =
+            (self.dir.clone(), self.spec.systems[0].1.clone(), self.machine.pid(), self.machine.port);
+        let name = self.name.clone();
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Acquire) {
+                let state: serde_json::Value =
+                    fs::read_to_string(&pdu_state).ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default();
+                if outlets.iter().all(|n| state[*n]["state"] == "Off") {
+                    let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+                    std::thread::sleep(Duration::from_millis(50));
+                    *dark.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+                        Some(crate::support::machine::dark(port));
+                    power_off_in(&dir, &system, "its PDU outlets switched off (BMC included)");
+                    log(format!("{name}: every outlet feeding it is Off: machine and BMC lost their power"));
+                    fired.store(true, Ordering::Release);
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        feed
     }
 
     /// Replaces a stopped BMC with a fresh one on the same port (machine.py starts the machine On).
