@@ -869,6 +869,55 @@ fn released_on_proof(
     }
 }
 
+/// A2: an attested release only on a binding verified at the content it had when the fence was
+/// admitted (unless the attestation acknowledges `BindingUnverified`): judged from the world's record
+/// of the binding's content, at some moment between the fence's last status write before its
+/// admission (when it read the binding for it) and the admission. The simulated binding verifier
+/// verifies once, before the outage.
+fn binding_verified_at_admission(
+    truth: &Truth,
+    attestation: &crate::api::CoronerAttestation,
+    fence: &str,
+    binding: &str,
+    admitted: Micros,
+) -> Result<(), String> {
+    use crate::api::AcknowledgedReason;
+    if attestation.spec.acknowledge.iter().any(|a| a.reason == AcknowledgedReason::BindingUnverified) {
+        return Ok(());
+    }
+    let Some(verified) = truth.bindings.get(binding).and_then(|b| b.status.as_ref()?.verified_content.clone()) else {
+        return Err(format!("binding {binding} was never verified (A2)"));
+    };
+    let read_from = truth
+        .log
+        .iter()
+        .filter_map(|r| match r {
+            Record::Status { at, remediation, .. } if remediation == fence && *at < admitted => Some(*at),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
+    let mut moments = vec![read_from];
+    moments.extend(
+        truth
+            .binding_contents
+            .iter()
+            .filter(|(at, of, _)| of == binding && *at > read_from && *at <= admitted)
+            .map(|(at, ..)| *at),
+    );
+    let verified_then = moments
+        .iter()
+        .any(|at| truth.binding_content_at(binding, *at).map(crate::access::content_hex) == Some(verified.clone()));
+    if verified_then {
+        Ok(())
+    } else {
+        Err(format!(
+            "binding {binding} was not verified at the content it had when fence {fence} was admitted ({}), and no acknowledgement says so (A2)",
+            show(admitted)
+        ))
+    }
+}
+
 /// A release through a PDU level (docs/safety.md L1–L7), judged from the outlet answers the releasing
 /// process received in its term and from the rack's truth: every outlet that truly feeds the machine
 /// was read by it, its last readings proving Off (L4), the last one fresh when the release was sent;
@@ -1031,6 +1080,7 @@ fn attestation_holds(truth: &Truth, scenario: &Scenario, by: &Caller, release: &
         ));
     }
     let since = admitted_at(truth, fence).unwrap_or(0);
+    binding_verified_at_admission(truth, attestation, fence, &release.node, since)?;
     let freshness = micros(scenario.spec.lease_freshness.get());
     let life = truth.life.get(&release.node).into_iter().flatten().find(|(t, kind)| {
         matches!(kind, Life::Lease | Life::Ready) && *t <= release.at && (*t >= since || *t > release.at - freshness)

@@ -534,6 +534,7 @@ impl Run {
                 }
                 // The binding verifier re-checks the binding and writes its status.
                 t.touch_binding(TARGET);
+                t.note_binding_content(TARGET);
             }),
             Event::CaBundleChange { content } => self.shared.with(|t| {
                 let tls = t.bindings.get(TARGET).and_then(|b| b.spec.tls.clone());
@@ -544,6 +545,7 @@ impl Run {
                 }
                 // The binding verifier re-checks the binding and writes its status.
                 t.touch_binding(TARGET);
+                t.note_binding_content(TARGET);
             }),
             Event::RewriteTaint => self.shared.with(|t| t.rewrite_out_of_service(TARGET)),
             Event::DeleteNode => self.shared.with(|t| t.delete_node(TARGET)),
@@ -1022,6 +1024,12 @@ fn add_level(truth: &mut Truth, machine: usize, spare: usize, levels: &scenario:
     if let Some(binding) = truth.bindings.get_mut(TARGET) {
         binding.spec.pdu_levels = vec![level];
     }
+    // Verified with its levels before the outage, as the binding verifier does (A2).
+    let content = truth.binding_content(TARGET).map(crate::access::content_hex);
+    if let Some(status) = truth.bindings.get_mut(TARGET).and_then(|b| b.status.as_mut()) {
+        status.verified_content = content;
+    }
+    truth.note_binding_content(TARGET);
 }
 
 #[cfg(test)]
