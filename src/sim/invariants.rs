@@ -205,11 +205,20 @@ impl Checker {
             return Some(Ok(()));
         }
         let end = Self::release_end(truth, release);
+        // L9: after a level release, the guard's Off to the level's outlets is its ForceOff.
         let reset_off = |from: Micros, until: Micros| {
-            truth.log.iter().any(
-                |r| matches!(r, Record::Reset { at, machine: m, on: false, .. } if *m == machine && *at >= from && *at <= until),
-            )
+            truth.log.iter().any(|r| match r {
+                Record::Reset { at, machine: m, on: false, .. } => *m == machine && *at >= from && *at <= until,
+                Record::OutletSwitched { at, by, outlet, on: false } => {
+                    by.task == release.remediation
+                        && truth.outlets[*outlet].feeds == machine
+                        && *at >= from
+                        && *at <= until
+                }
+                _ => false,
+            })
         };
+        let outlets = released_through_level(truth, release) && !scenario.levels.is_some_and(|l| l.wrong_mapping);
         let event = |reason: &str, from: Micros, until: Micros| {
             truth.log.iter().any(
                 |r| matches!(r, Record::Event { at, reason: said, .. } if *at >= from && *at <= until && said == reason),
@@ -227,7 +236,7 @@ impl Checker {
         let mut start = on;
         loop {
             let bound = Self::guard_bound(truth, scenario, start);
-            let Some(from) = guard_sees_from(truth, node, machine, start, start + bound) else {
+            let Some(from) = guard_sees_from(truth, node, machine, start, start + bound, outlets) else {
                 let deadline = start + bound;
                 if truth.now < deadline {
                     return None;
@@ -237,7 +246,7 @@ impl Checker {
                     return Some(Ok(()));
                 }
                 // A GuardBlind already reported for this dark spell of the guard's device stands (R2).
-                let dark = guard_dark_since(truth, node, machine, start).unwrap_or(start);
+                let dark = guard_dark_since(truth, node, machine, start, outlets).unwrap_or(start);
                 let reported_in_spell = truth.log.iter().any(|r| {
                     matches!(r, Record::Event { at, by, reason, .. } if *at >= dark.max(release.at) && *at <= start
                         && by.task == release.remediation && reason == crate::guard::BLIND)
@@ -251,7 +260,7 @@ impl Checker {
                 }
                 // The device may see again later: its bound starts then.
                 let still_on = truth.machines[machine].on_at(truth.now) && end > truth.now;
-                return match guard_sees_from(truth, node, machine, deadline, truth.now) {
+                return match guard_sees_from(truth, node, machine, deadline, truth.now, outlets) {
                     Some(again) if still_on || again < end => {
                         start = again;
                         continue;
@@ -263,7 +272,7 @@ impl Checker {
             let deadline = from + bound;
             let darkened = sight_changes(truth, node)
                 .filter(|at| *at > from && *at <= deadline)
-                .find(|at| !guard_sees(truth, node, machine, *at));
+                .find(|at| !guard_sees(truth, node, machine, *at, outlets));
             if darkened.is_none() && truth.now < deadline {
                 return None;
             }
@@ -677,10 +686,13 @@ fn bound_bmc(truth: &Truth, node: &str, machine: usize, at: Micros) -> Option<us
 
 /// R2: the guard's device sees `machine` at `at` when the node's binding, as it is then, leads to a
 /// BMC that serves the machine and has power. A binding edited to an endpoint where nothing answers,
-/// or to another machine's BMC, leaves the guard dark until it is fixed.
-fn guard_sees(truth: &Truth, node: &str, machine: usize, at: Micros) -> bool {
-    bound_bmc(truth, node, machine, at)
-        .is_some_and(|b| truth.bmcs[b].systems.iter().any(|s| s.machine == machine) && bmc_alive_at(truth, b, at))
+/// or to another machine's BMC, leaves the guard dark until it is fixed. After a release through a
+/// level whose outlets feed the machine (`outlets`), those outlets are the guard's device too (L9):
+/// the world's PDU always answers, and a metered outlet shows a running machine's draw.
+fn guard_sees(truth: &Truth, node: &str, machine: usize, at: Micros, outlets: bool) -> bool {
+    outlets
+        || bound_bmc(truth, node, machine, at)
+            .is_some_and(|b| truth.bmcs[b].systems.iter().any(|s| s.machine == machine) && bmc_alive_at(truth, b, at))
 }
 
 /// When the guard's device may change its sight: BMC power changes and binding edits.
@@ -693,19 +705,27 @@ fn sight_changes(truth: &Truth, node: &str) -> impl Iterator<Item = Micros> {
 }
 
 /// The first moment in `from..=until` when the guard's device sees `machine`.
-fn guard_sees_from(truth: &Truth, node: &str, machine: usize, from: Micros, until: Micros) -> Option<Micros> {
+fn guard_sees_from(
+    truth: &Truth,
+    node: &str,
+    machine: usize,
+    from: Micros,
+    until: Micros,
+    outlets: bool,
+) -> Option<Micros> {
     std::iter::once(from)
         .chain(sight_changes(truth, node).filter(|at| *at > from && *at <= until))
-        .find(|at| guard_sees(truth, node, machine, *at))
+        .find(|at| guard_sees(truth, node, machine, *at, outlets))
 }
 
 /// The start of the guard's dark spell that holds `at` (none if its device sees the machine then).
-fn guard_dark_since(truth: &Truth, node: &str, machine: usize, at: Micros) -> Option<Micros> {
-    if guard_sees(truth, node, machine, at) {
+fn guard_dark_since(truth: &Truth, node: &str, machine: usize, at: Micros, outlets: bool) -> Option<Micros> {
+    if guard_sees(truth, node, machine, at, outlets) {
         return None;
     }
     let changes: Vec<Micros> = sight_changes(truth, node).filter(|when| *when <= at).collect();
-    let since = changes.into_iter().rev().find(|when| *when > 0 && guard_sees(truth, node, machine, *when - 1));
+    let since =
+        changes.into_iter().rev().find(|when| *when > 0 && guard_sees(truth, node, machine, *when - 1, outlets));
     Some(since.unwrap_or(0))
 }
 
@@ -846,6 +866,13 @@ fn proof_holds(
         ));
     }
     Ok(())
+}
+
+/// Whether `release` was proven through a PDU level: its remediation's fence read outlets before it.
+fn released_through_level(truth: &Truth, release: &Release) -> bool {
+    truth.log.iter().any(|r| {
+        matches!(r, Record::OutletAnswer { by, requested, .. } if by.task == release.remediation && *requested <= release.at)
+    })
 }
 
 /// A release by a device's proof: through a PDU level when the releasing process read outlets for

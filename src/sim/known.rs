@@ -554,4 +554,8 @@ pub const REGRESSIONS: &[(u64, &str)] = &[
         303833,
         "R1 (soak, the oracle): a Reboot's On answered 503 by a flaky BMC ended the release (its failure recorded, as R1 says), and the world's later power-on was judged as if the release stood: the world logged no refused reset; it now does (ResetRefused), and an On refused ends the release as one lost does",
     ),
+    (
+        304647,
+        "L9 (soak, the oracle): after a release through a level whose welded outlet let the world switch the machine on, the guard (Alert) saw its draw at the outlets and reported ReleasedMachinePoweredOn; the oracle took the dead BMC for the guard's only device and asked for GuardBlind: after a level release the outlets are its device too (L9), and its Off to them is its ForceOff",
+    ),
 ];
