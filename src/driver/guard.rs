@@ -11,11 +11,10 @@ enum OutletsRound {
     /// They could not all be read, or the binding's level was edited since the release: the BMC is
     /// asked as after any release.
     Unknown,
-    /// An outlet may feed the machine again: the finding is recorded (and the Off sent); the round
-    /// ends, the guard reading again after this.
-    Ended(StdDuration),
-    /// As `Ended`, the Off withheld: the BMC is still read, and acted on only if it sees the machine run.
-    Withheld(StdDuration),
+    /// An outlet may feed the machine again: the finding is recorded (under `Enforce` the level's
+    /// Off sent, or withheld saying why); the BMC is still read, and acted on only if it sees the
+    /// machine run; the guard reads again after this.
+    NotOff(StdDuration),
 }
 
 impl<W: World> Fence<'_, W> {
@@ -135,12 +134,11 @@ impl<W: World> Fence<'_, W> {
         // L9: after a level release, the level's outlets first; an outlet that may feed the machine
         // again is the finding, whatever its BMC says.
         let level = status.evidence.as_ref().and_then(|e| e.power_off.as_ref()).and_then(|p| p.level.as_ref());
-        let (outlets_off, withheld) = match level.map(|l| l.level) {
+        let (outlets_off, outlet_finding) = match level.map(|l| l.level) {
             Some(level) => match Box::pin(self.guard_outlets(level, node, &memory, approval)).await? {
                 OutletsRound::Off => (true, None),
                 OutletsRound::Unknown => (false, None),
-                OutletsRound::Ended(next) => return Ok(Some(next)),
-                OutletsRound::Withheld(next) => (false, Some(next)),
+                OutletsRound::NotOff(next) => (false, Some(next)),
             },
             None => (false, None),
         };
@@ -194,9 +192,9 @@ impl<W: World> Fence<'_, W> {
             crate::guard::Finding::Blind(_) if outlets_off => crate::guard::Finding::Off,
             finding => finding,
         };
-        // L9: a withheld Off to the outlets stands as the round's finding, unless the BMC itself sees
-        // the machine run: then its ForceOff.
-        if let Some(next) = withheld
+        // L9: an outlet's finding stands as the round's, its Off sent or withheld, unless the BMC
+        // itself sees the machine run (a welded relay, an Off withheld): then its ForceOff too.
+        if let Some(next) = outlet_finding
             && !matches!(finding, crate::guard::Finding::NotOff(_))
         {
             return Ok(Some(next));
@@ -266,12 +264,12 @@ impl<W: World> Fence<'_, W> {
         }
         let reset = decision.reset;
         self.commit(decision, Some(node)).await?;
-        let sent = reset != Some(ResetType::ForceOff) || self.send_guard_outlets_off(level, through, node).await?;
+        if reset == Some(ResetType::ForceOff) {
+            self.send_guard_outlets_off(level, through, node).await?;
+        }
         let interval = self.world.settings().guard_interval;
         let next = crate::guard::due(&self.status(), &self.remembered(), self.world.mono(), interval, &self.uid);
-        let next = next.unwrap_or(StdDuration::ZERO);
-        // An Off withheld (the level changed, an outlet another live node's) leaves the BMC to be read.
-        Ok(if sent { OutletsRound::Ended(next) } else { OutletsRound::Withheld(next) })
+        Ok(OutletsRound::NotOff(next.unwrap_or(StdDuration::ZERO)))
     }
 
     /// L9: the guard's Off to every outlet of the level, its intent persisted: every PDU's turn
@@ -279,13 +277,12 @@ impl<W: World> Fence<'_, W> {
     /// no outlet another live node's (L6); right before, the remediation unchanged since
     /// ([`guard_reset_still_wanted`]), the Node still calling for it ([`crate::guard::may_enforce`]),
     /// this replica leading for the requests' time. The turns are given back before the answer is
-    /// recorded. Whether it was sent (`false`: withheld, and said why).
-    async fn send_guard_outlets_off(&mut self, level: u32, read: DeviceMark, node: &Node) -> Result<bool, Error> {
+    /// recorded; withheld, it says why.
+    async fn send_guard_outlets_off(&mut self, level: u32, read: DeviceMark, node: &Node) -> Result<(), Error> {
         let keys: Vec<String> = match self.level_devices(level).await? {
             Ok((devices, _)) => devices.outlets().into_iter().map(|(key, _)| key).collect(),
             Err(failure) => {
-                self.guard_withheld(crate::guard::GuardHold::NoDevice(failure.message), node).await?;
-                return Ok(false);
+                return self.guard_withheld(crate::guard::GuardHold::NoDevice(failure.message), node).await;
             }
         };
         let turns = self.pdu_turns(&keys).await;
@@ -299,13 +296,9 @@ impl<W: World> Fence<'_, W> {
                 self.commit_retrying(node, |status, memory| {
                     crate::guard::outlets_answered(status, memory, &result, now, level)
                 })
-                .await?;
-                Ok(true)
+                .await
             }
-            Err(hold) => {
-                self.guard_withheld(hold, node).await?;
-                Ok(false)
-            }
+            Err(hold) => self.guard_withheld(hold, node).await,
         }
     }
 

@@ -38,6 +38,8 @@ struct Release {
     remediation: String,
     node: String,
     at: Micros,
+    /// Written by an attestation's task, not the fence's.
+    attested: bool,
 }
 
 #[derive(Debug, Default)]
@@ -205,7 +207,9 @@ impl Checker {
             return Some(Ok(()));
         }
         let end = Self::release_end(truth, release);
-        // L9: after a level release, the guard's Off to the level's outlets is its ForceOff.
+        // L9: after a level release, the guard's Off to the level's outlets is its ForceOff when it
+        // takes the machine's power, or when the BMC cannot see the machine (a welded relay: nothing
+        // else can be sent); otherwise its BMC's ForceOff is asked for.
         let reset_off = |from: Micros, until: Micros| {
             truth.log.iter().any(|r| match r {
                 Record::Reset { at, machine: m, on: false, .. } => *m == machine && *at >= from && *at <= until,
@@ -214,11 +218,23 @@ impl Checker {
                         && truth.outlets[*outlet].feeds == machine
                         && *at >= from
                         && *at <= until
+                        && (!truth.machines[machine].on_at(until) || !guard_sees(truth, node, machine, *at, false))
                 }
                 _ => false,
             })
         };
-        let outlets = released_through_level(truth, release) && !scenario.levels.is_some_and(|l| l.wrong_mapping);
+        // A fence's level release (not an attested one) whose statement is right: its outlets are the
+        // guard's device too, while the binding is as it was at the release (an edit leaves the level
+        // unknown to the guard).
+        let level_release = released_through_level(truth, release) && !release.attested;
+        if level_release && scenario.levels.is_some_and(|l| l.wrong_mapping) {
+            // L5's named risk: outlets of another machine prove nothing either way.
+            return Some(Ok(()));
+        }
+        let edited = truth.log.iter().any(
+            |r| matches!(r, Record::BindingEdited { at, node: of, .. } if of == node && *at > release.at && *at <= on),
+        );
+        let outlets = level_release && !edited;
         let event = |reason: &str, from: Micros, until: Micros| {
             truth.log.iter().any(
                 |r| matches!(r, Record::Event { at, reason: said, .. } if *at >= from && *at <= until && said == reason),
@@ -392,8 +408,9 @@ impl Checker {
                 if after.iter().any(|t| oos(&t.key) && !before.iter().any(|b| taint_key(b) == taint_key(t))) {
                     let uid = owner_of(after_annotations).unwrap_or_default();
                     let remediation = name_of(truth, &uid).unwrap_or_default();
-                    let release = Release { uid, remediation, node: node.clone(), at: *at };
-                    let judged = if is_attestation(&by.task) {
+                    let attested = is_attestation(&by.task);
+                    let release = Release { uid, remediation, node: node.clone(), at: *at, attested };
+                    let judged = if attested {
                         attestation_holds(truth, scenario, by, &release)
                     } else {
                         released_on_proof(truth, scenario, by, node, *sent, *at)
@@ -431,7 +448,9 @@ impl Checker {
                     .map_err(|e| format!("p{} force-deleted a pod of {node} at {}: {e}", by.pid, show(*at)))?;
                 if !self.releases.iter().any(|r| r.remediation == by.task && r.node == *node) {
                     let uid = uid_of(truth, &by.task).unwrap_or_default();
-                    self.releases.push(Release { uid, remediation: by.task.clone(), node: node.clone(), at: *at });
+                    let release =
+                        Release { uid, remediation: by.task.clone(), node: node.clone(), at: *at, attested: false };
+                    self.releases.push(release);
                 }
             }
             Record::Reset { at, by, node, machine, on, intent, proven_path, path, guard } => {
@@ -912,8 +931,15 @@ fn binding_verified_at_admission(
     if attestation.spec.acknowledge.iter().any(|a| a.reason == AcknowledgedReason::BindingUnverified) {
         return Ok(());
     }
-    let Some(verified) = truth.bindings.get(binding).and_then(|b| b.status.as_ref()?.verified_content.clone()) else {
-        return Err(format!("binding {binding} was never verified (A2)"));
+    // The world's own verifications up to the admission: one coroner made since counts for nothing.
+    let verified: Vec<u64> = truth
+        .binding_verifications
+        .iter()
+        .filter(|(at, of, _)| of == binding && *at <= admitted)
+        .map(|(_, _, content)| *content)
+        .collect();
+    let Some(verified) = verified.last().copied() else {
+        return Err(format!("binding {binding} was never verified before fence {fence} was admitted (A2)"));
     };
     let read_from = truth
         .log
@@ -932,9 +958,7 @@ fn binding_verified_at_admission(
             .filter(|(at, of, _)| of == binding && *at > read_from && *at <= admitted)
             .map(|(at, ..)| *at),
     );
-    let verified_then = moments
-        .iter()
-        .any(|at| truth.binding_content_at(binding, *at).map(crate::access::content_hex) == Some(verified.clone()));
+    let verified_then = moments.iter().any(|at| truth.binding_content_at(binding, *at) == Some(verified));
     if verified_then {
         Ok(())
     } else {
@@ -962,39 +986,35 @@ fn level_proof_holds(
     let machine = truth.machine_of_node(node).ok_or("the node has no machine")?;
     let m = &truth.machines[machine];
     let spec = &scenario.spec;
-    // L5's named risk: a level whose mapping an operator stated wrongly proves another machine off;
-    // its release is judged on the rule (the outlets it read), not on this machine's truth.
+    // L5's named risk: a level whose mapping an operator stated wrongly proves another machine off,
+    // which L7 catches only while this machine's BMC answers: judged on the outlets the level names.
     let stated_wrongly = scenario.levels.is_some_and(|l| l.wrong_mapping);
-    let feeders: Vec<usize> = (0..truth.outlets.len())
-        .filter(|o| match stated_wrongly {
-            false => truth.outlets[*o].feeds == machine,
-            true => truth
-                .log
-                .iter()
-                .any(|r| matches!(r, Record::OutletAnswer { by: who, outlet, .. } if who == by && outlet == o)),
-        })
-        .collect();
+    let feeders: Vec<usize> = match stated_wrongly {
+        false => (0..truth.outlets.len()).filter(|o| truth.outlets[*o].feeds == machine).collect(),
+        true => named_outlets(truth, node),
+    };
     if feeders.is_empty() {
         return Err(format!("released through PDU outlets, and no outlet feeds {}", m.name));
     }
     let fresh = micros(fence::freshness(spec, timing()));
-    let (mut began, mut last_requested, mut last_sampled) = (Micros::MIN, Micros::MIN, Micros::MIN);
+    // (requested, sampled, answered, proves off, truly on) of each feeder's readings by this process.
+    let mut runs = Vec::new();
     for outlet in feeders {
-        let answers: Vec<(Micros, Micros, Micros, bool)> = truth
+        let answers: Vec<(Micros, Micros, Micros, bool, bool)> = truth
             .log
             .iter()
             .filter_map(|r| match r {
-                Record::OutletAnswer { by: who, outlet: o, requested, sampled, answered, proves_off, .. }
-                    if who == by && *o == outlet && *requested <= sent =>
+                Record::OutletAnswer { by: who, outlet: o, requested, sampled, answered, proves_off, truly_on }
+                    if who == by && *o == outlet && *answered <= sent =>
                 {
-                    Some((*requested, *sampled, *answered, *proves_off))
+                    Some((*requested, *sampled, *answered, *proves_off, *truly_on))
                 }
                 _ => None,
             })
             .collect();
         let trailing = answers.iter().rev().take_while(|a| a.3).count();
-        let run = &answers[answers.len() - trailing..];
-        let (Some(first), Some(last)) = (run.first(), run.last()) else {
+        let run = answers[answers.len() - trailing..].to_vec();
+        let Some(last) = run.last() else {
             return Err(format!(
                 "outlet {outlet} feeds {} and p{}/{}'s last reading of it did not prove Off",
                 m.name, by.pid, by.term
@@ -1006,10 +1026,12 @@ fn level_proof_holds(
                 show(last.0)
             ));
         }
-        began = began.max(first.1);
-        last_requested = last_requested.max(last.0);
-        last_sampled = last_sampled.max(last.1);
+        runs.push(run);
     }
+    // The level reads Off from when the last of its outlets began to (its answer), to the last request.
+    let began = runs.iter().filter_map(|run| run.first().map(|a| a.2)).max().unwrap_or_default();
+    let last_requested = runs.iter().filter_map(|run| run.last().map(|a| a.0)).max().unwrap_or_default();
+    let last_sampled = runs.iter().filter_map(|run| run.last().map(|a| a.1)).max().unwrap_or_default();
     let settle = micros(spec.settle.get());
     if last_requested - began < settle {
         return Err(format!(
@@ -1019,8 +1041,25 @@ fn level_proof_holds(
             show(settle)
         ));
     }
+    // Exempt from the truth only while L7 could not catch it: the BMC silent when it was asked.
     if stated_wrongly {
-        return Ok(());
+        let silent = bound_bmc(truth, node, machine, sent).is_none_or(|b| {
+            std::iter::once(last_requested)
+                .chain(truth.log.iter().filter_map(|r| match r {
+                    Record::BmcPower { at, bmc, .. } if *bmc == b && *at > last_requested && *at <= sent => Some(*at),
+                    _ => None,
+                }))
+                .any(|at| !bmc_alive_at(truth, b, at))
+        });
+        if silent {
+            return Ok(());
+        }
+    }
+    // P4: the machine truly off at every proving sample, and from the last one until the release took
+    // effect, unless the world switched it on after the last proving request (the guard's).
+    let proving = runs.iter().flatten().filter(|a| a.2 >= began);
+    if let Some(on) = proving.clone().find(|a| a.4) {
+        return Err(format!("{} was on when its PDU sampled a proving outlet reading at {}", m.name, show(on.1)));
     }
     let injected = truth.log.iter().find_map(|r| match r {
         Record::PoweredOn { at: on, machine: which, .. } if *which == machine && *on > last_requested && *on <= at => {
@@ -1029,16 +1068,33 @@ fn level_proof_holds(
         _ => None,
     });
     let until = injected.map_or(at, |on| on - 1);
-    if !m.off_throughout(began, until) {
+    if !m.off_throughout(last_sampled, until) {
         return Err(format!(
-            "{} was on at some time between its outlets reading Off together ({}) and the release taking effect ({}); last sample {}",
+            "{} was on at some time between its outlets' last proving sample ({}) and the release taking effect ({})",
             m.name,
-            show(began),
-            show(at),
-            show(last_sampled)
+            show(last_sampled),
+            show(at)
         ));
     }
     Ok(())
+}
+
+/// The world's outlets the node's binding names as its level 2.
+fn named_outlets(truth: &Truth, node: &str) -> Vec<usize> {
+    let Some(level) =
+        truth.bindings.values().find(|b| b.spec.node_name == node).and_then(|b| b.spec.pdu_levels.first())
+    else {
+        return Vec::new();
+    };
+    level
+        .outlets
+        .iter()
+        .filter_map(|o| {
+            let snmp = o.snmp.as_ref()?;
+            let pdu = crate::api::host_port(&snmp.address, snmp.port.unwrap_or(161));
+            truth.outlets.iter().position(|w| w.pdu == pdu && w.number == snmp.outlet)
+        })
+        .collect()
 }
 
 /// When the world's record shows remediation `task`'s fence admitted: its first status write past

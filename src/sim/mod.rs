@@ -1030,6 +1030,7 @@ fn add_level(truth: &mut Truth, machine: usize, spare: usize, levels: &scenario:
         status.verified_content = content;
     }
     truth.note_binding_content(TARGET);
+    truth.note_verified(TARGET);
 }
 
 #[cfg(test)]

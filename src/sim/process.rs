@@ -610,7 +610,9 @@ impl crate::driver::ports::Level for SimLevel {
             .request(index, |t, outlet, by| {
                 let o = t.outlets[outlet].clone();
                 let truly_on = t.machines[o.feeds].on;
-                let watts = o.metered.then_some(if truly_on { super::world::MACHINE_WATTS } else { 0.0 });
+                // Only an outlet that feeds the machine (on, or welded) shows its draw.
+                let feeding = truly_on && (o.on || o.welded);
+                let watts = o.metered.then_some(if feeding { super::world::MACHINE_WATTS } else { 0.0 });
                 let state = if o.on { crate::pdu::OutletState::On } else { crate::pdu::OutletState::Off };
                 let reading = crate::pdu::OutletReading { state, pending: false, watts };
                 (reading, outlet, by, t.now, truly_on)

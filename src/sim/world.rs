@@ -341,6 +341,8 @@ pub struct Truth {
     /// Each binding's content over time (its spec and the credential and CA values it leads to, as
     /// `access::device_digest` takes them): (since, binding, content), for A2's judge.
     pub binding_contents: Vec<(Micros, String, u64)>,
+    /// The world's binding verifier's successful verifications: (when, binding, the content verified).
+    pub binding_verifications: Vec<(Micros, String, u64)>,
     /// Chance an outlet request gets no answer (the seed's).
     pub pdu_timeout_rate: f64,
     pub leader: LeaderLease,
@@ -484,6 +486,7 @@ impl Truth {
             outlets: Vec::new(),
             supplied_bmcs: Vec::new(),
             binding_contents: Vec::new(),
+            binding_verifications: Vec::new(),
             pdu_timeout_rate: 0.0,
             leader: LeaderLease { holder: None, renewed: 0, duration: 15 * SECOND },
             processes: BTreeMap::new(),
@@ -673,6 +676,14 @@ impl Truth {
         });
         self.bindings.insert(name.into(), roundtrip(&binding));
         self.note_binding_content(name);
+        self.note_verified(name);
+    }
+
+    /// The world's binding verifier verified binding `name` at its content now.
+    pub fn note_verified(&mut self, name: &str) {
+        if let Some(content) = self.binding_content(name) {
+            self.binding_verifications.push((self.now, name.into(), content));
+        }
     }
 
     /// What binding `name` is made of now: its spec, its Secret's value and its CA bundle's content.
