@@ -548,6 +548,36 @@ mod levels {
     }
 
     #[tokio::test]
+    async fn a_welded_relay_feeding_the_released_machine_gets_the_guard_s_force_off_through_its_bmc_too() {
+        let snmp = SnmpPduPeer::start(&SnmpPduSpec::default());
+        let redfish = RedfishPduPeer::start(&RedfishPduSpec { load: Some(240.0), ..RedfishPduSpec::default() });
+        let mut machine = Machine::start(&MachineSpec::new(UUID));
+        machine.go_dark();
+        let level = level(&snmp, Some(&redfish), true);
+        let devices = devices(&snmp, Some(&redfish), &level).await;
+        let (status, lab) = fence_with(&machine, UUID, spec(), level, devices).await;
+        assert_eq!(reason(&status), ("True".into(), "RemediationComplete".into()), "{:?}", lab.reasons());
+        // After the release the relay welds, power comes back to the machine through it, and its BMC
+        // answers again, reading the machine On.
+        redfish.force("A1", json!({"welded": true}));
+        let dir = tempfile::tempdir().unwrap();
+        let port = machine.port;
+        machine.stop();
+        let back = Machine::start_on(&MachineSpec::new(UUID), dir.path(), port);
+        lab.clock().sleep(Duration::from_secs(12)).await;
+        // The first round finds the machine through the binding (level 1 never proved it), the next reads it.
+        for _ in 0..2 {
+            lab.reconcile().await.unwrap();
+            lab.clock().sleep(Duration::from_secs(12)).await;
+        }
+        // The outlets were switched off again (they read Off and still draw), and the BMC's ForceOff sent.
+        let resets: Vec<String> = back.requests().into_iter().filter(|r| r.starts_with("POST")).collect();
+        assert!(resets.iter().any(|r| r.contains("ForceOff")), "{resets:?} {:?} {:?}", lab.reasons(), lab.errors());
+        let reasons = lab.reasons();
+        assert!(reasons.iter().filter(|r| *r == "GuardForceOffSent").count() >= 2, "{reasons:?}");
+    }
+
+    #[tokio::test]
     async fn the_guard_withholds_its_off_from_an_outlet_another_live_node_names() {
         let snmp = SnmpPduPeer::start(&SnmpPduSpec::default());
         let mut machine = Machine::start(&MachineSpec::new(UUID));
