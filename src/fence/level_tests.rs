@@ -168,6 +168,16 @@ impl Fence {
         self.step(millis, Observation::BmcAfterOutlets(AskedAfterOutlets::Answered(Box::new(found))))
     }
 
+    /// One step at `millis` with the binding at `generation` in the store (edited since, when not 4).
+    fn step_at_generation(&self, millis: i64, generation: i64, observation: Observation) -> Decision {
+        let mut ctx = self.ctx(millis);
+        let view = ctx.levels.map(|v| LevelsView { generation: Some(generation), ..v });
+        ctx.levels = view;
+        let stored: CoronerRemediationStatus =
+            serde_json::from_value(serde_json::to_value(&self.status).unwrap()).unwrap();
+        next(&self.spec, &stored, observation, ctx)
+    }
+
     /// L7: a fresh connection to the BMC's address heard nothing.
     fn bmc_silent_after(&mut self, millis: i64) -> Decision {
         self.step(millis, Observation::BmcAfterOutlets(AskedAfterOutlets::Silent))
@@ -493,16 +503,7 @@ fn the_mapping_is_judged_at_the_generation_the_outlets_were_read_through() {
     off_for_settle(&mut fence);
     // The binding was edited (generation 5, its confirmation gone) while the BMC was asked.
     fence.confirmed = vec![Some(5)];
-    let decision = {
-        let mut edited = fence.ctx(3_500);
-        let levels = fence.levels.clone();
-        let confirmed = fence.confirmed.clone();
-        edited.levels =
-            Some(LevelsView { binding: "worker-1", generation: Some(5), levels: &levels, confirmed: &confirmed });
-        let stored: CoronerRemediationStatus =
-            serde_json::from_value(serde_json::to_value(&fence.status).unwrap()).unwrap();
-        next(&fence.spec, &stored, Observation::BmcAfterOutlets(AskedAfterOutlets::Silent), edited)
-    };
+    let decision = fence.step_at_generation(3_500, 5, Observation::BmcAfterOutlets(AskedAfterOutlets::Silent));
     // Not proven on generation 4's readings: the outlets are read again, through generation 5.
     assert_eq!(phase_of(&decision.status), Phase::PoweringOffOutlets);
     assert!(decision.memory.run.is_none());
@@ -598,14 +599,7 @@ fn a_binding_edited_under_a_level_at_its_deadline_ends_the_fence_without_a_next_
     fence.outlets(1_000, &[Off, On]);
     fence.step(1_100, Observation::ResetAnswered { action: ResetType::ForceOff, result: Ok(0) });
     // The store holds generation 5 while the readings came through 4, and the deadline passes.
-    let levels = fence.levels.clone();
-    let confirmed = fence.confirmed.clone();
-    let mut edited = fence.ctx(61_000);
-    edited.levels =
-        Some(LevelsView { binding: "worker-1", generation: Some(5), levels: &levels, confirmed: &confirmed });
-    let stored: CoronerRemediationStatus =
-        serde_json::from_value(serde_json::to_value(&fence.status).unwrap()).unwrap();
-    let decision = next(&fence.spec, &stored, Observation::Unavailable("a list failed".into()), edited);
+    let decision = fence.step_at_generation(61_000, 5, Observation::Unavailable("a list failed".into()));
     assert_eq!(phase_of(&decision.status), Phase::Failed);
     assert_eq!(decision.status.progress.as_ref().unwrap().level, Some(2), "no next level after an edit");
 }
@@ -618,14 +612,7 @@ fn a_level_entered_at_one_generation_and_ended_at_another_hands_on_to_no_level_e
     // A new process, which never read the outlets, sees the deadline pass (on the wall clock: twice
     // powerOffTimeout) with the binding at 5.
     fence.memory = Memory::default();
-    let levels = fence.levels.clone();
-    let confirmed = fence.confirmed.clone();
-    let mut edited = fence.ctx(125_000);
-    edited.levels =
-        Some(LevelsView { binding: "worker-1", generation: Some(5), levels: &levels, confirmed: &confirmed });
-    let stored: CoronerRemediationStatus =
-        serde_json::from_value(serde_json::to_value(&fence.status).unwrap()).unwrap();
-    let decision = next(&fence.spec, &stored, Observation::Unavailable("a list failed".into()), edited);
+    let decision = fence.step_at_generation(125_000, 5, Observation::Unavailable("a list failed".into()));
     assert_eq!(phase_of(&decision.status), Phase::Failed);
     assert_eq!(decision.status.progress.as_ref().unwrap().level, Some(2));
 }

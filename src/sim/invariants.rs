@@ -866,16 +866,9 @@ fn proof_holds(
     if let Some(on) = proving.iter().find(|r| r.truly_on) {
         return Err(format!("{} was on when the BMC sampled it for a proving reading at {}", m.name, show(on.sampled)));
     }
-    // The world's own power-on after the last proving request is the guard's to catch.
-    let injected = truth.log.iter().find_map(|r| match r {
-        Record::PoweredOn { at: on, machine: which, .. } if *which == machine && *on > last.requested && *on <= at => {
-            Some(*on)
-        }
-        _ => None,
-    });
     // P4: a power-on wholly between two proving samples is invisible to sampling and frees nothing;
     // from the last proving sample the machine must stay off until the release takes effect.
-    let until = injected.map_or(at, |on| on - 1);
+    let until = before_injected_power_on(truth, machine, last.requested, at);
     if !m.off_throughout(last.sampled, until) {
         return Err(format!(
             "{} was on at some time between the proof's last sample ({}) and the release taking effect ({})",
@@ -885,6 +878,18 @@ fn proof_holds(
         ));
     }
     Ok(())
+}
+
+/// Until when a release in effect at `at` must find `machine` off since its proof: the world's own
+/// power-on after the proof's last request (`last_requested`) is the guard's to catch, not the proof's.
+fn before_injected_power_on(truth: &Truth, machine: usize, last_requested: Micros, at: Micros) -> Micros {
+    let injected = truth.log.iter().find_map(|r| match r {
+        Record::PoweredOn { at: on, machine: which, .. } if *which == machine && *on > last_requested && *on <= at => {
+            Some(*on)
+        }
+        _ => None,
+    });
+    injected.map_or(at, |on| on - 1)
 }
 
 /// Whether `release` was proven through a PDU level: its remediation's fence read outlets before it.
@@ -1061,13 +1066,7 @@ fn level_proof_holds(
     if let Some(on) = proving.clone().find(|a| a.4) {
         return Err(format!("{} was on when its PDU sampled a proving outlet reading at {}", m.name, show(on.1)));
     }
-    let injected = truth.log.iter().find_map(|r| match r {
-        Record::PoweredOn { at: on, machine: which, .. } if *which == machine && *on > last_requested && *on <= at => {
-            Some(*on)
-        }
-        _ => None,
-    });
-    let until = injected.map_or(at, |on| on - 1);
+    let until = before_injected_power_on(truth, machine, last_requested, at);
     if !m.off_throughout(last_sampled, until) {
         return Err(format!(
             "{} was on at some time between its outlets' last proving sample ({}) and the release taking effect ({})",
