@@ -627,6 +627,70 @@ pub fn queued_recheck(inputs: &GateInputs<'_>) -> StdDuration {
     frees.min(QUEUED_RECHECK)
 }
 
+/// What a queued remediation's last full look (its reads and a fresh list of the remediations) saw:
+/// its own resourceVersion, the [`queue_fingerprint`] of the stores then, and when the window frees
+/// if that came before [`QUEUED_RECHECK`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueueLook {
+    pub resource_version: Option<String>,
+    pub fingerprint: u64,
+    pub until: Option<crate::fence::Mono>,
+}
+
+/// What the place of `me` in the queue depends on, as the stores show it (no request): each other
+/// remediation's phase, `Succeeded` reason, deletion, node, creation and admission, each binding's
+/// node and generation, and when coroner last saw the node's Lease change. Only compared, so a hash.
+/// A binding's status (the verifier writes it) and a fence's readings within a phase leave it as it is.
+pub fn queue_fingerprint(
+    me: &CoronerRemediation,
+    remediations: &[CoronerRemediation],
+    bindings: &[BmcBinding],
+    lease_changed: Option<crate::fence::Mono>,
+) -> u64 {
+    use std::hash::{Hash, Hasher};
+    // Fixed keys: the same stores give the same number in every process (and every simulator run).
+    let mut hasher = std::hash::DefaultHasher::new();
+    let mut others: Vec<&CoronerRemediation> = remediations.iter().filter(|r| r.uid() != me.uid()).collect();
+    others.sort_by_key(|r| r.uid());
+    for r in others {
+        let succeeded = r.status.as_ref().and_then(|s| conditions::find(&s.conditions, contract::SUCCEEDED));
+        let admitted = r.status.as_ref().and_then(|s| s.evidence.as_ref()?.node.as_ref()).map(|n| n.admitted_at.0);
+        (r.uid(), r.name_any(), r.metadata.creation_timestamp.as_ref().map(|t| t.0), Phase::of(r).as_str())
+            .hash(&mut hasher);
+        (succeeded.map(|c| (&c.status, &c.reason)), r.metadata.deletion_timestamp.is_some(), node_of(r), admitted)
+            .hash(&mut hasher);
+    }
+    let mut named: Vec<(&str, String, Option<i64>)> =
+        bindings.iter().map(|b| (b.spec.node_name.as_str(), b.name_any(), b.metadata.generation)).collect();
+    named.sort();
+    named.hash(&mut hasher);
+    lease_changed.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// A queued remediation's look that would see what its last look saw is not taken: how long to
+/// sleep instead (`None`: look). It looks when something woke it on purpose (`poked`: its node, an
+/// etcd Pod, the queue moving), its own object changed, the stores show another place in the queue
+/// (a wake-up lost, or a store that showed a move only after the wake-up), or the window frees; so
+/// waiting in the queue costs no request, and the fallback recheck stays.
+pub fn queued_look_skipped(
+    last: Option<&QueueLook>,
+    resource_version: Option<&str>,
+    fingerprint: u64,
+    poked: bool,
+    mono: crate::fence::Mono,
+) -> Option<StdDuration> {
+    let last = last?;
+    if poked || last.resource_version.as_deref() != resource_version || last.fingerprint != fingerprint {
+        return None;
+    }
+    match last.until {
+        Some(until) if mono >= until => None,
+        Some(until) => Some(until - mono),
+        None => Some(QUEUED_RECHECK),
+    }
+}
+
 /// Whether a remediation going from phase `before` to `after` (`None`: not seen; gone or being
 /// deleted) may move the queue, so that the pending remediations are woken: one leaves `Pending`
 /// (those behind it move up), leaves a phase that holds a power slot (the slot frees), or is going

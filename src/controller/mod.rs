@@ -316,6 +316,15 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
     // A node change wakes the remediations for that node (found through NHC's node-name annotation),
     // and every pending one only for a control-plane node (the quorum gate); an etcd pod change
     // wakes every pending one.
+    // Each wake-up on purpose is noted, so that a queued remediation tells it from its timer
+    // (`gates::queued_look_skipped`).
+    let poke = |ctx: &Context, refs: Vec<ObjectRef<CoronerRemediation>>| {
+        for r in &refs {
+            ctx.local.poke(&r.name);
+        }
+        refs
+    };
+    let (by_node_ctx, queue_ctx, etcd_ctx) = (ctx.clone(), ctx.clone(), ctx.clone());
     let remediation_controller = remediation_controller
         .watches_stream(node_events, move |node: Node| {
             let name = node.name_any();
@@ -325,11 +334,12 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
                 // The receiver lives as long as the controllers.
                 let _ = orphans.send(name.clone());
             }
-            remediations
+            let woken = remediations
                 .into_iter()
                 .filter(|r| crate::gates::woken_by_node_change(&node, r))
                 .map(|r| ObjectRef::from_obj(&*r))
-                .collect::<Vec<_>>()
+                .collect::<Vec<_>>();
+            poke(&by_node_ctx, woken)
         })
         // A remediation that leaves Pending or a power slot, or is gone, wakes the pending ones: a
         // queued remediation waits for that (or for the window), not on a timer.
@@ -346,15 +356,22 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
             if !crate::gates::moves_the_queue(before, after) {
                 return Vec::new();
             }
-            queued
+            let woken = queued
                 .state()
                 .into_iter()
                 .filter(|r| is_pending(r) && r.uid().as_deref() != Some(uid.as_str()))
                 .map(|r| ObjectRef::from_obj(&*r))
-                .collect::<Vec<_>>()
+                .collect::<Vec<_>>();
+            poke(&queue_ctx, woken)
         })
         .watches_stream(etcd_events, move |_: Pod| {
-            pending.state().into_iter().filter(|r| is_pending(r)).map(|r| ObjectRef::from_obj(&*r)).collect::<Vec<_>>()
+            let woken = pending
+                .state()
+                .into_iter()
+                .filter(|r| is_pending(r))
+                .map(|r| ObjectRef::from_obj(&*r))
+                .collect::<Vec<_>>();
+            poke(&etcd_ctx, woken)
         })
         .graceful_shutdown_on(stop.clone().cancelled_owned())
         .run(remediation::reconcile, error_policy, ctx.clone())

@@ -103,6 +103,11 @@ pub struct Local {
     pub unwritten: std::sync::Mutex<BTreeMap<String, (String, String, CoronerRemediationStatus)>>,
     /// R4: why this process last said a taint whose remediation is gone stays, by owner UID and taint.
     orphans: std::sync::Mutex<BTreeMap<(String, &'static str), taints::OrphanHeld>>,
+    /// Each queued remediation's last full look, by UID, with the instance that took it.
+    queue_looks: std::sync::Mutex<BTreeMap<String, (String, gates::QueueLook)>>,
+    /// Remediations something woke on purpose (their node, an etcd Pod, the queue moving) since their
+    /// last look, by name.
+    pokes: std::sync::Mutex<std::collections::BTreeSet<String>>,
 }
 
 impl Local {
@@ -145,6 +150,29 @@ impl Local {
             Some(cause) => orphans.insert(key, cause) != Some(cause),
             None => orphans.remove(&key).is_some(),
         }
+    }
+
+    /// A wake-up on purpose of the remediation called `name` (not its own change, not a timer): its
+    /// next reconcile looks, queued or not ([`gates::queued_look_skipped`]).
+    pub fn poke(&self, name: &str) {
+        self.pokes.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(name.to_owned());
+    }
+
+    fn take_poke(&self, name: &str) -> bool {
+        self.pokes.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(name)
+    }
+
+    fn queue_look(&self, instance: &str, uid: &str) -> Option<gates::QueueLook> {
+        let looks = self.queue_looks.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        looks.get(uid).filter(|(by, _)| by == instance).map(|(_, look)| look.clone())
+    }
+
+    fn looked(&self, instance: &str, uid: &str, look: Option<gates::QueueLook>) {
+        let mut looks = self.queue_looks.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match look {
+            Some(look) => looks.insert(uid.to_owned(), (instance.to_owned(), look)),
+            None => looks.remove(uid),
+        };
     }
 
     fn hold(&self, uid: &str, held: Option<(String, String, CoronerRemediationStatus)>) {
@@ -200,12 +228,56 @@ impl Error {
 
 /// One reconcile of a live remediation (the finalizer is in place).
 pub async fn apply<W: World>(world: &W, local: &Local, cached: &CoronerRemediation) -> Result<Next, Error> {
+    let (instance, uid) = (world.instance(), cached.uid().unwrap_or_default());
+    let poked = local.take_poke(&cached.name_any());
+    // Taken before the look, from the stores: a move they show after it is seen at the next.
+    let fingerprint = match queued(cached.status.as_ref()) {
+        true => Some(queue_fingerprint(world, cached).await?),
+        false => None,
+    };
+    if let Some(fingerprint) = fingerprint {
+        let last = local.queue_look(&instance, &uid);
+        let version = cached.metadata.resource_version.as_deref();
+        if let Some(sleep) = gates::queued_look_skipped(last.as_ref(), version, fingerprint, poked, world.mono()) {
+            return Ok(Next::Requeue(sleep));
+        }
+    }
     let mut fence = Fence::load(world, local, cached).await?;
     let next = fence.run().await;
     // W1: a decision held back for the next write that did not come in this reconcile (the start of
     // a fence whose gates decided nothing new) is written now.
     fence.flush().await?;
+    let look = match (&next, fingerprint, queued(Some(&fence.status()))) {
+        (Ok(Next::Requeue(sleep)), Some(fingerprint), true) => Some(gates::QueueLook {
+            resource_version: fence.remediation.metadata.resource_version.clone(),
+            fingerprint,
+            until: (*sleep < gates::QUEUED_RECHECK).then(|| world.mono() + *sleep),
+        }),
+        _ => None,
+    };
+    local.looked(&instance, &uid, look);
     next
+}
+
+/// Whether a status says the gates queued its fence.
+fn queued(status: Option<&CoronerRemediationStatus>) -> bool {
+    status.is_some_and(|s| {
+        s.phase.unwrap_or_default() == Phase::Pending
+            && crate::api::conditions::find(&s.conditions, contract::SUCCEEDED)
+                .is_some_and(|c| c.reason == Reason::Queued.as_str())
+    })
+}
+
+/// [`gates::queue_fingerprint`] from the stores (no request).
+async fn queue_fingerprint<W: World>(world: &W, me: &CoronerRemediation) -> Result<u64, Error> {
+    let remediations = world.remediations(Listing::Stored).await?;
+    let bindings = world.bindings(Listing::Stored).await?;
+    let mono = world.mono();
+    let lease_changed = match world.lease_sighting(node_of(me).as_deref().unwrap_or_default(), mono) {
+        gates::LeaseSighting::Missing => None,
+        gates::LeaseSighting::Seen { age } => Some(mono.saturating_sub(age)),
+    };
+    Ok(gates::queue_fingerprint(me, &remediations, &bindings, lease_changed))
 }
 
 /// The finalizer: remove the taints this remediation owns and, once its release is over, the

@@ -2240,3 +2240,49 @@ fn the_reading_that_completes_settle_waits_for_the_moment_it_does_instead_of_nee
     let late = Memory { last_requested: Some(ms(1500)), ..memory };
     assert_eq!(next_reading_due(&spec, &late), Some(ms(2500)), "the run would span settle only 510 ms later");
 }
+
+/// Issue 23 (P3): a remediation queued behind three running fences sends the API server nothing while
+/// nothing its place depends on moved; a slot freeing in the store, or a wake-up on purpose, makes it
+/// look (and a freed slot admits it).
+#[tokio::test]
+async fn a_queued_remediation_sends_no_request_until_something_its_place_depends_on_moves() {
+    let lab = lab(off_spec(), machine(true));
+    lab.world(|t| {
+        for n in ["w-1", "w-2", "w-3"] {
+            t.add_node_as(n, "uuid", &format!("{n}-boot"), conditions::UNKNOWN, &[]);
+            t.create_remediation(n, n, &off_spec());
+            let holding = CoronerRemediationStatus { phase: Some(Phase::ConfirmingOff), ..Default::default() };
+            let version = t.remediation(n).and_then(|r| r.metadata.resource_version);
+            t.write_status(n, version.as_deref(), &holding).unwrap();
+        }
+    });
+    let queued = |s: &CoronerRemediationStatus| {
+        conditions::find(&s.conditions, contract::SUCCEEDED).is_some_and(|c| c.reason == Reason::Queued.as_str())
+    };
+    lab.run_until(queued).await;
+    let apply = || async {
+        let cached = lab.world(|t| t.remediation("worker-1")).unwrap();
+        let before = lab.requests();
+        let next = crate::driver::apply(&lab, lab.local(), &cached).await.unwrap();
+        (next, lab.requests() - before)
+    };
+    // The first look with its status saying Queued is taken and remembered; the next is not.
+    let (_, first) = apply().await;
+    assert!(first > 0);
+    assert_eq!(apply().await, (crate::driver::Next::Requeue(crate::gates::QUEUED_RECHECK), 0));
+    assert_eq!(apply().await.1, 0);
+
+    lab.local().poke("worker-1");
+    assert!(apply().await.1 > 0, "a wake-up on purpose looks");
+    assert_eq!(apply().await.1, 0);
+
+    // A slot frees; no wake-up reached it (lost): the store shows it, so the fallback looks.
+    lab.world(|t| {
+        let version = t.remediation("w-1").and_then(|r| r.metadata.resource_version);
+        let done = CoronerRemediationStatus { phase: Some(Phase::Done), ..Default::default() };
+        t.write_status("w-1", version.as_deref(), &done).unwrap();
+    });
+    let (_, looked) = apply().await;
+    assert!(looked > 0);
+    assert_ne!(lab.status().phase, Some(Phase::Pending), "admitted once the slot freed");
+}

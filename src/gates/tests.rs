@@ -778,3 +778,73 @@ fn a_reboot_through_a_binding_with_pdu_levels_is_refused_before_any_bmc_request(
     world.me.spec.action = crate::api::FenceAction::Off;
     assert_eq!(evaluate(&world.inputs()), Gate::Admit);
 }
+
+mod queue_looks {
+    use super::*;
+
+    fn look(version: &str, fingerprint: u64, until: Option<u64>) -> QueueLook {
+        QueueLook { resource_version: Some(version.into()), fingerprint, until: until.map(StdDuration::from_secs) }
+    }
+
+    const MONO: StdDuration = StdDuration::from_secs(100);
+
+    #[test]
+    fn a_queued_remediation_sleeps_through_a_look_that_would_see_what_its_last_look_saw() {
+        let last = look("7", 42, None);
+        assert_eq!(queued_look_skipped(Some(&last), Some("7"), 42, false, MONO), Some(QUEUED_RECHECK));
+    }
+
+    #[test]
+    fn a_remediation_with_no_look_of_its_own_yet_looks() {
+        assert_eq!(queued_look_skipped(None, Some("7"), 42, false, MONO), None);
+    }
+
+    #[test]
+    fn a_wake_up_on_purpose_its_own_change_or_another_queue_in_the_stores_makes_it_look() {
+        let last = look("7", 42, None);
+        assert_eq!(queued_look_skipped(Some(&last), Some("7"), 42, true, MONO), None, "poked");
+        assert_eq!(queued_look_skipped(Some(&last), Some("8"), 42, false, MONO), None, "its own object changed");
+        assert_eq!(queued_look_skipped(Some(&last), Some("7"), 43, false, MONO), None, "the stores moved");
+    }
+
+    #[test]
+    fn the_window_freeing_makes_it_look_and_until_then_it_sleeps_only_that_long() {
+        let last = look("7", 42, Some(130));
+        assert_eq!(queued_look_skipped(Some(&last), Some("7"), 42, false, MONO), Some(StdDuration::from_secs(30)));
+        let at = StdDuration::from_secs(130);
+        assert_eq!(queued_look_skipped(Some(&last), Some("7"), 42, false, at), None);
+    }
+
+    #[test]
+    fn the_queue_fingerprint_changes_with_a_place_or_a_slot_and_not_with_a_fences_readings_or_a_bindings_status() {
+        let me = remediation("me", "w-9", 50, Phase::Pending, Some(Reason::Queued));
+        let older = remediation("a", "w-1", 10, Phase::Pending, Some(Reason::Queued));
+        let running = remediation("b", "w-2", 20, Phase::ConfirmingOff, None);
+        let bindings = vec![binding("w-1", "w-1", "https://10.0.0.1", None)];
+        let all = vec![me.clone(), older.clone(), running.clone()];
+        let base = queue_fingerprint(&me, &all, &bindings, Some(MONO));
+
+        let mut read = running.clone();
+        read.status.as_mut().unwrap().last_update_time = Some(Time(t(30)));
+        read.metadata.resource_version = Some("99".into());
+        let mut verified = bindings.clone();
+        verified[0].status = Some(BmcBindingStatus { power_state: Some("On".into()), ..BmcBindingStatus::default() });
+        let mut mine = me.clone();
+        mine.metadata.resource_version = Some("5".into());
+        assert_eq!(
+            queue_fingerprint(&mine, &[mine.clone(), older.clone(), read], &verified, Some(MONO)),
+            base,
+            "a fence's readings, a binding's status and the remediation's own changes leave it"
+        );
+
+        let released = remediation("b", "w-2", 20, Phase::Done, None);
+        assert_ne!(queue_fingerprint(&me, &[me.clone(), older.clone(), released], &bindings, Some(MONO)), base);
+        let waiting = remediation("a", "w-1", 10, Phase::Pending, Some(Reason::NodeLeaseFresh));
+        assert_ne!(queue_fingerprint(&me, &[me.clone(), waiting, running.clone()], &bindings, Some(MONO)), base);
+        assert_ne!(queue_fingerprint(&me, &[me.clone(), running.clone()], &bindings, Some(MONO)), base, "one gone");
+        let mut edited = bindings.clone();
+        edited[0].metadata.generation = Some(2);
+        assert_ne!(queue_fingerprint(&me, &all, &edited, Some(MONO)), base);
+        assert_ne!(queue_fingerprint(&me, &all, &bindings, Some(MONO + MONO)), base, "the Lease changed");
+    }
+}

@@ -157,6 +157,8 @@ pub struct Lab<D, L = NoLevel> {
     /// The kubelet renews the node's Lease right after the next Node write that adds an
     /// out-of-service taint (or takes one over).
     renew_after_taint: std::sync::atomic::AtomicBool,
+    /// Requests sent to the API server ([`Lab::requests`]).
+    requests: std::sync::atomic::AtomicU64,
     /// How long a run may take before it counts as one that never ends.
     pub limit: StdDuration,
 }
@@ -243,6 +245,7 @@ impl<D: Target + Clone, L: Level + Clone> Lab<D, L> {
             secret_reads_refused: std::sync::atomic::AtomicBool::new(false),
             edit_at_leader_check: std::sync::atomic::AtomicBool::new(false),
             renew_after_taint: std::sync::atomic::AtomicBool::new(false),
+            requests: std::sync::atomic::AtomicU64::new(0),
             limit,
         }
     }
@@ -255,6 +258,25 @@ impl<D: Target + Clone, L: Level + Clone> Lab<D, L> {
         let term = lock(&self.incarnation).term;
         truth.caller = Caller { pid: PID, term, task: self.name.clone() };
         f(&mut truth)
+    }
+
+    /// Changes or reads the world as a request of coroner's to the API server (counted).
+    fn request<T>(&self, f: impl FnOnce(&mut Truth) -> T) -> T {
+        self.requests.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        self.world(f)
+    }
+
+    /// A list: from a store (no request; the lab's stores never trail) or from the API server.
+    fn listing<T>(&self, from: Listing, f: impl FnOnce(&mut Truth) -> T) -> T {
+        match from {
+            Listing::Stored => self.world(f),
+            Listing::Fresh => self.request(f),
+        }
+    }
+
+    /// How many requests coroner sent the API server so far (reads and writes; a store's list apart).
+    pub fn requests(&self) -> u64 {
+        self.requests.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// What the lab's process keeps in memory.
@@ -481,11 +503,11 @@ fn micros_to_mono(micros: Micros) -> Mono {
 
 impl<D: Target + Clone, L: Level + Clone> Remediations for Lab<D, L> {
     async fn remediation(&self, name: &str) -> ApiResult<Option<CoronerRemediation>> {
-        Ok(self.world(|t| t.remediation(name)))
+        Ok(self.request(|t| t.remediation(name)))
     }
 
-    async fn remediations(&self, _: Listing) -> ApiResult<Vec<CoronerRemediation>> {
-        Ok(self.world(|t| t.remediation_list()))
+    async fn remediations(&self, from: Listing) -> ApiResult<Vec<CoronerRemediation>> {
+        Ok(self.listing(from, |t| t.remediation_list()))
     }
 
     async fn write_status(
@@ -494,7 +516,7 @@ impl<D: Target + Clone, L: Level + Clone> Remediations for Lab<D, L> {
         status: CoronerRemediationStatus,
     ) -> ApiResult<CoronerRemediation> {
         let expected = current.resource_version();
-        let written = self.world(|t| t.write_status(&current.name_any(), expected.as_deref(), &status))?;
+        let written = self.request(|t| t.write_status(&current.name_any(), expected.as_deref(), &status))?;
         lock(&self.history).push(written.status.clone().unwrap_or_default());
         lock(&self.decided).push(written.status.clone().unwrap_or_default());
         Ok(written)
@@ -503,11 +525,11 @@ impl<D: Target + Clone, L: Level + Clone> Remediations for Lab<D, L> {
 
 impl<D: Target + Clone, L: Level + Clone> Nodes for Lab<D, L> {
     async fn node(&self, name: &str) -> ApiResult<Option<Node>> {
-        Ok(self.world(|t| t.node(name)))
+        Ok(self.request(|t| t.node(name)))
     }
 
-    async fn nodes(&self, _: Listing) -> ApiResult<Vec<Node>> {
-        Ok(self.world(|t| t.node_list()))
+    async fn nodes(&self, from: Listing) -> ApiResult<Vec<Node>> {
+        Ok(self.listing(from, |t| t.node_list()))
     }
 
     async fn patch_node(&self, current: &Node, wanted: &Node) -> ApiResult<Node> {
@@ -518,7 +540,7 @@ impl<D: Target + Clone, L: Level + Clone> Nodes for Lab<D, L> {
         let owner = |n: &Node| crate::taints::ownership(n, crate::taints::CoronerTaint::OutOfService).map(|o| o.uid);
         // A release: the taint added, or one taken over (its owner record rewritten).
         let released = taints(wanted) > taints(current) || (taints(wanted) > 0 && owner(wanted) != owner(current));
-        let written = self.world(|t| t.patch_node(current, wanted))?;
+        let written = self.request(|t| t.patch_node(current, wanted))?;
         if released && self.renew_after_taint.swap(false, std::sync::atomic::Ordering::AcqRel) {
             let now = self.clock.now();
             self.world(|t| t.renew_lease(&written.name_any(), now));
@@ -529,7 +551,7 @@ impl<D: Target + Clone, L: Level + Clone> Nodes for Lab<D, L> {
 
 impl<D: Target + Clone, L: Level + Clone> NodeLeases for Lab<D, L> {
     async fn node_lease(&self, node: &str) -> ApiResult<Option<Option<Timestamp>>> {
-        Ok(self.world(|t| t.node_lease(node)))
+        Ok(self.request(|t| t.node_lease(node)))
     }
 
     fn lease_sighting(&self, node: &str, now: Mono) -> LeaseSighting {
@@ -566,11 +588,11 @@ impl<D: Target + Clone, L: Level + Clone> Leadership for Lab<D, L> {
 
 impl<D: Target + Clone, L: Level + Clone> Attestations for Lab<D, L> {
     async fn attestation(&self, name: &str) -> ApiResult<Option<CoronerAttestation>> {
-        Ok(self.world(|t| t.attestation(name)))
+        Ok(self.request(|t| t.attestation(name)))
     }
 
     async fn attestations(&self) -> ApiResult<Vec<CoronerAttestation>> {
-        Ok(self.world(|t| t.attestation_list()))
+        Ok(self.request(|t| t.attestation_list()))
     }
 
     async fn write_attestation_status(
@@ -579,21 +601,21 @@ impl<D: Target + Clone, L: Level + Clone> Attestations for Lab<D, L> {
         status: CoronerAttestationStatus,
     ) -> ApiResult<CoronerAttestation> {
         let expected = current.resource_version();
-        self.world(|t| t.write_attestation_status(&current.name_any(), expected.as_deref(), &status))
+        self.request(|t| t.write_attestation_status(&current.name_any(), expected.as_deref(), &status))
     }
 
     async fn admission_policies(&self) -> ApiResult<Policies> {
-        Ok(self.world(|t| t.policies.clone()))
+        Ok(self.request(|t| t.policies.clone()))
     }
 }
 
 impl<D: Target + Clone, L: Level + Clone> Cluster for Lab<D, L> {
-    async fn bindings(&self, _: Listing) -> ApiResult<Vec<BmcBinding>> {
-        Ok(self.world(|t| t.binding_list()))
+    async fn bindings(&self, from: Listing) -> ApiResult<Vec<BmcBinding>> {
+        Ok(self.listing(from, |t| t.binding_list()))
     }
 
     async fn binding(&self, name: &str) -> ApiResult<Option<BmcBinding>> {
-        Ok(self.world(|t| t.binding(name)))
+        Ok(self.request(|t| t.binding(name)))
     }
 
     async fn stored_binding(&self, name: &str) -> ApiResult<Option<BmcBinding>> {
@@ -609,7 +631,7 @@ impl<D: Target + Clone, L: Level + Clone> Cluster for Lab<D, L> {
         if self.binding_writes_refused.load(std::sync::atomic::Ordering::Acquire) {
             return Err(driver::ApiError::Denied(format!("bmcbindings/{name}/status: forbidden")));
         }
-        self.world(|t| t.write_binding_status(name, status))?;
+        self.request(|t| t.write_binding_status(name, status))?;
         lock(&self.binding_history).push((name.to_owned(), status.clone()));
         Ok(())
     }
@@ -619,15 +641,15 @@ impl<D: Target + Clone, L: Level + Clone> Cluster for Lab<D, L> {
     }
 
     async fn pods_on(&self, node: &str) -> ApiResult<Vec<Pod>> {
-        Ok(self.world(|t| t.pods_on(node)))
+        Ok(self.request(|t| t.pods_on(node)))
     }
 
     async fn delete_pod(&self, pod: &Pod) -> ApiResult<()> {
-        self.world(|t| t.delete_pod(pod))
+        self.request(|t| t.delete_pod(pod))
     }
 
     async fn volume_attachments_on(&self, node: &str) -> ApiResult<usize> {
-        Ok(self.world(|t| t.attachments_on(node)))
+        Ok(self.request(|t| t.attachments_on(node)))
     }
 }
 

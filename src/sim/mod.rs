@@ -718,6 +718,8 @@ impl Run {
         };
         let now = self.now();
         for change in changes {
+            // What production's mappers wake on purpose (not a remediation's own change): poked.
+            let mut poked: Vec<String> = Vec::new();
             let names: Vec<String> = match change {
                 // A remediation change (its fence failing, NHC deleting it) wakes the attestations of
                 // its node, as the production controller's watch does.
@@ -739,16 +741,25 @@ impl Run {
                     } else {
                         Vec::new()
                     };
+                    poked.clone_from(&queue);
                     std::iter::once(name).chain(woken).chain(queue).collect()
                 }
                 world::Change::Attestation(name) => vec![task::attestation(&name)],
                 // As production's `gates::woken_by_node_change`.
-                world::Change::Node(node) => remediations
-                    .iter()
-                    .filter(|(_, n, pending)| *n == node || (*pending && control_plane.contains(&node)))
-                    .map(|(name, _, _)| name.clone())
-                    .collect(),
+                world::Change::Node(node) => {
+                    poked = remediations
+                        .iter()
+                        .filter(|(_, n, pending)| *n == node || (*pending && control_plane.contains(&node)))
+                        .map(|(name, _, _)| name.clone())
+                        .collect();
+                    poked.clone()
+                }
             };
+            for process in self.processes.values() {
+                for name in &poked {
+                    process.local.poke(name);
+                }
+            }
             for (_, controller) in self.controllers.iter_mut() {
                 for name in &names {
                     let delay = self.rng.i64(MS..300 * MS);
