@@ -73,5 +73,8 @@ crds:
 
 ## bench: what one fence costs on the harness (release build; not part of `make test`): docs/benchmarks.md
 bench: harness peers
+	$(CARGO) build --release --features mimalloc
+	mkdir -p .cache/bench && cp target/release/coroner .cache/bench/coroner-mimalloc
 	$(CARGO) build --release
-	CORONER_E2E=1 CORONER_BIN=$(CURDIR)/target/release/coroner $(CARGO) test -q --test e2e -- bench
+	CORONER_E2E=1 CORONER_BIN=$(CURDIR)/target/release/coroner CORONER_BIN_MIMALLOC=$(CURDIR)/.cache/bench/coroner-mimalloc \
+		$(CARGO) test -q --test e2e -- bench

@@ -2,6 +2,11 @@ use std::process::ExitCode;
 
 use coroner::{WORKER_STACK, cli};
 
+// `make bench` measures this allocator against glibc's (docs/benchmarks.md); the default build keeps glibc's.
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().thread_stack_size(WORKER_STACK).build();
     let runtime = match runtime {

@@ -19,6 +19,9 @@
 //! * P3: 50 nodes dead at once, under the default limits (what waits, what the waiting costs) and
 //!   with the limits raised (until all are released), and P2 after that storm.
 //!
+//! * P2 by allocator: the raised storm again with mimalloc, with glibc's `MALLOC_ARENA_MAX=2`, and with
+//!   glibc's defaults (the build as shipped), each on a fresh replica: RSS idle and after the storm.
+//!
 //! What this does not measure yet (docs/benchmarks.md says so): FAR itself side by side.
 
 use std::{
@@ -113,7 +116,8 @@ pub async fn run() {
     // The storm before the 1 000 Nodes: the node lifecycle controller works through those for minutes
     // (its API rate limit), and the storm's Nodes would wait behind them to turn Unknown.
     let storm = storm(&mut world).await;
-    let scale = at_scale(&world, world.coroner_pid(&storm.replica).unwrap_or_default()).await;
+    let (allocators, replica) = allocators(&mut world, &storm.names).await;
+    let scale = at_scale(&world, world.coroner_pid(&replica).unwrap_or_default()).await;
 
     let mut out = String::new();
     out.push_str("| configuration | P1: CR → taint − settle, min / median / max | BMC requests per fence | API reads | API writes | Events | leader Lease renewals |\n|---|---|---|---|---|---|---|\n");
@@ -153,7 +157,7 @@ pub async fn run() {
         SCALE_IDLE.as_secs()
     ));
     out.push_str(&format!(
-        "P3, {STORM} nodes dead at once (before the {SCALE_NODES} Nodes above were created; P2 at scale was measured on the replica that fenced them): with the default limits, {} admitted and {} queued after {:.0} s; while they waited coroner made {} API reads in {} s (leader Lease apart). With the limits raised (--max-concurrent-fences {STORM}, --max-fences-per-window 1000): all {STORM} released {:.1} s after their remediations were created (first {:.1} s). RSS after the storm {} KiB.\n",
+        "P3, {STORM} nodes dead at once (before the {SCALE_NODES} Nodes above were created; P2 at scale was measured on the last allocator run's replica, glibc's, after its storm): with the default limits, {} admitted and {} queued after {:.0} s; while they waited coroner made {} API reads in {} s (leader Lease apart). With the limits raised (--max-concurrent-fences {STORM}, --max-fences-per-window 1000): all {STORM} released {:.1} s after their remediations were created (first {:.1} s). RSS after the storm {} KiB.\n",
         storm.admitted,
         storm.queued,
         STORM_SETTLE.as_secs_f64(),
@@ -163,6 +167,17 @@ pub async fn run() {
         storm.first_released.as_secs_f64(),
         storm.rss_after
     ));
+    out.push_str("\n| allocator (P2) | RSS idle | RSS after a 50-node storm (limits raised) | after / idle | all released |\n|---|---|---|---|---|\n");
+    for a in &allocators {
+        out.push_str(&format!(
+            "| {} | {:.1} MiB | {:.1} MiB | {:.2} | {:.1} s |\n",
+            a.name,
+            a.rss_idle as f64 / 1024.0,
+            a.rss_after as f64 / 1024.0,
+            a.rss_after as f64 / a.rss_idle.max(1) as f64,
+            a.all_released.as_secs_f64()
+        ));
+    }
     println!("\n{out}");
     let _ = std::io::stdout().flush();
 }
@@ -175,13 +190,13 @@ const STORM_SETTLE: Duration = Duration::from_secs(40);
 const QUEUE_WATCH: Duration = Duration::from_secs(60);
 
 struct Storm {
-    replica: String,
     admitted: usize,
     queued: usize,
     queue_reads: u64,
     first_released: Duration,
     all_released: Duration,
     rss_after: u64,
+    names: Vec<String>,
 }
 
 /// P3 and P2 after a storm: [`STORM`] more machines, whose nodes go `Ready=Unknown` together. First
@@ -273,7 +288,111 @@ async fn storm(world: &mut World) -> Storm {
     ));
     tokio::time::sleep(Duration::from_secs(10)).await;
     let (rss_after, _) = usage(world.coroner_pid(&replica).unwrap_or_default());
-    Storm { replica, admitted, queued: pending, queue_reads, first_released, all_released, rss_after }
+    Storm { admitted, queued: pending, queue_reads, first_released, all_released, rss_after, names }
+}
+
+/// One allocator's P2: resident memory 20 s after the start (the bindings verified) and 10 s after a
+/// storm, and how long that storm took.
+struct Allocator {
+    name: &'static str,
+    rss_idle: u64,
+    rss_after: u64,
+    all_released: Duration,
+}
+
+/// An allocator to measure: its name, the build (none given: skipped) and the environment it runs with.
+type Variant = (&'static str, Option<std::path::PathBuf>, &'static [(&'static str, &'static str)]);
+
+/// P2 by allocator: the raised-limits storm again on the same machines, once for each — glibc's (the
+/// build as shipped), glibc's with `MALLOC_ARENA_MAX=2`, and mimalloc (`make bench` builds coroner
+/// with its `mimalloc` feature into `CORONER_BIN_MIMALLOC`). Each replica stays up after its storm,
+/// and the next storm's fences end the last one's releases first (their remediations deleted).
+async fn allocators(world: &mut World, names: &[String]) -> (Vec<Allocator>, String) {
+    let mimalloc = std::env::var_os("CORONER_BIN_MIMALLOC").map(std::path::PathBuf::from);
+    let glibc = crate::world::coroner_binary();
+    // The build as shipped last: P2 at scale is measured on its replica, after its storm.
+    let variants: [Variant; 3] = [
+        ("mimalloc", mimalloc, &[]),
+        ("glibc, MALLOC_ARENA_MAX=2", Some(glibc.clone()), &[("MALLOC_ARENA_MAX", "2")]),
+        ("glibc", Some(glibc), &[]),
+    ];
+    let api: Api<CoronerRemediation> = Api::namespaced(world.client.clone(), CORONER_NS);
+    let flags = [
+        "--guard-interval",
+        "1h",
+        "--verify-interval",
+        "10m",
+        "--lease-duration",
+        "15s",
+        "--bmc-request-timeout",
+        "5s",
+        "--max-concurrent-fences",
+        "50",
+        "--max-fences-per-window",
+        "1000",
+    ];
+    let (mut measured, mut last) = (Vec::new(), String::new());
+    for (i, (name, binary, env)) in variants.into_iter().enumerate() {
+        let Some(binary) = binary else {
+            log(format!("allocator {name}: no build given (CORONER_BIN_MIMALLOC), skipped"));
+            continue;
+        };
+        // The last storm's releases end, its machines are switched on and their nodes come back.
+        let ours = |r: &CoronerRemediation| r.name_any().starts_with("storm-");
+        for r in api.list(&Default::default()).await.unwrap().items.iter().filter(|r| ours(r)) {
+            let _ = api.delete(&r.name_any(), &Default::default()).await;
+        }
+        wait_for("the last storm's remediations gone", Duration::from_secs(120), || async {
+            let left = api.list(&Default::default()).await.ok()?.items;
+            (!left.iter().any(ours)).then_some(())
+        })
+        .await;
+        world.stop_coroners();
+        for (n, node) in names.iter().enumerate() {
+            let machine = &world.node(node).machine;
+            if machine.power_state() != "On" {
+                machine.fence_redfish("on", &uuid(u32::try_from(400 + n).unwrap_or(400)));
+            }
+            world.node(node).heal();
+        }
+        for node in names {
+            wait_for(&format!("{node} Ready"), Duration::from_secs(180), || async {
+                (crate::ready(world, node).await.as_deref() == Some("True")).then_some(())
+            })
+            .await;
+        }
+        let replica = world.start_coroner_as(&flags, &binary, env);
+        let pid = world.coroner_pid(&replica).unwrap_or_default();
+        tokio::time::sleep(Duration::from_secs(20)).await;
+        let (rss_idle, _) = usage(pid);
+        for node in names {
+            world.node(node).partition();
+        }
+        for node in names {
+            wait_for(&format!("{node} Ready=Unknown"), Duration::from_secs(120), || async {
+                (crate::ready(world, node).await.as_deref() == Some("Unknown")).then_some(())
+            })
+            .await;
+        }
+        let created = Instant::now();
+        create_all(&api, names, &format!("allocator-{i}")).await;
+        for node in names {
+            wait_for(&format!("{node} released"), Duration::from_secs(300), || async {
+                let keys = crate::taint_keys(world, node).await;
+                keys.iter().any(|k| k == "node.kubernetes.io/out-of-service").then_some(())
+            })
+            .await;
+        }
+        let all_released = created.elapsed();
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        let (rss_after, _) = usage(pid);
+        log(format!(
+            "allocator {name}: RSS {rss_idle} KiB idle, {rss_after} KiB after the storm (all released in {all_released:.1?})"
+        ));
+        measured.push(Allocator { name, rss_idle, rss_after, all_released });
+        last = replica;
+    }
+    (measured, last)
 }
 
 /// Creates one remediation per node at once, as NodeHealthCheck does when they all turn unhealthy.

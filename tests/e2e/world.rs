@@ -596,12 +596,19 @@ impl World {
     /// Starts a coroner replica (the binary, outside the cluster) as the ServiceAccount of
     /// config/rbac, with its own pod name and admin port. Replicas elect a leader through a Lease.
     pub fn start_coroner(&mut self, flags: &[&str]) -> String {
+        self.start_coroner_as(flags, &coroner_binary(), &[])
+    }
+
+    /// [`World::start_coroner`] with another build of coroner and more environment (`make bench`'s
+    /// allocators).
+    pub fn start_coroner_as(&mut self, flags: &[&str], binary: &Path, env: &[(&str, &str)]) -> String {
         self.coroner_runs += 1;
         let name = format!("coroner-{}", self.coroner_runs);
         let port = crate::support::machine::free_port();
         let kubeconfig = self.service_account_kubeconfig(CORONER_NS, "coroner");
-        let mut command = Command::new(coroner_binary());
+        let mut command = Command::new(binary);
         command
+            .envs(env.iter().copied())
             .args(["controller", "--namespace", CORONER_NS])
             .args(["--pod-name", &name, "--admin-address", &format!("127.0.0.1:{port}")])
             .args(flags);
