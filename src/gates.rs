@@ -628,8 +628,8 @@ pub fn queued_recheck(inputs: &GateInputs<'_>) -> StdDuration {
 }
 
 /// What a queued remediation's last full look (its reads and a fresh list of the remediations) saw:
-/// its own resourceVersion, the [`queue_fingerprint`] of the stores then, and when the window frees
-/// if that came before [`QUEUED_RECHECK`].
+/// its own resourceVersion, the [`queue_fingerprint`] of the stores then, and when the fence window
+/// frees, on the monotonic clock, when the window is full (however far away).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct QueueLook {
     pub resource_version: Option<String>,
@@ -686,7 +686,7 @@ pub fn queued_look_skipped(
     }
     match last.until {
         Some(until) if mono >= until => None,
-        Some(until) => Some(until - mono),
+        Some(until) => Some((until - mono).min(QUEUED_RECHECK)),
         None => Some(QUEUED_RECHECK),
     }
 }

@@ -126,6 +126,7 @@ impl Local {
     pub fn forget(&self, uid: &str) {
         self.memories.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(uid);
         self.hold(uid, None);
+        self.queue_looks.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(uid);
     }
 
     /// The status this instance decided on top of `remediation` and has not written, if it still
@@ -230,8 +231,10 @@ impl Error {
 pub async fn apply<W: World>(world: &W, local: &Local, cached: &CoronerRemediation) -> Result<Next, Error> {
     let (instance, uid) = (world.instance(), cached.uid().unwrap_or_default());
     let poked = local.take_poke(&cached.name_any());
-    // Taken before the look, from the stores: a move they show after it is seen at the next.
-    let fingerprint = match queued(cached.status.as_ref()) {
+    // Taken before the look, from the stores: a move they show after it is seen at the next. For
+    // every pending remediation, so that the look that queues it is remembered too.
+    let pending = cached.status.as_ref().and_then(|s| s.phase).unwrap_or_default() == Phase::Pending;
+    let fingerprint = match pending {
         true => Some(queue_fingerprint(world, cached).await?),
         false => None,
     };
@@ -242,16 +245,19 @@ pub async fn apply<W: World>(world: &W, local: &Local, cached: &CoronerRemediati
             return Ok(Next::Requeue(sleep));
         }
     }
+    // A look that fails half-way leaves none behind: its retry looks (a poke it took is not lost).
+    local.looked(&instance, &uid, None);
     let mut fence = Fence::load(world, local, cached).await?;
     let next = fence.run().await;
     // W1: a decision held back for the next write that did not come in this reconcile (the start of
     // a fence whose gates decided nothing new) is written now.
     fence.flush().await?;
+    let frees_in = *fence.window_frees_in.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let look = match (&next, fingerprint, queued(Some(&fence.status()))) {
-        (Ok(Next::Requeue(sleep)), Some(fingerprint), true) => Some(gates::QueueLook {
+        (Ok(Next::Requeue(_)), Some(fingerprint), true) => Some(gates::QueueLook {
             resource_version: fence.remediation.metadata.resource_version.clone(),
             fingerprint,
-            until: (*sleep < gates::QUEUED_RECHECK).then(|| world.mono() + *sleep),
+            until: frees_in.map(|frees| world.mono() + frees),
         }),
         _ => None,
     };
@@ -372,6 +378,9 @@ struct Fence<'a, W: World> {
     held: Option<CoronerRemediationStatus>,
     node_name: String,
     uid: String,
+    /// How long until the fence window frees, when the gates queued the fence on it (uncapped: the
+    /// queued look's `until`).
+    window_frees_in: std::sync::Mutex<Option<StdDuration>>,
 }
 
 impl<'a, W: World> Fence<'a, W> {
@@ -383,7 +392,7 @@ impl<'a, W: World> Fence<'a, W> {
         let node_name = node_of(&remediation).ok_or(Error::Incomplete("node name"))?;
         let uid = remediation.uid().ok_or(Error::Incomplete("uid"))?;
         let held = local.unwritten(&world.instance(), &uid, &remediation);
-        Ok(Self { world, local, remediation, held, node_name, uid })
+        Ok(Self { world, local, remediation, held, node_name, uid, window_frees_in: Default::default() })
     }
 
     /// What this instance knows of the fence ([`Local::remembered`]).
@@ -439,7 +448,8 @@ impl<'a, W: World> Fence<'a, W> {
 
     async fn run(&mut self) -> Result<Next, Error> {
         let now = self.world.now();
-        if contract::timed_out_by_nhc(&self.remediation.metadata) {
+        // A4: a fence proving again for an attestation was timed out when it first failed.
+        if contract::timed_out_by_nhc(&self.remediation.metadata) && !fence::proving_again(&self.status()) {
             // NHC gave up on the remediation, not on the released machine: a release already on the
             // Node is recorded first, so the guard and the bootID check keep watching it.
             let node = self.world.node(&self.node_name).await?;
@@ -747,6 +757,10 @@ impl<'a, W: World> Fence<'a, W> {
                 }
                 (Gate::Wait(reason, message), None) => {
                     let recheck = (reason == Reason::Queued).then(|| gates::queued_recheck(&inputs));
+                    let frees = gates::window_frees_at(&inputs)
+                        .filter(|_| reason == Reason::Queued)
+                        .map(|at| StdDuration::try_from(at.duration_since(now)).unwrap_or_default());
+                    *self.window_frees_in.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = frees;
                     Verdict::Wait { reason, message, recheck }
                 }
             });

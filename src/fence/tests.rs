@@ -2266,9 +2266,7 @@ async fn a_queued_remediation_sends_no_request_until_something_its_place_depends
         let next = crate::driver::apply(&lab, lab.local(), &cached).await.unwrap();
         (next, lab.requests() - before)
     };
-    // The first look with its status saying Queued is taken and remembered; the next is not.
-    let (_, first) = apply().await;
-    assert!(first > 0);
+    // The look that queued it is remembered: the next finds nothing moved.
     assert_eq!(apply().await, (crate::driver::Next::Requeue(crate::gates::QUEUED_RECHECK), 0));
     assert_eq!(apply().await.1, 0);
 
@@ -2284,5 +2282,141 @@ async fn a_queued_remediation_sends_no_request_until_something_its_place_depends
     });
     let (_, looked) = apply().await;
     assert!(looked > 0);
-    assert_ne!(lab.status().phase, Some(Phase::Pending), "admitted once the slot freed");
+    assert_admitted(&lab.status());
+}
+
+/// Admitted and under way: past the gates, not failed.
+fn assert_admitted(status: &CoronerRemediationStatus) {
+    let phase = status.phase.unwrap_or_default();
+    assert!(!matches!(phase, Phase::Pending | Phase::Failed), "{phase:?}");
+    assert!(status.evidence.as_ref().and_then(|e| e.node.as_ref()).is_some());
+}
+
+/// Issue 23 (P3): a remediation queued by a full fence window sleeps without requests until the
+/// moment the window frees, however far away (nothing else wakes it then), and is admitted then.
+#[tokio::test]
+async fn a_remediation_the_window_queues_looks_when_the_window_frees() {
+    let lab = lab(off_spec(), machine(true));
+    // Five fences admitted a minute ago, done: the window (5 per 10 minutes) is full for 9 more.
+    lab.world(|t| {
+        let admitted = t.wall(t.now) - SignedDuration::from_secs(60);
+        for n in ["w-1", "w-2", "w-3", "w-4", "w-5"] {
+            t.add_node_as(n, "uuid", &format!("{n}-boot"), conditions::UNKNOWN, &[]);
+            t.create_remediation(n, n, &off_spec());
+            let node = crate::api::NodeEvidence {
+                name: n.into(),
+                uid: n.into(),
+                system_uuid: "uuid".into(),
+                boot_id: String::new(),
+                ready: "Unknown".into(),
+                lease_present: false,
+                lease_renew_time: None,
+                admitted_at: MicroTime(admitted),
+                binding: None,
+            };
+            let done = CoronerRemediationStatus {
+                phase: Some(Phase::Done),
+                evidence: Some(crate::api::Evidence { node: Some(node), ..Default::default() }),
+                ..Default::default()
+            };
+            let version = t.remediation(n).and_then(|r| r.metadata.resource_version);
+            t.write_status(n, version.as_deref(), &done).unwrap();
+        }
+    });
+    let queued = |s: &CoronerRemediationStatus| {
+        conditions::find(&s.conditions, contract::SUCCEEDED).is_some_and(|c| c.reason == Reason::Queued.as_str())
+    };
+    lab.run_until(queued).await;
+    let apply = || async {
+        let cached = lab.world(|t| t.remediation("worker-1")).unwrap();
+        let before = lab.requests();
+        let next = crate::driver::apply(&lab, lab.local(), &cached).await.unwrap();
+        (next, lab.requests() - before)
+    };
+    // Each fallback a minute apart finds nothing moved, for nine minutes.
+    for _ in 0..8 {
+        assert_eq!(apply().await, (crate::driver::Next::Requeue(crate::gates::QUEUED_RECHECK), 0));
+        lab.clock().sleep(crate::gates::QUEUED_RECHECK).await;
+    }
+    let (_, quiet) = apply().await;
+    assert_eq!(quiet, 0, "still within the window");
+    lab.clock().sleep(crate::gates::QUEUED_RECHECK).await;
+    let (_, looked) = apply().await;
+    assert!(looked > 0, "the window freed: it looks");
+    assert_admitted(&lab.status());
+}
+
+/// A4: a fence failed on a dark BMC; while an attestation would release the node without proof, the
+/// BMC answers again with the node's machine: the attestation is superseded, the fence proves the
+/// machine off through the BMC (one more attempt) and releases the node on that proof.
+#[tokio::test]
+async fn an_attestation_whose_bmc_answers_again_is_superseded_by_a_proof_through_it() {
+    let lab = lab(off_spec(), machine(true));
+    // The binding was verified before the outage, at the content its client has (A2).
+    lab.world(|t| {
+        let generation = t.binding("worker-1").and_then(|b| b.metadata.generation);
+        let status = crate::api::BmcBindingStatus {
+            last_verification_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(t.wall(t.now))),
+            observed_generation: generation,
+            verified_content: Some(crate::access::content_hex(1)),
+            ..Default::default()
+        };
+        t.write_binding_status("worker-1", &status).unwrap();
+    });
+    lab.device().set_dark(true);
+    let failed = lab.run().await;
+    assert_eq!((failed.phase, succeeded(&failed).1.as_str()), (Some(Phase::Failed), "BmcUnreachable"));
+
+    lab.device().set_dark(false);
+    lab.world(|t| t.create_attestation("worker-1-x7k2p", "worker-1", "alice", "the rack went dark"));
+    let next = crate::driver::attest::reconcile(&lab, lab.local(), "worker-1-x7k2p").await.unwrap();
+    assert_eq!(next, crate::driver::Next::AwaitChange);
+    let attestation = lab.world(|t| t.attestation("worker-1-x7k2p")).unwrap().status.unwrap();
+    assert_eq!(attestation.phase, Some(crate::api::AttestationPhase::Superseded));
+    let said = conditions::find(&attestation.conditions, crate::attestation::RELEASED).unwrap();
+    assert_eq!((said.status.as_str(), said.reason.as_str()), ("False", "SupersededByProof"));
+    let reopened = lab.status();
+    assert_eq!(reopened.phase, Some(Phase::VerifyingIdentity));
+    assert_eq!(reopened.progress.as_ref().and_then(|p| p.reproof_for.as_deref()), Some("worker-1-x7k2p"));
+    assert!(lab.device().resets().is_empty(), "nothing was sent before the proof's own power action");
+
+    let done = lab.run().await;
+    let release = done.evidence.as_ref().and_then(|e| e.release.clone()).expect("released");
+    assert_eq!(release.kind, crate::api::ReleaseKind::BmcProof);
+    assert!(release.attestation.is_none());
+    assert_eq!(lab.device().resets(), vec![ResetType::ForceOff]);
+    // NodeHealthCheck saw it fail: Succeeded stays False, and says there is nothing to retry.
+    let (status, message) =
+        conditions::find(&done.conditions, contract::SUCCEEDED).map(|c| (c.status.clone(), c.message.clone())).unwrap();
+    assert_eq!(status, "False");
+    assert!(message.contains("Released since on a second proof (attestation worker-1-x7k2p)"), "{message}");
+    let released = conditions::find(&done.conditions, crate::attestation::RELEASED).unwrap();
+    assert_eq!((released.status.as_str(), released.reason.as_str()), ("True", REPROOF));
+    // The attestation stays superseded: a second one is judged on what the proof recorded.
+    let again = crate::driver::attest::reconcile(&lab, lab.local(), "worker-1-x7k2p").await.unwrap();
+    assert_eq!(again, crate::driver::Next::AwaitChange);
+    let attestation = lab.world(|t| t.attestation("worker-1-x7k2p")).unwrap().status.unwrap();
+    assert_eq!(attestation.phase, Some(crate::api::AttestationPhase::Superseded));
+}
+
+/// A4: with the BMC still dark, the attestation is not superseded (it releases as before), and a
+/// fence proves again only once.
+#[test]
+fn a_fence_proves_again_once_and_only_after_it_failed() {
+    let failed = CoronerRemediationStatus {
+        phase: Some(Phase::Failed),
+        progress: Some(Progress { attempt: 2, last_power_state: Some("On".into()), ..Progress::default() }),
+        ..CoronerRemediationStatus::default()
+    };
+    let decision = reproof(&failed, "a-1", t(10)).expect("a failed fence may prove again");
+    let progress = decision.status.progress.clone().unwrap();
+    assert_eq!(decision.status.phase, Some(Phase::VerifyingIdentity));
+    assert_eq!((progress.attempt, progress.reproof_for.as_deref()), (3, Some("a-1")));
+    assert_eq!(progress.last_power_state.as_deref(), Some("On"), "A1 still judges the last reading");
+    assert!(proving_again(&decision.status));
+    let failed_again = CoronerRemediationStatus { phase: Some(Phase::Failed), ..decision.status.clone() };
+    assert_eq!(reproof(&failed_again, "a-2", t(20)), None, "once");
+    assert!(!proving_again(&failed_again));
+    let running = CoronerRemediationStatus { phase: Some(Phase::ConfirmingOff), ..failed.clone() };
+    assert_eq!(reproof(&running, "a-1", t(10)), None);
 }

@@ -813,6 +813,11 @@ mod queue_looks {
         assert_eq!(queued_look_skipped(Some(&last), Some("7"), 42, false, MONO), Some(StdDuration::from_secs(30)));
         let at = StdDuration::from_secs(130);
         assert_eq!(queued_look_skipped(Some(&last), Some("7"), 42, false, at), None);
+        // Nine minutes away: it sleeps a minute at a time (the fallback), and looks at the moment.
+        let far = look("7", 42, Some(640));
+        assert_eq!(queued_look_skipped(Some(&far), Some("7"), 42, false, MONO), Some(QUEUED_RECHECK));
+        let at = StdDuration::from_secs(640);
+        assert_eq!(queued_look_skipped(Some(&far), Some("7"), 42, false, at), None);
     }
 
     #[test]

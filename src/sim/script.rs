@@ -116,6 +116,8 @@ struct State {
     /// Power changes under way: when, which system, on or off.
     pending: Vec<(Micros, usize, bool)>,
     requests: Vec<(Timestamp, Request)>,
+    /// The BMC lost its power or its network: nothing arrives, every request fails unconnected.
+    dark: bool,
 }
 
 impl State {
@@ -156,7 +158,8 @@ pub struct Scripted {
 
 impl Scripted {
     pub fn new(script: Script, clock: LabClock) -> Self {
-        Self { state: Arc::new(Mutex::new(State { script, pending: Vec::new(), requests: Vec::new() })), clock }
+        let state = State { script, pending: Vec::new(), requests: Vec::new(), dark: false };
+        Self { state: Arc::new(Mutex::new(state)), clock }
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
@@ -181,6 +184,11 @@ impl Scripted {
         })
     }
 
+    /// The BMC goes dark (`true`: no request reaches it) or answers again (`false`).
+    pub fn set_dark(&self, dark: bool) {
+        self.with(|s| s.dark = dark);
+    }
+
     /// Someone powers system `id` on (a power button, another tool).
     pub fn switch_on(&self, id: &str) {
         self.with(|s| s.script.systems.iter_mut().filter(|system| system.id == id).for_each(|system| system.on = true));
@@ -196,8 +204,16 @@ impl Scripted {
     }
 
     /// One request: logged on arrival, handled half-way through the latency.
-    async fn request<T>(&self, request: Request, handle: impl FnOnce(&mut State, Micros) -> T) -> T {
+    async fn request<T>(
+        &self,
+        request: Request,
+        handle: impl FnOnce(&mut State, Micros) -> Result<T, BmcError>,
+    ) -> Result<T, BmcError> {
         let latency = self.with(|s| s.script.latency);
+        if self.with(|s| s.dark) {
+            self.clock.sleep(latency).await;
+            return Err(BmcError::Unconnected("no route to host (the scripted BMC is dark)".into()));
+        }
         let arrived = self.clock.now();
         self.with(|s| s.requests.push((arrived, request)));
         self.clock.sleep(latency / 2).await;
@@ -266,8 +282,11 @@ impl Bmc for Scripted {
         .await
     }
 
-    /// A scripted BMC always has power.
+    /// Silent only while dark.
     async fn heard(&self) -> crate::bmc::Heard {
-        crate::bmc::Heard::Answered
+        match self.with(|s| s.dark) {
+            true => crate::bmc::Heard::Silent,
+            false => crate::bmc::Heard::Answered,
+        }
     }
 }
