@@ -105,7 +105,6 @@ reasons! {
     GateRefused => Final, "a safety gate refused for a reason of its own (the message names it)";
     OutOfServiceTaintPresent => Final, "the node already carries a node.kubernetes.io/out-of-service taint that coroner does not own";
     RemediationDeleted => Final, "the remediation was deleted while the release was written; the taint was taken back";
-    SupersededByProof => Final, "the node's BMC answered again with the node's machine before the release: coroner proves it off through that BMC in the failed remediation instead (A4); nothing is released on this attestation";
 }
 
 /// The table of attestation reasons as Markdown; `docs/safety.md` carries exactly this (a test checks).
@@ -1215,43 +1214,6 @@ pub fn refused_status(
         conditions::FALSE,
         refusal.reason.as_str(),
         &refusal.message,
-        now,
-    );
-    status
-}
-
-/// A4: whether an attestation's verdict lets a proof replace it: it would release now, or waits only
-/// for coroner to see the node's Lease stale. Never before it could release at all (expired, no
-/// policy in force, no failed fence, a final refusal), nor while the control-plane quorum holds it
-/// (the fence's admission passed that gate once; a power action now might cost quorum).
-pub fn may_be_superseded(verdict: &Verdict) -> bool {
-    match verdict {
-        Verdict::Release(_) => true,
-        Verdict::Wait(refusal) => refusal.reason == AttestationReason::NodeLeaseFresh,
-        Verdict::Refuse(_) => false,
-    }
-}
-
-/// The attestation's status once a proof replaced it (A4): final, nothing released on it.
-pub fn superseded_status(
-    old: &CoronerAttestationStatus,
-    checks: &[Check],
-    remediation: &str,
-    now: Timestamp,
-) -> CoronerAttestationStatus {
-    let mut status = old.clone();
-    status.phase = Some(AttestationPhase::Superseded);
-    status.checks = check_records(checks);
-    status.last_checked_at = Some(MicroTime(now));
-    let message = format!(
-        "the node's BMC answers again with its machine: remediation {remediation} proves it off through that BMC instead (one more attempt), and releases the node only on that proof; nothing is released on this attestation (if that proof fails too, a new attestation is judged on what it recorded)"
-    );
-    conditions::set(
-        &mut status.conditions,
-        RELEASED,
-        conditions::FALSE,
-        AttestationReason::SupersededByProof.as_str(),
-        &message,
         now,
     );
     status

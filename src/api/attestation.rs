@@ -140,9 +140,6 @@ pub enum AttestationPhase {
     Released,
     /// A precondition can never hold (or the attestation expired); nothing was released. Final.
     Refused,
-    /// The node's BMC answered again before the release: coroner proves the machine off through it,
-    /// in the failed remediation, instead of releasing on the attestation (docs/safety.md A4). Final.
-    Superseded,
 }
 
 impl AttestationPhase {
@@ -152,12 +149,11 @@ impl AttestationPhase {
             Self::Releasing => "Releasing",
             Self::Released => "Released",
             Self::Refused => "Refused",
-            Self::Superseded => "Superseded",
         }
     }
 
     pub fn is_final(self) -> bool {
-        matches!(self, Self::Released | Self::Refused | Self::Superseded)
+        matches!(self, Self::Released | Self::Refused)
     }
 }
 

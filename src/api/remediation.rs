@@ -437,11 +437,6 @@ pub struct Progress {
     /// crash, a lost answer, a timeout or a failure between a deletion and its record.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub release_begun: Option<ReleaseEvidence>,
-    /// A4: the attestation whose release this fence's second proof replaced: the fence had failed,
-    /// and its BMC answered again with the node's machine while the attestation waited to release
-    /// the node without proof. A fence proves again at most once.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reproof_for: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]

@@ -269,10 +269,6 @@ async fn wait_for_verdict(
             Ok(())
         }
         AttestationPhase::Refused => Err(CliError::Attest(format!("refused by coroner: {said}"))),
-        AttestationPhase::Superseded => {
-            println!("superseded: {said}");
-            Ok(())
-        }
         AttestationPhase::Pending | AttestationPhase::Releasing => {
             println!("still {}: {said}; coroner keeps checking until the attestation expires", phase(&latest).as_str());
             Ok(())

@@ -16,7 +16,7 @@ use k8s_openapi::api::{
 use kube::{Resource, ResourceExt};
 use tracing::{info, warn};
 
-use super::{ApiError, Error, Listing, Local, MAX_CONFLICTS, Next, World, ports::Target, release::update_node};
+use super::{ApiError, Error, Listing, Local, MAX_CONFLICTS, Next, World, release::update_node};
 use crate::{
     api::{
         AttestationPhase, AttestedRelease, AttestedReleaseState, BmcBinding, CoronerAttestation,
@@ -44,9 +44,7 @@ pub async fn reconcile<W: World>(world: &W, local: &Local, name: &str) -> Result
         return Ok(Next::AwaitChange);
     }
     match phase_of(&attestation) {
-        AttestationPhase::Released | AttestationPhase::Refused | AttestationPhase::Superseded => {
-            return Ok(Next::AwaitChange);
-        }
+        AttestationPhase::Released | AttestationPhase::Refused => return Ok(Next::AwaitChange),
         AttestationPhase::Pending | AttestationPhase::Releasing => {}
     }
     let seen = Seen::read(world, local, &attestation).await?;
@@ -64,9 +62,6 @@ pub async fn reconcile<W: World>(world: &W, local: &Local, name: &str) -> Result
         return finish(world, &attestation, remediation, &released).await;
     }
     let evaluation = seen.evaluate(world, &attestation, now);
-    if let Some(next) = supersede(world, local, &attestation, &evaluation).await? {
-        return Ok(next);
-    }
     match evaluation.verdict.clone() {
         Verdict::Release(plan) => release(world, local, &attestation, &evaluation, &plan).await,
         Verdict::Wait(refusal) | Verdict::Refuse(refusal) => {
@@ -194,79 +189,6 @@ async fn refuse<W: World>(
     let expires = created + attestation.spec.valid_for.get();
     let until_expiry = StdDuration::try_from(expires.duration_since(now)).unwrap_or_default();
     Ok(Next::Requeue(RECHECK.min(until_expiry + StdDuration::from_millis(100))))
-}
-
-/// A4: when the verdict lets a proof replace the attestation ([`attestation::may_be_superseded`]) and
-/// the failed fence may prove again ([`fence::reproof`]), asks the binding its admission recorded for
-/// the node's machine; when the BMC answers with it, the fence proves again (its status written
-/// first: a crash after it leaves the attestation waiting `FenceInProgress`, and the next look marks
-/// it superseded) and the attestation is marked `Superseded`. `None`: the attestation goes on (the
-/// BMC did not answer with the machine). A reading of the machine it gives is remembered as the
-/// fence's (A1), as any reading is.
-async fn supersede<W: World>(
-    world: &W,
-    local: &Local,
-    attestation: &CoronerAttestation,
-    evaluation: &Evaluation<'_>,
-) -> Result<Option<Next>, Error> {
-    let Some(failed) = evaluation.remediation else { return Ok(None) };
-    if !attestation::may_be_superseded(&evaluation.verdict) || !world.leading() {
-        return Ok(None);
-    }
-    let name = attestation.name_any();
-    let now = world.now();
-    // Judged again on the fence as it is now (the list came from a store).
-    let Some(fence) = world.remediation(&failed.name_any()).await? else { return Ok(None) };
-    let status = fence.status.clone().unwrap_or_default();
-    if fence.uid() != failed.uid() || fence.metadata.deletion_timestamp.is_some() {
-        return Ok(None);
-    }
-    let Some(decision) = crate::fence::reproof(&status, &name, now) else { return Ok(None) };
-    let admitted = status.evidence.as_ref().and_then(|e| e.node.as_ref());
-    let (Some(binding), Some(node_uuid)) =
-        (admitted.and_then(|n| n.binding.as_ref()).map(|b| b.name.clone()), admitted.map(|n| n.system_uuid.clone()))
-    else {
-        return Ok(None);
-    };
-    let Some(binding) = world.binding(&binding).await? else { return Ok(None) };
-    if binding.spec.node_name != attestation.spec.node_name {
-        return Ok(None);
-    }
-    let Ok((device, _)) = world.target(&binding).await? else { return Ok(None) };
-    let found = {
-        let _turn = local.origins.turn(&device.origin()).await;
-        super::identity::node_system(world, &binding, &device, &node_uuid, "attest").await
-    };
-    let Ok(system) = found else { return Ok(None) };
-    let names_node = crate::identity::parse(&node_uuid)
-        .zip(crate::identity::parse(&system.uuid))
-        .is_some_and(|(node, bmc)| crate::identity::same_machine(node, bmc).is_some());
-    if !names_node {
-        return Ok(None);
-    }
-    let (instance, uid) = (world.instance(), fence.uid().unwrap_or_default());
-    let mut memory = local.remembered(&instance, &uid);
-    memory.last_power = Some(system.power_state.to_string());
-    local.remember(&instance, &uid, memory.clone());
-    world.write_status(&fence, decision.status).await?;
-    // The proof's attempt runs on this process's clock from now (as an admission's does).
-    let memory = crate::fence::Memory {
-        attempt_started: Some(world.mono()),
-        last_power: memory.last_power,
-        ..crate::fence::Memory::default()
-    };
-    local.remember(&instance, &uid, memory);
-    let old = attestation.status.clone().unwrap_or_default();
-    let superseded = attestation::superseded_status(&old, &evaluation.checks, &fence.name_any(), now);
-    let message = conditions::find(&superseded.conditions, RELEASED).map(|c| c.message.clone()).unwrap_or_default();
-    world.write_attestation_status(attestation, superseded).await?;
-    info!(attestation = %name, node = %attestation.spec.node_name, remediation = %fence.name_any(), "{message}");
-    let notice = Notice { warning: false, reason: AttestationReason::SupersededByProof.as_str().into(), message };
-    world.publish(&attestation.object_ref(&()), &notice, "Attest").await;
-    for notice in &decision.notices {
-        world.publish(&fence.object_ref(&()), notice, "Attest").await;
-    }
-    Ok(Some(Next::AwaitChange))
 }
 
 /// The release, as the module documentation describes it.

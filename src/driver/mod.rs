@@ -448,8 +448,7 @@ impl<'a, W: World> Fence<'a, W> {
 
     async fn run(&mut self) -> Result<Next, Error> {
         let now = self.world.now();
-        // A4: a fence proving again for an attestation was timed out when it first failed.
-        if contract::timed_out_by_nhc(&self.remediation.metadata) && !fence::proving_again(&self.status()) {
+        if contract::timed_out_by_nhc(&self.remediation.metadata) {
             // NHC gave up on the remediation, not on the released machine: a release already on the
             // Node is recorded first, so the guard and the bootID check keep watching it.
             let node = self.world.node(&self.node_name).await?;

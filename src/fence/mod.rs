@@ -724,49 +724,6 @@ pub fn leader_on_target(status: &CoronerRemediationStatus, node_name: &str, now:
     standalone(status, new, now, Some(WAIT_RECHECK), notices)
 }
 
-/// A4: a failed fence proves again, once, through its BMC that answered again with the node's machine
-/// while `attestation` waited to release the node without proof: one more attempt through the BMC
-/// (level 1), as a fence's attempts run, with its own attempt number (its ForceOffs are counted
-/// apart). What A1 judges an attestation by stays: the last reading and answer, the Lease at the
-/// failure, the reader. `None`: the fence is not one that may prove again (not failed, proved again
-/// already, or a release begun).
-pub fn reproof(status: &CoronerRemediationStatus, attestation: &str, now: Timestamp) -> Option<Decision> {
-    let old = status.progress.clone().unwrap_or_default();
-    if phase_of(status) != Phase::Failed || old.reproof_for.is_some() || old.release_begun.is_some() {
-        return None;
-    }
-    let mut new = status.clone();
-    new.progress = Some(Progress {
-        attempt: old.attempt.max(1) + 1,
-        attempt_started_at: Some(MicroTime(now)),
-        last_reading_at: old.last_reading_at,
-        last_answer_at: old.last_answer_at,
-        last_power_state: old.last_power_state,
-        lease_renew_time_at_failure: old.lease_renew_time_at_failure,
-        reader: old.reader,
-        unrecorded_reader: old.unrecorded_reader,
-        reproof_for: Some(attestation.to_owned()),
-        ..Progress::default()
-    });
-    let message = format!(
-        "the node's BMC answers again with its machine: proving it off through the BMC (one more attempt) instead of releasing the node on attestation {attestation}"
-    );
-    contract::record(&mut new.conditions, Reason::VerifyingIdentity, &message, now);
-    new.phase = Some(Phase::VerifyingIdentity);
-    let notice = Notice { warning: false, reason: REPROOF.into(), message };
-    Some(standalone(status, new, now, Some(StdDuration::ZERO), vec![notice]))
-}
-
-/// The Event reason of a failed fence proving again (A4).
-pub const REPROOF: &str = "ProvingAgainForAttestation";
-
-/// A4: the fence is proving again for an attestation, so NodeHealthCheck's `nhc-timed-out` (stamped
-/// when the fence first failed) does not stop it: a person asked for the release, and a proof
-/// replaces the attestation.
-pub fn proving_again(status: &CoronerRemediationStatus) -> bool {
-    !phase_of(status).is_terminal() && status.progress.as_ref().is_some_and(|p| p.reproof_for.is_some())
-}
-
 /// NHC stamped `nhc-timed-out`: no further BMC mutation. Unless the fence already succeeded, it fails.
 pub fn timed_out(status: &CoronerRemediationStatus, now: Timestamp) -> Option<Decision> {
     let phase = phase_of(status);
@@ -1174,7 +1131,6 @@ impl<'a> Step<'a> {
             release_begun,
             reader,
             unrecorded_reader,
-            reproof_for: self.progress.reproof_for.take(),
             ..Progress::default()
         };
         let last_power = self.memory.last_power.take();
@@ -1958,20 +1914,6 @@ impl<'a> Step<'a> {
     }
 
     fn after_release(&mut self, message: String) {
-        // A4: a fence that failed and proved again says it released on that proof; Succeeded stays
-        // False (NodeHealthCheck saw it fail) and no longer asks for a retry.
-        if let Some(attestation) = self.progress.reproof_for.clone() {
-            let said = format!("{message}, on a second proof asked for by attestation {attestation}: nothing to retry");
-            self.set_condition(crate::attestation::RELEASED, true, REPROOF, &said);
-            if let Some(condition) = self.status.conditions.iter_mut().find(|c| c.type_ == contract::SUCCEEDED) {
-                let cause = contract::cause(&condition.message).to_owned();
-                if cause != condition.message {
-                    condition.message = format!(
-                        "{cause}. Released since on a second proof (attestation {attestation}): nothing to retry"
-                    );
-                }
-            }
-        }
         match self.spec.action {
             FenceAction::Off => {
                 let message = format!("{message}; the machine stays off until someone powers it on");
@@ -2056,12 +1998,7 @@ impl<'a> Step<'a> {
         if let Some(release) = self.evidence.release.as_mut() {
             release.taint_removed_at = release.taint_owned.then_some(MicroTime(self.ctx.now));
         }
-        self.progress = Progress {
-            attempt: 1,
-            attempt_started_at: Some(self.now()),
-            reproof_for: self.progress.reproof_for.take(),
-            ..Progress::default()
-        };
+        self.progress = Progress { attempt: 1, attempt_started_at: Some(self.now()), ..Progress::default() };
         // PoweringOn holds a slot: its deadline runs from here, whatever it waits for.
         self.memory =
             Memory { attempt_started: Some(self.ctx.mono), through: self.memory.through, ..Memory::default() };

@@ -134,7 +134,6 @@ impl Step<'_> {
             unrecorded_reader: old.unrecorded_reader,
             // A power-off the BMC may have sent already counts: a Lease renewed since is life.
             lease_renew_time_at_power_off: old.lease_renew_time_at_power_off,
-            reproof_for: old.reproof_for,
             ..Progress::default()
         };
         self.memory = Memory {

@@ -269,7 +269,8 @@ impl Run {
                 t.attestations.values().all(|a| {
                     let phase = a.status.as_ref().and_then(|s| s.phase).unwrap_or_default();
                     let created = a.metadata.creation_timestamp.as_ref().map_or(wall, |c| c.0);
-                    phase.is_final() || wall.duration_since(created).as_secs() > a.spec.valid_for.get().as_secs() as i64
+                    matches!(phase, crate::api::AttestationPhase::Released | crate::api::AttestationPhase::Refused)
+                        || wall.duration_since(created).as_secs() > a.spec.valid_for.get().as_secs() as i64
                 })
             })
             && self.shared.with(|t| {

@@ -116,8 +116,6 @@ struct State {
     /// Power changes under way: when, which system, on or off.
     pending: Vec<(Micros, usize, bool)>,
     requests: Vec<(Timestamp, Request)>,
-    /// The BMC lost its power or its network: nothing arrives, every request fails unconnected.
-    dark: bool,
 }
 
 impl State {
@@ -158,8 +156,7 @@ pub struct Scripted {
 
 impl Scripted {
     pub fn new(script: Script, clock: LabClock) -> Self {
-        let state = State { script, pending: Vec::new(), requests: Vec::new(), dark: false };
-        Self { state: Arc::new(Mutex::new(state)), clock }
+        Self { state: Arc::new(Mutex::new(State { script, pending: Vec::new(), requests: Vec::new() })), clock }
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
@@ -184,11 +181,6 @@ impl Scripted {
         })
     }
 
-    /// The BMC goes dark (`true`: no request reaches it) or answers again (`false`).
-    pub fn set_dark(&self, dark: bool) {
-        self.with(|s| s.dark = dark);
-    }
-
     /// Someone powers system `id` on (a power button, another tool).
     pub fn switch_on(&self, id: &str) {
         self.with(|s| s.script.systems.iter_mut().filter(|system| system.id == id).for_each(|system| system.on = true));
@@ -204,16 +196,8 @@ impl Scripted {
     }
 
     /// One request: logged on arrival, handled half-way through the latency.
-    async fn request<T>(
-        &self,
-        request: Request,
-        handle: impl FnOnce(&mut State, Micros) -> Result<T, BmcError>,
-    ) -> Result<T, BmcError> {
+    async fn request<T>(&self, request: Request, handle: impl FnOnce(&mut State, Micros) -> T) -> T {
         let latency = self.with(|s| s.script.latency);
-        if self.with(|s| s.dark) {
-            self.clock.sleep(latency).await;
-            return Err(BmcError::Unconnected("no route to host (the scripted BMC is dark)".into()));
-        }
         let arrived = self.clock.now();
         self.with(|s| s.requests.push((arrived, request)));
         self.clock.sleep(latency / 2).await;
@@ -282,11 +266,8 @@ impl Bmc for Scripted {
         .await
     }
 
-    /// Silent only while dark.
+    /// A scripted BMC always has power.
     async fn heard(&self) -> crate::bmc::Heard {
-        match self.with(|s| s.dark) {
-            true => crate::bmc::Heard::Silent,
-            false => crate::bmc::Heard::Answered,
-        }
+        crate::bmc::Heard::Answered
     }
 }
