@@ -558,4 +558,8 @@ pub const REGRESSIONS: &[(u64, &str)] = &[
         304647,
         "L9 (soak, the oracle): after a release through a level whose welded outlet let the world switch the machine on, the guard (Alert) saw its draw at the outlets and reported ReleasedMachinePoweredOn; the oracle took the dead BMC for the guard's only device and asked for GuardBlind: after a level release the outlets are its device too (L9), and its Off to them is its ForceOff",
     ),
+    (
+        324005,
+        "L5 (soak, the oracle): a level stated wrongly (the spare's outlets) released a running machine whose BMC lies Off: L7 asked that BMC and it said Off. L7 catches a wrong statement only through a BMC that answers the truth (the rule's line now says so); a lying BMC's own proof is exempt from the truth likewise",
+    ),
 ];
