@@ -21,8 +21,8 @@ use serde::Deserialize;
 use super::{ApiArgs, CliError, kube_client};
 use crate::api::{
     BmcBinding, BmcBindingSpec, CoronerRemediationSpec, CoronerRemediationTemplate, CoronerRemediationTemplateSpec,
-    Duration, FenceAction, IpmiPrivilege, IpmiTarget, RedfishTarget, RemediationStrategy, RemediationTemplateBody,
-    Retry, SecretRef, TlsPolicy,
+    Duration, FenceAction, IpmiPrivilege, IpmiTarget, PduLevel, PduOutlet, RedfishTarget, RemediationStrategy,
+    RemediationTemplateBody, Retry, SecretRef, SnmpAuthProtocol, SnmpOutlet, SnmpPrivProtocol, SnmpVersion, TlsPolicy,
 };
 
 #[derive(Debug, clap::Args)]
@@ -99,7 +99,7 @@ pub struct FarSpec {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Unsupported {
     #[error(
-        "agent {0} is not supported: coroner fences through Redfish (fence_redfish) and IPMI v2.0 (fence_ipmilan --lanplus)"
+        "agent {0} is not supported: coroner fences through Redfish (fence_redfish) and IPMI v2.0 (fence_ipmilan --lanplus), and through APC PDU outlets (fence_apc_snmp) as a level after them"
     )]
     Agent(String),
     #[error("fence_ipmilan without --lanplus speaks IPMI 1.5, which coroner never does (no integrity, no encryption)")]
@@ -116,6 +116,24 @@ pub enum Unsupported {
     NotANumber { flag: &'static str, value: String },
     #[error("already imported from FAR template {0}: one binding per node")]
     Duplicate(String),
+    #[error("no --plug for this node: the outlet that feeds it")]
+    NoPlug,
+    #[error("SNMP version {0:?}: fence_apc_snmp knows 1, 2c and 3")]
+    SnmpVersion(String),
+    #[error(
+        "SNMPv3 security level {0:?}: coroner's SNMPv3 is authPriv only (a PDU that switches a machine off answers no unauthenticated or unencrypted request)"
+    )]
+    SnmpSecurityLevel(String),
+    #[error("SNMPv3 {what} protocol {value:?}: coroner does not offer it ({why})")]
+    SnmpProtocol { what: &'static str, value: String, why: &'static str },
+    #[error(
+        "its outlets are PDU level {level} of the BmcBinding imported from FAR template {from} (a PDU fences a machine only after its BMC could not)"
+    )]
+    LevelOf { level: usize, from: String },
+    #[error(
+        "a PDU outlet is a fencing level after the node's BMC, and no FAR template imported here gives this node a BMC binding (fence_redfish or fence_ipmilan)"
+    )]
+    LevelWithoutBmc,
 }
 
 /// One node's binding, or why it gets none; `notes` are the comments written above it.
@@ -123,6 +141,9 @@ pub enum Unsupported {
 pub struct NodeImport {
     pub node: String,
     pub binding: Result<BmcBinding, Unsupported>,
+    /// fence_apc_snmp: the node's outlet as a PDU level, which [`merged`] adds to the node's binding
+    /// from another FAR template (the binding above then says where it went).
+    pub level: Option<PduLevel>,
     /// A Redfish binding's certificate must be pinned, read out of band first: the endpoint, and why
     /// (FAR's `--ssl-insecure`, or FAR's trust in the system's CAs, which coroner never uses).
     pub needs_pin: Option<(String, &'static str)>,
@@ -132,6 +153,8 @@ pub struct NodeImport {
 /// What the import writes.
 #[derive(Clone, Debug)]
 pub struct Import {
+    /// fence_apc_snmp: the template imports as PDU levels of the nodes' bindings, not as a template.
+    pub levels_only: bool,
     pub template: CoronerRemediationTemplate,
     pub template_notes: Vec<String>,
     pub nodes: Vec<NodeImport>,
@@ -237,6 +260,9 @@ fn node_import(spec: &FarSpec, node: &str, namespace: &str) -> NodeImport {
     let params = parameters(spec, node);
     let mut notes = Vec::new();
     let secret = spec.node_secret_names.get(node).or(spec.shared_secret_name.as_ref());
+    if spec.agent == "fence_apc_snmp" {
+        return apc_import(&params, secret, node);
+    }
     let secret_name = format!("{node}-bmc");
     notes.push(match secret {
         Some(far) => format!(
@@ -298,7 +324,95 @@ fn node_import(spec: &FarSpec, node: &str, namespace: &str) -> NodeImport {
         binding.metadata.namespace = Some(namespace.to_owned());
         binding
     });
-    NodeImport { node: node.to_owned(), binding, needs_pin, notes }
+    NodeImport { node: node.to_owned(), binding, level: None, needs_pin, notes }
+}
+
+/// fence_apc_snmp: the node's outlet as a PDU level for its binding (docs/safety.md, Fencing levels),
+/// with the credentials' Secret `<node>-pdu` and what differs from FAR in the notes.
+fn apc_import(params: &BTreeMap<String, String>, far_secret: Option<&String>, node: &str) -> NodeImport {
+    let secret_name = format!("{node}-pdu");
+    let mut notes = Vec::new();
+    let level = apc_level(params, &secret_name);
+    if let Ok(level) = &level {
+        let snmp = level.outlets.first().and_then(|o| o.snmp.as_ref());
+        let keys = match snmp.map(|s| s.version) {
+            Some(SnmpVersion::V3) => "username, authKey, privKey (FAR's --username, --password, --snmp-priv-passwd)",
+            _ => "community (FAR's --community; fence_apc_snmp's default is \"private\")",
+        };
+        notes.push(match far_secret {
+            Some(far) => {
+                format!("credentials: copy them from FAR's Secret {far} into Secret {secret_name} (keys {keys})")
+            }
+            None => format!("credentials: Secret {secret_name} with keys {keys}"),
+        });
+        if snmp.is_some_and(|s| s.version != SnmpVersion::V3) {
+            notes.push(
+                "SNMPv1/v2c as FAR ran it (fence_apc_snmp's default is v1): the community travels in clear text; coroner says so as a Warning (PduTransportSecure=False). Prefer SNMPv3 authPriv".into(),
+            );
+        }
+        notes.push(
+            "mappingProof is not set: FAR switched this plug on its operator's word, and coroner uses a level only once the machine confirmed its outlets (an APC rPDU meters no outlet draw, so it never can) or someone states the mapping. Check the plug, then add mappingProof: OperatorStatement to the level (docs/safety.md L5)".into(),
+        );
+    }
+    // Until [`merged`] finds the node's binding from a BMC's FAR template.
+    let (binding, level) = match level {
+        Ok(level) => (Err(Unsupported::LevelWithoutBmc), Some(level)),
+        Err(why) => (Err(why), None),
+    };
+    NodeImport { node: node.to_owned(), binding, level, needs_pin: None, notes }
+}
+
+/// fence_apc_snmp's `--ip`, `--ipport`, `--plug`, `--snmp-version` (its default: 1) and, for v3,
+/// `--snmp-sec-level` (authPriv only), `--snmp-auth-prot` (SHA) and `--snmp-priv-prot` (AES); MD5
+/// and DES are refused, as coroner offers neither.
+fn apc_level(params: &BTreeMap<String, String>, secret: &str) -> Result<PduLevel, Unsupported> {
+    let address = first(params, &["--ip", "-a"]).ok_or(Unsupported::NoAddress)?.to_owned();
+    let plug = first(params, &["--plug", "-n"]).ok_or(Unsupported::NoPlug)?;
+    let outlet = plug
+        .parse::<u32>()
+        .ok()
+        .filter(|n| *n >= 1)
+        .ok_or_else(|| Unsupported::NotANumber { flag: "--plug", value: plug.to_owned() })?;
+    let version = match first(params, &["--snmp-version", "-d"]).unwrap_or("1") {
+        "1" => SnmpVersion::V1,
+        "2c" => SnmpVersion::V2c,
+        "3" => SnmpVersion::V3,
+        other => return Err(Unsupported::SnmpVersion(other.to_owned())),
+    };
+    let (mut auth_protocol, mut priv_protocol) = (None, None);
+    if version == SnmpVersion::V3 {
+        // fence_snmp sets authPriv itself when a privacy password is given.
+        let implied = first(params, &["--snmp-priv-passwd", "-P"]).map(|_| "authPriv");
+        match first(params, &["--snmp-sec-level", "-E"]).or(implied) {
+            Some("authPriv") => {}
+            other => return Err(Unsupported::SnmpSecurityLevel(other.unwrap_or("noAuthNoPriv").to_owned())),
+        }
+        auth_protocol = match first(params, &["--snmp-auth-prot", "-b"]).unwrap_or("MD5") {
+            "SHA" => Some(SnmpAuthProtocol::SHA1),
+            other => {
+                let why = "its HMAC is no longer trusted; set the PDU's user to SHA";
+                return Err(Unsupported::SnmpProtocol { what: "authentication", value: other.to_owned(), why });
+            }
+        };
+        priv_protocol = match first(params, &["--snmp-priv-prot", "-B"]).unwrap_or("DES") {
+            "AES" => Some(SnmpPrivProtocol::AES128),
+            other => {
+                let why = "56-bit keys are brute-forceable; set the PDU's user to AES";
+                return Err(Unsupported::SnmpProtocol { what: "privacy", value: other.to_owned(), why });
+            }
+        };
+    }
+    let port = port(params)?.filter(|p| *p != 161);
+    let snmp = SnmpOutlet { address, port, outlet, version, auth_protocol, priv_protocol, context_name: None };
+    let outlet = PduOutlet {
+        redfish: None,
+        snmp: Some(snmp),
+        credentials_secret_ref: SecretRef { name: secret.to_owned() },
+        tls: None,
+        floor_watts: None,
+        shared_with: Vec::new(),
+    };
+    Ok(PduLevel { outlets: vec![outlet], mapping_proof: None })
 }
 
 /// fence_redfish's `--ip`, `--ipport` and `--systems-uri`; whether it ran with `--ssl-insecure`.
@@ -341,7 +455,8 @@ pub fn import(far: &FarTemplate, nodes: &[String], namespace: &str) -> Import {
     let spec = &far.spec.template.spec;
     let named = if nodes.is_empty() { named_nodes(spec) } else { nodes.to_vec() };
     let (template, template_notes) = template(far, namespace);
-    Import { template, template_notes, nodes: named.iter().map(|n| node_import(spec, n, namespace)).collect() }
+    let nodes = named.iter().map(|n| node_import(spec, n, namespace)).collect();
+    Import { levels_only: spec.agent == "fence_apc_snmp", template, template_notes, nodes }
 }
 
 /// The nodes a FAR template names itself (in nodeparameters and nodeSecretNames), sorted.
@@ -373,6 +488,31 @@ pub fn merged(mut imports: Vec<Import>) -> Vec<Import> {
                 }
             }
         }
+    }
+    // fence_apc_snmp's outlets become the next PDU level of the node's binding, in template order.
+    let levels: Vec<(usize, usize, PduLevel)> = imports
+        .iter()
+        .enumerate()
+        .flat_map(|(i, import)| {
+            import.nodes.iter().enumerate().filter_map(move |(n, node)| node.level.clone().map(|level| (i, n, level)))
+        })
+        .collect();
+    for (i, n, level) in levels {
+        let node_name = imports[i].nodes[n].node.clone();
+        let target = imports.iter_mut().find_map(|import| {
+            let from = import.template.name_any();
+            let node = import.nodes.iter_mut().find(|node| node.node == node_name)?;
+            Some((from, node.binding.as_mut().ok()?))
+        });
+        let why = match target {
+            Some((from, binding)) => {
+                binding.spec.pdu_levels.push(level);
+                // Level 1 is the BMC: the first PDU level is level 2.
+                Unsupported::LevelOf { level: binding.spec.pdu_levels.len() + 1, from }
+            }
+            None => Unsupported::LevelWithoutBmc,
+        };
+        imports[i].nodes[n].binding = Err(why);
     }
     imports
 }
@@ -435,8 +575,15 @@ fn comments(out: &mut String, notes: &[String]) {
 pub fn render(import: &Import) -> Result<String, serde_saphyr::SerializeError> {
     let mut out = String::from("# Imported from a FenceAgentsRemediationTemplate by coroner import-far.\n");
     out.push_str("---\n");
-    comments(&mut out, &import.template_notes);
-    out.push_str(&serde_saphyr::to_string(&import.template)?);
+    if import.levels_only {
+        out.push_str(&format!(
+            "# FAR template {} (fence_apc_snmp) imports as PDU levels of the nodes' BmcBindings, not as a template of its own:\n# in a NodeHealthCheck, coroner's template for the BMC's FAR template takes the place of both.\n",
+            import.template.name_any()
+        ));
+    } else {
+        comments(&mut out, &import.template_notes);
+        out.push_str(&serde_saphyr::to_string(&import.template)?);
+    }
     for node in &import.nodes {
         out.push_str(&render_node(node)?);
     }
@@ -867,8 +1014,8 @@ spec:
         assert_eq!(import_one(&v15).err(), Some(Unsupported::Ipmi15));
         let suite = lanplus.replace("--lanplus: \"\"", "--lanplus: \"\", --cipher: \"17\"");
         assert_eq!(import_one(&suite).err(), Some(Unsupported::CipherSuite("17".into())));
-        let other = lanplus.replace("fence_ipmilan", "fence_apc_snmp");
-        assert_eq!(import_one(&other).err(), Some(Unsupported::Agent("fence_apc_snmp".into())));
+        let other = lanplus.replace("fence_ipmilan", "fence_ilo_ssh");
+        assert_eq!(import_one(&other).err(), Some(Unsupported::Agent("fence_ilo_ssh".into())));
     }
 
     #[test]
@@ -955,6 +1102,86 @@ spec:
 
     fn import_one(yaml: &str) -> Result<BmcBinding, Unsupported> {
         import(&far(yaml), &["13".into()], "coroner-system").nodes.remove(0).binding
+    }
+
+    const APC: &str = r#"
+apiVersion: fence-agents-remediation.medik8s.io/v1alpha1
+kind: FenceAgentsRemediationTemplate
+metadata: {name: far-apc, namespace: openshift-workload-availability}
+spec:
+  template:
+    spec:
+      agent: fence_apc_snmp
+      sharedSecretName: apc-credentials
+      sharedparameters:
+        --ip: pdu-a.example
+        --snmp-version: "3"
+        --snmp-sec-level: authPriv
+        --snmp-auth-prot: SHA
+        --snmp-priv-prot: AES
+      nodeparameters:
+        --plug: {worker-0: "3", worker-1: "4"}
+"#;
+
+    fn apc_and_redfish() -> Vec<Import> {
+        merged(vec![import(&far(REDFISH), &[], "coroner-system"), import(&far(APC), &[], "coroner-system")])
+    }
+
+    #[test]
+    fn fence_apc_snmp_becomes_the_next_pdu_level_of_the_nodes_bmc_binding_with_no_mapping_stated() {
+        let imports = apc_and_redfish();
+        let worker0 = imports[0].nodes.iter().find(|n| n.node == "worker-0").unwrap();
+        let binding = worker0.binding.as_ref().unwrap();
+        let [level] = binding.spec.pdu_levels.as_slice() else { panic!("one level: {:?}", binding.spec.pdu_levels) };
+        assert_eq!(level.mapping_proof, None, "FAR's trust in the plug is not stated for the operator");
+        let outlet = &level.outlets[0];
+        let snmp = outlet.snmp.as_ref().unwrap();
+        assert_eq!((snmp.address.as_str(), snmp.port, snmp.outlet), ("pdu-a.example", None, 3));
+        assert_eq!(snmp.version, SnmpVersion::V3);
+        assert_eq!(
+            (snmp.auth_protocol, snmp.priv_protocol),
+            (Some(SnmpAuthProtocol::SHA1), Some(SnmpPrivProtocol::AES128))
+        );
+        assert_eq!(outlet.credentials_secret_ref.name, "worker-0-pdu");
+        // The apc template's own entry says where the outlet went, and how to state it.
+        let apc = imports[1].nodes.iter().find(|n| n.node == "worker-0").unwrap();
+        assert_eq!(apc.binding.as_ref().err(), Some(&Unsupported::LevelOf { level: 2, from: "far-redfish".into() }));
+        assert!(apc.notes.iter().any(|n| n.contains("mappingProof: OperatorStatement")), "{:?}", apc.notes);
+        assert!(apc.notes.iter().any(|n| n.contains("apc-credentials") && n.contains("authKey")), "{:?}", apc.notes);
+        let text = render(&imports[1]).unwrap();
+        assert!(!text.contains("kind: CoronerRemediationTemplate"), "no template of its own:\n{text}");
+        // Rendered with its level, the binding parses back.
+        let yaml = serde_saphyr::to_string(binding).unwrap();
+        let parsed: BmcBinding = serde_saphyr::from_str(&yaml).unwrap();
+        assert_eq!(parsed.spec.pdu_levels, binding.spec.pdu_levels);
+    }
+
+    #[test]
+    fn fence_apc_snmp_without_a_bmc_template_for_the_node_gives_no_level() {
+        let imports = merged(vec![import(&far(APC), &[], "coroner-system")]);
+        for node in &imports[0].nodes {
+            assert_eq!(node.binding.as_ref().err(), Some(&Unsupported::LevelWithoutBmc), "{}", node.node);
+        }
+    }
+
+    #[test]
+    fn fence_apc_snmp_as_far_runs_it_by_default_is_snmpv1_with_a_warning_and_md5_des_or_no_privacy_are_refused() {
+        let v1 = APC.replace("        --snmp-version: \"3\"\n", "").replace("        --snmp-sec-level: authPriv\n", "");
+        let imports =
+            merged(vec![import(&far(REDFISH), &[], "coroner-system"), import(&far(&v1), &[], "coroner-system")]);
+        let binding = imports[0].nodes[0].binding.as_ref().unwrap();
+        let snmp = binding.spec.pdu_levels[0].outlets[0].snmp.clone().unwrap();
+        assert_eq!(snmp.version, SnmpVersion::V1, "fence_apc_snmp's default, written out");
+        assert!(imports[1].nodes[0].notes.iter().any(|n| n.contains("clear text")));
+        let level = |yaml: &str| import(&far(yaml), &["worker-0".into()], "coroner-system").nodes.remove(0).binding;
+        let md5 = APC.replace("--snmp-auth-prot: SHA", "--snmp-auth-prot: MD5");
+        assert!(matches!(level(&md5), Err(Unsupported::SnmpProtocol { what: "authentication", .. })));
+        let des = APC.replace("--snmp-priv-prot: AES", "--snmp-priv-prot: DES");
+        assert!(matches!(level(&des), Err(Unsupported::SnmpProtocol { what: "privacy", .. })));
+        let no_priv = APC.replace("--snmp-sec-level: authPriv", "--snmp-sec-level: authNoPriv");
+        assert_eq!(level(&no_priv).err(), Some(Unsupported::SnmpSecurityLevel("authNoPriv".into())));
+        let no_plug = level(&APC.replace("--plug", "--other"));
+        assert_eq!(no_plug.err(), Some(Unsupported::NoPlug));
     }
 
     #[test]
