@@ -134,6 +134,14 @@ pub enum Unsupported {
         "a PDU outlet is a fencing level after the node's BMC, and no FAR template imported here gives this node a BMC binding (fence_redfish or fence_ipmilan)"
     )]
     LevelWithoutBmc,
+    #[error(
+        "not added: the BMC's FAR template {0} reboots (FAR's default action), and coroner refuses a Reboot for a binding with PDU levels (docs/safety.md L3); with action: Off in that template, import again"
+    )]
+    LevelNeedsOff(String),
+    #[error(
+        "not added: the node already has a PDU level from FAR template {0}; two fence_apc_snmp templates for one node may be its two supplies, which only one level listing both outlets proves off (L1): write that level by hand"
+    )]
+    SecondPduTemplate(String),
 }
 
 /// One node's binding, or why it gets none; `notes` are the comments written above it.
@@ -351,8 +359,9 @@ fn apc_import(params: &BTreeMap<String, String>, far_secret: Option<&String>, no
             );
         }
         notes.push(
-            "mappingProof is not set: FAR switched this plug on its operator's word, and coroner uses a level only once the machine confirmed its outlets (an APC rPDU meters no outlet draw, so it never can) or someone states the mapping. Check the plug, then add mappingProof: OperatorStatement to the level (docs/safety.md L5)".into(),
+            "mappingProof is not set: FAR switched this plug on its operator's word, and coroner uses a level only once the machine confirmed its outlets (an APC rPDU meters no outlet draw, so it never can) or someone states the mapping. Add mappingProof: OperatorStatement only once the level lists every outlet that feeds the machine (a machine with two supplies needs both outlets in this one level: L1) and you have checked each plug (docs/safety.md L5)".into(),
         );
+        notes.push("APC rPDU (AP78xx/79xx) only: coroner refuses a PDU whose sysObjectID it does not know".into());
     }
     // Until [`merged`] finds the node's binding from a BMC's FAR template.
     let (binding, level) = match level {
@@ -368,9 +377,10 @@ fn apc_import(params: &BTreeMap<String, String>, far_secret: Option<&String>, no
 fn apc_level(params: &BTreeMap<String, String>, secret: &str) -> Result<PduLevel, Unsupported> {
     let address = first(params, &["--ip", "-a"]).ok_or(Unsupported::NoAddress)?.to_owned();
     let plug = first(params, &["--plug", "-n"]).ok_or(Unsupported::NoPlug)?;
-    let outlet = plug
-        .parse::<u32>()
-        .ok()
+    // fence_apc_snmp also takes outlet names and switch:plug; coroner only outlet numbers.
+    let outlet = Some(plug)
+        .filter(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+        .and_then(|p| p.parse::<u32>().ok())
         .filter(|n| *n >= 1)
         .ok_or_else(|| Unsupported::NotANumber { flag: "--plug", value: plug.to_owned() })?;
     let version = match first(params, &["--snmp-version", "-d"]).unwrap_or("1") {
@@ -381,24 +391,30 @@ fn apc_level(params: &BTreeMap<String, String>, secret: &str) -> Result<PduLevel
     };
     let (mut auth_protocol, mut priv_protocol) = (None, None);
     if version == SnmpVersion::V3 {
-        // fence_snmp sets authPriv itself when a privacy password is given.
-        let implied = first(params, &["--snmp-priv-passwd", "-P"]).map(|_| "authPriv");
+        // fence_snmp sets authPriv itself when both passwords are given and no level is.
+        let both = ["--snmp-priv-passwd", "--password"].iter().all(|flag| params.contains_key(*flag));
+        let implied = both.then_some("authPriv");
         match first(params, &["--snmp-sec-level", "-E"]).or(implied) {
             Some("authPriv") => {}
-            other => return Err(Unsupported::SnmpSecurityLevel(other.unwrap_or("noAuthNoPriv").to_owned())),
-        }
-        auth_protocol = match first(params, &["--snmp-auth-prot", "-b"]).unwrap_or("MD5") {
-            "SHA" => Some(SnmpAuthProtocol::SHA1),
             other => {
-                let why = "its HMAC is no longer trusted; set the PDU's user to SHA";
-                return Err(Unsupported::SnmpProtocol { what: "authentication", value: other.to_owned(), why });
+                let level = other.unwrap_or("unset: set --snmp-sec-level authPriv in the FAR template");
+                return Err(Unsupported::SnmpSecurityLevel(level.to_owned()));
+            }
+        }
+        auth_protocol = match first(params, &["--snmp-auth-prot", "-b"]) {
+            Some("SHA") => Some(SnmpAuthProtocol::SHA1),
+            other => {
+                let why = "MD5's HMAC is no longer trusted; use SHA";
+                let value = other.unwrap_or("unset (net-snmp's MD5)").to_owned();
+                return Err(Unsupported::SnmpProtocol { what: "authentication", value, why });
             }
         };
-        priv_protocol = match first(params, &["--snmp-priv-prot", "-B"]).unwrap_or("DES") {
-            "AES" => Some(SnmpPrivProtocol::AES128),
+        priv_protocol = match first(params, &["--snmp-priv-prot", "-B"]) {
+            Some("AES") => Some(SnmpPrivProtocol::AES128),
             other => {
-                let why = "56-bit keys are brute-forceable; set the PDU's user to AES";
-                return Err(Unsupported::SnmpProtocol { what: "privacy", value: other.to_owned(), why });
+                let why = "DES's 56-bit keys are brute-forceable; use AES";
+                let value = other.unwrap_or("unset (net-snmp's DES)").to_owned();
+                return Err(Unsupported::SnmpProtocol { what: "privacy", value, why });
             }
         };
     }
@@ -489,7 +505,9 @@ pub fn merged(mut imports: Vec<Import>) -> Vec<Import> {
             }
         }
     }
-    // fence_apc_snmp's outlets become the next PDU level of the node's binding, in template order.
+    // fence_apc_snmp's outlet becomes a PDU level of the node's binding: one per node (L1: two
+    // templates' outlets may be one machine's two supplies, which only one level listing both proves
+    // off), and only for a template that powers off (L3).
     let levels: Vec<(usize, usize, PduLevel)> = imports
         .iter()
         .enumerate()
@@ -497,20 +515,36 @@ pub fn merged(mut imports: Vec<Import>) -> Vec<Import> {
             import.nodes.iter().enumerate().filter_map(move |(n, node)| node.level.clone().map(|level| (i, n, level)))
         })
         .collect();
+    let mut leveled: BTreeMap<String, String> = BTreeMap::new();
     for (i, n, level) in levels {
         let node_name = imports[i].nodes[n].node.clone();
+        let pdu_from = imports[i].template.name_any();
+        if let Some(first) = leveled.get(&node_name) {
+            imports[i].nodes[n].binding = Err(Unsupported::SecondPduTemplate(first.clone()));
+            continue;
+        }
         let target = imports.iter_mut().find_map(|import| {
             let from = import.template.name_any();
-            let node = import.nodes.iter_mut().find(|node| node.node == node_name)?;
-            Some((from, node.binding.as_mut().ok()?))
+            let reboots = import.template.spec.template.spec.action == FenceAction::Reboot;
+            let node = import.nodes.iter_mut().find(|node| node.node == node_name && node.binding.is_ok())?;
+            Some((from, reboots, node))
         });
         let why = match target {
-            Some((from, binding)) => {
-                binding.spec.pdu_levels.push(level);
-                // Level 1 is the BMC: the first PDU level is level 2.
-                Unsupported::LevelOf { level: binding.spec.pdu_levels.len() + 1, from }
-            }
             None => Unsupported::LevelWithoutBmc,
+            Some((from, true, _)) => Unsupported::LevelNeedsOff(from),
+            Some((from, false, node)) => match node.binding.as_mut() {
+                Err(_) => Unsupported::LevelWithoutBmc,
+                Ok(binding) => {
+                    binding.spec.pdu_levels.push(level);
+                    // Level 1 is the BMC: the first PDU level is level 2.
+                    let number = binding.spec.pdu_levels.len() + 1;
+                    node.notes.push(format!(
+                        "PDU level {number} from FAR template {pdu_from} (fence_apc_snmp): its credentials go in Secret {node_name}-pdu (not written by import-far), and it is used only once its mapping is stated (see that template's note); NodeHealthCheck's timeout must cover this template's attempts and the level's (docs/operations.md)"
+                    ));
+                    leveled.insert(node_name.clone(), pdu_from.clone());
+                    Unsupported::LevelOf { level: number, from }
+                }
+            },
         };
         imports[i].nodes[n].binding = Err(why);
     }
@@ -1123,8 +1157,13 @@ spec:
         --plug: {worker-0: "3", worker-1: "4"}
 "#;
 
+    /// FAR's fence_redfish template with `--action off` (a Reboot takes no level: L3).
+    fn redfish_off() -> String {
+        REDFISH.replace("--username: admin", "--username: admin\n        --action: \"off\"")
+    }
+
     fn apc_and_redfish() -> Vec<Import> {
-        merged(vec![import(&far(REDFISH), &[], "coroner-system"), import(&far(APC), &[], "coroner-system")])
+        merged(vec![import(&far(&redfish_off()), &[], "coroner-system"), import(&far(APC), &[], "coroner-system")])
     }
 
     #[test]
@@ -1143,6 +1182,11 @@ spec:
             (Some(SnmpAuthProtocol::SHA1), Some(SnmpPrivProtocol::AES128))
         );
         assert_eq!(outlet.credentials_secret_ref.name, "worker-0-pdu");
+        assert!(
+            worker0.notes.iter().any(|n| n.starts_with("PDU level 2 from FAR template far-apc")),
+            "{:?}",
+            worker0.notes
+        );
         // The apc template's own entry says where the outlet went, and how to state it.
         let apc = imports[1].nodes.iter().find(|n| n.node == "worker-0").unwrap();
         assert_eq!(apc.binding.as_ref().err(), Some(&Unsupported::LevelOf { level: 2, from: "far-redfish".into() }));
@@ -1157,18 +1201,41 @@ spec:
     }
 
     #[test]
-    fn fence_apc_snmp_without_a_bmc_template_for_the_node_gives_no_level() {
-        let imports = merged(vec![import(&far(APC), &[], "coroner-system")]);
-        for node in &imports[0].nodes {
+    fn fence_apc_snmp_gives_a_level_only_to_a_node_whose_bmc_template_powers_off_and_only_one() {
+        let alone = merged(vec![import(&far(APC), &[], "coroner-system")]);
+        for node in &alone[0].nodes {
             assert_eq!(node.binding.as_ref().err(), Some(&Unsupported::LevelWithoutBmc), "{}", node.node);
         }
+        // A node the PDU template names and the BMC's does not: no level; order does not matter.
+        let more = APC.replace(r#"{worker-0: "3", worker-1: "4"}"#, r#"{worker-0: "3", worker-1: "4", worker-2: "5"}"#);
+        let imports = merged(vec![
+            import(&far(&more), &[], "coroner-system"),
+            import(&far(&redfish_off()), &[], "coroner-system"),
+        ]);
+        let pdu = |node: &str| imports[0].nodes.iter().find(|n| n.node == node).unwrap().binding.clone().err();
+        assert_eq!(pdu("worker-2"), Some(Unsupported::LevelWithoutBmc));
+        assert_eq!(pdu("worker-0"), Some(Unsupported::LevelOf { level: 2, from: "far-redfish".into() }));
+        // FAR's default action reboots: coroner refuses a Reboot with levels, so none is added.
+        let imports =
+            merged(vec![import(&far(REDFISH), &[], "coroner-system"), import(&far(APC), &[], "coroner-system")]);
+        assert!(imports[0].nodes.iter().all(|n| n.binding.as_ref().unwrap().spec.pdu_levels.is_empty()));
+        assert_eq!(imports[1].nodes[0].binding.clone().err(), Some(Unsupported::LevelNeedsOff("far-redfish".into())));
+        // A second PDU template for the node (its other supply?) is not a level of its own.
+        let other = APC.replace("far-apc", "far-apc-b").replace("pdu-a.example", "pdu-b.example");
+        let imports = merged(vec![
+            import(&far(&redfish_off()), &[], "coroner-system"),
+            import(&far(APC), &[], "coroner-system"),
+            import(&far(&other), &[], "coroner-system"),
+        ]);
+        assert_eq!(imports[0].nodes[0].binding.as_ref().unwrap().spec.pdu_levels.len(), 1);
+        assert_eq!(imports[2].nodes[0].binding.clone().err(), Some(Unsupported::SecondPduTemplate("far-apc".into())));
     }
 
     #[test]
     fn fence_apc_snmp_as_far_runs_it_by_default_is_snmpv1_with_a_warning_and_md5_des_or_no_privacy_are_refused() {
         let v1 = APC.replace("        --snmp-version: \"3\"\n", "").replace("        --snmp-sec-level: authPriv\n", "");
         let imports =
-            merged(vec![import(&far(REDFISH), &[], "coroner-system"), import(&far(&v1), &[], "coroner-system")]);
+            merged(vec![import(&far(&redfish_off()), &[], "coroner-system"), import(&far(&v1), &[], "coroner-system")]);
         let binding = imports[0].nodes[0].binding.as_ref().unwrap();
         let snmp = binding.spec.pdu_levels[0].outlets[0].snmp.clone().unwrap();
         assert_eq!(snmp.version, SnmpVersion::V1, "fence_apc_snmp's default, written out");
@@ -1182,6 +1249,16 @@ spec:
         assert_eq!(level(&no_priv).err(), Some(Unsupported::SnmpSecurityLevel("authNoPriv".into())));
         let no_plug = level(&APC.replace("--plug", "--other"));
         assert_eq!(no_plug.err(), Some(Unsupported::NoPlug));
+        let named = level(&APC.replace(r#"worker-0: "3""#, r#"worker-0: "+3""#));
+        assert!(matches!(named, Err(Unsupported::NotANumber { flag: "--plug", .. })), "an outlet name, not a number");
+        // Unset protocols are net-snmp's MD5 and DES: refused, and said so.
+        let unset = APC.replace("        --snmp-auth-prot: SHA\n", "");
+        assert!(matches!(level(&unset), Err(Unsupported::SnmpProtocol { value, .. }) if value.starts_with("unset")));
+        // fence_snmp implies authPriv only with both passwords given.
+        let implied = APC.replace("--snmp-sec-level: authPriv", "--snmp-priv-passwd: p\n        --password: a");
+        assert_eq!(level(&implied).err(), Some(Unsupported::LevelWithoutBmc), "accepted as authPriv");
+        let half = APC.replace("--snmp-sec-level: authPriv", "--snmp-priv-passwd: p");
+        assert!(matches!(level(&half), Err(Unsupported::SnmpSecurityLevel(_))));
     }
 
     #[test]
