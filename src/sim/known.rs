@@ -3,7 +3,10 @@
 //! still fail until its fix lands; then it moves to `REGRESSIONS`, where it must pass for ever.
 //! Seeds of 0..1000 are the budget's own; the few above it cover classes the budget hits rarely.
 
-pub const KNOWN_FAILURES: &[(u64, &str)] = &[];
+pub const KNOWN_FAILURES: &[(u64, &str)] = &[(
+    343069,
+    "L2/R1 liveness (soak 334000-343999, not yet analysed): a level's proof at t=45.3 s; the release's leader checks failed (503, no answer); the proof went stale and was read again in PoweringOffOutlets after the level attempt's powerOffTimeout had passed, so the fence ended PowerOffNotConfirmed instead of releasing (or ending ReleaseNotWritten as a BMC proof would); no excuse applies",
+)];
 
 /// Seeds that failed once and pass since their fix: they must pass for ever. Most failed on the
 /// port; those marked "(soak)" failed in a 10 000-seed soak of the fixed loop (seeds 1000..11000),
