@@ -2241,6 +2241,19 @@ fn the_reading_that_completes_settle_waits_for_the_moment_it_does_instead_of_nee
     assert_eq!(next_reading_due(&spec, &late), Some(ms(2500)), "the run would span settle only 510 ms later");
 }
 
+/// Whether the gates queued the fence.
+fn queued(status: &CoronerRemediationStatus) -> bool {
+    conditions::find(&status.conditions, contract::SUCCEEDED).is_some_and(|c| c.reason == Reason::Queued.as_str())
+}
+
+/// One reconcile of worker-1 from the cached remediation, and the requests it sent the API server.
+async fn apply_counted(lab: &Lab<Scripted>) -> (crate::driver::Next, u64) {
+    let cached = lab.world(|t| t.remediation("worker-1")).unwrap();
+    let before = lab.requests();
+    let next = crate::driver::apply(lab, lab.local(), &cached).await.unwrap();
+    (next, lab.requests() - before)
+}
+
 /// Issue 23 (P3): a remediation queued behind three running fences sends the API server nothing while
 /// nothing its place depends on moved; a slot freeing in the store, or a wake-up on purpose, makes it
 /// look (and a freed slot admits it).
@@ -2256,16 +2269,8 @@ async fn a_queued_remediation_sends_no_request_until_something_its_place_depends
             t.write_status(n, version.as_deref(), &holding).unwrap();
         }
     });
-    let queued = |s: &CoronerRemediationStatus| {
-        conditions::find(&s.conditions, contract::SUCCEEDED).is_some_and(|c| c.reason == Reason::Queued.as_str())
-    };
     lab.run_until(queued).await;
-    let apply = || async {
-        let cached = lab.world(|t| t.remediation("worker-1")).unwrap();
-        let before = lab.requests();
-        let next = crate::driver::apply(&lab, lab.local(), &cached).await.unwrap();
-        (next, lab.requests() - before)
-    };
+    let apply = || apply_counted(&lab);
     // The look that queued it is remembered: the next finds nothing moved.
     assert_eq!(apply().await, (crate::driver::Next::Requeue(crate::gates::QUEUED_RECHECK), 0));
     assert_eq!(apply().await.1, 0);
@@ -2323,16 +2328,8 @@ async fn a_remediation_the_window_queues_looks_when_the_window_frees() {
             t.write_status(n, version.as_deref(), &done).unwrap();
         }
     });
-    let queued = |s: &CoronerRemediationStatus| {
-        conditions::find(&s.conditions, contract::SUCCEEDED).is_some_and(|c| c.reason == Reason::Queued.as_str())
-    };
     lab.run_until(queued).await;
-    let apply = || async {
-        let cached = lab.world(|t| t.remediation("worker-1")).unwrap();
-        let before = lab.requests();
-        let next = crate::driver::apply(&lab, lab.local(), &cached).await.unwrap();
-        (next, lab.requests() - before)
-    };
+    let apply = || apply_counted(&lab);
     // Each fallback a minute apart finds nothing moved, for nine minutes.
     for _ in 0..8 {
         assert_eq!(apply().await, (crate::driver::Next::Requeue(crate::gates::QUEUED_RECHECK), 0));

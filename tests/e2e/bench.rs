@@ -65,18 +65,7 @@ pub async fn run() {
     install_flow_schemas(&world);
     // coroner's defaults, but for the window budget (ten fences in a row) and a guard that reads only
     // once in the measurement (its reads are the guard's, not the fence's).
-    let replica = world.start_coroner(&[
-        "--max-fences-per-window",
-        "1000",
-        "--guard-interval",
-        "1h",
-        "--verify-interval",
-        "10m",
-        "--lease-duration",
-        "15s",
-        "--bmc-request-timeout",
-        "5s",
-    ]);
+    let replica = world.start_coroner(&[&QUIET[..], &["--max-fences-per-window", "1000"]].concat());
     let nodes: Vec<String> = (0..2 * FENCES_PER_CONFIG).map(|i| format!("bench-{i}")).collect();
     for (i, name) in nodes.iter().enumerate() {
         let n = u32::try_from(300 + i).unwrap_or(300);
@@ -182,6 +171,14 @@ pub async fn run() {
     let _ = std::io::stdout().flush();
 }
 
+/// Every replica of the bench: a guard that reads only once in a measurement (its reads are the
+/// guard's, not the fence's), bindings verified at the start only, and the harness's Lease and BMC
+/// timeouts.
+const QUIET: [&str; 8] =
+    ["--guard-interval", "1h", "--verify-interval", "10m", "--lease-duration", "15s", "--bmc-request-timeout", "5s"];
+/// The storm's limits raised: every machine at once.
+const RAISED: [&str; 4] = ["--max-concurrent-fences", "50", "--max-fences-per-window", "1000"];
+
 /// P3: how many machines die at once.
 const STORM: usize = 50;
 /// How long the default limits' queue is left to settle before its reads are counted: the burst of
@@ -217,19 +214,9 @@ async fn storm(world: &mut World) -> Storm {
         })
         .await;
     }
-    let common = [
-        "--guard-interval",
-        "1h",
-        "--verify-interval",
-        "10m",
-        "--lease-duration",
-        "15s",
-        "--bmc-request-timeout",
-        "5s",
-    ];
     world.stop_coroners();
     // coroner's own default limits (the harness raises the window for its scenarios).
-    world.start_coroner(&[&common[..], &["--max-concurrent-fences", "3", "--max-fences-per-window", "5"]].concat());
+    world.start_coroner(&[&QUIET[..], &["--max-concurrent-fences", "3", "--max-fences-per-window", "5"]].concat());
     // Every binding verified before the outage.
     tokio::time::sleep(Duration::from_secs(20)).await;
     for name in &names {
@@ -264,8 +251,7 @@ async fn storm(world: &mut World) -> Storm {
     })
     .await;
     world.stop_coroners();
-    let raised = [&common[..], &["--max-concurrent-fences", "50", "--max-fences-per-window", "1000"]].concat();
-    let replica = world.start_coroner(&raised);
+    let replica = world.start_coroner(&[&QUIET[..], &RAISED[..]].concat());
     tokio::time::sleep(Duration::from_secs(20)).await;
     let created = Instant::now();
     create_all(&api, &names, "raised").await;
@@ -319,20 +305,7 @@ async fn allocators(world: &mut World, names: &[String]) -> (Vec<Allocator>, Str
         ("glibc", Some(glibc), &[]),
     ];
     let api: Api<CoronerRemediation> = Api::namespaced(world.client.clone(), CORONER_NS);
-    let flags = [
-        "--guard-interval",
-        "1h",
-        "--verify-interval",
-        "10m",
-        "--lease-duration",
-        "15s",
-        "--bmc-request-timeout",
-        "5s",
-        "--max-concurrent-fences",
-        "50",
-        "--max-fences-per-window",
-        "1000",
-    ];
+    let flags = [&QUIET[..], &RAISED[..]].concat();
     let (mut measured, mut last) = (Vec::new(), String::new());
     for (i, (name, binary, env)) in variants.into_iter().enumerate() {
         let Some(binary) = binary else {
