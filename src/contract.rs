@@ -158,7 +158,7 @@ reasons! {
     NodeAliveAfterPowerOff => Final, None, "after the proven power-off the node renewed its Lease: the machine switched off is not this node";
     NodeReplaced => Final, None, "the Node object was replaced (a new UID) since admission: the node coroner was asked to fence is gone";
     NodeLeaseChanged => Final, None, "right before a power action the node's Lease was no longer as admission saw it (renewed, created or deleted): something on the node is alive";
-    ReleaseNotWritten => Final, PowerOffTimeout, "the machine stayed proven Off but the Node update was refused or failed in every attempt; nothing released, unless the message names pods a ResourceDeletion release force-deleted before it stopped (those stay released and guarded)";
+    ReleaseNotWritten => Final, PowerOffTimeout, "the machine was proven Off but the Node update was refused or failed in every attempt; nothing released, unless the message names pods a ResourceDeletion release force-deleted before it stopped (those stay released and guarded)";
     OutletMappingWrong => Final, None, "every outlet of a PDU level read Off and the node's BMC still answered without reading its machine Off: those outlets do not feed this machine; nothing released (docs/safety.md L7)";
     OutletShared => Final, None, "an outlet of the PDU level is named by another node's binding undeclared, or feeds a node that is neither being fenced nor released with its fence ended: it is not switched (docs/safety.md L6)";
     FenceDidNotTakeEffect => Final, None, "right after the release the node's Lease read renewed since the power-off: the out-of-service taint was taken back at once";

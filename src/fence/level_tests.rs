@@ -394,6 +394,18 @@ fn a_stale_proof_is_proven_again_through_the_outlets_not_the_bmc() {
 }
 
 #[test]
+fn a_level_proof_that_lapses_once_the_attempt_is_up_ends_the_release_not_written_and_tries_no_next_level() {
+    let mut fence = Fence::new(off_once(), vec![level(true, 2), level(true, 1)]);
+    off_for_settle(&mut fence);
+    fence.bmc_silent_after(3_500);
+    assert_eq!(fence.plan(62_000), Plan::ReadOutlets { level: 2 });
+    fence.outlets(62_000, &[Off, Off]);
+    assert_eq!(fence.phase(), Phase::Failed);
+    assert_eq!(fence.reason(), "ReleaseNotWritten", "the proof stood; the release ran out of time");
+    assert_eq!(fence.status.progress.as_ref().unwrap().level, Some(2), "no next level after a proof");
+}
+
+#[test]
 fn a_machine_back_on_after_the_level_proof_in_the_last_attempt_tries_the_next_level() {
     let mut fence = Fence::new(off_once(), vec![level(true, 2), level(true, 1)]);
     off_for_settle(&mut fence);

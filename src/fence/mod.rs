@@ -1547,13 +1547,13 @@ impl<'a> Step<'a> {
         if !self.attempt_deadline_passed() {
             return false;
         }
-        let last = self.progress.last_error.clone().unwrap_or_else(|| "no unbroken run of Off readings".into());
         // A proof that stood, with a release the API server would not take, is a different failure.
-        let reason = if phase_of(&self.status) == Phase::Releasing {
-            Reason::ReleaseNotWritten
+        let (reason, none) = if phase_of(&self.status) == Phase::Releasing {
+            (Reason::ReleaseNotWritten, "the proof lapsed before the release got through")
         } else {
-            Reason::PowerOffNotConfirmed
+            (Reason::PowerOffNotConfirmed, "no unbroken run of Off readings")
         };
+        let last = self.progress.last_error.clone().unwrap_or_else(|| none.into());
         if self.progress.attempt >= self.spec.retry.count {
             // L2: a level whose binding was edited under it (since the fence entered the level, or
             // since its readings) ended on the edit, not on silence: no next level.
@@ -1563,7 +1563,7 @@ impl<'a> Step<'a> {
                 && (since(self.progress.level_generation) || since(self.memory.through.map(|t| t.generation)));
             let message = match reason {
                 Reason::ReleaseNotWritten => format!(
-                    "the machine stayed proven Off but the Node could not be updated within {} in any of {} attempts (last: {last}); nothing released",
+                    "the machine was proven Off but the Node could not be updated within {} in any of {} attempts (last: {last}); nothing released",
                     self.spec.power_off_timeout, self.spec.retry.count
                 ),
                 _ => format!(
@@ -1592,6 +1592,12 @@ impl<'a> Step<'a> {
             self.enter(phase, Reason::AttemptFailed, message);
         }
         true
+    }
+
+    /// A proof that lapsed in `Releasing` once the attempt's time is up is not proven again: the
+    /// release ran out of time (`ReleaseNotWritten`), which is the real cause, not the power-off.
+    fn release_out_of_time(&mut self) -> bool {
+        phase_of(&self.status) == Phase::Releasing && self.check_attempt_deadline()
     }
 
     fn off_proven(&mut self, run: Run) {
@@ -1635,6 +1641,9 @@ impl<'a> Step<'a> {
                     }
                 }
                 _ => {
+                    if self.release_out_of_time() {
+                        return;
+                    }
                     self.memory.proof = None;
                     self.memory.run = Some(extended(None, reading.sampled, self.spec).0);
                     self.progress.off_run = None;

@@ -475,6 +475,9 @@ impl Step<'_> {
                     }
                 }
                 _ => {
+                    if self.release_out_of_time() {
+                        return;
+                    }
                     forget_proof(self);
                     self.memory.through = Some(reading.through);
                     self.memory.run = Some(extended(None, reading.sampled, self.spec).0);

@@ -1409,6 +1409,20 @@ fn a_release_that_keeps_expiring_ends_the_attempt_at_its_deadline() {
     assert_eq!(succeeded(&late.status), ("False".into(), "ReleaseNotWritten".into()));
 }
 
+#[test]
+fn a_proof_that_lapses_once_the_attempt_is_up_ends_the_release_not_written_and_is_not_proven_again() {
+    let spec = CoronerRemediationSpec { retry: crate::api::Retry { count: 1, ..spec().retry }, ..spec() };
+    let node = node();
+    let releasing = releasing(&spec);
+    // Within the attempt, Off after a gap proves the machine off again.
+    let early = step(&spec, &releasing, power(PowerState::Off), ctx(30, &node));
+    assert_eq!(early.status.phase, Some(Phase::ConfirmingOff));
+    // Past it, the release ran out of time: the cause is the release, not the power-off.
+    let late = step(&spec, &releasing, power(PowerState::Off), ctx(62, &node));
+    assert_eq!(succeeded(&late.status), ("False".into(), "ReleaseNotWritten".into()));
+    assert_eq!(late.reset, None);
+}
+
 fn off_through(through: DeviceMark) -> Observation {
     match power(PowerState::Off) {
         Observation::Power(Ok(reading)) => Observation::Power(Ok(PowerReading { through, ..reading })),

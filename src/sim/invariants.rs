@@ -553,6 +553,7 @@ impl Checker {
             | Record::TimedOut { .. }
             | Record::Approved { .. }
             | Record::BindingEdited { .. }
+            | Record::ApiFault { .. }
             | Record::OutletAnswer { .. } => {}
             // Only immediate Off is ever sent to an outlet (docs/safety.md L4).
             Record::OutletSwitched { at, by, outlet, on } => {
@@ -599,8 +600,28 @@ impl Checker {
         // failover must not.
         let crash_loop =
             truth.disruptions.iter().filter(|at| **at > 0 && outcome.is_none_or(|d| **at < d)).count() >= 2;
+        // A release that keeps failing ends its attempt at the deadline, `ReleaseNotWritten` when none
+        // is left (docs/safety.md, Crash safety): the apiserver failing the release's requests may
+        // end a fence whose proof stood, however the answers went.
+        let last_release = truth
+            .log
+            .iter()
+            .filter_map(|r| match r {
+                Record::Status { at, phase, .. } if phase == Phase::Releasing.as_str() => Some(*at),
+                _ => None,
+            })
+            .max();
+        let release_refused = truth.remediations.values().any(|r| {
+            let status = r.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
+            conditions::find(status, contract::SUCCEEDED)
+                .is_some_and(|c| c.reason == contract::Reason::ReleaseNotWritten.as_str())
+        }) && last_release.is_some_and(|since| {
+            truth.log.iter().any(|r| {
+                matches!(r, Record::ApiFault { at, .. } if *at >= since && outcome.is_none_or(|decided| *at <= decided))
+            })
+        });
         match scenario.expect {
-            _ if cut_short || timed_out || crash_loop => {}
+            _ if cut_short || timed_out || crash_loop || release_refused => {}
             Expect::Release => match decided(conditions::TRUE) {
                 Some(at) if at <= start + bound => {}
                 Some(at) => return Err(format!("released at {}, after the bound {}", show(at), show(start + bound))),

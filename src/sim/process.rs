@@ -181,10 +181,12 @@ impl Process {
         shared.sched.sleep(latency / 2).await;
         if shared.chance(faults.api_error) {
             shared.count(|s| s.faults += 1);
+            self.fault_recorded();
             return Err(ApiError::Unavailable("the apiserver answered 503".into()));
         }
         if write && shared.chance(faults.conflict) {
             shared.count(|s| s.faults += 1);
+            self.fault_recorded();
             return Err(ApiError::Conflict("the object was modified".into()));
         }
         let caller = self.caller_now();
@@ -200,9 +202,16 @@ impl Process {
         }
         if write && result.is_ok() && shared.chance(faults.lost_answer) {
             shared.count(|s| s.faults += 1);
+            self.fault_recorded();
             return Err(ApiError::Unavailable("no answer before the timeout".into()));
         }
         result
+    }
+
+    /// The world's record of a request it failed (the liveness oracle reads it: R/P, `ReleaseNotWritten`).
+    fn fault_recorded(&self) {
+        let pid = self.pid;
+        self.shared.with(|t| t.log.push(Record::ApiFault { at: t.now, pid }));
     }
 
     /// Who makes the call taking effect now.

@@ -280,6 +280,8 @@ pub enum Record {
     Approved { at: Micros, node: String, value: String },
     /// A person edited a node's binding: the BMC its endpoint leads to since (none: nowhere known).
     BindingEdited { at: Micros, node: String, bmc: Option<usize> },
+    /// The world failed an apiserver request of coroner's (a 503, a conflict, an answer lost).
+    ApiFault { at: Micros, pid: u32 },
     /// An outlet was switched (by coroner: its Off reached the PDU).
     OutletSwitched { at: Micros, by: Caller, outlet: usize, on: bool },
     /// An outlet reading that reached coroner: when it was asked, when the PDU looked, when it
