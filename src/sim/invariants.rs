@@ -14,7 +14,7 @@ use super::{
     world::{Adder, Answered, Caller, Life, Record, Truth, taint_key},
 };
 use crate::{
-    api::{FenceAction, GuardPolicy, Phase, conditions},
+    api::{AcknowledgedReason, FenceAction, GuardPolicy, Phase, conditions},
     contract,
     fence::{self, Timing},
     taints::CoronerTaint,
@@ -953,7 +953,6 @@ fn binding_verified_at_admission(
     binding: &str,
     admitted: Micros,
 ) -> Result<(), String> {
-    use crate::api::AcknowledgedReason;
     if attestation.spec.acknowledge.iter().any(|a| a.reason == AcknowledgedReason::BindingUnverified) {
         return Ok(());
     }
@@ -1172,26 +1171,69 @@ fn attestation_holds(truth: &Truth, scenario: &Scenario, by: &Caller, release: &
     }
     let machine = truth.machine_of_node(&release.node).ok_or("the node has no machine")?;
     let fence = &release.remediation;
+    let acknowledged = |reason| attestation.spec.acknowledge.iter().any(|a| a.reason == reason);
+    // The fence's power action: its first ForceOff that reached the machine's BMC.
+    let power_action = truth.log.iter().find_map(|r| match r {
+        Record::Reset { at, by, on: false, guard: false, .. } if by.task == *fence => Some(*at),
+        _ => None,
+    });
     let last_reading = truth.log.iter().rev().find_map(|r| match r {
-        Record::Answer { by, machine: Some(of), said: Answered::System { reported_off, .. }, sampled, .. }
-            if by.task == *fence && *of == machine && *sampled <= release.at =>
-        {
-            Some((*reported_off, *sampled))
+        Record::Answer {
+            by,
+            bmc,
+            machine: Some(of),
+            said: Answered::System { reported_off, .. },
+            sampled,
+            answered,
+            ..
+        } if by.task == *fence && *of == machine && *sampled <= release.at => {
+            Some((*reported_off, *sampled, *answered, *bmc))
         }
         _ => None,
     });
-    if let Some((false, sampled)) = last_reading {
-        return Err(format!(
-            "the fence's last reading of {} ({}) was not Off: the BMC showed the machine alive",
-            truth.machines[machine].name,
-            show(sampled)
-        ));
+    if let Some((false, sampled, answered, bmc)) = last_reading {
+        // A1: an On from a BMC that has not answered the fence since, read before its power action,
+        // may be acknowledged; one read after it has no override.
+        let dark_since = !truth.log.iter().any(|r| {
+            matches!(r, Record::Answer { by, bmc: of, said: Answered::System { .. }, answered: later, .. }
+                if by.task == *fence && *of == bmc && *later > answered)
+        });
+        let before_power_action = power_action.is_none_or(|at| at > sampled);
+        if !(acknowledged(AcknowledgedReason::BmcReportedOn) && dark_since && before_power_action) {
+            return Err(format!(
+                "the fence's last reading of {} ({}) was not Off: the BMC showed the machine alive{}",
+                truth.machines[machine].name,
+                show(sampled),
+                if dark_since { "" } else { ", and it answered the fence since" }
+            ));
+        }
     }
     let since = admitted_at(truth, fence).unwrap_or(0);
     binding_verified_at_admission(truth, attestation, fence, &release.node, since)?;
     let freshness = micros(scenario.spec.lease_freshness.get());
+    let ended = truth.log.iter().find_map(|r| match r {
+        Record::Status { at, remediation, after, .. }
+            if remediation == fence && after.as_deref() == Some(conditions::FALSE) =>
+        {
+            Some(*at)
+        }
+        _ => None,
+    });
+    // A1: life the fence saw before its power action may be acknowledged (`FenceSawLife`) by an
+    // attestation created once leaseFreshness has passed since; life after the power action or
+    // after the fence ended, and a Lease fresh at the release, have no override.
+    let acknowledged_life = |t: Micros| {
+        acknowledged(AcknowledgedReason::FenceSawLife)
+            && ended.is_some_and(|ended| t < ended)
+            && power_action.is_none_or(|at| t < at)
+            && t <= release.at - freshness
+            && created >= t + freshness - SECOND
+    };
     let life = truth.life.get(&release.node).into_iter().flatten().find(|(t, kind)| {
-        matches!(kind, Life::Lease | Life::Ready) && *t <= release.at && (*t >= since || *t > release.at - freshness)
+        matches!(kind, Life::Lease | Life::Ready)
+            && *t <= release.at
+            && (*t >= since || *t > release.at - freshness)
+            && !acknowledged_life(*t)
     });
     if let Some((t, kind)) = life {
         return Err(format!("the node's kubelet reported ({kind:?}) at {}, during or after the fence", show(*t)));

@@ -563,6 +563,10 @@ pub const REGRESSIONS: &[(u64, &str)] = &[
         "L5 (soak, the oracle): a level stated wrongly (the spare's outlets) released a running machine whose BMC lies Off: L7 asked that BMC and it said Off. L7 catches a wrong statement only through a BMC that answers the truth (the rule's line now says so); a lying BMC's own proof is exempt from the truth likewise",
     ),
     (
+        345248,
+        "L5 (soak 344000-353999, the oracle): a level stated wrongly released a running machine while the node's binding led to an endpoint where nothing answers (L7 heard nothing: the rule's named risk); the oracle took that dead endpoint's BMC for alive, since the world set it dark without logging it",
+    ),
+    (
         343069,
         "liveness (soak 334000-343999): a level's proof stood with 1.4 s of its only attempt left; the release's leader checks failed (503, no answer), the proof lapsed, and once the attempt's time was up it was proven again and the fence ended PowerOffNotConfirmed; a proof that lapses in Releasing after the deadline now ends ReleaseNotWritten (the real cause, as the rule says), which the oracle excuses after API faults at the release (it had asked for a release the rule does not promise)",
     ),

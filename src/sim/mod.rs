@@ -138,6 +138,13 @@ pub fn run(seed: u64) -> Outcome {
         let kind = |r: &CoronerRemediation| r.status.as_ref()?.evidence.as_ref()?.release.as_ref().map(|r| r.kind);
         t.remediations.values().filter(|r| kind(r) == Some(crate::api::ReleaseKind::LevelProof)).count() as u64
     });
+    stats.acknowledged_releases = run.shared.with(|t| {
+        let acknowledged = |r: &CoronerRemediation| {
+            let release = r.status.as_ref()?.evidence.as_ref()?.release.as_ref()?;
+            Some(!release.attestation.as_ref()?.acknowledged.is_empty())
+        };
+        t.remediations.values().filter(|r| acknowledged(r) == Some(true)).count() as u64
+    });
     Outcome { seed, stats, failure }
 }
 
@@ -509,10 +516,32 @@ impl Run {
             }
             Event::ExcludeNode => self.shared.with(|t| t.exclude_node(TARGET)),
             Event::ReplaceNode => self.shared.with(|t| t.replace_node(TARGET)),
-            Event::Attest => self.shared.with(|t| {
-                let name = format!("{TARGET}-{}", t.attestations.len() + 1);
-                t.create_attestation(&name, TARGET, "alice", "rack 4 lost its power; I pulled both plugs of worker-1");
-            }),
+            Event::Attest { acknowledge, returning } => {
+                let acknowledged =
+                    if acknowledge { self.shared.with(|t| t.preflight_acknowledgements(TARGET)) } else { Vec::new() };
+                // The preflight says an acknowledgement counts only in an attestation created after
+                // the evidence plus leaseFreshness: the person comes back then, once.
+                let freshness = self.scenario.spec.lease_freshness.get();
+                let earliest = acknowledged.iter().map(|a| a.at.0 + freshness).max().map(|at| {
+                    let epoch = self.shared.with(|t| t.wall(0));
+                    at.duration_since(epoch).as_micros() as Micros + SECOND
+                });
+                match earliest {
+                    Some(later) if later > now && !returning => {
+                        self.at(later, Happening::Scenario(Event::Attest { acknowledge, returning: true }));
+                    }
+                    _ => self.shared.with(|t| {
+                        let name = format!("{TARGET}-{}", t.attestations.len() + 1);
+                        t.create_attestation(
+                            &name,
+                            TARGET,
+                            "alice",
+                            "rack 4 lost its power; I pulled both plugs of worker-1",
+                            acknowledged,
+                        );
+                    }),
+                }
+            }
             Event::BmcTellsTruth => self.shared.with(|t| {
                 t.bmcs[0].answers = world::PowerAnswers::Honest;
                 if let Some(m) = t.machine_of_node(TARGET)
@@ -975,9 +1004,9 @@ fn build_world(truth: &mut Truth, scenario: &Scenario) {
     second.ipmi = scenario.ipmi;
     truth.bmcs.push(second);
     // Where a mistyped endpoint leads: nothing answers there.
-    let mut nowhere = BmcModel::honest(&origin(world::NOWHERE), Vec::new());
-    nowhere.alive = false;
-    truth.bmcs.push(nowhere);
+    truth.bmcs.push(BmcModel::honest(&origin(world::NOWHERE), Vec::new()));
+    // Logged, as every BMC's power is: the oracle judges a BMC's silence from the record.
+    truth.set_bmc_alive(truth.bmcs.len() - 1, false);
     let target_origin =
         if scenario.bmc == BmcKind::Mismatch { "https://bmc-2.example:443" } else { "https://bmc-1.example:443" };
     truth.add_binding(TARGET, TARGET, &origin(target_origin), None);

@@ -70,6 +70,8 @@ pub struct Stats {
     pub faults: u64,
     /// Remediations that released their node through a PDU level (`kind: LevelProof`).
     pub level_releases: u64,
+    /// Attested releases that rest on an acknowledgement (A1, A2).
+    pub acknowledged_releases: u64,
 }
 
 /// What all processes and the runner share.

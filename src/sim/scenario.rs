@@ -91,8 +91,10 @@ pub enum Event {
     CrashAfterNextNodeWrite,
     /// A person approves the released machine's return: `coroner.dev/power-on-approved` on the Node.
     ApprovePowerOn,
-    /// A person attests that the node is dead (true or not: people err).
-    Attest,
+    /// A person attests that the node is dead (true or not: people err); `acknowledge`: accepting
+    /// every piece of evidence the preflight (`coroner attest`) offers to acknowledge, and coming
+    /// back when it says the attestation must be created (`returning`: that second time).
+    Attest { acknowledge: bool, returning: bool },
     /// A BMC that lied `Off` starts telling the truth.
     BmcTellsTruth,
     /// Someone edits the node's binding: its endpoint, its credentials Secret, or its systemId.
@@ -346,7 +348,13 @@ impl Scenario {
         let gone = if more.bool() { Event::DeleteNode } else { Event::ReplaceNode };
         strike(&mut more, 0.04, gone, (30, 200), &[WaitingForRelease, Done]);
         strike(&mut more, 0.08, Event::NhcTimesOut, (1, 200), &all);
-        strike(&mut more, 0.12, Event::Attest, (5, 300), &[ConfirmingOff, Failed, Done]);
+        strike(
+            &mut more,
+            0.12,
+            Event::Attest { acknowledge: false, returning: false },
+            (5, 300),
+            &[ConfirmingOff, Failed, Done],
+        );
         if bmc == BmcKind::LiesOff && more.bool() {
             strike(&mut more, 1.0, Event::BmcTellsTruth, (30, 200), &[Done, WaitingForRelease]);
         }
@@ -382,6 +390,13 @@ impl Scenario {
             bmc_dead: fifth.u8(..3) == 0,
             wrong_mapping: fifth.u8(..6) == 0,
         });
+        // Issue 18's: half the attesters acknowledge what the preflight offers (its own stream).
+        let mut sixth = fastrand::Rng::with_seed(seed ^ 0x18_0018);
+        for (_, event) in &mut events {
+            if let Event::Attest { acknowledge, .. } = event {
+                *acknowledge = sixth.bool();
+            }
+        }
         let mut excuses = excuses;
         if levels.is_some_and(|l| l.wrong_mapping) {
             excuses.push(Excuse::WrongStatement);
@@ -556,7 +571,7 @@ impl Excuse {
             | Event::RemoveOutOfServiceByHand
             | Event::RewriteTaint
             | Event::ApprovePowerOn
-            | Event::Attest
+            | Event::Attest { .. }
             | Event::BmcTellsTruth
             // Judged from the world's record: NHC's stamp before the outcome excuses (`finish`).
             | Event::NhcTimesOut => return None,

@@ -1375,24 +1375,86 @@ impl Truth {
 
     /// A person attests that `node` is dead (the admission policy checked the attester), naming the
     /// Node object as it is now.
-    pub fn create_attestation(&mut self, name: &str, node: &str, attested_by: &str, reason: &str) {
-        let Some(node_uid) = self.nodes.get(node).and_then(|n| n.metadata.uid.clone()) else { return };
+    pub fn create_attestation(
+        &mut self,
+        name: &str,
+        node: &str,
+        attested_by: &str,
+        reason: &str,
+        acknowledge: Vec<crate::api::Acknowledgement>,
+    ) {
+        let Some(mut attestation) = self.attestation_draft(name, node, attested_by, reason, acknowledge) else {
+            return;
+        };
+        attestation.metadata.uid = Some(self.next_uid("attestation"));
+        attestation.metadata.resource_version = Some(self.next_rv());
+        self.attestations.insert(name.into(), roundtrip(&attestation));
+        self.log.push(Record::Attested { at: self.now, name: name.into(), node: node.into() });
+        self.changes.push(Change::Attestation(name.into()));
+    }
+
+    fn attestation_draft(
+        &self,
+        name: &str,
+        node: &str,
+        attested_by: &str,
+        reason: &str,
+        acknowledge: Vec<crate::api::Acknowledgement>,
+    ) -> Option<CoronerAttestation> {
+        let node_uid = self.nodes.get(node).and_then(|n| n.metadata.uid.clone())?;
         let spec = CoronerAttestationSpec {
             node_name: node.into(),
             node_uid,
             reason: reason.into(),
             attested_by: attested_by.into(),
             valid_for: crate::api::Duration::from_secs(900),
-            acknowledge: Vec::new(),
+            acknowledge,
         };
         let mut attestation = CoronerAttestation::new(name, spec);
         attestation.metadata.namespace = Some(self.namespace.clone());
-        attestation.metadata.uid = Some(self.next_uid("attestation"));
-        attestation.metadata.resource_version = Some(self.next_rv());
         attestation.metadata.creation_timestamp = Some(Time(self.wall(self.now)));
-        self.attestations.insert(name.into(), roundtrip(&attestation));
-        self.log.push(Record::Attested { at: self.now, name: name.into(), node: node.into() });
-        self.changes.push(Change::Attestation(name.into()));
+        Some(attestation)
+    }
+
+    /// What a person who accepts every piece of evidence the preflight offers acknowledges: the
+    /// preflight (`coroner attest`, run now) shows the first sign of life not yet acknowledged, so
+    /// they run it again with what it printed, as long as it offers more.
+    pub fn preflight_acknowledgements(&self, node: &str) -> Vec<crate::api::Acknowledgement> {
+        use crate::attestation::{self, Inputs, Outcome};
+        let mut acknowledged: Vec<crate::api::Acknowledgement> = Vec::new();
+        for _ in 0..3 {
+            let Some(draft) = self.attestation_draft("preflight", node, "alice", "preflight", acknowledged.clone())
+            else {
+                break;
+            };
+            let remediations: Vec<CoronerRemediation> = self.remediations.values().cloned().collect();
+            let inputs = Inputs {
+                attestation: &draft,
+                now: self.wall(self.now),
+                policies: None,
+                remediations: &remediations,
+                node: self.nodes.get(node),
+                lease: self.leases.get(node).copied(),
+                sighting: None,
+                cluster: None,
+            };
+            let offered = attestation::evaluate(&inputs).checks.iter().find_map(|check| match &check.outcome {
+                Outcome::Refused(refusal) => {
+                    let at = refusal.evidence_at?;
+                    let reason = crate::api::AcknowledgedReason::ALL
+                        .into_iter()
+                        .find(|r| r.as_str() == refusal.reason.as_str())?;
+                    let ack = crate::api::Acknowledgement { reason, at: Time(at) };
+                    (!acknowledged.contains(&ack)).then_some(ack)
+                }
+                _ => None,
+            });
+            match offered {
+                Some(ack) => acknowledged.push(ack),
+                None => break,
+            }
+        }
+        acknowledged
     }
 
     pub fn write_binding_status(&mut self, name: &str, status: &BmcBindingStatus) -> ApiResult<()> {
