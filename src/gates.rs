@@ -10,7 +10,8 @@ use kube::ResourceExt;
 
 use crate::{
     api::{
-        BmcBinding, ControlPlanePolicy, CoronerRemediation, Phase, ReleaseEvidence, RemediationStrategy, conditions,
+        BmcBinding, ControlPlanePolicy, CoronerRemediation, CoronerRemediationStatus, Phase, ReleaseEvidence,
+        RemediationStrategy, conditions,
     },
     contract::{self, Reason},
     fence::{NodeSnapshot, ready_status},
@@ -545,27 +546,26 @@ pub fn control_plane_quorum(inputs: &GateInputs<'_>) -> Gate {
     }
 }
 
+/// Whether a status says the storm limits queued its fence: `Pending`, `Succeeded` reason `Queued`.
+pub fn queued(status: Option<&CoronerRemediationStatus>) -> bool {
+    status.is_some_and(|s| {
+        s.phase.unwrap_or_default() == Phase::Pending
+            && conditions::find(&s.conditions, contract::SUCCEEDED).is_some_and(|c| c.reason == Reason::Queued.as_str())
+    })
+}
+
 /// Storm limits, in the order a queue needs them: first come, first served; at most
 /// `max_concurrent` power actions at once; never two on one BMC origin; at most `max_per_window`
 /// fences admitted per `window` (counted at admission: each one may power a node off).
 pub fn storm(inputs: &GateInputs<'_>) -> Gate {
     let me = inputs.remediation;
     let my_created = me.metadata.creation_timestamp.as_ref().map(|t| t.0);
-    let queued_reason = |r: &CoronerRemediation| {
-        r.status
-            .as_ref()
-            .and_then(|s| conditions::find(&s.conditions, contract::SUCCEEDED))
-            .is_some_and(|c| c.reason == Reason::Queued.as_str())
-    };
     let older = |r: &CoronerRemediation| {
         let created = r.metadata.creation_timestamp.as_ref().map(|t| t.0);
         (created, r.name_any()) < (my_created, me.name_any())
     };
-    let ahead: Vec<&CoronerRemediation> = inputs
-        .remediations
-        .iter()
-        .filter(|r| r.uid() != me.uid() && Phase::of(r) == Phase::Pending && queued_reason(r) && older(r))
-        .collect();
+    let ahead: Vec<&CoronerRemediation> =
+        inputs.remediations.iter().filter(|r| r.uid() != me.uid() && queued(r.status.as_ref()) && older(r)).collect();
     let place = ahead.len() + 1;
     let queued = |why: String| Gate::Wait(Reason::Queued, format!("place {place} in the queue: {why}"));
     if let Some(first) = ahead.first() {

@@ -253,7 +253,7 @@ pub async fn apply<W: World>(world: &W, local: &Local, cached: &CoronerRemediati
     // a fence whose gates decided nothing new) is written now.
     fence.flush().await?;
     let frees_in = *fence.window_frees_in.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let look = match (&next, fingerprint, queued(Some(&fence.status()))) {
+    let look = match (&next, fingerprint, gates::queued(Some(&fence.status()))) {
         (Ok(Next::Requeue(_)), Some(fingerprint), true) => Some(gates::QueueLook {
             resource_version: fence.remediation.metadata.resource_version.clone(),
             fingerprint,
@@ -263,15 +263,6 @@ pub async fn apply<W: World>(world: &W, local: &Local, cached: &CoronerRemediati
     };
     local.looked(&instance, &uid, look);
     next
-}
-
-/// Whether a status says the gates queued its fence.
-fn queued(status: Option<&CoronerRemediationStatus>) -> bool {
-    status.is_some_and(|s| {
-        s.phase.unwrap_or_default() == Phase::Pending
-            && crate::api::conditions::find(&s.conditions, contract::SUCCEEDED)
-                .is_some_and(|c| c.reason == Reason::Queued.as_str())
-    })
 }
 
 /// [`gates::queue_fingerprint`] from the stores (no request).

@@ -853,3 +853,16 @@ mod queue_looks {
         assert_ne!(queue_fingerprint(&me, &all, &bindings, Some(MONO + MONO)), base, "the Lease changed");
     }
 }
+
+#[test]
+fn only_a_pending_fence_whose_succeeded_reason_is_queued_counts_as_queued() {
+    let status = |phase: Phase, reason: Reason| {
+        let mut status = CoronerRemediationStatus { phase: Some(phase), ..CoronerRemediationStatus::default() };
+        contract::record(&mut status.conditions, reason, "place 2 in the queue", t(0));
+        status
+    };
+    assert!(queued(Some(&status(Phase::Pending, Reason::Queued))));
+    assert!(!queued(Some(&status(Phase::Pending, Reason::NodeLeaseFresh))), "a gate's wait is no place in the queue");
+    assert!(!queued(Some(&status(Phase::PoweringOff, Reason::Queued))), "admitted since: the reason is stale");
+    assert!(!queued(None));
+}

@@ -6,9 +6,8 @@ use kube::ResourceExt;
 
 use super::{Metrics, NodeLabels, PhaseLabels, StateLabels};
 use crate::{
-    api::{BmcBinding, CoronerRemediation, FenceAction, Phase, conditions},
-    contract::{self, Reason},
-    verification,
+    api::{BmcBinding, CoronerRemediation, FenceAction, Phase},
+    contract, verification,
 };
 
 /// What the remediations say, as gauges.
@@ -29,13 +28,7 @@ fn seconds_since(now: Timestamp, then: Timestamp) -> f64 {
 }
 
 pub fn remediation_gauges(remediations: &[CoronerRemediation], now: Timestamp) -> RemediationGauges {
-    let queued = |r: &CoronerRemediation| {
-        Phase::of(r) == Phase::Pending
-            && r.status
-                .as_ref()
-                .and_then(|s| conditions::find(&s.conditions, contract::SUCCEEDED))
-                .is_some_and(|c| c.reason == Reason::Queued.as_str())
-    };
+    let queued = |r: &CoronerRemediation| crate::gates::queued(r.status.as_ref());
     let mut gauges = RemediationGauges {
         in_flight: count(remediations.iter().filter(|r| Phase::of(r).holds_power_slot()).count()),
         queued: count(remediations.iter().filter(|r| queued(r)).count()),
@@ -108,6 +101,7 @@ mod tests {
             BmcBindingSpec, BmcBindingStatus, CoronerRemediationSpec, CoronerRemediationStatus, Evidence,
             RedfishTarget, ReleaseEvidence, ReleaseKind, RemediationStrategy, SecretRef, TlsPolicy,
         },
+        contract::Reason,
         verification::Check,
     };
 
