@@ -563,6 +563,10 @@ pub const REGRESSIONS: &[(u64, &str)] = &[
         "L5 (soak, the oracle): a level stated wrongly (the spare's outlets) released a running machine whose BMC lies Off: L7 asked that BMC and it said Off. L7 catches a wrong statement only through a BMC that answers the truth (the rule's line now says so); a lying BMC's own proof is exempt from the truth likewise",
     ),
     (
+        360010,
+        "L2 liveness (soak 354000-363999, the oracle): a level's only attempt lost 5.6 s to apiserver faults before its Off, then one outlet read timed out, the gap it left broke the run (P2), and settle 5.6 s no longer fit: PowerOffNotConfirmed, as L2 says a level may fail on timeouts; the world now logs PDU timeouts and the oracle excuses such a fence, as it excuses an unreliable BMC",
+    ),
+    (
         345248,
         "L5 (soak 344000-353999, the oracle): a level stated wrongly released a running machine while the node's binding led to an endpoint where nothing answers (L7 heard nothing: the rule's named risk); the oracle took that dead endpoint's BMC for alive, since the world set it dark without logging it",
     ),

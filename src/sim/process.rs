@@ -603,6 +603,7 @@ impl SimLevel {
             Some(done) if !times_out => Ok(done),
             _ => {
                 shared.count(|s| s.faults += 1);
+                shared.with(|t| t.log.push(Record::PduTimeout { at: t.now, outlet }));
                 Err(PduError::Timeout { elapsed: StdDuration::from_micros(latency as u64), tries: 1 })
             }
         }

@@ -282,6 +282,8 @@ pub enum Record {
     BindingEdited { at: Micros, node: String, bmc: Option<usize> },
     /// The world failed an apiserver request of coroner's (a 503, a conflict, an answer lost).
     ApiFault { at: Micros, pid: u32 },
+    /// A request to a PDU outlet timed out (it may have reached the PDU).
+    PduTimeout { at: Micros, outlet: usize },
     /// An outlet was switched (by coroner: its Off reached the PDU).
     OutletSwitched { at: Micros, by: Caller, outlet: usize, on: bool },
     /// An outlet reading that reached coroner: when it was asked, when the PDU looked, when it
