@@ -571,7 +571,12 @@ impl Clients {
             time(&confirmation.on_seen_at),
             time(&confirmation.off_seen_at),
         ];
-        content_hex(keyed_digest(&self.key, &parts))
+        self.seal_parts(&parts)
+    }
+
+    /// A digest of `parts` keyed with the content key: the seal of what only coroner may write.
+    pub fn seal_parts(&self, parts: &[String]) -> String {
+        content_hex(keyed_digest(&self.key, parts))
     }
 
     /// One outlet's client; what its Secret and CA bundle hold goes into `parts` (for the digest).

@@ -690,6 +690,12 @@ fn unverified_because(binding: &crate::api::BindingAtAdmission) -> String {
 
 /// "last verified <time> at generation <n>", or "never verified".
 fn binding_history(binding: &crate::api::BindingAtAdmission) -> String {
+    if let (Some(at), Some(uid)) = (&binding.verified_at, &binding.verified_by_earlier_object) {
+        return format!(
+            "last verified {} as an earlier BmcBinding object of the node (UID {uid}, deleted since)",
+            at.0
+        );
+    }
     match (&binding.verified_at, binding.verified_generation) {
         (Some(at), Some(generation)) => format!("last verified {} at generation {generation}", at.0),
         (Some(at), None) => format!("last verified {}", at.0),

@@ -333,19 +333,97 @@ pub fn record_levels(
     notices
 }
 
+/// The ConfigMap, in coroner's namespace, that keeps each node's last verified binding content
+/// beyond the binding object (A2): a binding deleted and re-created at the same content keeps its
+/// history.
+pub const KEPT_VERIFICATIONS: &str = "coroner-verified-bindings";
+
+/// A2: a verification kept beyond its binding object, under the node's name in
+/// [`KEPT_VERIFICATIONS`]: the content verified, when, by which binding object, and a seal keyed with
+/// the content key, so that only coroner can write one that counts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeptVerification {
+    pub content: String,
+    pub at: Timestamp,
+    pub uid: String,
+    pub seal: String,
+}
+
+impl KeptVerification {
+    /// What the seal covers, for the node it is kept under.
+    pub fn sealed_parts(&self, node: &str) -> [String; 5] {
+        ["kept-verification".into(), node.into(), self.content.clone(), self.at.to_string(), self.uid.clone()]
+    }
+
+    /// The ConfigMap value: `<content> <time> <binding UID> <seal>`.
+    pub fn to_value(&self) -> String {
+        format!("{} {} {} {}", self.content, self.at, self.uid, self.seal)
+    }
+
+    /// A value [`Self::to_value`] wrote; anything else is no kept verification.
+    pub fn parse(value: &str) -> Option<Self> {
+        let mut words = value.split(' ');
+        let hex = |w: &str| !w.is_empty() && w.bytes().all(|b| b.is_ascii_hexdigit());
+        let content = words.next().filter(|w| hex(w))?.to_owned();
+        let at = words.next()?.parse().ok()?;
+        let uid = words.next().filter(|w| !w.is_empty())?.to_owned();
+        let seal = words.next().filter(|w| hex(w))?.to_owned();
+        words.next().is_none().then_some(Self { content, at, uid, seal })
+    }
+}
+
+/// What the verifier keeps of a binding it verified (unsealed): the content and time of its last
+/// verification, by the binding object; `None` when no verification recorded a content.
+pub fn to_keep(binding: &BmcBinding, status: &BmcBindingStatus) -> Option<KeptVerification> {
+    Some(KeptVerification {
+        content: status.verified_content.clone()?,
+        at: status.last_verification_time.as_ref()?.0,
+        uid: binding.metadata.uid.clone()?,
+        seal: String::new(),
+    })
+}
+
 /// A2: the binding as a fence's admission records it: its generation, the content of the client
 /// the fence goes through (`content`: its device digest, `None` when the binding cannot be used), and
-/// its last successful verification (when, of which generation, at which content).
-pub fn at_admission(binding: &BmcBinding, content: Option<u64>) -> crate::api::BindingAtAdmission {
+/// its last successful verification (when, of which generation, at which content). When the
+/// binding's own status shows no verification at that content, a verification `kept` for the node
+/// (its seal already checked) of exactly that content by an earlier object of the binding counts: a
+/// binding deleted and re-created identically keeps its history.
+pub fn at_admission(
+    binding: &BmcBinding,
+    content: Option<u64>,
+    kept: Option<&KeptVerification>,
+) -> crate::api::BindingAtAdmission {
     let status = binding.status.as_ref();
     let verified_at = status.and_then(|s| s.last_verification_time.clone());
-    crate::api::BindingAtAdmission {
-        name: kube::ResourceExt::name_any(binding),
-        generation: binding.metadata.generation.unwrap_or_default(),
-        verified_generation: verified_at.as_ref().and(status.and_then(|s| s.observed_generation)),
-        verified_content: verified_at.as_ref().and(status.and_then(|s| s.verified_content.clone())),
-        content: content.map(crate::access::content_hex),
-        verified_at,
+    let content = content.map(crate::access::content_hex);
+    let own_content = verified_at.as_ref().and(status.and_then(|s| s.verified_content.clone()));
+    let earlier = kept.filter(|kept| {
+        own_content.as_ref().is_none_or(|own| Some(own) != content.as_ref())
+            && Some(&kept.content) == content.as_ref()
+            && binding.metadata.uid.as_ref() != Some(&kept.uid)
+    });
+    let name = kube::ResourceExt::name_any(binding);
+    let generation = binding.metadata.generation.unwrap_or_default();
+    match earlier {
+        Some(kept) => crate::api::BindingAtAdmission {
+            name,
+            generation,
+            verified_at: Some(Time(kept.at)),
+            verified_generation: None,
+            verified_content: Some(kept.content.clone()),
+            content,
+            verified_by_earlier_object: Some(kept.uid.clone()),
+        },
+        None => crate::api::BindingAtAdmission {
+            name,
+            generation,
+            verified_generation: verified_at.as_ref().and(status.and_then(|s| s.observed_generation)),
+            verified_content: own_content,
+            content,
+            verified_at,
+            verified_by_earlier_object: None,
+        },
     }
 }
 
@@ -977,5 +1055,103 @@ mod tests {
         assert_eq!(conditions::status_of(&status.conditions, READS_FIT), Some("True"));
         let longer = StdDuration::from_secs(2);
         assert_eq!(record_latency(&mut status, &binding, StdDuration::from_millis(2500), longer, now), None);
+    }
+
+    fn kept(content: &str, uid: &str) -> KeptVerification {
+        KeptVerification {
+            content: content.into(),
+            at: Timestamp::UNIX_EPOCH + jiff::SignedDuration::from_secs(1_800_000_000),
+            uid: uid.into(),
+            seal: "5ea1".into(),
+        }
+    }
+
+    /// The binding `b` as the verifier left it: verified at `content` (or never).
+    fn verified_at(content: Option<&str>, uid: &str) -> BmcBinding {
+        let mut binding = binding(false);
+        binding.metadata.uid = Some(uid.into());
+        binding.status = content.map(|content| BmcBindingStatus {
+            last_verification_time: Some(Time(Timestamp::UNIX_EPOCH + jiff::SignedDuration::from_secs(1_700_000_000))),
+            observed_generation: Some(3),
+            verified_content: Some(content.into()),
+            ..BmcBindingStatus::default()
+        });
+        binding
+    }
+
+    #[test]
+    fn a_re_created_binding_counts_as_verified_by_the_earlier_object_s_kept_verification_at_its_content() {
+        let recreated = verified_at(None, "uid-new");
+        let earlier = kept("00000000000000c5", "uid-old");
+        let admitted = at_admission(&recreated, Some(0xc5), Some(&earlier));
+        assert_eq!(admitted.verified_by_earlier_object.as_deref(), Some("uid-old"));
+        assert_eq!(admitted.verified_content, admitted.content);
+        assert_eq!(admitted.verified_at.map(|t| t.0), Some(earlier.at));
+        assert_eq!(admitted.verified_generation, None, "another object's generation says nothing of this one");
+    }
+
+    #[test]
+    fn a_kept_verification_of_another_content_or_of_the_same_object_counts_for_nothing() {
+        let recreated = verified_at(None, "uid-new");
+        let other = at_admission(&recreated, Some(0xd5), Some(&kept("00000000000000c5", "uid-old")));
+        assert_eq!((other.verified_at, other.verified_by_earlier_object), (None, None));
+        let unusable = at_admission(&recreated, None, Some(&kept("00000000000000c5", "uid-old")));
+        assert_eq!(unusable.verified_by_earlier_object, None, "no content at admission matches nothing");
+        // The object's own status is what it says of itself.
+        let same = at_admission(
+            &verified_at(Some("00000000000000a1"), "uid-old"),
+            Some(0xc5),
+            Some(&kept("00000000000000c5", "uid-old")),
+        );
+        assert_eq!(
+            (same.verified_content.as_deref(), same.verified_by_earlier_object),
+            (Some("00000000000000a1"), None)
+        );
+    }
+
+    #[test]
+    fn the_binding_s_own_verification_at_its_content_wins_over_a_kept_one() {
+        let own = verified_at(Some("00000000000000c5"), "uid-new");
+        let admitted = at_admission(&own, Some(0xc5), Some(&kept("00000000000000c5", "uid-old")));
+        assert_eq!((admitted.verified_generation, admitted.verified_by_earlier_object), (Some(3), None));
+    }
+
+    #[test]
+    fn the_verifier_keeps_the_content_and_time_of_the_last_verification_by_its_object() {
+        let binding = verified_at(Some("00000000000000c5"), "uid-b");
+        let keep = to_keep(&binding, binding.status.as_ref().unwrap()).unwrap();
+        assert_eq!((keep.content.as_str(), keep.uid.as_str()), ("00000000000000c5", "uid-b"));
+        assert_eq!(to_keep(&binding, &BmcBindingStatus::default()), None, "no verification, nothing to keep");
+    }
+
+    #[test]
+    fn a_kept_verification_reads_back_from_its_value_and_a_damaged_value_is_none() {
+        let value = kept("00000000000000c5", "uid-b").to_value();
+        assert_eq!(KeptVerification::parse(&value), Some(kept("00000000000000c5", "uid-b")));
+        for damaged in
+            ["", "c5", "c5 not-a-time uid 5ea1", "zz 2027-01-15T08:00:00Z uid 5ea1", &format!("{value} more")]
+        {
+            assert_eq!(KeptVerification::parse(damaged), None, "{damaged:?}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_kept_verification_round_trips_and_no_value_panics(
+            content in "[0-9a-f]{1,16}",
+            uid in "[a-z0-9-]{1,36}",
+            seal in "[0-9a-f]{1,16}",
+            secs in 0_i64..4_000_000_000,
+            junk in ".{0,80}",
+        ) {
+            let kept = KeptVerification {
+                content,
+                at: Timestamp::UNIX_EPOCH + jiff::SignedDuration::from_secs(secs),
+                uid,
+                seal,
+            };
+            proptest::prop_assert_eq!(KeptVerification::parse(&kept.to_value()), Some(kept));
+            let _ = KeptVerification::parse(&junk);
+        }
     }
 }

@@ -393,6 +393,11 @@ pub struct Progress {
     pub attempt: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempt_started_at: Option<MicroTime>,
+    /// The start of the attempt whose proof lapsed in `Releasing` (its release not yet written): if
+    /// that attempt ends without a reading of anything but `Off` (which starts a new one), the
+    /// release's reason ends it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proof_lapsed_in: Option<MicroTime>,
     /// The next attempt starts no earlier than this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_attempt_at: Option<MicroTime>,
@@ -559,6 +564,10 @@ pub struct BindingAtAdmission {
     /// be used (its Secret or CA bundle missing).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
+    /// When the verification is an earlier BmcBinding object's of the node (deleted since, at the
+    /// same content, kept in the ConfigMap `coroner-verified-bindings`): that object's UID.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified_by_earlier_object: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]

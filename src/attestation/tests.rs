@@ -70,6 +70,7 @@ fn verified_binding(generation: i64) -> crate::api::BindingAtAdmission {
         verified_generation: Some(5),
         verified_content: Some("00000000000000c5".into()),
         content: Some(format!("00000000000000c{generation}")),
+        verified_by_earlier_object: None,
     }
 }
 
@@ -1099,6 +1100,24 @@ fn a_binding_recreated_or_relabelled_at_the_same_content_keeps_its_verification(
     binding_at_admission(&mut world, Some(recreated));
     let checks = world.evaluate(t(0)).1;
     assert!(checks.contains(&(Precondition::BindingVerifiedAtAdmission, "passed")), "{checks:?}");
+}
+
+#[test]
+fn a_binding_re_created_and_not_verified_again_passes_on_its_earlier_object_s_kept_verification() {
+    let mut world = World::dead_node();
+    let kept = crate::api::BindingAtAdmission {
+        generation: 1,
+        verified_generation: None,
+        content: Some("00000000000000c5".into()),
+        verified_by_earlier_object: Some("uid-deleted".into()),
+        ..verified_binding(5)
+    };
+    binding_at_admission(&mut world, Some(kept.clone()));
+    let checks = world.evaluate(t(0)).1;
+    assert!(checks.contains(&(Precondition::BindingVerifiedAtAdmission, "passed")), "{checks:?}");
+    let remediation = world.remediations[0].clone();
+    let said = binding_verified_at_admission(&remediation).unwrap();
+    assert!(said.contains("earlier BmcBinding object of the node (UID uid-deleted, deleted since)"), "{said}");
 }
 
 #[test]

@@ -14,7 +14,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Secret};
 use kube::{
     Api, Resource, ResourceExt,
-    api::{ListParams, Patch, PatchParams},
+    api::{ListParams, Patch, PatchParams, PostParams},
     core::PartialObjectMeta,
     runtime::{
         Controller,
@@ -24,7 +24,7 @@ use kube::{
     },
 };
 use tokio_util::sync::CancellationToken;
-use tracing::info;
+use tracing::{info, warn};
 
 use super::{Context, Error};
 use crate::{
@@ -175,11 +175,51 @@ async fn check(binding: &BmcBinding, ctx: &Context, referenced_changed: bool) ->
         let patch = verification::status_patch(binding.status.as_ref(), &status);
         api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
     }
+    if let Some(kept) = verification::to_keep(binding, &status) {
+        keep_verification(ctx, &binding.spec.node_name, kept).await;
+    }
     for notice in &notices {
         info!(binding = %name, reason = %notice.reason, "{}", notice.message);
         ctx.publish(&binding.object_ref(&()), notice, "Verify").await;
     }
     Ok(Action::requeue(jittered(next)))
+}
+
+/// A2: keeps the binding's verification for its node beyond the binding object (the ConfigMap
+/// [`verification::KEPT_VERIFICATIONS`], sealed), when it is not what this process last kept. A
+/// failure is logged and tried again at the next verification: it costs a re-created binding its
+/// history, nothing else.
+async fn keep_verification(ctx: &Context, node: &str, mut kept: verification::KeptVerification) {
+    let key = (kept.content.clone(), kept.uid.clone());
+    let lock = || ctx.kept_verifications.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if lock().get(node) == Some(&key) {
+        return;
+    }
+    kept.seal = ctx.clients.seal_parts(&kept.sealed_parts(node));
+    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), ctx.namespace());
+    let data = std::collections::BTreeMap::from([(node.to_owned(), kept.to_value())]);
+    let patch = serde_json::json!({ "data": data });
+    let name = verification::KEPT_VERIFICATIONS;
+    let written = match api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+        Err(kube::Error::Api(e)) if e.code == 404 => {
+            let mut map = ConfigMap { data: Some(data), ..ConfigMap::default() };
+            map.metadata.name = Some(name.into());
+            match api.create(&PostParams::default(), &map).await {
+                // Another replica made it meanwhile.
+                Err(kube::Error::Api(e)) if e.code == 409 => {
+                    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await.map(drop)
+                }
+                other => other.map(drop),
+            }
+        }
+        other => other.map(drop),
+    };
+    match written {
+        Ok(()) => {
+            lock().insert(node.to_owned(), key);
+        }
+        Err(error) => warn!(%node, %error, "could not keep the binding's verification beyond its object (A2)"),
+    }
 }
 
 /// L5: with the machine's power just read through its verified system, every level's outlets are read

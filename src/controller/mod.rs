@@ -104,6 +104,9 @@ pub struct Context {
     failures: retry::Failures,
     /// What the fence loop reads instead of LISTs, set by each leadership term.
     stores: stores::Stores,
+    /// A2: the verification this process last kept for each node (content, binding UID), so that it
+    /// writes the ConfigMap only when that changes.
+    kept_verifications: std::sync::Mutex<std::collections::HashMap<String, (String, String)>>,
 }
 
 impl Context {
@@ -134,6 +137,7 @@ impl Context {
             clients,
             stores: stores::Stores::default(),
             failures: retry::Failures::default(),
+            kept_verifications: std::sync::Mutex::default(),
         }
     }
 

@@ -161,6 +161,12 @@ impl Cluster for Context {
         }
     }
 
+    async fn kept_verification(&self, node: &str) -> ApiResult<Option<verification::KeptVerification>> {
+        let api: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(self.client.clone(), self.namespace());
+        let kept = api.get_opt(verification::KEPT_VERIFICATIONS).await?;
+        Ok(kept.and_then(|c| c.data?.get(node).and_then(|v| verification::KeptVerification::parse(v))))
+    }
+
     async fn write_binding_status(
         &self,
         name: &str,
@@ -279,6 +285,10 @@ impl Devices for Context {
 
     fn seal(&self, binding: &BmcBinding, confirmation: &crate::api::LevelConfirmation) -> String {
         self.clients.seal(&binding.uid().unwrap_or_default(), confirmation)
+    }
+
+    fn seal_kept(&self, node: &str, kept: &verification::KeptVerification) -> String {
+        self.clients.seal_parts(&kept.sealed_parts(node))
     }
 
     fn forget_target(&self, binding: &BmcBinding) {

@@ -741,7 +741,19 @@ impl<'a, W: World> Fence<'a, W> {
                         // Read fresh (a store may trail an edit), with the client the identity step then
                         // goes through (built now, reused then).
                         let content = self.world.target(&binding).await?.ok().map(|(_, content)| content);
-                        evidence.binding = Some(verification::at_admission(&binding, content));
+                        let own = verification::at_admission(&binding, content, None);
+                        // A binding re-created since its last verification: the one kept for the node
+                        // counts at exactly this content, under coroner's seal.
+                        let kept = if own.content.is_some() && own.verified_content != own.content {
+                            let kept = self.world.kept_verification(&self.node_name).await?;
+                            kept.filter(|kept| self.world.seal_kept(&self.node_name, kept) == kept.seal)
+                        } else {
+                            None
+                        };
+                        evidence.binding = Some(match kept {
+                            Some(kept) => verification::at_admission(&binding, content, Some(&kept)),
+                            None => own,
+                        });
                     }
                     Verdict::Admit(Box::new(evidence))
                 }

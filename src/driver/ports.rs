@@ -96,6 +96,12 @@ pub trait Cluster {
     fn binding(&self, name: &str) -> impl Future<Output = ApiResult<Option<BmcBinding>>> + Send;
     /// One BmcBinding from the store (no request: it trails the API server by the watch's delay).
     fn stored_binding(&self, name: &str) -> impl Future<Output = ApiResult<Option<BmcBinding>>> + Send;
+    /// A2: the verification kept for `node` beyond its binding object
+    /// ([`crate::verification::KEPT_VERIFICATIONS`]), read fresh; its seal is not checked here.
+    fn kept_verification(
+        &self,
+        node: &str,
+    ) -> impl Future<Output = ApiResult<Option<crate::verification::KeptVerification>>> + Send;
     /// Writes a binding's status (a merge patch from `old` to `new`: a field `new` lacks is cleared).
     fn write_binding_status(
         &self,
@@ -219,6 +225,8 @@ pub trait Devices {
     ) -> impl Future<Output = ApiResult<Result<(Self::Target, u64), Unusable>>> + Send;
     /// L5: the seal coroner puts on a level's confirmation of `binding` (only its holder can make one).
     fn seal(&self, binding: &BmcBinding, confirmation: &crate::api::LevelConfirmation) -> String;
+    /// A2: the seal coroner puts on a verification it keeps for `node` (only its holder can make one).
+    fn seal_kept(&self, node: &str, kept: &crate::verification::KeptVerification) -> String;
     /// Drops the binding's client: the next one is built from what the binding refers to now.
     fn forget_target(&self, binding: &BmcBinding);
 }

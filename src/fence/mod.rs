@@ -1279,6 +1279,10 @@ impl<'a> Step<'a> {
         self.progress.last_reading_at = Some(self.now());
         if let Ok(reading) = reading {
             self.progress.last_answer_at = Some(self.now());
+            // The proof that lapsed no longer stands for this attempt: the power-off is its cause again.
+            if reading.power_state != PowerState::Off {
+                self.progress.proof_lapsed_in = None;
+            }
             let verified = self.evidence.identity.as_ref().and_then(|v| identity::parse(&v.bmc_uuid));
             if verified.is_some() && identity::parse(&reading.uuid) == verified {
                 self.saw_power(&reading.power_state.to_string());
@@ -1547,8 +1551,9 @@ impl<'a> Step<'a> {
         if !self.attempt_deadline_passed() {
             return false;
         }
-        // A proof that stood, with a release the API server would not take, is a different failure.
-        let (reason, none) = if phase_of(&self.status) == Phase::Releasing {
+        // A proof that stood, with a release the API server would not take, is a different failure,
+        // also when it lapsed meanwhile (`release_ran_out`).
+        let (reason, none) = if phase_of(&self.status) == Phase::Releasing || self.release_ran_out() {
             (Reason::ReleaseNotWritten, "the proof lapsed before the release got through")
         } else {
             (Reason::PowerOffNotConfirmed, "no unbroken run of Off readings")
@@ -1596,8 +1601,20 @@ impl<'a> Step<'a> {
 
     /// A proof that lapsed in `Releasing` once the attempt's time is up is not proven again: the
     /// release ran out of time (`ReleaseNotWritten`), which is the real cause, not the power-off.
+    /// Before then it is proven again, and the attempt remembers that its proof lapsed.
     fn release_out_of_time(&mut self) -> bool {
-        phase_of(&self.status) == Phase::Releasing && self.check_attempt_deadline()
+        if phase_of(&self.status) == Phase::Releasing && self.check_attempt_deadline() {
+            return true;
+        }
+        self.progress.proof_lapsed_in = self.progress.attempt_started_at.clone();
+        false
+    }
+
+    /// Whether this attempt's proof lapsed before its release could be written: the machine was
+    /// proven Off in it, and a reading of anything else since would have started a new attempt, so
+    /// its end is the release's, not the power-off's.
+    fn release_ran_out(&self) -> bool {
+        self.progress.proof_lapsed_in.is_some() && self.progress.proof_lapsed_in == self.progress.attempt_started_at
     }
 
     fn off_proven(&mut self, run: Run) {

@@ -227,6 +227,8 @@ impl Step<'_> {
                 let unread = matches!(not_off, LevelNotOff::Unread { .. });
                 if !unread {
                     self.memory.bmc_after = None;
+                    // An outlet not Off: the lapsed proof no longer stands (the power-off is the cause).
+                    self.progress.proof_lapsed_in = None;
                 }
                 self.progress.last_error = Some(not_off.to_string());
                 // An outlet that reads On (or pending, or drawing) is switched off: once per attempt,

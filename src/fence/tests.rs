@@ -1414,9 +1414,16 @@ fn a_proof_that_lapses_once_the_attempt_is_up_ends_the_release_not_written_and_i
     let spec = CoronerRemediationSpec { retry: crate::api::Retry { count: 1, ..spec().retry }, ..spec() };
     let node = node();
     let releasing = releasing(&spec);
-    // Within the attempt, Off after a gap proves the machine off again.
+    // Within the attempt, Off after a gap proves the machine off again; if time runs out before the
+    // new proof, the release's reason still ends the attempt.
     let early = step(&spec, &releasing, power(PowerState::Off), ctx(30, &node));
     assert_eq!(early.status.phase, Some(Phase::ConfirmingOff));
+    let out = step(&spec, &State::from(&early), power(PowerState::Off), ctx(62, &node));
+    assert_eq!(succeeded(&out.status), ("False".into(), "ReleaseNotWritten".into()));
+    // A reading of anything but Off after the lapse: the power-off is the cause again.
+    let on = step(&spec, &State::from(&early), power(PowerState::On), ctx(31, &node));
+    let late = step(&spec, &State::from(&on), power(PowerState::Off), ctx(62, &node));
+    assert_eq!(succeeded(&late.status), ("False".into(), "PowerOffNotConfirmed".into()));
     // Past it, the release ran out of time: the cause is the release, not the power-off.
     let late = step(&spec, &releasing, power(PowerState::Off), ctx(62, &node));
     assert_eq!(succeeded(&late.status), ("False".into(), "ReleaseNotWritten".into()));
@@ -2355,4 +2362,39 @@ async fn a_remediation_the_window_queues_looks_when_the_window_frees() {
     let (_, looked) = apply().await;
     assert!(looked > 0, "the window freed: it looks");
     assert_admitted(&lab.status());
+}
+
+/// A2: a binding deleted and re-created identically (a new object without a status) keeps, at
+/// admission, the verification kept for its node at exactly that content under coroner's seal; a
+/// forged seal, or a verification of another content, counts for nothing.
+#[test]
+fn a_binding_re_created_identically_keeps_its_kept_verification_and_a_forged_one_counts_for_nothing() {
+    use crate::verification::KeptVerification;
+    for (sealed, same_content, counts) in [(true, true, true), (false, true, false), (true, false, false)] {
+        let lab = lab(off_spec(), machine(true));
+        let content = lab.device_content() + u64::from(!same_content);
+        lab.world(|t| {
+            let mut kept = KeptVerification {
+                content: crate::access::content_hex(content),
+                at: t.wall(t.now) - secs(600),
+                uid: "uid-of-the-deleted-binding".into(),
+                seal: String::new(),
+            };
+            kept.seal = if sealed { crate::sim::world::seal_kept("worker-1", &kept) } else { "0123abcd".into() };
+            t.kept_verifications.insert("worker-1".into(), kept);
+            // Re-created: another object, never verified.
+            t.bindings.get_mut("worker-1").unwrap().status = None;
+        });
+        let admitted = |s: &CoronerRemediationStatus| s.evidence.as_ref().and_then(|e| e.node.as_ref()).is_some();
+        let status = futures::executor::block_on(lab.run_until(admitted));
+        let binding = status.evidence.unwrap().node.unwrap().binding.unwrap();
+        let earlier = binding.verified_by_earlier_object.as_deref();
+        assert_eq!(earlier.is_some(), counts, "sealed {sealed}, same content {same_content}: {binding:?}");
+        if counts {
+            assert_eq!(earlier, Some("uid-of-the-deleted-binding"));
+            assert_eq!(binding.verified_content, binding.content);
+        } else {
+            assert_eq!(binding.verified_at, None);
+        }
+    }
 }

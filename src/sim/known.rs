@@ -563,6 +563,10 @@ pub const REGRESSIONS: &[(u64, &str)] = &[
         "L5 (soak, the oracle): a level stated wrongly (the spare's outlets) released a running machine whose BMC lies Off: L7 asked that BMC and it said Off. L7 catches a wrong statement only through a BMC that answers the truth (the rule's line now says so); a lying BMC's own proof is exempt from the truth likewise",
     ),
     (
+        368355,
+        "liveness (soak 364000-373999): the same as 343069 on the BMC path, one step earlier: the proof lapsed under apiserver faults 0.2 s before the attempt's end and was proven again, and the deadline then ended it PowerOffNotConfirmed; an attempt whose proof lapsed ends ReleaseNotWritten unless a reading of anything but Off came since (progress.proofLapsedIn)",
+    ),
+    (
         360010,
         "L2 liveness (soak 354000-363999, the oracle): a level's only attempt lost 5.6 s to apiserver faults before its Off, then one outlet read timed out, the gap it left broke the run (P2), and settle 5.6 s no longer fit: PowerOffNotConfirmed, as L2 says a level may fail on timeouts; the world now logs PDU timeouts and the oracle excuses such a fence, as it excuses an unreliable BMC",
     ),

@@ -279,6 +279,11 @@ impl<D: Target + Clone, L: Level + Clone> Lab<D, L> {
         self.requests.load(std::sync::atomic::Ordering::Acquire)
     }
 
+    /// The content (device digest) of the client the lab's devices stand for now.
+    pub fn device_content(&self) -> u64 {
+        lock(&self.incarnation).serial
+    }
+
     /// What the lab's process keeps in memory.
     pub fn local(&self) -> &Local {
         &self.local
@@ -622,6 +627,10 @@ impl<D: Target + Clone, L: Level + Clone> Cluster for Lab<D, L> {
         Ok(self.world(|t| t.binding(name)))
     }
 
+    async fn kept_verification(&self, node: &str) -> ApiResult<Option<crate::verification::KeptVerification>> {
+        Ok(self.request(|t| t.kept_verifications.get(node).cloned()))
+    }
+
     async fn write_binding_status(
         &self,
         name: &str,
@@ -664,6 +673,10 @@ impl<D: Target + Clone, L: Level + Clone> Devices for Lab<D, L> {
     type Level = L;
 
     /// The lab's seal: a test that wants a confirmed level writes one with it.
+    fn seal_kept(&self, node: &str, kept: &crate::verification::KeptVerification) -> String {
+        super::world::seal_kept(node, kept)
+    }
+
     fn seal(&self, binding: &BmcBinding, confirmation: &crate::api::LevelConfirmation) -> String {
         format!("lab:{}:{}:{}", binding.uid().unwrap_or_default(), confirmation.level, confirmation.generation)
     }

@@ -391,6 +391,10 @@ impl Cluster for Process {
         self.api(false, |t| Ok(t.binding(name))).await
     }
 
+    async fn kept_verification(&self, node: &str) -> ApiResult<Option<crate::verification::KeptVerification>> {
+        self.api(false, |t| Ok(t.kept_verifications.get(node).cloned())).await
+    }
+
     async fn stored_binding(&self, name: &str) -> ApiResult<Option<BmcBinding>> {
         let pid = self.pid;
         self.api(false, |t| Ok(t.stored_view(pid).bindings.iter().find(|b| b.name_any() == name).cloned())).await
@@ -471,6 +475,10 @@ impl Devices for Process {
     }
 
     /// No verifier runs in the simulator: nothing it seals exists in its world.
+    fn seal_kept(&self, node: &str, kept: &crate::verification::KeptVerification) -> String {
+        super::world::seal_kept(node, kept)
+    }
+
     fn seal(&self, binding: &BmcBinding, confirmation: &crate::api::LevelConfirmation) -> String {
         format!("sim:{}:{}:{}", binding.uid().unwrap_or_default(), confirmation.level, confirmation.generation)
     }

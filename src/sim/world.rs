@@ -347,6 +347,8 @@ pub struct Truth {
     pub binding_contents: Vec<(Micros, String, u64)>,
     /// The world's binding verifier's successful verifications: (when, binding, the content verified).
     pub binding_verifications: Vec<(Micros, String, u64)>,
+    /// The ConfigMap of verifications kept beyond their binding objects, by node (A2).
+    pub kept_verifications: BTreeMap<String, crate::verification::KeptVerification>,
     /// Chance an outlet request gets no answer (the seed's).
     pub pdu_timeout_rate: f64,
     pub leader: LeaderLease,
@@ -491,6 +493,7 @@ impl Truth {
             supplied_bmcs: Vec::new(),
             binding_contents: Vec::new(),
             binding_verifications: Vec::new(),
+            kept_verifications: BTreeMap::new(),
             pdu_timeout_rate: 0.0,
             leader: LeaderLease { holder: None, renewed: 0, duration: 15 * SECOND },
             processes: BTreeMap::new(),
@@ -687,6 +690,18 @@ impl Truth {
     pub fn note_verified(&mut self, name: &str) {
         if let Some(content) = self.binding_content(name) {
             self.binding_verifications.push((self.now, name.into(), content));
+            // The verifier keeps it beyond the binding object too (A2).
+            if let Some(binding) = self.bindings.get(name) {
+                let node = binding.spec.node_name.clone();
+                let mut kept = crate::verification::KeptVerification {
+                    content: crate::access::content_hex(content),
+                    at: self.wall(self.now),
+                    uid: binding.metadata.uid.clone().unwrap_or_default(),
+                    seal: String::new(),
+                };
+                kept.seal = seal_kept(&node, &kept);
+                self.kept_verifications.insert(node, kept);
+            }
         }
     }
 
@@ -1509,6 +1524,12 @@ pub struct NhcPolicy {
 }
 
 /// The IPMI origin of a BMC host the world names by its Redfish origin (`https://host:443`).
+/// The simulated content key's seal on a kept verification (the simulator's processes and lab
+/// worlds seal alike; only what production seals is keyed).
+pub fn seal_kept(node: &str, kept: &crate::verification::KeptVerification) -> String {
+    format!("sim:{}", kept.sealed_parts(node).join("|"))
+}
+
 pub fn ipmi_origin_of(redfish_origin: &str) -> String {
     let host = redfish_origin.trim_start_matches("https://").split(':').next().unwrap_or_default();
     crate::api::ipmi_origin(host, 623)
