@@ -145,6 +145,13 @@ pub fn run(seed: u64) -> Outcome {
         };
         t.remediations.values().filter(|r| acknowledged(r) == Some(true)).count() as u64
     });
+    stats.kept_admissions = run.shared.with(|t| {
+        let kept = |r: &CoronerRemediation| {
+            let binding = r.status.as_ref()?.evidence.as_ref()?.node.as_ref()?.binding.as_ref()?;
+            Some(binding.verified_by_earlier_object.is_some())
+        };
+        t.remediations.values().filter(|r| kept(r) == Some(true)).count() as u64
+    });
     Outcome { seed, stats, failure }
 }
 
@@ -553,6 +560,7 @@ impl Run {
                 }
             }),
             Event::EditBinding(edit) => self.shared.with(|t| t.edit_binding(TARGET, edit)),
+            Event::RecreateBinding => self.shared.with(|t| t.recreate_binding(TARGET)),
             Event::SecretChange { value } => self.shared.with(|t| {
                 let secret =
                     t.bindings.get(TARGET).map(|b| b.spec.credentials_secret_ref.name.clone()).unwrap_or_default();

@@ -72,6 +72,8 @@ pub struct Stats {
     pub level_releases: u64,
     /// Attested releases that rest on an acknowledgement (A1, A2).
     pub acknowledged_releases: u64,
+    /// Fences admitted on a binding verified only as an earlier object (A2's kept verification).
+    pub kept_admissions: u64,
 }
 
 /// What all processes and the runner share.

@@ -99,6 +99,8 @@ pub enum Event {
     BmcTellsTruth,
     /// Someone edits the node's binding: its endpoint, its credentials Secret, or its systemId.
     EditBinding(BindingEdit),
+    /// Someone deletes the node's binding and creates it again, identical (a new object, unverified).
+    RecreateBinding,
     /// The credentials Secret changes: its metadata only (a secret-sync operator), or its value
     /// together with the BMC's account. The binding verifier's status write follows either.
     SecretChange { value: bool },
@@ -398,6 +400,13 @@ impl Scenario {
             }
         }
         let mut excuses = excuses;
+        // A binding re-created identically, mostly before the fence reads it (A2's kept verification);
+        // a new object mid-fence may end an attempt as an edit does.
+        let mut seventh = fastrand::Rng::with_seed(seed ^ 0x18_0118);
+        if seventh.u8(..16) == 0 {
+            events.push((When::At(seventh.i64(SECOND..40 * SECOND)), Event::RecreateBinding));
+            excuses.push(Excuse::BindingEdited);
+        }
         if levels.is_some_and(|l| l.wrong_mapping) {
             excuses.push(Excuse::WrongStatement);
         }
@@ -557,6 +566,7 @@ impl Excuse {
             Event::SlowApi { .. } => Self::SlowApi,
             Event::EditBinding(BindingEdit::Endpoint | BindingEdit::DeadEndpoint) => Self::BindingMisdirected,
             Event::EditBinding(BindingEdit::CredentialsSecret | BindingEdit::SystemId)
+            | Event::RecreateBinding
             | Event::CaBundleChange { content: true } => Self::BindingEdited,
             // What changes nothing a fence may decide on: credentials rotated with the BMC, a Secret's
             // metadata, failovers and crashes (a failover must not turn an off machine into

@@ -35,7 +35,8 @@ fn explore(seeds: Vec<u64>) -> Vec<String> {
     let scenarios: Vec<_> = seeds.iter().map(|seed| super::scenario::Scenario::generate(*seed)).collect();
     let ipmi = scenarios.iter().filter(|s| s.ipmi.is_some()).count();
     let levels = scenarios.iter().filter(|s| s.levels.is_some()).count();
-    let (mut calls, mut crashes, mut faults, mut level_releases, mut acknowledged) = (0u64, 0u64, 0u64, 0u64, 0u64);
+    let (mut calls, mut crashes, mut faults, mut level_releases) = (0u64, 0u64, 0u64, 0u64);
+    let (mut acknowledged, mut kept) = (0u64, 0u64);
     let mut failures = Vec::new();
     for outcome in &results {
         calls += outcome.stats.calls;
@@ -43,6 +44,7 @@ fn explore(seeds: Vec<u64>) -> Vec<String> {
         faults += outcome.stats.faults;
         level_releases += outcome.stats.level_releases;
         acknowledged += outcome.stats.acknowledged_releases;
+        kept += outcome.stats.kept_admissions;
         match (&outcome.failure, known.contains(&outcome.seed)) {
             (Some(failure), false) => failures.push(failure.clone()),
             (None, true) => failures.push(format!(
@@ -55,7 +57,7 @@ fn explore(seeds: Vec<u64>) -> Vec<String> {
     // Printed past the test harness's capture: the budget's numbers are part of every run's output.
     let _ = writeln!(
         std::io::stderr(),
-        "sim: explored {} schedules ({ipmi} over IPMI, {levels} with a PDU level), {calls} calls, {crashes} crashes injected, {faults} faults, {level_releases} releases through a level, {acknowledged} attested on an acknowledgement in {:.1}s",
+        "sim: explored {} schedules ({ipmi} over IPMI, {levels} with a PDU level), {calls} calls, {crashes} crashes injected, {faults} faults, {level_releases} releases through a level, {acknowledged} attested on an acknowledgement, {kept} admitted on a kept verification in {:.1}s",
         results.len(),
         started.elapsed().as_secs_f64()
     );

@@ -825,6 +825,19 @@ impl Truth {
         self.changes.push(Change::Node(node.into()));
     }
 
+    /// Someone deletes `name`'s binding and creates it again, identical (a GitOps sync that replaces
+    /// it): a new object (UID, generation 1) without a status. The world's verifier verified the first
+    /// one before the outage and does not verify again: A2 keeps that verification beyond the object.
+    pub fn recreate_binding(&mut self, name: &str) {
+        let Some(old) = self.bindings.get(name) else { return };
+        let mut binding = BmcBinding::new(name, old.spec.clone());
+        binding.metadata.namespace = old.metadata.namespace.clone();
+        binding.metadata.uid = Some(self.next_uid("binding"));
+        binding.metadata.resource_version = Some(self.next_rv());
+        binding.metadata.generation = Some(1);
+        self.bindings.insert(name.into(), roundtrip(&binding));
+    }
+
     /// Someone edits `name`'s binding (a new generation).
     pub fn edit_binding(&mut self, name: &str, edit: super::scenario::BindingEdit) {
         use super::scenario::BindingEdit;

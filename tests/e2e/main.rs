@@ -1970,6 +1970,17 @@ async fn scenario_o(world: &mut World) {
     // A2: the content it was verified with, as a keyed digest (nothing of the password readable).
     let content = status.verified_content.clone().unwrap_or_default();
     assert!(content.len() == 16 && content.chars().all(|c| c.is_ascii_hexdigit()), "{status:?}");
+    // A2: kept beyond the binding object too, sealed, under the node's name (RBAC: create, patch).
+    let node = binding.spec.node_name.clone();
+    let kept = wait_for("the verification kept beyond the binding", SHORT, || {
+        let (maps, node) = (maps.clone(), node.clone());
+        async move {
+            let map = maps.get_opt(coroner::verification::KEPT_VERIFICATIONS).await.ok()??;
+            coroner::verification::KeptVerification::parse(map.data?.get(&node)?)
+        }
+    })
+    .await;
+    assert_eq!((kept.content.as_str(), Some(&kept.uid)), (content.as_str(), binding.metadata.uid.as_ref()), "{kept:?}");
     let table = world.kubectl(&["get", "bmcb", name, "-n", CORONER_NS]);
     assert!(table.contains("REASON") && table.contains("LAST CHECKED") && table.contains("UuidMatched"), "{table}");
 
