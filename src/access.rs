@@ -372,9 +372,16 @@ impl ClientCache {
 
     /// Keeps a new client with its device digest.
     fn put(&self, binding: &BmcBinding, client: &Device, serial: u64) -> u64 {
+        self.put_at(binding, client, serial, Instant::now())
+    }
+
+    /// [`Self::put`] at `now`; clients past their time go (a deleted binding's, one a storm built):
+    /// none would be reused, and each holds its connections.
+    fn put_at(&self, binding: &BmcBinding, client: &Device, serial: u64, now: Instant) -> u64 {
         if let (Some(uid), Some(version)) = (binding.uid(), binding.resource_version()) {
             let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
-            entries.insert(uid, (version, Instant::now(), client.clone(), serial));
+            entries.retain(|_, (_, built, ..)| now.saturating_duration_since(*built) < CLIENT_TTL);
+            entries.insert(uid, (version, now, client.clone(), serial));
         }
         serial
     }
@@ -550,10 +557,9 @@ impl Clients {
         }
         let serial = keyed_digest(&self.key, &parts);
         let devices = LevelDevices { outlets };
-        self.levels
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(key, (version, Instant::now(), devices.clone(), serial));
+        let mut levels = self.levels.lock().unwrap_or_else(PoisonError::into_inner);
+        levels.retain(|_, (_, built, ..)| built.elapsed() < CLIENT_TTL);
+        levels.insert(key, (version, Instant::now(), devices.clone(), serial));
         Ok(Ok((devices, serial)))
     }
 
@@ -768,6 +774,36 @@ mod tests {
         assert!(cache.get(&binding("2")).is_none(), "a changed binding builds a new client");
         cache.forget("uid-b");
         assert!(cache.get(&binding("1")).is_none(), "a changed Secret or CA bundle builds a new client");
+    }
+
+    #[test]
+    fn a_client_past_its_time_is_dropped_when_another_is_kept() {
+        let client = Device::Redfish(
+            RedfishClient::new(RedfishConfig {
+                endpoint: "https://10.0.0.1".into(),
+                trust: tls::Trust { insecure_skip_verify: true, ..tls::Trust::default() },
+                credentials: Credentials { username: "u".into(), password: Password::new("p".into()) },
+                request_timeout: StdDuration::from_secs(1),
+                read_retries: 0,
+                retry_backoff: StdDuration::from_millis(1),
+            })
+            .unwrap(),
+        );
+        let cache = ClientCache::default();
+        let start = Instant::now();
+        let mut other = binding("1");
+        other.metadata.uid = Some("uid-c".into());
+        cache.put_at(&binding("1"), &client, 7, start);
+        cache.put_at(&other, &client, 8, start + StdDuration::from_secs(30));
+        let kept = |cache: &ClientCache| {
+            let mut uids: Vec<String> =
+                cache.entries.lock().unwrap_or_else(PoisonError::into_inner).keys().cloned().collect();
+            uids.sort();
+            uids
+        };
+        assert_eq!(kept(&cache), ["uid-b", "uid-c"], "both within their time");
+        cache.put_at(&other, &client, 9, start + CLIENT_TTL + StdDuration::from_secs(1));
+        assert_eq!(kept(&cache), ["uid-c"], "the one nobody reused since its time ran out is gone");
     }
 
     #[test]
