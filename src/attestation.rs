@@ -590,17 +590,26 @@ pub fn no_life_in_fence(remediation: &CoronerRemediation, remembered: Option<&st
     if let (Some(admitted), Some(failed)) = (admitted, failed)
         && admitted != failed
     {
+        // Life after coroner's power action has no override (the binding may reach another machine).
+        let power_action = first_power_action(remediation);
+        let before = failed != Timestamp::UNIX_EPOCH && before_power_action(failed, power_action);
+        let after = match power_action.filter(|_| !before) {
+            Some(at) => format!(
+                "; it changed after coroner's first power action ({at}): the machine switched off may not be this node, and there is no override"
+            ),
+            None => String::new(),
+        };
         refusals.push(
             Refusal::new(
                 AttestationReason::FenceSawLife,
                 format!(
-                    "the node's Lease changed while remediation {} ran ({} at admission, {} when it failed): something on the node was alive",
+                    "the node's Lease changed while remediation {} ran ({} at admission, {} when it failed): something on the node was alive{after}",
                     remediation.name_any(),
                     describe_mark(admitted),
                     describe_mark(failed)
                 ),
             )
-            .acknowledgeable((failed != Timestamp::UNIX_EPOCH).then_some(failed)),
+            .acknowledgeable(before.then_some(failed)),
         );
     }
     if !refusals.is_empty() {
@@ -692,7 +701,7 @@ fn unverified_because(binding: &crate::api::BindingAtAdmission) -> String {
 fn binding_history(binding: &crate::api::BindingAtAdmission) -> String {
     if let (Some(at), Some(uid)) = (&binding.verified_at, &binding.verified_by_earlier_object) {
         return format!(
-            "last verified {} as an earlier BmcBinding object of the node (UID {uid}, deleted since)",
+            "last verified {} as an earlier BmcBinding object of the node (UID {uid}, no longer its binding)",
             at.0
         );
     }
@@ -738,7 +747,7 @@ pub fn admitted_boot_id(remediation: &CoronerRemediation) -> &str {
 
 /// A1: a Node whose kubelet reported a bootID other than the one the fence admitted the node with
 /// booted since: something ran on that machine, whatever it reads now (`FenceSawLife`).
-pub fn no_new_boot(admitted: &str, node: &Node) -> Result<String, Refusal> {
+pub fn no_new_boot(admitted: &str, node: &Node, power_action: Option<Timestamp>) -> Result<String, Refusal> {
     let now = node.status.as_ref().and_then(|s| s.node_info.as_ref()).map_or("", |i| i.boot_id.as_str());
     if admitted.is_empty() || now == admitted {
         return Ok(if admitted.is_empty() {
@@ -755,13 +764,38 @@ pub fn no_new_boot(admitted: &str, node: &Node) -> Result<String, Refusal> {
         .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
         .and_then(|c| c.last_heartbeat_time.as_ref())
         .map(|t| t.0);
+    // A boot reported after coroner's power action has no override.
+    let before = reported.is_some_and(|at| before_power_action(at, power_action));
+    let after =
+        if before { "" } else { "; reported after coroner's first power action (or when unknown): no override" };
     Err(Refusal::new(
         AttestationReason::FenceSawLife,
         format!(
-            "the node reports bootID {now}, not {admitted} as when its fence was admitted: the machine booted since, and its kubelet ran"
+            "the node reports bootID {now}, not {admitted} as when its fence was admitted: the machine booted since, and its kubelet ran{after}"
         ),
     )
-    .acknowledgeable(reported))
+    .acknowledgeable(reported.filter(|_| before)))
+}
+
+/// How far a kubelet's clock may be from coroner's when a sign of life is placed before or after
+/// the power action: life this close to it counts as after (no override).
+pub const CLOCK_MARGIN: SignedDuration = SignedDuration::from_secs(5);
+
+/// A1: when the fence's power action may first have reached a device: its first recorded reset (to
+/// the BMC or a level's outlets), or a ForceOff decided and not answered (it may have gone out).
+pub fn first_power_action(remediation: &CoronerRemediation) -> Option<Timestamp> {
+    let status = remediation.status.as_ref()?;
+    let power_off = status.evidence.as_ref().and_then(|e| e.power_off.as_ref());
+    let resets = power_off.into_iter().flat_map(|p| p.resets.iter().map(|r| r.sent_at.0));
+    let intent = status.progress.as_ref().and_then(|p| p.intent.as_ref());
+    let decided = intent.filter(|i| i.action == crate::api::PowerAction::ForceOff).map(|i| i.decided_at.0);
+    resets.chain(decided).min()
+}
+
+/// Whether a sign of life at `at` came before the power action (with [`CLOCK_MARGIN`]): only then
+/// may an attester acknowledge it.
+fn before_power_action(at: Timestamp, power_action: Option<Timestamp>) -> bool {
+    power_action.is_none_or(|action| at + CLOCK_MARGIN < action)
 }
 
 /// A node Lease as one mark to compare: its renewTime, the epoch when it has none or does not exist
@@ -937,6 +971,8 @@ pub struct ReleasePlan {
     pub lease_baseline: Timestamp,
     /// The evidence the attester acknowledged, each of which cleared a refusal.
     pub acknowledged: Vec<Acknowledgement>,
+    /// When the fence's power action may first have reached a device ([`first_power_action`]).
+    pub power_action: Option<Timestamp>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -1019,7 +1055,7 @@ pub fn evaluate<'a>(inputs: &Inputs<'a>) -> Evaluation<'a> {
     push(
         Precondition::NoNewBoot,
         match (node, remediation) {
-            (Some(n), Some(r)) => result(no_new_boot(admitted_boot_id(r), n)),
+            (Some(n), Some(r)) => result(no_new_boot(admitted_boot_id(r), n, first_power_action(r))),
             _ => skipped("needs the node and its failed fence"),
         },
     );
@@ -1152,6 +1188,7 @@ pub fn plan_of(attestation: &CoronerAttestation, remediation: &CoronerRemediatio
         remediation_uid: remediation.uid().unwrap_or_default(),
         lease_baseline: lease_at_fence_end(remediation)?,
         acknowledged: Vec::new(),
+        power_action: first_power_action(remediation),
     })
 }
 
@@ -1179,7 +1216,8 @@ pub fn recheck_node(plan: &ReleasePlan, node: Option<&Node>, lease: Option<Optio
     node_is_the_attested_one(node, &plan.node_name, &plan.node_uid)?;
     let node = node.ok_or_else(|| Refusal::new(AttestationReason::NodeNotFound, "the node disappeared"))?;
     node_unreachable(node)?;
-    no_new_boot(&plan.boot_id, node).or_else(|r| if acknowledged_in(plan, &r) { Ok(String::new()) } else { Err(r) })?;
+    no_new_boot(&plan.boot_id, node, plan.power_action)
+        .or_else(|r| if acknowledged_in(plan, &r) { Ok(String::new()) } else { Err(r) })?;
     lease_unchanged_since_fence(Some(plan.lease_baseline), lease)?;
     from_gate(gates::not_excluded(node), "")?;
     no_foreign_out_of_service_taint(node, &plan.remediation_uid)?;

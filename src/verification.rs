@@ -372,6 +372,12 @@ impl KeptVerification {
     }
 }
 
+/// Whether a verification replaces the one kept for its node: only a later one does (the entry is
+/// the node's last verified content); a kept entry whose seal does not hold counts as none.
+pub fn replaces_kept(kept: Option<&KeptVerification>, sealed: bool, new: &KeptVerification) -> bool {
+    kept.filter(|_| sealed).is_none_or(|kept| kept.at < new.at)
+}
+
 /// What the verifier keeps of a binding it verified (unsealed): the content and time of its last
 /// verification, by the binding object; `None` when no verification recorded a content.
 pub fn to_keep(binding: &BmcBinding, status: &BmcBindingStatus) -> Option<KeptVerification> {
@@ -398,10 +404,13 @@ pub fn at_admission(
     let verified_at = status.and_then(|s| s.last_verification_time.clone());
     let content = content.map(crate::access::content_hex);
     let own_content = verified_at.as_ref().and(status.and_then(|s| s.verified_content.clone()));
+    // Only the node's last verified content counts, so never one older than this object's own.
+    let own_at = verified_at.as_ref().map(|t| t.0);
     let earlier = kept.filter(|kept| {
         own_content.as_ref().is_none_or(|own| Some(own) != content.as_ref())
             && Some(&kept.content) == content.as_ref()
             && binding.metadata.uid.as_ref() != Some(&kept.uid)
+            && own_at.is_none_or(|own| kept.at > own)
     });
     let name = kube::ResourceExt::name_any(binding);
     let generation = binding.metadata.generation.unwrap_or_default();
@@ -1107,6 +1116,24 @@ mod tests {
             (same.verified_content.as_deref(), same.verified_by_earlier_object),
             (Some("00000000000000a1"), None)
         );
+    }
+
+    #[test]
+    fn only_the_node_s_last_verification_counts_and_only_a_later_one_replaces_it() {
+        // The object's own verification (at another content) is later than the kept one: the kept one
+        // is no longer the node's last verified content.
+        let mut moved_on = verified_at(Some("00000000000000d5"), "uid-new");
+        let own_at = Timestamp::UNIX_EPOCH + jiff::SignedDuration::from_secs(1_900_000_000);
+        moved_on.status.as_mut().unwrap().last_verification_time = Some(Time(own_at));
+        let admitted = at_admission(&moved_on, Some(0xc5), Some(&kept("00000000000000c5", "uid-old")));
+        assert_eq!(admitted.verified_by_earlier_object, None);
+        assert_eq!(admitted.verified_content.as_deref(), Some("00000000000000d5"));
+        let later = KeptVerification { at: own_at, ..kept("00000000000000d5", "uid-new") };
+        let earlier = kept("00000000000000c5", "uid-old");
+        assert!(replaces_kept(Some(&earlier), true, &later));
+        assert!(!replaces_kept(Some(&later), true, &earlier), "an older verification never replaces a later one");
+        assert!(replaces_kept(Some(&later), false, &earlier), "an entry whose seal does not hold counts as none");
+        assert!(replaces_kept(None, false, &earlier));
     }
 
     #[test]

@@ -368,6 +368,7 @@ fn plan_for(r: &CoronerRemediation) -> ReleasePlan {
         remediation: r.name_any(),
         remediation_uid: r.uid().unwrap(),
         lease_baseline: lease_at_fence_end(r).unwrap(),
+        power_action: first_power_action(r),
     }
 }
 
@@ -547,6 +548,7 @@ fn a_dead_node_whose_fence_failed_is_released_when_every_precondition_holds() {
             remediation: "w1".into(),
             remediation_uid: "uid-w1".into(),
             lease_baseline: t(-300),
+            power_action: first_power_action(&World::dead_node().remediations[0]),
         }
     );
 }
@@ -887,11 +889,43 @@ fn a_node_that_booted_since_its_fence_was_admitted_refuses_the_attestation() {
     let mut booted = node("Unknown");
     booted.status.as_mut().unwrap().node_info =
         Some(k8s_openapi::api::core::v1::NodeSystemInfo { boot_id: "boot-2".into(), ..Default::default() });
-    assert!(no_new_boot("", &booted).is_ok(), "no bootID recorded: nothing to compare");
-    assert!(no_new_boot("boot-2", &booted).is_ok());
-    let refusal = no_new_boot("boot-1", &booted).unwrap_err();
+    assert!(no_new_boot("", &booted, None).is_ok(), "no bootID recorded: nothing to compare");
+    assert!(no_new_boot("boot-2", &booted, None).is_ok());
+    let refusal = no_new_boot("boot-1", &booted, None).unwrap_err();
     assert_eq!(refusal.reason, AttestationReason::FenceSawLife);
     assert!(refusal.message.contains("boot-2") && refusal.message.contains("boot-1"), "{}", refusal.message);
+}
+
+#[test]
+fn life_reported_after_coroner_s_power_action_has_no_override() {
+    // A boot whose kubelet reported before the power action may be acknowledged; after it, not.
+    let mut booted = node("Unknown");
+    let status = booted.status.as_mut().unwrap();
+    status.node_info =
+        Some(k8s_openapi::api::core::v1::NodeSystemInfo { boot_id: "boot-2".into(), ..Default::default() });
+    status.conditions.as_mut().unwrap()[0].last_heartbeat_time = Some(Time(t(-100)));
+    assert_eq!(no_new_boot("boot-1", &booted, Some(t(-50))).unwrap_err().evidence_at, Some(t(-100)));
+    let after = no_new_boot("boot-1", &booted, Some(t(-103))).unwrap_err();
+    assert_eq!(after.evidence_at, None, "within the clock margin counts as after: {}", after.message);
+    assert!(after.message.contains("no override"), "{}", after.message);
+
+    // A Lease renewed after the first ForceOff was decided: the switched-off machine may be another.
+    let mut world = World::dead_node();
+    let status = world.remediations[0].status.as_mut().unwrap();
+    let progress = status.progress.as_mut().unwrap();
+    progress.lease_renew_time_at_failure = Some(MicroTime(t(-200)));
+    progress.intent = Some(crate::api::Intent {
+        action: crate::api::PowerAction::ForceOff,
+        attempt: 1,
+        decided_at: MicroTime(t(-250)),
+        instance: "p1/1".into(),
+        result: None,
+    });
+    world.lease = Some(Some(t(-200)));
+    let (verdict, _) = world.evaluate(t(0));
+    let Verdict::Refuse(refusal) = verdict else { panic!("{verdict:?}") };
+    assert_eq!((refusal.reason, refusal.evidence_at), (AttestationReason::FenceSawLife, None), "{}", refusal.message);
+    assert!(refusal.message.contains("after coroner's first power action"), "{}", refusal.message);
 }
 
 #[test]
@@ -1117,7 +1151,7 @@ fn a_binding_re_created_and_not_verified_again_passes_on_its_earlier_object_s_ke
     assert!(checks.contains(&(Precondition::BindingVerifiedAtAdmission, "passed")), "{checks:?}");
     let remediation = world.remediations[0].clone();
     let said = binding_verified_at_admission(&remediation).unwrap();
-    assert!(said.contains("earlier BmcBinding object of the node (UID uid-deleted, deleted since)"), "{said}");
+    assert!(said.contains("earlier BmcBinding object of the node (UID uid-deleted, no longer its binding)"), "{said}");
 }
 
 #[test]

@@ -175,7 +175,10 @@ async fn check(binding: &BmcBinding, ctx: &Context, referenced_changed: bool) ->
         let patch = verification::status_patch(binding.status.as_ref(), &status);
         api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
     }
-    if let Some(kept) = verification::to_keep(binding, &status) {
+    // Only a verification this check made is kept (never a status carried over from before).
+    if matches!(check, Check::Read { identity: Ok(_), .. })
+        && let Some(kept) = verification::to_keep(binding, &status)
+    {
         keep_verification(ctx, &binding.spec.node_name, kept).await;
     }
     for notice in &notices {
@@ -186,9 +189,10 @@ async fn check(binding: &BmcBinding, ctx: &Context, referenced_changed: bool) ->
 }
 
 /// A2: keeps the binding's verification for its node beyond the binding object (the ConfigMap
-/// [`verification::KEPT_VERIFICATIONS`], sealed), when it is not what this process last kept. A
-/// failure is logged and tried again at the next verification: it costs a re-created binding its
-/// history, nothing else.
+/// [`verification::KEPT_VERIFICATIONS`], sealed), when it is not what this process last kept in this
+/// leadership term. Read, compared and written under the ConfigMap's resourceVersion: only a later
+/// verification replaces the node's entry ([`verification::replaces_kept`]). A failure is logged and
+/// tried again at the next verification; until then the entry is the node's earlier verification.
 async fn keep_verification(ctx: &Context, node: &str, mut kept: verification::KeptVerification) {
     let key = (kept.content.clone(), kept.uid.clone());
     let lock = || ctx.kept_verifications.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -196,30 +200,41 @@ async fn keep_verification(ctx: &Context, node: &str, mut kept: verification::Ke
         return;
     }
     kept.seal = ctx.clients.seal_parts(&kept.sealed_parts(node));
-    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), ctx.namespace());
-    let data = std::collections::BTreeMap::from([(node.to_owned(), kept.to_value())]);
-    let patch = serde_json::json!({ "data": data });
-    let name = verification::KEPT_VERIFICATIONS;
-    let written = match api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
-        Err(kube::Error::Api(e)) if e.code == 404 => {
-            let mut map = ConfigMap { data: Some(data), ..ConfigMap::default() };
-            map.metadata.name = Some(name.into());
-            match api.create(&PostParams::default(), &map).await {
-                // Another replica made it meanwhile.
-                Err(kube::Error::Api(e)) if e.code == 409 => {
-                    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await.map(drop)
-                }
-                other => other.map(drop),
-            }
-        }
-        other => other.map(drop),
-    };
+    let mut written = keep_once(ctx, node, &kept).await;
+    if matches!(&written, Err(kube::Error::Api(e)) if e.code == 409) {
+        written = keep_once(ctx, node, &kept).await;
+    }
     match written {
         Ok(()) => {
             lock().insert(node.to_owned(), key);
         }
         Err(error) => warn!(%node, %error, "could not keep the binding's verification beyond its object (A2)"),
     }
+}
+
+/// One read-compare-write of the node's kept verification (a conflict: another writer came first).
+async fn keep_once(ctx: &Context, node: &str, kept: &verification::KeptVerification) -> Result<(), kube::Error> {
+    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), ctx.namespace());
+    let name = verification::KEPT_VERIFICATIONS;
+    let value = kept.to_value();
+    let Some(map) = api.get_opt(name).await? else {
+        let mut map = ConfigMap {
+            data: Some(std::collections::BTreeMap::from([(node.to_owned(), value)])),
+            ..ConfigMap::default()
+        };
+        map.metadata.name = Some(name.into());
+        return api.create(&PostParams::default(), &map).await.map(drop);
+    };
+    let current = map.data.as_ref().and_then(|d| d.get(node)).and_then(|v| verification::KeptVerification::parse(v));
+    let sealed = current.as_ref().is_some_and(|c| ctx.clients.seal_parts(&c.sealed_parts(node)) == c.seal);
+    if !verification::replaces_kept(current.as_ref(), sealed, kept) {
+        return Ok(());
+    }
+    let patch = serde_json::json!({
+        "metadata": { "resourceVersion": map.metadata.resource_version },
+        "data": { node: value },
+    });
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await.map(drop)
 }
 
 /// L5: with the machine's power just read through its verified system, every level's outlets are read

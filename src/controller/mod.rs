@@ -293,6 +293,8 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
     let namespace = ctx.namespace().to_owned();
     let remediations: Api<CoronerRemediation> = Api::namespaced(client.clone(), &namespace);
     ctx.stores.clear();
+    // Another replica may have kept other verifications while this one did not lead.
+    ctx.kept_verifications.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clear();
     let remediation_controller = Controller::new(remediations.clone(), watcher::Config::default());
     let by_node = remediation_controller.store();
     let pending = remediation_controller.store();

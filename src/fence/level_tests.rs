@@ -406,6 +406,20 @@ fn a_level_proof_that_lapses_once_the_attempt_is_up_ends_the_release_not_written
 }
 
 #[test]
+fn an_outlet_on_after_a_lapsed_level_proof_makes_the_power_off_the_cause_again() {
+    let mut fence = Fence::new(off_once(), vec![level(true, 2), level(true, 1)]);
+    off_for_settle(&mut fence);
+    fence.bmc_silent_after(3_500);
+    // Within the attempt: the stale proof is proven again, then an outlet reads On.
+    fence.outlets(30_000, &[Off, Off]);
+    assert_eq!(fence.phase(), Phase::PoweringOffOutlets);
+    fence.outlets(31_000, &[Off, On]);
+    fence.outlets(62_000, &[Off, Off]);
+    assert_ne!(fence.reason(), "ReleaseNotWritten", "the machine read on since: no release's end");
+    assert_eq!(fence.status.progress.as_ref().unwrap().level, Some(3), "a silent BMC and level 2 failed: level 3");
+}
+
+#[test]
 fn a_machine_back_on_after_the_level_proof_in_the_last_attempt_tries_the_next_level() {
     let mut fence = Fence::new(off_once(), vec![level(true, 2), level(true, 1)]);
     off_for_settle(&mut fence);

@@ -656,7 +656,10 @@ pub fn recording_life(latest: &CoronerRemediationStatus, remembered: Option<&str
         return None;
     }
     let mut status = latest.clone();
-    status.progress.get_or_insert_with(Progress::default).last_power_state = Some(remembered.to_owned());
+    let progress = status.progress.get_or_insert_with(Progress::default);
+    progress.last_power_state = Some(remembered.to_owned());
+    // Life after a lapsed proof: the power-off is the cause again (`release_ran_out`).
+    progress.proof_lapsed_in = None;
     Some(status)
 }
 
@@ -1614,7 +1617,13 @@ impl<'a> Step<'a> {
     /// proven Off in it, and a reading of anything else since would have started a new attempt, so
     /// its end is the release's, not the power-off's.
     fn release_ran_out(&self) -> bool {
-        self.progress.proof_lapsed_in.is_some() && self.progress.proof_lapsed_in == self.progress.attempt_started_at
+        let life = [self.progress.last_power_state.as_deref(), self.memory.last_power.as_deref()]
+            .into_iter()
+            .flatten()
+            .any(crate::bmc::PowerState::recorded_shows_life);
+        self.progress.proof_lapsed_in.is_some()
+            && self.progress.proof_lapsed_in == self.progress.attempt_started_at
+            && !life
     }
 
     fn off_proven(&mut self, run: Run) {

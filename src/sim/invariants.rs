@@ -601,38 +601,58 @@ impl Checker {
         // failover must not.
         let crash_loop =
             truth.disruptions.iter().filter(|at| **at > 0 && outcome.is_none_or(|d| **at < d)).count() >= 2;
-        // A release that keeps failing ends its attempt at the deadline, `ReleaseNotWritten` when none
-        // is left (docs/safety.md, Crash safety): the apiserver failing the release's requests may
-        // end a fence whose proof stood, however the answers went.
-        let last_release = truth
-            .log
-            .iter()
-            .filter_map(|r| match r {
-                Record::Status { at, phase, .. } if phase == Phase::Releasing.as_str() => Some(*at),
-                _ => None,
+        // The remediation whose end decided a refusal, and its Succeeded reason.
+        let ended = truth.log.iter().find_map(|r| match r {
+            Record::Status { at, remediation, after, .. } if after.as_deref() == Some(conditions::FALSE) => {
+                Some((remediation.clone(), *at))
+            }
+            _ => None,
+        });
+        let ended_for = |reason: contract::Reason| {
+            ended.clone().filter(|(name, _)| {
+                let status = truth.remediations.get(name).and_then(|r| r.status.as_ref());
+                let conditions = status.map(|s| s.conditions.as_slice()).unwrap_or_default();
+                conditions::find(conditions, contract::SUCCEEDED).is_some_and(|c| c.reason == reason.as_str())
             })
-            .max();
-        let release_refused = truth.remediations.values().any(|r| {
-            let status = r.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
-            conditions::find(status, contract::SUCCEEDED)
-                .is_some_and(|c| c.reason == contract::Reason::ReleaseNotWritten.as_str())
-        }) && last_release.is_some_and(|since| {
-            truth.log.iter().any(|r| {
-                matches!(r, Record::ApiFault { at, .. } if *at >= since && outcome.is_none_or(|decided| *at <= decided))
+        };
+        // When that remediation last entered `phase` before it ended.
+        let last_entered = |name: &str, phase: Phase, until: Micros| {
+            let mut previous: Option<&str> = None;
+            let mut entered = None;
+            for r in &truth.log {
+                if let Record::Status { at, remediation, phase: now, .. } = r
+                    && remediation == name
+                    && *at <= until
+                {
+                    if now == phase.as_str() && previous != Some(phase.as_str()) {
+                        entered = Some(*at);
+                    }
+                    previous = Some(now.as_str());
+                }
+            }
+            entered
+        };
+        // A release that keeps failing ends its attempt at the deadline, `ReleaseNotWritten` when none
+        // is left (docs/safety.md, Crash safety): the apiserver failing requests from when that fence
+        // last entered `Releasing` to its end may end a fence whose proof stood.
+        let release_refused = ended_for(contract::Reason::ReleaseNotWritten).is_some_and(|(name, end)| {
+            last_entered(&name, Phase::Releasing, end).is_some_and(|since| {
+                truth.log.iter().any(|r| matches!(r, Record::ApiFault { at, .. } if *at >= since && *at <= end))
             })
         });
-        // A level could not prove Off within its attempts on a PDU that did not answer (docs/safety.md
-        // L2 names timeouts among a level's ways to fail), as an unreliable BMC may exhaust its own.
-        let pdu_unreliable = truth.remediations.values().any(|r| {
-            let status = r.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
-            conditions::find(status, contract::SUCCEEDED)
-                .is_some_and(|c| c.reason == contract::Reason::PowerOffNotConfirmed.as_str())
-        }) && truth
-            .log
-            .iter()
-            .any(|r| matches!(r, Record::PduTimeout { at, .. } if outcome.is_none_or(|decided| *at <= decided)));
+        // A level could not prove Off within its attempts on a PDU that did not answer that fence in
+        // the level it ended at (L2 names timeouts among a level's ways to fail), as an unreliable
+        // BMC may exhaust its own.
+        let pdu_unreliable = ended_for(contract::Reason::PowerOffNotConfirmed).is_some_and(|(name, end)| {
+            last_entered(&name, Phase::PoweringOffOutlets, end).is_some_and(|since| {
+                truth.log.iter().any(
+                    |r| matches!(r, Record::PduTimeout { at, by, .. } if by.task == name && *at >= since && *at <= end),
+                )
+            })
+        });
         match scenario.expect {
-            _ if cut_short || timed_out || crash_loop || release_refused || pdu_unreliable => {}
+            _ if cut_short || timed_out || crash_loop => {}
+            Expect::Release if release_refused || pdu_unreliable => {}
             Expect::Release => match decided(conditions::TRUE) {
                 Some(at) if at <= start + bound => {}
                 Some(at) => return Err(format!("released at {}, after the bound {}", show(at), show(start + bound))),
@@ -1183,9 +1203,13 @@ fn attestation_holds(truth: &Truth, scenario: &Scenario, by: &Caller, release: &
     let machine = truth.machine_of_node(&release.node).ok_or("the node has no machine")?;
     let fence = &release.remediation;
     let acknowledged = |reason| attestation.spec.acknowledge.iter().any(|a| a.reason == reason);
-    // The fence's power action: its first ForceOff that reached the machine's BMC.
+    // The fence's power action: its first ForceOff that reached a BMC, or Off that reached an outlet.
     let power_action = truth.log.iter().find_map(|r| match r {
-        Record::Reset { at, by, on: false, guard: false, .. } if by.task == *fence => Some(*at),
+        Record::Reset { at, by, on: false, guard: false, .. } | Record::OutletSwitched { at, by, on: false, .. }
+            if by.task == *fence =>
+        {
+            Some(*at)
+        }
         _ => None,
     });
     let last_reading = truth.log.iter().rev().find_map(|r| match r {

@@ -672,11 +672,11 @@ impl<D: Target + Clone, L: Level + Clone> Devices for Lab<D, L> {
     type Target = D;
     type Level = L;
 
-    /// The lab's seal: a test that wants a confirmed level writes one with it.
     fn seal_kept(&self, node: &str, kept: &crate::verification::KeptVerification) -> String {
         super::world::seal_kept(node, kept)
     }
 
+    /// The lab's seal: a test that wants a confirmed level writes one with it.
     fn seal(&self, binding: &BmcBinding, confirmation: &crate::api::LevelConfirmation) -> String {
         format!("lab:{}:{}:{}", binding.uid().unwrap_or_default(), confirmation.level, confirmation.generation)
     }

@@ -476,11 +476,11 @@ impl Devices for Process {
         Ok(Ok((SimLevel { shared: self.shared.clone(), pid: self.pid, outlets }, serial)))
     }
 
-    /// No verifier runs in the simulator: nothing it seals exists in its world.
     fn seal_kept(&self, node: &str, kept: &crate::verification::KeptVerification) -> String {
         super::world::seal_kept(node, kept)
     }
 
+    /// No verifier runs in the simulator: nothing it seals exists in its world.
     fn seal(&self, binding: &BmcBinding, confirmation: &crate::api::LevelConfirmation) -> String {
         format!("sim:{}:{}:{}", binding.uid().unwrap_or_default(), confirmation.level, confirmation.generation)
     }
@@ -603,7 +603,8 @@ impl SimLevel {
         shared.sched.sleep(latency / 2).await;
         // A request that times out may still have reached the PDU.
         let reached = !times_out || shared.chance(0.5);
-        let done = reached.then(|| shared.with(|t| act(t, outlet, by)));
+        let caller = by.clone();
+        let done = reached.then(|| shared.with(|t| act(t, outlet, caller)));
         shared.sched.sleep(latency - latency / 2).await;
         if shared.chance(shared.faults.crash_after) {
             self.die();
@@ -613,7 +614,7 @@ impl SimLevel {
             Some(done) if !times_out => Ok(done),
             _ => {
                 shared.count(|s| s.faults += 1);
-                shared.with(|t| t.log.push(Record::PduTimeout { at: t.now, outlet }));
+                shared.with(|t| t.log.push(Record::PduTimeout { at: t.now, by: by.clone(), outlet }));
                 Err(PduError::Timeout { elapsed: StdDuration::from_micros(latency as u64), tries: 1 })
             }
         }

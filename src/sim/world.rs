@@ -283,7 +283,7 @@ pub enum Record {
     /// The world failed an apiserver request of coroner's (a 503, a conflict, an answer lost).
     ApiFault { at: Micros, pid: u32 },
     /// A request to a PDU outlet timed out (it may have reached the PDU).
-    PduTimeout { at: Micros, outlet: usize },
+    PduTimeout { at: Micros, by: Caller, outlet: usize },
     /// An outlet was switched (by coroner: its Off reached the PDU).
     OutletSwitched { at: Micros, by: Caller, outlet: usize, on: bool },
     /// An outlet reading that reached coroner: when it was asked, when the PDU looked, when it
@@ -1536,13 +1536,13 @@ pub struct NhcPolicy {
     pub timeout: Option<Micros>,
 }
 
-/// The IPMI origin of a BMC host the world names by its Redfish origin (`https://host:443`).
 /// The simulated content key's seal on a kept verification (the simulator's processes and lab
 /// worlds seal alike; only what production seals is keyed).
 pub fn seal_kept(node: &str, kept: &crate::verification::KeptVerification) -> String {
     format!("sim:{}", kept.sealed_parts(node).join("|"))
 }
 
+/// The IPMI origin of a BMC host the world names by its Redfish origin (`https://host:443`).
 pub fn ipmi_origin_of(redfish_origin: &str) -> String {
     let host = redfish_origin.trim_start_matches("https://").split(':').next().unwrap_or_default();
     crate::api::ipmi_origin(host, 623)
