@@ -539,7 +539,7 @@ pub fn merged(mut imports: Vec<Import>) -> Vec<Import> {
                     // Level 1 is the BMC: the first PDU level is level 2.
                     let number = binding.spec.pdu_levels.len() + 1;
                     node.notes.push(format!(
-                        "PDU level {number} from FAR template {pdu_from} (fence_apc_snmp): its credentials go in Secret {node_name}-pdu (not written by import-far), and it is used only once its mapping is stated (see that template's note); NodeHealthCheck's timeout must cover this template's attempts and the level's (docs/operations.md)"
+                        "PDU level {number} from FAR template {pdu_from} (fence_apc_snmp): its credentials go in Secret {node_name}-pdu (--apply copies them from that template's), and it is used only once its mapping is stated (see that template's note); NodeHealthCheck's timeout must cover this template's attempts and the level's (docs/operations.md)"
                     ));
                     leveled.insert(node_name.clone(), pdu_from.clone());
                     Unsupported::LevelOf { level: number, from }
@@ -551,10 +551,9 @@ pub fn merged(mut imports: Vec<Import>) -> Vec<Import> {
     imports
 }
 
-/// What goes into the Secret a binding names: the username and password (and an IPMI BMC key, `kg`)
-/// as FAR would pass them to its agent for `node`: the node's Secret over the shared Secret (whose
-/// values get `{{.NodeName}}` expanded) over the template's parameters. Values only, never printed.
-pub fn far_credentials(
+/// The parameters FAR passes its agent for `node`: the node's Secret over the shared Secret (whose
+/// values get `{{.NodeName}}` expanded) over the template's parameters.
+fn far_params(
     spec: &FarSpec,
     node: &str,
     shared: Option<&BTreeMap<String, String>>,
@@ -574,6 +573,61 @@ pub fn far_credentials(
     for (flag, value) in own.into_iter().flatten() {
         params.insert(flag.clone(), value.clone());
     }
+    Ok(params)
+}
+
+/// What goes into a PDU level's Secret (`<node>-pdu`) from a fence_apc_snmp FAR template, as FAR would
+/// pass it to fence_apc_snmp for `node`: SNMPv3's `username`, `authKey` and `privKey` (its
+/// `--username`, `--password`, `--snmp-priv-passwd`), or v1/v2c's `community` (`--community`, or
+/// fence_apc_snmp's default `private`, which FAR then used). Values only, never printed.
+pub fn far_pdu_credentials(
+    spec: &FarSpec,
+    node: &str,
+    shared: Option<&BTreeMap<String, String>>,
+    own: Option<&BTreeMap<String, String>>,
+    version: SnmpVersion,
+) -> Result<BTreeMap<String, String>, String> {
+    let params = far_params(spec, node, shared, own)?;
+    let value = |flags: &[&str]| first(&params, flags).filter(|v| !v.is_empty()).map(str::to_owned);
+    if version != SnmpVersion::V3 {
+        let community = value(&["--community", "-c"]).unwrap_or_else(|| "private".to_owned());
+        return Ok(BTreeMap::from([("community".to_owned(), community)]));
+    }
+    let keys = [
+        ("username", &["--username", "-l"][..]),
+        ("authKey", &["--password", "-p"][..]),
+        ("privKey", &["--snmp-priv-passwd", "-P"][..]),
+    ];
+    let mut data = BTreeMap::new();
+    let mut missing = Vec::new();
+    for (key, flags) in keys {
+        match value(flags) {
+            Some(found) => {
+                data.insert(key.to_owned(), found);
+            }
+            None => missing.push(flags[0]),
+        }
+    }
+    let script = params.keys().any(|k| matches!(k.as_str(), "--password-script" | "-S" | "--snmp-priv-passwd-script"));
+    match missing.as_slice() {
+        [] => Ok(data),
+        _ if script => {
+            Err("FAR runs a password script: coroner cannot run it; put the keys in the Secret yourself".into())
+        }
+        _ => Err(format!("no {} for node {node} in FAR's Secrets or parameters", missing.join(" or "))),
+    }
+}
+
+/// What goes into the Secret a binding names: the username and password (and an IPMI BMC key, `kg`)
+/// as FAR would pass them to its agent for `node`: the node's Secret over the shared Secret (whose
+/// values get `{{.NodeName}}` expanded) over the template's parameters. Values only, never printed.
+pub fn far_credentials(
+    spec: &FarSpec,
+    node: &str,
+    shared: Option<&BTreeMap<String, String>>,
+    own: Option<&BTreeMap<String, String>>,
+) -> Result<BTreeMap<String, String>, String> {
+    let params = far_params(spec, node, shared, own)?;
     let mut data = BTreeMap::new();
     let mut missing = Vec::new();
     for (key, flags) in [("username", ["--username", "-l"]), ("password", ["--password", "-p"])] {
@@ -785,6 +839,19 @@ where
         .map_err(|e| CliError::ImportFar(format!("cannot apply {name}: {e}")))
 }
 
+/// A credentials Secret import-far writes (labelled as its own).
+fn credentials_secret(name: &str, namespace: &str, data: BTreeMap<String, String>) -> Secret {
+    let mut secret = Secret {
+        data: Some(data.into_iter().map(|(k, v)| (k, ByteString(v.into_bytes()))).collect()),
+        type_: Some("Opaque".into()),
+        ..Secret::default()
+    };
+    secret.metadata.name = Some(name.to_owned());
+    secret.metadata.namespace = Some(namespace.to_owned());
+    secret.metadata.labels = Some(BTreeMap::from([("app.kubernetes.io/managed-by".into(), FIELD_MANAGER.into())]));
+    secret
+}
+
 /// `--apply`: each template, and each node's Secret and binding that need nothing more; then `verify`
 /// on the nodes applied. Returns whether some node still needs attention.
 async fn apply_imports(
@@ -834,6 +901,39 @@ async fn apply_imports(
         }
         let mut left = String::new();
         for node in &import.nodes {
+            // fence_apc_snmp: the level goes with the node's binding (from its BMC's template); its
+            // Secret is copied here from this template's credentials.
+            if import.levels_only
+                && matches!(node.binding, Err(Unsupported::LevelOf { .. }))
+                && let Some(outlet) = node.level.as_ref().and_then(|l| l.outlets.first())
+                && let Some(snmp) = &outlet.snmp
+            {
+                let own = match spec.node_secret_names.get(&node.node) {
+                    Some(name) => read(name).await?.map(|s| secret_strings(&s)),
+                    None => None,
+                };
+                let name = outlet.credentials_secret_ref.name.clone();
+                match far_pdu_credentials(spec, &node.node, shared.as_ref(), own.as_ref(), snmp.version) {
+                    Ok(data) => {
+                        let secret = credentials_secret(&name, namespace, data);
+                        if apply(&secrets, &secret).await? {
+                            println!(
+                                "applied Secret {namespace}/{name} of {}'s PDU level (from FAR's credentials)",
+                                node.node
+                            );
+                        } else {
+                            attention = true;
+                            println!(
+                                "# Secret {namespace}/{name} exists and was not written by import-far: left as it is"
+                            );
+                        }
+                    }
+                    Err(why) => {
+                        attention = true;
+                        left.push_str(&format!("---\n# node {}: PDU Secret {name} not applied: {why}\n", node.node));
+                    }
+                }
+            }
             let binding = match (&node.binding, &node.needs_pin) {
                 (Ok(binding), None) => binding,
                 _ => {
@@ -855,15 +955,7 @@ async fn apply_imports(
                 }
             };
             let name = binding.spec.credentials_secret_ref.name.clone();
-            let mut secret = Secret {
-                data: Some(data.into_iter().map(|(k, v)| (k, ByteString(v.into_bytes()))).collect()),
-                type_: Some("Opaque".into()),
-                ..Secret::default()
-            };
-            secret.metadata.name = Some(name.clone());
-            secret.metadata.namespace = Some(namespace.clone());
-            secret.metadata.labels =
-                Some(BTreeMap::from([("app.kubernetes.io/managed-by".into(), FIELD_MANAGER.into())]));
+            let secret = credentials_secret(&name, namespace, data);
             if !apply(&secrets, &secret).await? || !apply(&bindings, binding).await? {
                 attention = true;
                 left.push_str(&format!(
@@ -1164,6 +1256,29 @@ spec:
 
     fn apc_and_redfish() -> Vec<Import> {
         merged(vec![import(&far(&redfish_off()), &[], "coroner-system"), import(&far(APC), &[], "coroner-system")])
+    }
+
+    #[test]
+    fn a_pdu_level_s_secret_holds_what_far_passes_fence_apc_snmp() {
+        let apc = far(APC);
+        let spec = &apc.spec.template.spec;
+        let shared = BTreeMap::from([
+            ("--username".to_owned(), "fencer".to_owned()),
+            ("--password".to_owned(), "auth-{{.NodeName}}".to_owned()),
+            ("--snmp-priv-passwd".to_owned(), "priv-s3cret".to_owned()),
+        ]);
+        let v3 = far_pdu_credentials(spec, "worker-0", Some(&shared), None, SnmpVersion::V3).unwrap();
+        let keys = [("authKey", "auth-worker-0"), ("privKey", "priv-s3cret"), ("username", "fencer")];
+        assert_eq!(v3, keys.into_iter().map(|(k, v)| (k.to_owned(), v.to_owned())).collect());
+        let no_priv = BTreeMap::from([("--username".to_owned(), "fencer".to_owned())]);
+        let missing = far_pdu_credentials(spec, "worker-0", Some(&no_priv), None, SnmpVersion::V3).unwrap_err();
+        assert!(missing.contains("--password or --snmp-priv-passwd"), "{missing}");
+        // v1 as FAR runs it: its --community, or fence_apc_snmp's default.
+        let default = far_pdu_credentials(spec, "worker-0", None, None, SnmpVersion::V1).unwrap();
+        assert_eq!(default["community"], "private");
+        let own = BTreeMap::from([("--community".to_owned(), "c0mm".to_owned())]);
+        let given = far_pdu_credentials(spec, "worker-0", None, Some(&own), SnmpVersion::V2c).unwrap();
+        assert_eq!(given, BTreeMap::from([("community".to_owned(), "c0mm".to_owned())]));
     }
 
     #[test]
