@@ -313,6 +313,40 @@ impl Checker {
                 return Some(Ok(()));
             }
             let switched_off = reset_off(on, until);
+            // R2 counts from when the device answers: one that answered nothing of the machine since
+            // it went on (a slow or flaky BMC timing out) sees it from its first answer, and the bound
+            // starts then; none in the window, and the guard reported itself blind: it was dark.
+            let answered_from = |a: Micros| {
+                truth.log.iter().find_map(|r| match r {
+                    Record::Answer { machine: Some(m), answered, said: Answered::System { .. }, .. }
+                        if *m == machine && *answered >= a =>
+                    {
+                        Some(*answered)
+                    }
+                    _ => None,
+                })
+            };
+            let blind = |a: Micros, b: Micros| {
+                event(crate::guard::BLIND, a, b)
+                    || truth.log.iter().any(|r| {
+                        matches!(r, Record::Status { at, remediation, guard: Some(said), .. }
+                            if *at >= a && *at <= b && *remediation == release.remediation && said == crate::guard::BLIND)
+                    })
+            };
+            if !switched_off {
+                match answered_from(from) {
+                    Some(first) if first > from && (first <= until || blind(from, until)) => {
+                        start = first;
+                        continue;
+                    }
+                    // Dark so far: judged again once the device answers, while the release stands.
+                    None if blind(from, until) => {
+                        let still_on = truth.machines[machine].on_at(truth.now) && end > truth.now;
+                        return if still_on { None } else { Some(Ok(())) };
+                    }
+                    _ => {}
+                }
+            }
             match (scenario.spec.guard, darkened) {
                 (GuardPolicy::Alert, _) if switched_off => {
                     return Some(Err(format!(

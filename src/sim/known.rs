@@ -563,6 +563,10 @@ pub const REGRESSIONS: &[(u64, &str)] = &[
         "L5 (soak, the oracle): a level stated wrongly (the spare's outlets) released a running machine whose BMC lies Off: L7 asked that BMC and it said Off. L7 catches a wrong statement only through a BMC that answers the truth (the rule's line now says so); a lying BMC's own proof is exempt from the truth likewise",
     ),
     (
+        394054,
+        "R2 (soak 394000-403999, the oracle): a slow IPMI BMC answered the guard nothing for 9.5 s after the world switched a released machine on, then one On whose status write failed, then timed out (GuardBlind); the oracle counted the guard's bound from the power-on, R2 from when the device answers; it now restarts the bound at the device's first answer, and a window with none and GuardBlind reported was dark",
+    ),
+    (
         368355,
         "liveness (soak 364000-373999): the same as 343069 on the BMC path, one step earlier: the proof lapsed under apiserver faults 0.2 s before the attempt's end and was proven again, and the deadline then ended it PowerOffNotConfirmed; an attempt whose proof lapsed ends ReleaseNotWritten unless a reading of anything but Off came since (progress.proofLapsedIn)",
     ),
