@@ -589,6 +589,7 @@ impl Checker {
             | Record::BindingEdited { .. }
             | Record::ApiFault { .. }
             | Record::PduTimeout { .. }
+            | Record::OutletOnByHand { .. }
             | Record::OutletAnswer { .. } => {}
             // Only immediate Off is ever sent to an outlet (docs/safety.md L4).
             Record::OutletSwitched { at, by, outlet, on } => {

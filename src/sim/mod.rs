@@ -561,6 +561,7 @@ impl Run {
             }),
             Event::EditBinding(edit) => self.shared.with(|t| t.edit_binding(TARGET, edit)),
             Event::RecreateBinding => self.shared.with(|t| t.recreate_binding(TARGET)),
+            Event::OutletsOnByHand => self.shared.with(Truth::outlets_on_by_hand),
             Event::SecretChange { value } => self.shared.with(|t| {
                 let secret =
                     t.bindings.get(TARGET).map(|b| b.spec.credentials_secret_ref.name.clone()).unwrap_or_default();

@@ -101,6 +101,9 @@ pub enum Event {
     EditBinding(BindingEdit),
     /// Someone deletes the node's binding and creates it again, identical (a new object, unverified).
     RecreateBinding,
+    /// A person switches back on the outlets coroner switched off (taking it for a tripped breaker):
+    /// the supply has power again, its BMC boots, and the machine starts (power-restore policy).
+    OutletsOnByHand,
     /// The credentials Secret changes: its metadata only (a secret-sync operator), or its value
     /// together with the BMC's account. The binding verifier's status write follows either.
     SecretChange { value: bool },
@@ -410,6 +413,17 @@ impl Scenario {
         if levels.is_some_and(|l| l.wrong_mapping) {
             excuses.push(Excuse::WrongStatement);
         }
+        // Issue 21's: a person switches the outlets coroner switched off back on, mid-fence or after
+        // the release (the guard's, L9), in one level seed in four (a stream of its own).
+        let mut eighth = fastrand::Rng::with_seed(seed ^ 0x21_0121);
+        if levels.is_some() && eighth.u8(..4) == 0 {
+            let phase = if eighth.bool() { Phase::PoweringOffOutlets } else { Phase::Done };
+            let when = When::After(phase, eighth.i64(0..20 * SECOND));
+            if phase == Phase::PoweringOffOutlets {
+                excuses.push(Excuse::SwitchedOnMidFence);
+            }
+            events.push((when, Event::OutletsOnByHand));
+        }
         let expect = if excuses.is_empty() { expect } else { Expect::Any };
         let expect = match (levels, expect) {
             (Some(_), Expect::Any) | (None, _) => expect,
@@ -554,7 +568,7 @@ impl Excuse {
     fn of(event: &Event) -> Option<Self> {
         Some(match event {
             Event::Heal => Self::NodeReports,
-            Event::PowerGlitch { .. } | Event::PowerOn => Self::SwitchedOnMidFence,
+            Event::PowerGlitch { .. } | Event::PowerOn | Event::OutletsOnByHand => Self::SwitchedOnMidFence,
             Event::DenyNodeWrites { .. } => Self::NodeWritesDenied,
             Event::ForeignOutOfService => Self::ForeignTaint,
             Event::DeleteRemediation => Self::RemediationDeleted,

@@ -284,6 +284,8 @@ pub enum Record {
     ApiFault { at: Micros, pid: u32 },
     /// A request to a PDU outlet timed out (it may have reached the PDU).
     PduTimeout { at: Micros, by: Caller, outlet: usize },
+    /// A person switched an outlet back on.
+    OutletOnByHand { at: Micros, outlet: usize },
     /// An outlet was switched (by coroner: its Off reached the PDU).
     OutletSwitched { at: Micros, by: Caller, outlet: usize, on: bool },
     /// An outlet reading that reached coroner: when it was asked, when the PDU looked, when it
@@ -1016,8 +1018,38 @@ impl Truth {
         feeding.peek().is_none() || feeding.any(|o| o.on || o.welded)
     }
 
+    /// A person switches back on every outlet coroner switched off (taking them for tripped
+    /// breakers): a supply with power again boots the BMC on it, and the machine starts (its
+    /// power-restore policy), which the fence or the guard must then switch off again.
+    pub fn outlets_on_by_hand(&mut self) {
+        let switched: BTreeSet<usize> = self
+            .log
+            .iter()
+            .filter_map(|r| match r {
+                Record::OutletSwitched { outlet, on: false, .. } => Some(*outlet),
+                _ => None,
+            })
+            .collect();
+        for outlet in switched {
+            if self.outlets[outlet].on {
+                continue;
+            }
+            self.outlets[outlet].on = true;
+            self.log.push(Record::OutletOnByHand { at: self.now, outlet });
+            let machine = self.outlets[outlet].feeds;
+            let bmcs: Vec<usize> =
+                self.supplied_bmcs.iter().filter(|(m, _)| *m == machine).map(|(_, bmc)| *bmc).collect();
+            for bmc in bmcs {
+                if !self.bmcs[bmc].alive {
+                    self.set_bmc_alive(bmc, true);
+                }
+            }
+            self.power_on_by_world(machine, None);
+        }
+    }
+
     /// Switches an outlet: a machine whose last feeding outlet goes off loses its power at once, and
-    /// the BMC on its supply with it. (Power back on an outlet revives nothing: the world scripts none.)
+    /// the BMC on its supply with it (a person's switching on: [`Self::outlets_on_by_hand`]).
     pub fn switch_outlet(&mut self, outlet: usize, on: bool, by: Caller) {
         self.outlets[outlet].on = on;
         self.log.push(Record::OutletSwitched { at: self.now, by, outlet, on });
