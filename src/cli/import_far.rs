@@ -608,12 +608,13 @@ pub fn far_pdu_credentials(
             None => missing.push(flags[0]),
         }
     }
-    let script = params.keys().any(|k| matches!(k.as_str(), "--password-script" | "-S" | "--snmp-priv-passwd-script"));
+    // fence-agents runs a script in place of (and over) the password it names: coroner cannot.
+    let script = ["--password-script", "-S", "--snmp-priv-passwd-script", "-R"];
+    if params.keys().any(|k| script.contains(&k.as_str())) {
+        return Err("FAR runs a password script: coroner cannot run it; put the keys in the Secret yourself".into());
+    }
     match missing.as_slice() {
         [] => Ok(data),
-        _ if script => {
-            Err("FAR runs a password script: coroner cannot run it; put the keys in the Secret yourself".into())
-        }
         _ => Err(format!("no {} for node {node} in FAR's Secrets or parameters", missing.join(" or "))),
     }
 }
@@ -641,7 +642,8 @@ pub fn far_credentials(
     if let Some(kg) = first(&params, &["--hexadecimal-kg", "-y"]).filter(|v| !v.is_empty()) {
         data.insert("kg".to_owned(), kg.to_owned());
     }
-    if params.keys().any(|k| matches!(k.as_str(), "--password-script" | "-S")) && missing.contains(&"--password") {
+    // fence-agents runs the script in place of (and over) --password: coroner cannot.
+    if params.keys().any(|k| matches!(k.as_str(), "--password-script" | "-S")) {
         return Err(
             "FAR runs a --password-script: coroner cannot run it; put the password in the Secret yourself".into()
         );
@@ -1279,6 +1281,11 @@ spec:
         let own = BTreeMap::from([("--community".to_owned(), "c0mm".to_owned())]);
         let given = far_pdu_credentials(spec, "worker-0", None, Some(&own), SnmpVersion::V2c).unwrap();
         assert_eq!(given, BTreeMap::from([("community".to_owned(), "c0mm".to_owned())]));
+        // fence-agents runs a password script over the password it names: nothing to copy.
+        let scripted = BTreeMap::from([("-R".to_owned(), "/usr/local/bin/priv".to_owned())]);
+        let all = shared.into_iter().chain(scripted).collect();
+        let refused = far_pdu_credentials(spec, "worker-0", Some(&all), None, SnmpVersion::V3).unwrap_err();
+        assert!(refused.contains("password script"), "{refused}");
     }
 
     #[test]

@@ -316,22 +316,32 @@ impl Checker {
             // R2 counts from when the device answers: one that answered nothing of the machine since
             // it went on (a slow or flaky BMC timing out) sees it from its first answer, and the bound
             // starts then; none in the window, and the guard reported itself blind: it was dark.
-            let answered_from = |a: Micros| {
-                truth.log.iter().find_map(|r| match r {
-                    Record::Answer { machine: Some(m), answered, said: Answered::System { .. }, .. }
-                        if *m == machine && *answered >= a =>
-                    {
-                        Some(*answered)
-                    }
-                    _ => None,
-                })
-            };
-            let blind = |a: Micros, b: Micros| {
-                event(crate::guard::BLIND, a, b)
-                    || truth.log.iter().any(|r| {
-                        matches!(r, Record::Status { at, remediation, guard: Some(said), .. }
-                            if *at >= a && *at <= b && *remediation == release.remediation && said == crate::guard::BLIND)
+            // An answer that sampled the machine since `a`: its BMC's, or after a level release its
+            // outlets' (L9).
+            let answered_from =
+                |a: Micros| {
+                    truth.log.iter().find_map(|r| match r {
+                        Record::Answer {
+                            machine: Some(m), answered, sampled, said: Answered::System { .. }, ..
+                        } if *m == machine && *sampled >= a => Some(*answered),
+                        Record::OutletAnswer { outlet, answered, sampled, .. }
+                            if outlets && truth.outlets[*outlet].feeds == machine && *sampled >= a =>
+                        {
+                            Some(*answered)
+                        }
+                        _ => None,
                     })
+                };
+            // Dark in fact: the guard asked the BMC and it timed out, and the guard said so.
+            let blind = |a: Micros, b: Micros| {
+                let asked = truth.log.iter().any(|r| {
+                    matches!(r, Record::BmcTimeout { at, by, .. } if *at >= a && *at <= b && by.task == release.remediation)
+                });
+                let said = truth.log.iter().any(|r| {
+                    matches!(r, Record::Event { at, by, reason, .. }
+                        if *at >= a && *at <= b && by.task == release.remediation && reason == crate::guard::BLIND)
+                });
+                asked && said
             };
             if !switched_off {
                 match answered_from(from) {
@@ -590,6 +600,7 @@ impl Checker {
             | Record::ApiFault { .. }
             | Record::PduTimeout { .. }
             | Record::OutletOnByHand { .. }
+            | Record::BmcTimeout { .. }
             | Record::OutletAnswer { .. } => {}
             // Only immediate Off is ever sent to an outlet (docs/safety.md L4).
             Record::OutletSwitched { at, by, outlet, on } => {

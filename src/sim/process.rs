@@ -769,6 +769,8 @@ impl SimDevice {
         let times_out = latency >= timeout || shared.chance(bmc.timeout_rate);
         if times_out {
             shared.count(|s| s.faults += 1);
+            let (caller, which) = (by.clone(), self.bmc);
+            shared.with(|t| t.log.push(Record::BmcTimeout { at: t.now, by: caller, bmc: which }));
         }
         let refused = if shared.chance(bmc.error_rate) {
             shared.count(|s| s.faults += 1);

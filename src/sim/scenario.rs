@@ -416,8 +416,12 @@ impl Scenario {
         // Issue 21's: a person switches the outlets coroner switched off back on, mid-fence or after
         // the release (the guard's, L9), in one level seed in four (a stream of its own).
         let mut eighth = fastrand::Rng::with_seed(seed ^ 0x21_0121);
-        if levels.is_some() && eighth.u8(..4) == 0 {
-            let phase = if eighth.bool() { Phase::PoweringOffOutlets } else { Phase::Done };
+        if let Some(level) = levels
+            && eighth.u8(..4) == 0
+        {
+            // Mid-fence only where the level fences (its BMC silent); after the release always.
+            let fences = level.bmc_dead || death == Death::PowerLossWithBmc;
+            let phase = if fences && eighth.bool() { Phase::PoweringOffOutlets } else { Phase::Done };
             let when = When::After(phase, eighth.i64(0..20 * SECOND));
             if phase == Phase::PoweringOffOutlets {
                 excuses.push(Excuse::SwitchedOnMidFence);

@@ -282,6 +282,9 @@ pub enum Record {
     BindingEdited { at: Micros, node: String, bmc: Option<usize> },
     /// The world failed an apiserver request of coroner's (a 503, a conflict, an answer lost).
     ApiFault { at: Micros, pid: u32 },
+    /// A request to a BMC timed out (the world logs it: the oracle tells "asked, no answer" from
+    /// "never asked").
+    BmcTimeout { at: Micros, by: Caller, bmc: usize },
     /// A request to a PDU outlet timed out (it may have reached the PDU).
     PduTimeout { at: Micros, by: Caller, outlet: usize },
     /// A person switched an outlet back on.
@@ -344,6 +347,8 @@ pub struct Truth {
     /// The rack's PDU outlets, and which BMC sits on which machine's supply: (machine, BMC).
     pub outlets: Vec<SimOutlet>,
     pub supplied_bmcs: Vec<(usize, usize)>,
+    /// BMCs that died because their supply's last outlet went off (an outlet back on revives them).
+    pub unpowered_bmcs: BTreeSet<usize>,
     /// Each binding's content over time (its spec and the credential and CA values it leads to, as
     /// `access::device_digest` takes them): (since, binding, content), for A2's judge.
     pub binding_contents: Vec<(Micros, String, u64)>,
@@ -493,6 +498,7 @@ impl Truth {
             bmcs: Vec::new(),
             outlets: Vec::new(),
             supplied_bmcs: Vec::new(),
+            unpowered_bmcs: BTreeSet::new(),
             binding_contents: Vec::new(),
             binding_verifications: Vec::new(),
             kept_verifications: BTreeMap::new(),
@@ -1030,17 +1036,21 @@ impl Truth {
                 _ => None,
             })
             .collect();
+        let mut machines = BTreeSet::new();
         for outlet in switched {
-            if self.outlets[outlet].on {
-                continue;
+            if !self.outlets[outlet].on {
+                self.outlets[outlet].on = true;
+                self.log.push(Record::OutletOnByHand { at: self.now, outlet });
+                machines.insert(self.outlets[outlet].feeds);
             }
-            self.outlets[outlet].on = true;
-            self.log.push(Record::OutletOnByHand { at: self.now, outlet });
-            let machine = self.outlets[outlet].feeds;
+        }
+        let fed: Vec<usize> = machines.into_iter().filter(|m| self.fed(*m)).collect();
+        for machine in fed {
+            // Only a BMC that died with the supply boots again (one dead of its own stays dead).
             let bmcs: Vec<usize> =
                 self.supplied_bmcs.iter().filter(|(m, _)| *m == machine).map(|(_, bmc)| *bmc).collect();
             for bmc in bmcs {
-                if !self.bmcs[bmc].alive {
+                if self.unpowered_bmcs.remove(&bmc) {
                     self.set_bmc_alive(bmc, true);
                 }
             }
@@ -1064,6 +1074,7 @@ impl Truth {
         for bmc in bmcs {
             if self.bmcs[bmc].alive {
                 self.set_bmc_alive(bmc, false);
+                self.unpowered_bmcs.insert(bmc);
             }
         }
     }
