@@ -756,29 +756,9 @@ mod tests {
         assert_eq!(Unusable { binding: "b".into(), cause: both }.reason(), Reason::BindingInvalid);
     }
 
-    #[test]
-    fn a_client_is_reused_only_for_the_binding_version_it_was_built_for() {
-        let client = RedfishClient::new(RedfishConfig {
-            endpoint: "https://10.0.0.1".into(),
-            trust: tls::Trust { insecure_skip_verify: true, ..tls::Trust::default() },
-            credentials: Credentials { username: "u".into(), password: Password::new("p".into()) },
-            request_timeout: StdDuration::from_secs(1),
-            read_retries: 0,
-            retry_backoff: StdDuration::from_millis(1),
-        })
-        .unwrap();
-        let cache = ClientCache::default();
-        assert!(cache.get(&binding("1")).is_none());
-        cache.put(&binding("1"), &Device::Redfish(client), 7);
-        assert!(cache.get(&binding("1")).is_some());
-        assert!(cache.get(&binding("2")).is_none(), "a changed binding builds a new client");
-        cache.forget("uid-b");
-        assert!(cache.get(&binding("1")).is_none(), "a changed Secret or CA bundle builds a new client");
-    }
-
-    #[test]
-    fn a_client_past_its_time_is_dropped_when_another_is_kept() {
-        let client = Device::Redfish(
+    /// A Redfish device for the cache tests (never contacted).
+    fn redfish_device() -> Device {
+        Device::Redfish(
             RedfishClient::new(RedfishConfig {
                 endpoint: "https://10.0.0.1".into(),
                 trust: tls::Trust { insecure_skip_verify: true, ..tls::Trust::default() },
@@ -788,7 +768,23 @@ mod tests {
                 retry_backoff: StdDuration::from_millis(1),
             })
             .unwrap(),
-        );
+        )
+    }
+
+    #[test]
+    fn a_client_is_reused_only_for_the_binding_version_it_was_built_for() {
+        let cache = ClientCache::default();
+        assert!(cache.get(&binding("1")).is_none());
+        cache.put(&binding("1"), &redfish_device(), 7);
+        assert!(cache.get(&binding("1")).is_some());
+        assert!(cache.get(&binding("2")).is_none(), "a changed binding builds a new client");
+        cache.forget("uid-b");
+        assert!(cache.get(&binding("1")).is_none(), "a changed Secret or CA bundle builds a new client");
+    }
+
+    #[test]
+    fn a_client_past_its_time_is_dropped_when_another_is_kept() {
+        let client = redfish_device();
         let cache = ClientCache::default();
         let start = Instant::now();
         let mut other = binding("1");

@@ -1495,12 +1495,12 @@ impl Truth {
     pub fn preflight_acknowledgements(&self, node: &str) -> Vec<crate::api::Acknowledgement> {
         use crate::attestation::{self, Inputs, Outcome};
         let mut acknowledged: Vec<crate::api::Acknowledgement> = Vec::new();
+        let remediations: Vec<CoronerRemediation> = self.remediations.values().cloned().collect();
         for _ in 0..3 {
             let Some(draft) = self.attestation_draft("preflight", node, "alice", "preflight", acknowledged.clone())
             else {
                 break;
             };
-            let remediations: Vec<CoronerRemediation> = self.remediations.values().cloned().collect();
             let inputs = Inputs {
                 attestation: &draft,
                 now: self.wall(self.now),
