@@ -24,10 +24,10 @@ use kube::ResourceExt;
 
 use crate::{
     api::{
-        AcknowledgedReason, Acknowledgement, AttestationEvidence, AttestationPhase, AttestedRelease,
+        AcknowledgedReason, Acknowledgement, AttestationEvidence, AttestationLook, AttestationPhase, AttestedRelease,
         AttestedReleaseState, BmcBinding, CheckResult, CoronerAttestation, CoronerAttestationStatus,
-        CoronerRemediation, CoronerRemediationStatus, Evidence, Phase, PreconditionCheck, ReleaseEvidence, ReleaseKind,
-        RemediationStrategy, conditions,
+        CoronerRemediation, CoronerRemediationStatus, Evidence, LookFound, Phase, PreconditionCheck, ReleaseEvidence,
+        ReleaseKind, RemediationStrategy, conditions,
     },
     contract::{self, Reason},
     gates::{self, Gate, GateInputs, LeaseSighting, StormLimits},
@@ -105,6 +105,9 @@ reasons! {
     GateRefused => Final, "a safety gate refused for a reason of its own (the message names it)";
     OutOfServiceTaintPresent => Final, "the node already carries a node.kubernetes.io/out-of-service taint that coroner does not own";
     RemediationDeleted => Final, "the remediation was deleted while the release was written; the taint was taken back";
+    AwaitingDeviceLook => Waiting, "every other precondition passed: the failed fence looks through its device once more before the release (A4)";
+    Superseded => Final, "the failed fence's device answered this attestation's look as the node's machine: the fence proves it off again, and only that proof releases (A4)";
+    ProvenAgain => Final, "the failed fence proved the machine off again on an earlier attestation's look and that proof failed: only the fence's own proof releases the node now (A4)";
 }
 
 /// The table of attestation reasons as Markdown; `docs/safety.md` carries exactly this (a test checks).
@@ -192,10 +195,11 @@ pub enum Precondition {
     ControlPlaneAllowed,
     ControlPlaneQuorum,
     NoForeignOutOfServiceTaint,
+    DeviceLooked,
 }
 
 impl Precondition {
-    pub const ALL: [Precondition; 14] = [
+    pub const ALL: [Precondition; 15] = [
         Self::NotExpired,
         Self::PolicyInForce,
         Self::FenceEndedWithoutProof,
@@ -210,6 +214,7 @@ impl Precondition {
         Self::ControlPlaneAllowed,
         Self::ControlPlaneQuorum,
         Self::NoForeignOutOfServiceTaint,
+        Self::DeviceLooked,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -228,6 +233,7 @@ impl Precondition {
             Self::ControlPlaneAllowed => "ControlPlaneAllowed",
             Self::ControlPlaneQuorum => "ControlPlaneQuorum",
             Self::NoForeignOutOfServiceTaint => "NoForeignOutOfServiceTaint",
+            Self::DeviceLooked => "DeviceLooked",
         }
     }
 }
@@ -464,6 +470,20 @@ pub fn fence_ended_without_proof<'r>(
             admitted.is_none_or(|admitted| admitted == spec.node_uid)
         })
         .collect();
+    // A4: this attestation's look found the machine, before anything else (a crash between the
+    // fence's reopening and this attestation's own status write leaves it live until now).
+    if let Some(proving) =
+        for_node.iter().find(|r| look_of(r).is_some_and(|l| l.attestation_uid == uid && proves_again(l)))
+    {
+        return Err(Refusal::new(
+            AttestationReason::Superseded,
+            format!(
+                "remediation {}'s device answered this attestation's look as the node's machine ({}): its fence proves it off again, and only that proof releases",
+                proving.name_any(),
+                look_of(proving).and_then(|l| l.message.clone()).unwrap_or_default()
+            ),
+        ));
+    }
     if let Some(ours) = for_node.iter().find(|r| !uid.is_empty() && attested_record(r, &uid).is_some()) {
         return Ok(ours);
     }
@@ -507,6 +527,23 @@ pub fn fence_ended_without_proof<'r>(
             format!("remediation {} ended with {reason}: the node showed life", alive.name_any()),
         ));
     }
+    if let Some(again) = failed.iter().find(|r| look_of(r).is_some_and(proves_again)) {
+        let look = look_of(again).map(|l| l.attestation.clone()).unwrap_or_default();
+        let ended = again
+            .status
+            .as_ref()
+            .and_then(|s| conditions::find(&s.conditions, contract::PROCESSING))
+            .map(|c| c.reason.clone())
+            .unwrap_or_default();
+        return Err(Refusal::new(
+            AttestationReason::ProvenAgain,
+            format!(
+                "remediation {} proved the machine off again on attestation {look}'s look and that proof ended {ended}: only the fence's own proof releases node {}",
+                again.name_any(),
+                spec.node_name
+            ),
+        ));
+    }
     failed.into_iter().max_by_key(|r| succeeded_condition(r).map(|c| c.last_transition_time.0)).ok_or_else(|| {
         Refusal::new(
             AttestationReason::NoFailedFence,
@@ -516,6 +553,88 @@ pub fn fence_ended_without_proof<'r>(
             ),
         )
     })
+}
+
+fn look_of(remediation: &CoronerRemediation) -> Option<&AttestationLook> {
+    remediation.status.as_ref()?.evidence.as_ref()?.attestation_look.as_ref()
+}
+
+fn proves_again(look: &AttestationLook) -> bool {
+    look.found == Some(LookFound::ProvingAgain)
+}
+
+/// How long a look stands for the attestation that asked: the fence's `leaseFreshness`, the time
+/// within which a sign of life counts as now.
+fn look_stands(look: &AttestationLook, remediation: &CoronerRemediation, now: Timestamp) -> bool {
+    let freshness = admitted_spec(remediation).lease_freshness.get();
+    look.looked_at
+        .as_ref()
+        .is_some_and(|at| StdDuration::try_from(now.duration_since(at.0)).unwrap_or_default() <= freshness)
+}
+
+/// A4: the failed fence looked through its device once more for this attestation, within the
+/// fence's `leaseFreshness`, and its device did not answer as the node's machine (what it showed is
+/// recorded, and A1 judges it). Until then the attestation waits (`AwaitingDeviceLook`), and
+/// coroner asks for the look ([`look_asked`]).
+pub fn device_looked(
+    remediation: &CoronerRemediation,
+    attestation_uid: &str,
+    now: Timestamp,
+) -> Result<String, Refusal> {
+    match look_of(remediation) {
+        Some(look)
+            if look.attestation_uid == attestation_uid
+                && !proves_again(look)
+                && look_stands(look, remediation, now) =>
+        {
+            let at = look.looked_at.as_ref().map(|t| t.0.to_string()).unwrap_or_default();
+            let found = look.found.map(|f| format!("{f:?}")).unwrap_or_default();
+            Ok(format!(
+                "the fence's device was asked again at {at}: {found} ({})",
+                look.message.clone().unwrap_or_default()
+            ))
+        }
+        _ => Err(Refusal::new(
+            AttestationReason::AwaitingDeviceLook,
+            format!("remediation {} looks through its device once more before the release", remediation.name_any()),
+        )),
+    }
+}
+
+/// A4: the remediation's status with this attestation's look asked for, when it must be (the fence
+/// failed, released nothing and proves nothing again, and no look for this attestation stands or is
+/// asked already). `nhc_timed_out`: NHC's annotation on the remediation now.
+pub fn look_asked(
+    remediation: &CoronerRemediation,
+    attestation: &CoronerAttestation,
+    plan: &ReleasePlan,
+    now: Timestamp,
+) -> Option<CoronerRemediationStatus> {
+    let status = remediation.status.as_ref()?;
+    let uid = attestation.uid()?;
+    let released = status.evidence.as_ref().is_some_and(|e| e.release.is_some())
+        || status.progress.as_ref().is_some_and(|p| p.release_begun.is_some());
+    if status.phase != Some(Phase::Failed) || released {
+        return None;
+    }
+    if let Some(look) = look_of(remediation)
+        && (proves_again(look)
+            || (look.attestation_uid == uid && (look.looked_at.is_none() || look_stands(look, remediation, now))))
+    {
+        return None;
+    }
+    let mut asked = status.clone();
+    asked.evidence.get_or_insert_with(Default::default).attestation_look = Some(AttestationLook {
+        attestation: attestation.name_any(),
+        attestation_uid: uid,
+        requested_at: MicroTime(now),
+        may_prove_again: plan.acknowledged.is_empty(),
+        nhc_timed_out: contract::nhc_timed_out(&remediation.metadata).map(str::to_owned),
+        looked_at: None,
+        found: None,
+        message: None,
+    });
+    Some(asked)
 }
 
 /// A1: nothing the failed fence recorded showed the machine alive — judged from what it recorded,
@@ -978,6 +1097,9 @@ pub struct ReleasePlan {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Verdict {
     Release(ReleasePlan),
+    /// A4: every other precondition passed; the failed fence must look through its device once
+    /// more first ([`look_asked`]).
+    Look(ReleasePlan),
     Wait(Refusal),
     Refuse(Refusal),
 }
@@ -1125,6 +1247,16 @@ pub fn evaluate<'a>(inputs: &Inputs<'a>) -> Evaluation<'a> {
             _ => skipped("needs the node and its failed fence"),
         },
     );
+    push(
+        Precondition::DeviceLooked,
+        match (remediation, inputs.cluster.is_some()) {
+            (Some(r), true) => result(device_looked(r, &attestation.uid().unwrap_or_default(), inputs.now)),
+            (Some(_), false) => {
+                skipped("coroner has the fence look through its device once more right before the release")
+            }
+            (None, _) => skipped("no failed fence"),
+        },
+    );
 
     // A1/A2: refusals the attester acknowledged pass, named in the check and the release record.
     let mut acknowledged = Vec::new();
@@ -1164,8 +1296,14 @@ pub fn evaluate<'a>(inputs: &Inputs<'a>) -> Evaluation<'a> {
             _ => None,
         })
     };
+    let awaiting_look = |r: &Refusal| r.reason == AttestationReason::AwaitingDeviceLook;
     let verdict = if let Some(refusal) = refusals().find(Refusal::is_final) {
         Verdict::Refuse(refusal)
+    } else if refusals().next().is_some()
+        && refusals().all(|r| awaiting_look(&r))
+        && let Some(plan) = remediation.and_then(|r| plan_of(attestation, r))
+    {
+        Verdict::Look(ReleasePlan { acknowledged, ..plan })
     } else if let Some(first) = refusals().next() {
         Verdict::Wait(first)
     } else if let Some(plan) = remediation.and_then(|r| plan_of(attestation, r)) {

@@ -47,6 +47,11 @@ pub fn timed_out_by_nhc(meta: &ObjectMeta) -> bool {
     meta.annotations.as_ref().is_some_and(|a| a.contains_key(TIMED_OUT_ANNOTATION))
 }
 
+/// The value of NHC's `nhc-timed-out` annotation, if it is set.
+pub fn nhc_timed_out(meta: &ObjectMeta) -> Option<&str> {
+    meta.annotations.as_ref()?.get(TIMED_OUT_ANNOTATION).map(String::as_str)
+}
+
 pub fn supports_multiple_templates(meta: &ObjectMeta) -> bool {
     meta.annotations.as_ref().is_some_and(|a| a.contains_key(MULTIPLE_TEMPLATES_ANNOTATION))
 }
@@ -224,10 +229,16 @@ pub fn retry_lever(reason: Reason) -> Option<&'static str> {
 /// The message of a final condition: the cause, then how to retry once it is fixed.
 pub fn final_message(reason: Reason, cause: &str) -> String {
     match retry_lever(reason) {
-        Some(lever) if !cause.contains(lever) => format!("{}. {lever}", cause.trim_end().trim_end_matches('.')),
+        Some(lever) if !cause.contains(lever) && !cause.contains(PROVEN_AGAIN_LEVER) => {
+            format!("{}. {lever}", cause.trim_end().trim_end_matches('.'))
+        }
         _ => cause.to_owned(),
     }
 }
+
+/// A4: what ends a proof taken again on an attestation's look that failed, instead of the retry
+/// lever (which offers an attestation).
+pub const PROVEN_AGAIN_LEVER: &str = "no attestation releases this remediation any more (ProvenAgain); to retry once the cause is fixed, delete this CoronerRemediation";
 
 /// The cause in a message written by [`final_message`], without the retry lever (for a BmcBinding's
 /// conditions, where deleting a remediation means nothing).

@@ -518,6 +518,52 @@ pub struct Evidence {
     pub release: Option<ReleaseEvidence>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub power_on: Option<PowerOnEvidence>,
+    /// A4: the failed fence's look through its device once more, asked for by an attestation
+    /// about to release (the latest one asked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attestation_look: Option<AttestationLook>,
+}
+
+/// A4: an attestation about to release asked the failed fence to look through its device once
+/// more; what that look found. The fence takes it as its identity step, and proves again when the
+/// node's machine answers (`ProvingAgain`).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AttestationLook {
+    /// The attestation that asked.
+    pub attestation: String,
+    pub attestation_uid: String,
+    pub requested_at: MicroTime,
+    /// The attestation's release carried no acknowledgement: only then may the look's answer make
+    /// the fence prove again (an acknowledged sign of life would fail that proof).
+    pub may_prove_again: bool,
+    /// NodeHealthCheck's `nhc-timed-out` value when the look was asked for: a proof taken again on
+    /// this look goes on under exactly that value (a later timeout ends it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nhc_timed_out: Option<String>,
+    /// When the look was taken; absent while it is asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub looked_at: Option<MicroTime>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub found: Option<LookFound>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// What a look through the failed fence's device found.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum LookFound {
+    /// The device did not answer (or could not be asked): the attestation goes on.
+    NoAnswer,
+    /// The device answered, but not as a machine that is provably the node's: what it showed is
+    /// recorded, and the attestation's preconditions judge it.
+    NotTheNode,
+    /// The node's machine answered to an attestation that acknowledged evidence: its reading is
+    /// recorded, and the attestation's preconditions judge it (A1).
+    NodeMachine,
+    /// The node's machine answered: the fence proves it off again through it (one more attempt,
+    /// through the BMC), and only that proof releases; the attestation is superseded.
+    ProvingAgain,
 }
 
 /// The node as coroner found it when it admitted the fence.

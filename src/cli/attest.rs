@@ -170,6 +170,10 @@ Succeeded stays False. The taint goes when NodeHealthCheck deletes the remediati
         "Until coroner starts the release, `coroner attest {} --clear` cancels it; after it, what was released stays released.",
         args.node
     );
+    println!(
+        "Right before the release, coroner has the failed fence look through the node's BMC once more: if the node's machine \
+answers, the fence proves it off again and only that proof releases (this attestation then ends Superseded)."
+    );
     if let Verdict::Wait(refusal) = &evaluation.verdict {
         println!("coroner will wait: {refusal} (until the attestation expires in {}).", args.valid_for);
     }

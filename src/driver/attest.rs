@@ -64,6 +64,26 @@ pub async fn reconcile<W: World>(world: &W, local: &Local, name: &str) -> Result
     let evaluation = seen.evaluate(world, &attestation, now);
     match evaluation.verdict.clone() {
         Verdict::Release(plan) => release(world, local, &attestation, &evaluation, &plan).await,
+        Verdict::Look(plan) => {
+            let remediation = evaluation.remediation.ok_or(Error::Incomplete("remediation"))?;
+            if let Some(status) = attestation::look_asked(remediation, &attestation, &plan, now) {
+                // A conflict is a change of the remediation, which wakes this attestation again.
+                match world.write_status(remediation, status).await {
+                    Ok(_) | Err(ApiError::Conflict(_)) => {}
+                    Err(error) => return Err(error.into()),
+                }
+                info!(attestation = %attestation.name_any(), remediation = %remediation.name_any(), "asked the failed fence to look through its device once more");
+            }
+            let refusal = evaluation
+                .checks
+                .iter()
+                .find_map(|c| match &c.outcome {
+                    attestation::Outcome::Refused(refusal) => Some(refusal.clone()),
+                    _ => None,
+                })
+                .ok_or(Error::Incomplete("device look"))?;
+            refuse(world, &attestation, &evaluation, &refusal, now).await
+        }
         Verdict::Wait(refusal) | Verdict::Refuse(refusal) => {
             if refusal.is_final()
                 && let Some(remediation) = evaluation.remediation

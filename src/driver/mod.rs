@@ -439,7 +439,8 @@ impl<'a, W: World> Fence<'a, W> {
 
     async fn run(&mut self) -> Result<Next, Error> {
         let now = self.world.now();
-        if contract::timed_out_by_nhc(&self.remediation.metadata) {
+        let timed_out = contract::nhc_timed_out(&self.remediation.metadata);
+        if timed_out.is_some() && !fence::runs_past_nhc_timeout(&self.status(), timed_out) {
             // NHC gave up on the remediation, not on the released machine: a release already on the
             // Node is recorded first, so the guard and the bootID check keep watching it.
             let node = self.world.node(&self.node_name).await?;
@@ -531,7 +532,11 @@ impl<'a, W: World> Fence<'a, W> {
             debug!(phase = fence::phase_of(&status).as_str(), ?plan, "step");
             if matches!(
                 plan,
-                Plan::VerifyIdentity | Plan::ReadPower { .. } | Plan::ReadOutlets { .. } | Plan::AskBmcAfterOutlets
+                Plan::VerifyIdentity
+                    | Plan::Look
+                    | Plan::ReadPower { .. }
+                    | Plan::ReadOutlets { .. }
+                    | Plan::AskBmcAfterOutlets
             ) {
                 // A1: a process that knows it was deposed reads no more (another reads now, and a
                 // reading this one could not record would be lost); a reader is named in status
@@ -623,6 +628,28 @@ impl<'a, W: World> Fence<'a, W> {
                 }
                 problem => Gathered::Plain(Observation::Identity(problem)),
             },
+            // A4: one look through the binding for an attestation, unless another fence of the node
+            // runs (its own proof comes first).
+            Plan::Look => {
+                let others = self.world.remediations(Listing::Stored).await?;
+                if others.iter().any(|r| {
+                    r.uid().as_deref() != Some(self.uid.as_str())
+                        && node_of(r).as_deref() == Some(self.node_name.as_str())
+                        && r.metadata.deletion_timestamp.is_none()
+                        && !Phase::of(r).is_terminal()
+                }) {
+                    return Ok(Gathered::Plain(Observation::Wait));
+                }
+                let nhc_timed_out = contract::nhc_timed_out(&self.remediation.metadata).map(str::to_owned);
+                match self.identity(snapshot).await? {
+                    Ok(found) => {
+                        let aim =
+                            Aim { system: found.system.clone(), through: found.through, origin: found.origin.clone() };
+                        Gathered::Aimed(Observation::Looked { found: Ok(found), nhc_timed_out }, aim)
+                    }
+                    problem => Gathered::Plain(Observation::Looked { found: problem, nhc_timed_out }),
+                }
+            }
             Plan::ReadPower { system_path } => Gathered::Reading(self.read_power(system_path).await?),
             Plan::ReadOutlets { level } => {
                 Gathered::Plain(Observation::Outlets(Box::pin(self.read_outlets(*level)).await?))

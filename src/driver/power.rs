@@ -239,10 +239,13 @@ pub fn guard_reset_still_wanted(current: &CoronerRemediation, intended: &Coroner
 }
 
 /// Right before a reset: the remediation as read again must be the one whose status carries the
-/// intent (unchanged since), not timed out by NHC and not being deleted.
+/// intent (unchanged since), not timed out by NHC (but for a proof taken again on an attestation's
+/// look, [`fence::runs_past_nhc_timeout`]) and not being deleted.
 pub fn reset_still_wanted(current: &CoronerRemediation, intended: &CoronerRemediation) -> bool {
+    let timed_out = contract::nhc_timed_out(&current.metadata);
+    let status = current.status.clone().unwrap_or_default();
     current.resource_version() == intended.resource_version()
-        && !contract::timed_out_by_nhc(&current.metadata)
+        && (timed_out.is_none() || crate::fence::runs_past_nhc_timeout(&status, timed_out))
         && current.metadata.deletion_timestamp.is_none()
 }
 

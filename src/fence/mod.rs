@@ -8,6 +8,7 @@
 
 #[cfg(test)]
 mod level_tests;
+mod look;
 mod observe;
 mod outlets;
 #[cfg(test)]
@@ -20,6 +21,7 @@ use std::time::Duration as StdDuration;
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
 
+pub use look::{LOOK_ANSWERED, look_pending, proving_again, runs_past_nhc_timeout};
 pub use observe::*;
 pub use outlets::{BmcVerdict, OUTLET_MAPPING_UNPROVEN, may_end_in_a_level};
 
@@ -59,6 +61,9 @@ pub enum Plan {
     ReadOutlets { level: u32 },
     /// L7: every outlet of the level has read Off for settle: does the node's BMC still answer?
     AskBmcAfterOutlets,
+    /// A4: the failed fence's look through its binding, asked for by an attestation about to release
+    /// (read as the identity step reads).
+    Look,
     /// Re-check the node and release its workloads in one resourceVersion-checked update, before the
     /// proof's freshness runs out ([`proof_deadline`]).
     Release,
@@ -532,7 +537,7 @@ fn reads_the_machine(phase: Phase) -> bool {
 /// name (`unrecorded_reader`) until it records a reading of its own.
 pub fn with_reader(mut status: CoronerRemediationStatus, instance: &str) -> CoronerRemediationStatus {
     let phase = phase_of(&status);
-    if reads_the_machine(phase) {
+    if reads_the_machine(phase) || look_pending(&status).is_some() {
         let progress = status.progress.get_or_insert_with(Progress::default);
         // Taking over from another reader: what it last read may be lost with it, until a reading
         // is recorded after the takeover ([`Step::saw_power`] clears it).
@@ -551,7 +556,8 @@ pub fn with_reader(mut status: CoronerRemediationStatus, instance: &str) -> Coro
 /// A1: this process is about to read the machine for a fence that does not name it as its reader
 /// ([`with_reader`]): the name is written first.
 pub fn reader_unnamed(status: &CoronerRemediationStatus, instance: &str) -> bool {
-    reads_the_machine(phase_of(status)) && status.progress.as_ref().and_then(|p| p.reader.as_deref()) != Some(instance)
+    (reads_the_machine(phase_of(status)) || look_pending(status).is_some())
+        && status.progress.as_ref().and_then(|p| p.reader.as_deref()) != Some(instance)
 }
 
 /// What to observe next in the current phase.
@@ -590,6 +596,7 @@ pub fn plan(spec: &CoronerRemediationSpec, status: &CoronerRemediationStatus, ct
             Some(wait) => Plan::Wait(wait),
             None => system_path().map_or(Plan::Idle, |system_path| Plan::ReadPower { system_path }),
         },
+        Phase::Failed if look_pending(status).is_some() => Plan::Look,
         Phase::WaitingForNode | Phase::Done | Phase::Failed => Plan::Idle,
     }
 }
@@ -617,6 +624,7 @@ pub fn next(
         (Phase::Releasing, Observation::Power(reading)) => step.releasing(reading),
         (Phase::PoweringOffOutlets, Observation::Outlets(reading)) => step.outlets_read(reading),
         (Phase::PoweringOffOutlets, Observation::BmcAfterOutlets(found)) => step.bmc_after_outlets(found),
+        (Phase::Failed, Observation::Looked { found, nhc_timed_out }) => step.looked(found, nhc_timed_out),
         (Phase::Releasing, Observation::Outlets(reading)) => step.outlets_releasing(reading),
         (Phase::Releasing, Observation::Release(outcome)) => step.released(outcome),
         (Phase::Releasing, Observation::DeletionMayBegin(outcome)) => step.deletion_may_begin(outcome),
@@ -924,6 +932,10 @@ impl<'a> Step<'a> {
     }
 
     fn fail(&mut self, reason: Reason, message: String) {
+        // A4: a proof taken again on an attestation's look goes through the BMC that answered only.
+        if self.proving_again() {
+            return self.fail_here(reason, message);
+        }
         // L2: a level that stayed silent hands the fence to the next level, if there is one.
         let message = match self.next_level(reason, message) {
             Ok(()) => return,
@@ -936,6 +948,13 @@ impl<'a> Step<'a> {
     /// edited, a mapping that lapsed, a BMC that answered), though its reason alone would let one follow.
     fn fail_here(&mut self, reason: Reason, message: String) {
         self.requeue = None;
+        let message = match self.proving_again() {
+            true => format!(
+                "{message}; this was the proof taken again on an attestation's look: {}",
+                contract::PROVEN_AGAIN_LEVER
+            ),
+            false => message,
+        };
         let message =
             settle_begun_release(&mut self.progress, &mut self.evidence, message, self.memory.begun_untouched, true);
         self.memory.begun_untouched = false;

@@ -50,6 +50,12 @@ pub enum Observation {
     Outlets(Result<LevelReading, BmcFailure>),
     /// L7: what the node's BMC answered once every outlet of the level had read Off for settle.
     BmcAfterOutlets(AskedAfterOutlets),
+    /// A4: what the failed fence's look through its binding found, with NodeHealthCheck's
+    /// `nhc-timed-out` value as the remediation carries it now.
+    Looked {
+        found: Result<IdentityFound, IdentityProblem>,
+        nhc_timed_out: Option<String>,
+    },
     /// What the plan asked for could not be observed: the API server (or a Secret, a list) failed.
     /// The phase's deadline is judged on it all the same (docs/safety.md P5).
     Unavailable(String),

@@ -448,8 +448,9 @@ impl<'a> Run<'a> {
             Plan::Release | Plan::RecordRelease => Kind::Release,
             Plan::BeginDeletion => Kind::DeletionCheck,
             Plan::CheckWorkloads => Kind::Workloads,
-            // These properties give the fence no PDU levels: it never plans their readings.
-            Plan::Idle | Plan::ReadOutlets { .. } | Plan::AskBmcAfterOutlets => Kind::Nothing,
+            // These properties give the fence no PDU levels (it never plans their readings) and no
+            // attestation (it never plans a look: the look's tests are in fence/tests.rs).
+            Plan::Idle | Plan::ReadOutlets { .. } | Plan::AskBmcAfterOutlets | Plan::Look => Kind::Nothing,
         }
     }
 

@@ -152,6 +152,21 @@ pub fn run(seed: u64) -> Outcome {
         };
         t.remediations.values().filter(|r| kept(r) == Some(true)).count() as u64
     });
+    let looks: Vec<(Option<crate::api::LookFound>, bool)> = run.shared.with(|t| {
+        t.remediations
+            .values()
+            .filter_map(|r| {
+                let evidence = r.status.as_ref()?.evidence.as_ref()?;
+                let look = evidence.attestation_look.as_ref().filter(|l| l.looked_at.is_some())?;
+                let by_proof = evidence.release.as_ref().is_some_and(|r| r.attestation.is_none());
+                Some((look.found, by_proof))
+            })
+            .collect()
+    });
+    let again = |found: &Option<crate::api::LookFound>| *found == Some(crate::api::LookFound::ProvingAgain);
+    stats.looks = looks.len() as u64;
+    stats.proven_again = looks.iter().filter(|(found, _)| again(found)).count() as u64;
+    stats.released_after_look = looks.iter().filter(|(found, released)| again(found) && *released).count() as u64;
     Outcome { seed, stats, failure }
 }
 

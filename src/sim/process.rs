@@ -74,6 +74,12 @@ pub struct Stats {
     pub acknowledged_releases: u64,
     /// Fences admitted on a binding verified only as an earlier object (A2's kept verification).
     pub kept_admissions: u64,
+    /// A4: looks an attestation asked a failed fence for and the fence took.
+    pub looks: u64,
+    /// A4: looks that found the node's machine (the fence proved again), and how many of those
+    /// proofs released the node.
+    pub proven_again: u64,
+    pub released_after_look: u64,
 }
 
 /// What all processes and the runner share.

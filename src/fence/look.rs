@@ -1,0 +1,156 @@
+//! A4: an attestation about to release first has the failed fence look through its device once
+//! more ([`crate::attestation::look_asked`] writes the ask on the remediation). The fence takes the
+//! look as its identity step (its reader named first, what it reads recorded as the fence's), and
+//! when the node's machine answers it proves it off again through it: one more attempt, through
+//! the BMC, under its admission's evidence; only that proof then releases (docs/safety.md A4).
+
+use super::*;
+use crate::api::{AttestationLook, LookFound, ResetRecord};
+
+/// The look an attestation asked for and the fence has not taken yet.
+pub fn look_pending(status: &CoronerRemediationStatus) -> Option<&AttestationLook> {
+    let look = status.evidence.as_ref()?.attestation_look.as_ref()?;
+    (phase_of(status) == Phase::Failed && look.looked_at.is_none()).then_some(look)
+}
+
+/// The fence is proving the machine off again on an attestation's look (or did, and ended).
+pub fn proving_again(status: &CoronerRemediationStatus) -> bool {
+    status
+        .evidence
+        .as_ref()
+        .and_then(|e| e.attestation_look.as_ref())
+        .is_some_and(|l| l.found == Some(LookFound::ProvingAgain))
+}
+
+/// NodeHealthCheck's `nhc-timed-out` (value `timed_out`) stops no look an attestation asked for,
+/// and no proof taken again on one while the value is the one recorded when the look was asked:
+/// NHC gave up on the fence before it was asked to look, not on the look's proof.
+pub fn runs_past_nhc_timeout(status: &CoronerRemediationStatus, timed_out: Option<&str>) -> bool {
+    if look_pending(status).is_some() {
+        return true;
+    }
+    let look = status.evidence.as_ref().and_then(|e| e.attestation_look.as_ref());
+    !phase_of(status).is_terminal()
+        && look.is_some_and(|l| l.found == Some(LookFound::ProvingAgain) && l.nhc_timed_out.as_deref() == timed_out)
+}
+
+impl Step<'_> {
+    /// This step works on a proof taken again on an attestation's look.
+    pub(super) fn proving_again(&self) -> bool {
+        self.evidence.attestation_look.as_ref().is_some_and(|l| l.found == Some(LookFound::ProvingAgain))
+    }
+
+    /// The look, taken: what the device answered. `timed_out`: NHC's `nhc-timed-out` now.
+    pub(super) fn looked(&mut self, found: Result<IdentityFound, IdentityProblem>, timed_out: Option<String>) {
+        let Some(look) = look_pending(self.old).cloned() else { return };
+        self.progress.last_reading_at = Some(self.now());
+        let node_uuid = self.evidence.node.as_ref().map(|n| n.system_uuid.clone()).unwrap_or_default();
+        let (kind, message) = match found {
+            Err(IdentityProblem::Bmc(failure)) => (LookFound::NoAnswer, failure.message),
+            Err(IdentityProblem::Binding { reason, message, seen_on }) => {
+                if let Some(seen_on) = seen_on {
+                    self.progress.last_answer_at = Some(self.now());
+                    self.saw_power(&seen_on);
+                }
+                (LookFound::NoAnswer, format!("{}: {message}", reason.as_str()))
+            }
+            Ok(found) => {
+                self.progress.last_answer_at = Some(self.now());
+                let names_node = identity::parse(&node_uuid)
+                    .zip(identity::parse(&found.system.uuid))
+                    .is_some_and(|(node, bmc)| identity::same_machine(node, bmc).is_some());
+                if names_node {
+                    self.saw_power(&found.system.power_state.to_string());
+                }
+                let proven = identity::prove(&node_uuid, &found.system.uuid, &found.claims)
+                    .and_then(|_| identity::other_spellings_clear(&found.system.aliases, &found.claims));
+                let answered = format!(
+                    "BMC system {} at {} (UUID {}) answered, its power reading {}",
+                    found.system.id, found.endpoint, found.system.uuid, found.system.power_state
+                );
+                match proven {
+                    Err(refusal) => {
+                        (LookFound::NotTheNode, format!("{answered}; not provably the node's machine: {refusal}"))
+                    }
+                    Ok(()) => match self.may_prove_again(&look, timed_out.as_deref()) {
+                        Ok(()) => {
+                            let message = format!("{answered}: the fence proves the machine off again through it");
+                            self.record_look(&look, LookFound::ProvingAgain, message.clone());
+                            return self.prove_again(found, &look, message);
+                        }
+                        Err(why) => (LookFound::NodeMachine, format!("{answered}; not proven again: {why}")),
+                    },
+                }
+            }
+        };
+        self.record_look(&look, kind, message);
+    }
+
+    fn record_look(&mut self, look: &AttestationLook, found: LookFound, message: String) {
+        self.evidence.attestation_look = Some(AttestationLook {
+            looked_at: Some(self.now()),
+            found: Some(found),
+            message: Some(message),
+            ..look.clone()
+        });
+    }
+
+    /// Why the node's machine answering the look does not make the fence prove it off again.
+    fn may_prove_again(&self, look: &AttestationLook, timed_out: Option<&str>) -> Result<(), String> {
+        if !look.may_prove_again {
+            return Err(format!(
+                "attestation {} acknowledged evidence, which a proof would refuse on",
+                look.attestation
+            ));
+        }
+        if look.nhc_timed_out.as_deref() != timed_out {
+            return Err("NodeHealthCheck timed the remediation out after the look was asked for".into());
+        }
+        if self.progress.release_begun.is_some() || self.evidence.release.is_some() {
+            return Err("a release is recorded on the remediation".into());
+        }
+        Ok(())
+    }
+
+    /// The fence proves again: one more attempt after every recorded one, through the BMC that
+    /// answered (no level: its outlets are not what answered), from the identity it just read.
+    fn prove_again(&mut self, found: IdentityFound, look: &AttestationLook, message: String) {
+        // W1: a ForceOff persisted and never answered may have gone out: recorded so (as a level does).
+        if let Some(intent) =
+            self.progress.intent.clone().filter(|i| i.result.is_none() && i.action == PowerAction::ForceOff)
+        {
+            let result = "no answer recorded: it may have been sent".to_owned();
+            let record =
+                ResetRecord { attempt: intent.attempt, sent_at: intent.decided_at, result, level: self.progress.level };
+            self.power_off_evidence().resets.push(record);
+        }
+        let recorded = self.evidence.power_off.iter().flat_map(|p| &p.resets).map(|r| r.attempt).max().unwrap_or(0);
+        let old = std::mem::take(&mut self.progress);
+        self.progress = Progress {
+            attempt: old.attempt.max(recorded) + 1,
+            attempt_started_at: Some(self.now()),
+            last_reading_at: old.last_reading_at,
+            last_answer_at: old.last_answer_at,
+            last_power_state: old.last_power_state,
+            reader: old.reader,
+            unrecorded_reader: old.unrecorded_reader,
+            lease_renew_time_at_failure: old.lease_renew_time_at_failure,
+            ..Progress::default()
+        };
+        self.memory = Memory {
+            attempt_started: Some(self.ctx.mono),
+            last_power: self.memory.last_power.take(),
+            ..Memory::default()
+        };
+        if let Some(power_off) = self.evidence.power_off.as_mut() {
+            power_off.proof = None;
+            power_off.proven_at = None;
+        }
+        self.status.phase = Some(Phase::VerifyingIdentity);
+        self.notify(false, LOOK_ANSWERED, format!("on attestation {}'s look: {message}", look.attestation));
+        self.identity(Ok(found));
+    }
+}
+
+/// The Event reason when an attestation's look found the node's machine and the fence proves again.
+pub const LOOK_ANSWERED: &str = "ProvingAgainOnAnswer";
