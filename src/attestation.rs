@@ -564,12 +564,14 @@ fn proves_again(look: &AttestationLook) -> bool {
 }
 
 /// How long a look stands for the attestation that asked: the fence's `leaseFreshness`, the time
-/// within which a sign of life counts as now.
+/// within which a sign of life counts as now. A look not taken never stands.
 fn look_stands(look: &AttestationLook, remediation: &CoronerRemediation, now: Timestamp) -> bool {
     let freshness = admitted_spec(remediation).lease_freshness.get();
-    look.looked_at
-        .as_ref()
-        .is_some_and(|at| StdDuration::try_from(now.duration_since(at.0)).unwrap_or_default() <= freshness)
+    look.found.is_some()
+        && look
+            .looked_at
+            .as_ref()
+            .is_some_and(|at| StdDuration::try_from(now.duration_since(at.0)).unwrap_or_default() <= freshness)
 }
 
 /// A4: the failed fence looked through its device once more for this attestation, within the
@@ -680,7 +682,12 @@ pub fn no_life_in_fence(remediation: &CoronerRemediation, remembered: Option<&st
             .acknowledgeable(dark_since),
         );
     }
-    if let Some(reader) = progress.and_then(|p| p.reader.as_deref().or(p.unrecorded_reader.as_deref())) {
+    // A4: while a look is asked for, its reader is named and its reading not yet recorded; the
+    // attestation waits for the look (DeviceLooked), and is judged on what it recorded.
+    let looking = status.is_some_and(|s| crate::fence::look_pending(s).is_some());
+    if let Some(reader) =
+        progress.filter(|_| !looking).and_then(|p| p.reader.as_deref().or(p.unrecorded_reader.as_deref()))
+    {
         refusals.push(Refusal::new(
             AttestationReason::ReadingUnrecorded,
             format!(

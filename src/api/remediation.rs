@@ -555,8 +555,8 @@ pub struct AttestationLook {
 pub enum LookFound {
     /// The device did not answer (or could not be asked): the attestation goes on.
     NoAnswer,
-    /// The device answered, but not as a machine that is provably the node's: what it showed is
-    /// recorded, and the attestation's preconditions judge it.
+    /// The device answered, but not as a machine that is provably the node's: said in the message;
+    /// a reading of a system with the node's UUID is recorded as the fence's reading (A1 judges it).
     NotTheNode,
     /// The node's machine answered to an attestation that acknowledged evidence: its reading is
     /// recorded, and the attestation's preconditions judge it (A1).

@@ -1401,3 +1401,27 @@ fn an_identity_read_with_other_credentials_than_the_verified_ones_refuses_the_at
     let checks = world.evaluate(t(0)).1;
     assert!(checks.contains(&(Precondition::BindingVerifiedAtAdmission, "passed")), "{checks:?}");
 }
+
+#[test]
+fn the_reader_a_pending_look_names_makes_the_attestation_wait_for_the_look_not_refuse() {
+    let mut world = World::dead_node();
+    world.looked = false;
+    let pending = AttestationLook { looked_at: None, found: None, ..no_answer(t(0)) };
+    set_look(&mut world, Some(pending));
+    world.remediations[0].status.as_mut().unwrap().progress.get_or_insert_with(Default::default).reader =
+        Some("coroner-0/7".into());
+    assert!(matches!(world.evaluate(t(1)).0, Verdict::Look(_)), "waits for the look");
+    // Taken by another process than the one named first, without a reading: that reading is lost.
+    let progress = world.remediations[0].status.as_mut().unwrap().progress.as_mut().unwrap();
+    (progress.reader, progress.unrecorded_reader) = (None, Some("coroner-0/7".into()));
+    set_look(&mut world, Some(no_answer(t(1))));
+    assert_eq!(reason(&world.evaluate(t(2)).0), AttestationReason::ReadingUnrecorded);
+}
+
+#[test]
+fn a_look_not_taken_never_counts_and_is_asked_for_again() {
+    let mut world = World::dead_node();
+    set_look(&mut world, Some(AttestationLook { found: None, ..no_answer(t(0)) }));
+    let Verdict::Look(plan) = world.evaluate(t(1)).0 else { panic!("a look not taken counts for nothing") };
+    assert!(look_asked(&world.remediations[0], &world.attestation, &plan, t(1)).is_some());
+}

@@ -159,7 +159,7 @@ async fn attest(client: &Client, args: &AttestArgs, reason: String) -> Result<()
     let oos = CoronerTaint::OutOfService;
     println!(
         "What happens: coroner adds {}=nodeshutdown:{} to node {}, owned by remediation {namespace}/{remediation}. Kubernetes then \
-force-deletes the node's pods and detaches its volumes, so they start elsewhere. Nothing switches the machine off: it must \
+force-deletes the node's pods and detaches its volumes, so they start elsewhere. The attestation switches nothing off: the machine must \
 stay off, or be wiped, before it rejoins. The release is recorded on the remediation with your name and reason; its \
 Succeeded stays False. The taint goes when NodeHealthCheck deletes the remediation (the node is back and healthy).",
         oos.key(),
@@ -172,7 +172,9 @@ Succeeded stays False. The taint goes when NodeHealthCheck deletes the remediati
     );
     println!(
         "Right before the release, coroner has the failed fence look through the node's BMC once more: if the node's machine \
-answers, the fence proves it off again and only that proof releases (this attestation then ends Superseded)."
+answers and this attestation acknowledges nothing, the fence proves it off again and only that proof releases (this \
+attestation then ends Superseded); what the look reads is judged as the fence's readings are (an On from a BMC that \
+answers refuses it)."
     );
     if let Verdict::Wait(refusal) = &evaluation.verdict {
         println!("coroner will wait: {refusal} (until the attestation expires in {}).", args.valid_for);

@@ -110,7 +110,13 @@ impl<W: World> Fence<'_, W> {
             &peers,
         );
         if let Err(message) = settled {
-            return Ok(Err(IdentityProblem::Binding { reason: Reason::BindingConflict, message, seen_on: None }));
+            // A1: a system reporting the node's UUID answered, whatever the conflict: its power is a
+            // reading of the node's machine.
+            let names_node = crate::identity::parse(&snapshot.system_uuid)
+                .zip(crate::identity::parse(&system.uuid))
+                .is_some_and(|(node, bmc)| crate::identity::same_machine(node, bmc).is_some());
+            let seen_on = names_node.then(|| system.power_state.to_string());
+            return Ok(Err(IdentityProblem::Binding { reason: Reason::BindingConflict, message, seen_on }));
         }
         Ok(Ok(IdentityFound {
             binding: binding.name_any(),

@@ -499,6 +499,8 @@ impl<'a, W: World> Fence<'a, W> {
             // the admission time is taken once the turn has come.
             let mut admissions = match fence::phase_of(&status) {
                 Phase::Pending => Some(self.local.admissions.lock().await),
+                // A4: a look may start a proof, which the gates of a new fence must see.
+                Phase::Failed if fence::look_pending(&status).is_some() => Some(self.local.admissions.lock().await),
                 _ => None,
             };
             let lease = self.world.node_lease(&self.node_name).await?;
@@ -628,17 +630,29 @@ impl<'a, W: World> Fence<'a, W> {
                 }
                 problem => Gathered::Plain(Observation::Identity(problem)),
             },
-            // A4: one look through the binding for an attestation, unless another fence of the node
-            // runs (its own proof comes first).
+            // A4: one look through the binding for the attestation that asked, if it may be taken now
+            // (read afresh, under the admissions lock: the proof it may start is a fence of the node).
             Plan::Look => {
-                let others = self.world.remediations(Listing::Stored).await?;
-                if others.iter().any(|r| {
-                    r.uid().as_deref() != Some(self.uid.as_str())
-                        && node_of(r).as_deref() == Some(self.node_name.as_str())
-                        && r.metadata.deletion_timestamp.is_none()
-                        && !Phase::of(r).is_terminal()
-                }) {
-                    return Ok(Gathered::Plain(Observation::Wait));
+                let status = self.status();
+                let asked = fence::look_pending(&status).map(|l| l.attestation.clone()).unwrap_or_default();
+                let attestation = self.world.attestation(&asked).await?;
+                let remediations = self.world.remediations(Listing::Fresh).await?;
+                let settings = self.world.settings();
+                let me = CoronerRemediation { status: Some(status), ..self.remediation.clone() };
+                match fence::look_may_be_taken(
+                    &me,
+                    &self.node_name,
+                    attestation.as_ref(),
+                    &remediations,
+                    self.world.own_node(),
+                    settings.limits.max_concurrent,
+                ) {
+                    fence::LookGate::Take => {}
+                    fence::LookGate::Wait(why) => {
+                        debug!(node = %self.node_name, "the look waits: {why}");
+                        return Ok(Gathered::Plain(Observation::Wait));
+                    }
+                    fence::LookGate::Withdraw(why) => return Ok(Gathered::Plain(Observation::LookNotTaken(why))),
                 }
                 let nhc_timed_out = contract::nhc_timed_out(&self.remediation.metadata).map(str::to_owned);
                 match self.identity(snapshot).await? {

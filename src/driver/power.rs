@@ -275,6 +275,38 @@ mod tests {
     }
 
     #[test]
+    fn a_proof_taken_again_on_an_attestations_look_goes_on_under_the_timeout_value_recorded_with_the_ask() {
+        use crate::api::{AttestationLook, CoronerRemediationStatus, Evidence, LookFound, Phase};
+        let stamped = |value: &str| {
+            let mut r = remediation("7");
+            r.metadata.annotations = Some([(contract::TIMED_OUT_ANNOTATION.to_owned(), value.to_owned())].into());
+            r.status = Some(CoronerRemediationStatus {
+                phase: Some(Phase::ConfirmingOff),
+                evidence: Some(Evidence {
+                    attestation_look: Some(AttestationLook {
+                        attestation: "worker-1-x7k2p".into(),
+                        attestation_uid: "att".into(),
+                        requested_at: k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(Timestamp::UNIX_EPOCH),
+                        may_prove_again: true,
+                        nhc_timed_out: Some("2026-12-01T10:00:00Z".into()),
+                        looked_at: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+                            Timestamp::UNIX_EPOCH,
+                        )),
+                        found: Some(LookFound::ProvingAgain),
+                        message: None,
+                    }),
+                    ..Evidence::default()
+                }),
+                ..CoronerRemediationStatus::default()
+            });
+            r
+        };
+        let intended = remediation("7");
+        assert!(reset_still_wanted(&stamped("2026-12-01T10:00:00Z"), &intended));
+        assert!(!reset_still_wanted(&stamped("2026-12-01T10:30:00Z"), &intended), "NHC timed it out again since");
+    }
+
+    #[test]
     fn nhc_timed_out_stops_the_fence_but_never_the_guards_force_off() {
         let intended = remediation("7");
         let mut timed_out = remediation("7");

@@ -44,14 +44,18 @@ impl Step<'_> {
     pub(super) fn looked(&mut self, found: Result<IdentityFound, IdentityProblem>, timed_out: Option<String>) {
         let Some(look) = look_pending(self.old).cloned() else { return };
         self.progress.last_reading_at = Some(self.now());
-        let node_uuid = self.evidence.node.as_ref().map(|n| n.system_uuid.clone()).unwrap_or_default();
+        // A fence refused at admission recorded no node: the Node as it is now names the machine,
+        // as it named it to the look's discovery.
+        let node_uuid =
+            self.evidence.node.as_ref().map_or_else(|| self.ctx.node.system_uuid.clone(), |n| n.system_uuid.clone());
         let (kind, message) = match found {
             Err(IdentityProblem::Bmc(failure)) => (LookFound::NoAnswer, failure.message),
-            Err(IdentityProblem::Binding { reason, message, seen_on }) => {
-                if let Some(seen_on) = seen_on {
-                    self.progress.last_answer_at = Some(self.now());
-                    self.saw_power(&seen_on);
-                }
+            Err(IdentityProblem::Binding { reason, message, seen_on: Some(seen_on) }) => {
+                self.progress.last_answer_at = Some(self.now());
+                self.saw_power(&seen_on);
+                (LookFound::NotTheNode, format!("{}: {message}", reason.as_str()))
+            }
+            Err(IdentityProblem::Binding { reason, message, seen_on: None }) => {
                 (LookFound::NoAnswer, format!("{}: {message}", reason.as_str()))
             }
             Ok(found) => {
@@ -95,6 +99,14 @@ impl Step<'_> {
         });
     }
 
+    /// The look is not taken ([`look_may_be_taken`]): recorded so, with nothing found; the
+    /// attestation that asked never counts it.
+    pub(super) fn look_not_taken(&mut self, why: String) {
+        let Some(look) = look_pending(self.old).cloned() else { return };
+        self.evidence.attestation_look =
+            Some(AttestationLook { looked_at: Some(self.now()), found: None, message: Some(why), ..look });
+    }
+
     /// Why the node's machine answering the look does not make the fence prove it off again.
     fn may_prove_again(&self, look: &AttestationLook, timed_out: Option<&str>) -> Result<(), String> {
         if !look.may_prove_again {
@@ -134,7 +146,6 @@ impl Step<'_> {
             last_power_state: old.last_power_state,
             reader: old.reader,
             unrecorded_reader: old.unrecorded_reader,
-            lease_renew_time_at_failure: old.lease_renew_time_at_failure,
             ..Progress::default()
         };
         self.memory = Memory {
@@ -150,6 +161,61 @@ impl Step<'_> {
         self.notify(false, LOOK_ANSWERED, format!("on attestation {}'s look: {message}", look.attestation));
         self.identity(Ok(found));
     }
+}
+
+/// Whether the failed fence takes the look asked for now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LookGate {
+    Take,
+    /// Not now: looked at again later.
+    Wait(String),
+    /// Never: the ask is recorded as not taken.
+    Withdraw(String),
+}
+
+/// A4: a look is taken only for the attestation that asked while it is still pending (read
+/// afresh), while no other fence of the node runs or released it (the look's proof would be a
+/// second fence of the node), not by a leader on the node's own machine, and only while fewer than
+/// `max_concurrent` fences hold a power slot (a proof taken again may power the machine off).
+pub fn look_may_be_taken(
+    me: &crate::api::CoronerRemediation,
+    node: &str,
+    attestation: Option<&crate::api::CoronerAttestation>,
+    remediations: &[crate::api::CoronerRemediation],
+    own_node: Option<&str>,
+    max_concurrent: u32,
+) -> LookGate {
+    use kube::ResourceExt;
+    let Some(look) = me.status.as_ref().and_then(look_pending) else {
+        return LookGate::Withdraw("no look is asked for".into());
+    };
+    let asking = attestation.filter(|a| {
+        a.uid().as_deref() == Some(look.attestation_uid.as_str())
+            && a.metadata.deletion_timestamp.is_none()
+            && a.status.as_ref().and_then(|s| s.phase).unwrap_or_default() == crate::api::AttestationPhase::Pending
+    });
+    if asking.is_none() {
+        return LookGate::Withdraw(format!("attestation {} is gone or decided", look.attestation));
+    }
+    let of_node = |r: &&crate::api::CoronerRemediation| {
+        r.uid() != me.uid()
+            && r.metadata.deletion_timestamp.is_none()
+            && crate::contract::node_name(&r.metadata) == Some(node)
+    };
+    let released = |r: &crate::api::CoronerRemediation| r.status.as_ref().is_some_and(is_released);
+    if let Some(other) = remediations.iter().filter(of_node).find(|r| !Phase::of(r).is_terminal() || released(r)) {
+        return LookGate::Withdraw(format!("remediation {} of the node runs or released it", other.name_any()));
+    }
+    if own_node == Some(node) {
+        return LookGate::Wait(format!("coroner's leader runs on node {node}: another replica looks"));
+    }
+    let busy = remediations.iter().filter(|r| r.uid() != me.uid() && Phase::of(r).holds_power_slot()).count();
+    if busy >= max_concurrent as usize {
+        return LookGate::Wait(format!(
+            "{busy} power actions already running (--max-concurrent-fences {max_concurrent})"
+        ));
+    }
+    LookGate::Take
 }
 
 /// The Event reason when an attestation's look found the node's machine and the fence proves again.

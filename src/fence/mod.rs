@@ -21,7 +21,7 @@ use std::time::Duration as StdDuration;
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
 
-pub use look::{LOOK_ANSWERED, look_pending, proving_again, runs_past_nhc_timeout};
+pub use look::{LOOK_ANSWERED, LookGate, look_may_be_taken, look_pending, proving_again, runs_past_nhc_timeout};
 pub use observe::*;
 pub use outlets::{BmcVerdict, OUTLET_MAPPING_UNPROVEN, may_end_in_a_level};
 
@@ -625,6 +625,7 @@ pub fn next(
         (Phase::PoweringOffOutlets, Observation::Outlets(reading)) => step.outlets_read(reading),
         (Phase::PoweringOffOutlets, Observation::BmcAfterOutlets(found)) => step.bmc_after_outlets(found),
         (Phase::Failed, Observation::Looked { found, nhc_timed_out }) => step.looked(found, nhc_timed_out),
+        (Phase::Failed, Observation::LookNotTaken(why)) => step.look_not_taken(why),
         (Phase::Releasing, Observation::Outlets(reading)) => step.outlets_releasing(reading),
         (Phase::Releasing, Observation::Release(outcome)) => step.released(outcome),
         (Phase::Releasing, Observation::DeletionMayBegin(outcome)) => step.deletion_may_begin(outcome),
@@ -742,7 +743,8 @@ pub fn timed_out(status: &CoronerRemediationStatus, now: Timestamp) -> Option<De
         return None;
     }
     let mut new = status.clone();
-    let succeeded = conditions::is_true(&status.conditions, contract::SUCCEEDED);
+    // A proof taken again on an attestation's look releases with Succeeded kept False (A4).
+    let succeeded = conditions::is_true(&status.conditions, contract::SUCCEEDED) || is_released(status);
     let message = if succeeded {
         format!("NodeHealthCheck timed the remediation out in phase {}; no further BMC request is sent", phase.as_str())
     } else {
@@ -779,7 +781,7 @@ pub fn node_missing(status: &CoronerRemediationStatus, node_name: &str, now: Tim
     let mut new = status.clone();
     // A deleted Node ends the guard (R4): the release is recorded, not watched.
     let message = settle_begun_standalone(&mut new, format!("Node {node_name} does not exist"), false);
-    if conditions::is_true(&status.conditions, contract::SUCCEEDED) {
+    if conditions::is_true(&status.conditions, contract::SUCCEEDED) || is_released(status) {
         contract::record(
             &mut new.conditions,
             Reason::RemediationComplete,
@@ -1207,7 +1209,7 @@ impl<'a> Step<'a> {
         if !same {
             let (path, uuid, verified) =
                 (verified.system_path.clone(), reading.uuid.clone(), verified.bmc_uuid.clone());
-            if conditions::is_true(&self.status.conditions, contract::SUCCEEDED) {
+            if conditions::is_true(&self.status.conditions, contract::SUCCEEDED) || is_released(self.old) {
                 // Already released: the fence stands; only the power-on stops.
                 let message = format!(
                     "system {path} now reports UUID {uuid:?}, not the verified {verified}; no power-on is sent"

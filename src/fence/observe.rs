@@ -56,6 +56,8 @@ pub enum Observation {
         found: Result<IdentityFound, IdentityProblem>,
         nhc_timed_out: Option<String>,
     },
+    /// A4: the look asked for is never to be taken ([`LookGate::Withdraw`]).
+    LookNotTaken(String),
     /// What the plan asked for could not be observed: the API server (or a Secret, a list) failed.
     /// The phase's deadline is judged on it all the same (docs/safety.md P5).
     Unavailable(String),

@@ -2,6 +2,8 @@
 //! answer, read again) run the real fence loop against a scripted BMC on virtual time
 //! ([`crate::sim::lab`]), including reading sequences a real emulator cannot produce.
 
+mod look;
+
 use std::time::Duration as StdDuration;
 
 use jiff::{SignedDuration, Timestamp};

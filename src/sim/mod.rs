@@ -467,6 +467,15 @@ impl Run {
                 });
                 self.at(now + on_for, Happening::GlitchEnd);
             }
+            // A BMC whose supply coroner's outlets cut stays dark: only a supply that came back wakes it.
+            Event::BmcBack { machine_on } => self.shared.with(|t| {
+                if !t.bmcs[0].alive && !t.unpowered_bmcs.contains(&0) {
+                    t.set_bmc_alive(0, true);
+                    if machine_on && let Some(m) = t.machine_of_node(TARGET) {
+                        t.power_on_by_world(m, None);
+                    }
+                }
+            }),
             Event::PowerOn => self.shared.with(|t| {
                 if let Some(m) = t.machine_of_node(TARGET) {
                     t.power_on_by_world(m, None);

@@ -117,6 +117,10 @@ pub enum Event {
     DeleteNode,
     /// NodeHealthCheck stamps `nhc-timed-out` on the node's remediations.
     NhcTimesOut,
+    /// The node's dead BMC answers again after its fence failed (its supply restored, its network
+    /// mended), while an attestation may be pending (A4); with `machine_on`, its machine starts
+    /// with it (a power-restore policy).
+    BmcBack { machine_on: bool },
 }
 
 /// What an edit of a binding changes.
@@ -428,6 +432,21 @@ impl Scenario {
             }
             events.push((when, Event::OutletsOnByHand));
         }
+        // Issue 18's A4: in half the seeds with an attestation whose node's BMC is dead, the BMC
+        // answers again after the fence failed, and a person who does not know attests after it
+        // (a stream of its own).
+        let mut ninth = fastrand::Rng::with_seed(seed ^ 0x18_0218);
+        let attested = events.iter().any(|(_, e)| matches!(e, Event::Attest { .. }));
+        let bmc_dead = death == Death::PowerLossWithBmc
+            || levels.is_some_and(|l| l.bmc_dead)
+            || events.iter().any(|(_, e)| matches!(e, Event::BmcDown));
+        if attested && bmc_dead && ninth.bool() {
+            let back = ninth.i64(0..30 * SECOND);
+            events.push((When::After(Phase::Failed, back), Event::BmcBack { machine_on: ninth.bool() }));
+            let attest = Event::Attest { acknowledge: ninth.bool(), returning: false };
+            events.push((When::After(Phase::Failed, back + ninth.i64(0..20 * SECOND)), attest));
+            excuses.push(Excuse::BmcBack);
+        }
         let expect = if excuses.is_empty() { expect } else { Expect::Any };
         let expect = match (levels, expect) {
             (Some(_), Expect::Any) | (None, _) => expect,
@@ -566,6 +585,9 @@ pub enum Excuse {
     /// A level whose mapping an operator stated wrongly switches another machine's outlets: it
     /// releases on them while this machine's BMC is silent, or ends `OutletMappingWrong` (L5's risk).
     WrongStatement,
+    /// A BMC that answers again after its fence failed lets an attestation's look make the fence
+    /// prove again (A4): it may release on that proof, or fail it, whatever the death allowed.
+    BmcBack,
 }
 
 impl Excuse {
@@ -603,6 +625,7 @@ impl Excuse {
             | Event::BmcTellsTruth
             // Judged from the world's record: NHC's stamp before the outcome excuses (`finish`).
             | Event::NhcTimesOut => return None,
+            Event::BmcBack { .. } => Self::BmcBack,
         })
     }
 }
