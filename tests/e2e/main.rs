@@ -16,7 +16,8 @@
 //!   p. machines whose BMC lost power with them: Succeeded=False, then an audited attestation releases
 //!      one (forged attester and spec updates rejected by the API server; a renewing Lease and an
 //!      expired attestation refused); its BMC back with the machine on and no approval, the guard
-//!      proves the machine through the binding and switches it off;
+//!      proves the machine through the binding and switches it off; another's BMC back before an
+//!      attestation: the fence's look finds the machine and releases on its own proof (Superseded);
 //!   q. the out-of-service taint by hand: rejected for an ordinary admin, allowed for break-glass;
 //!   r. the guard after the release: a machine fenced with Off and powered on behind coroner's back is
 //!      switched off again; with `coroner.dev/power-on-approved` on the Node it is left on;
@@ -259,6 +260,7 @@ async fn setup(world: &mut World) {
         ("x-1", 91, "main", 0.0),
         ("x-2", 92, "main", 0.0),
         ("x-3", 93, "main", 0.0),
+        ("x-4", 94, "main", 0.0),
     ];
     for (name, n, pool, delay) in nodes {
         let role =
@@ -288,7 +290,7 @@ async fn setup(world: &mut World) {
         .create_nhc(json!({
             "apiVersion": "remediation.medik8s.io/v1alpha1", "kind": "NodeHealthCheck",
             "metadata": {"name": "e2e-main"},
-            "spec": {"selector": {"matchLabels": {POOL: "main"}}, "unhealthyConditions": unhealthy, "maxUnhealthy": 3,
+            "spec": {"selector": {"matchLabels": {POOL: "main"}}, "unhealthyConditions": unhealthy, "maxUnhealthy": 4,
                      "remediationTemplate": template_ref("coroner-reboot")},
         }))
         .await;
@@ -1425,6 +1427,7 @@ async fn scenario_p(world: &mut World) {
     world.node_mut("x-1").lose_power();
     world.node_mut("x-2").lose_power();
     world.node_mut("x-3").lose_power();
+    world.node_mut("x-4").lose_power();
     // x-3's Lease is renewed once while its fence runs (something on it half alive): FenceSawLife.
     wait_remediation(world, "x-3", "admitted", LONG, |r| {
         r.status.as_ref().and_then(|s| s.phase).is_some_and(|p| p != coroner::api::Phase::Pending)
@@ -1433,7 +1436,7 @@ async fn scenario_p(world: &mut World) {
     renew_lease_once(world, "x-3").await;
     log("x-3: its Lease renewed once while its fence ran");
     let mut failed = Vec::new();
-    for node in ["x-1", "x-2"] {
+    for node in ["x-1", "x-2", "x-4"] {
         let r =
             wait_remediation(world, node, "Succeeded=False", LONG, |r| succeeded(r).is_some_and(|s| s.0 == "False"))
                 .await;
@@ -1490,6 +1493,12 @@ async fn scenario_p(world: &mut World) {
     assert_eq!((record.attested_by.as_str(), record.reason.as_str()), ("alice", REASON), "verbatim");
     assert_eq!(record.state, coroner::api::AttestedReleaseState::Released);
     assert!(release.taint_owned);
+    // A4: its fence looked through the dead BMC once more first, and nothing answered.
+    let look = remediation.status.as_ref().unwrap().evidence.clone().unwrap().attestation_look.unwrap();
+    assert_eq!(
+        (look.attestation_uid, look.found),
+        (attestation.uid().unwrap(), Some(coroner::api::LookFound::NoAnswer))
+    );
     let node = world::node_object(&world.client, "x-1").await.unwrap();
     assert!(coroner::taints::owns(&node, coroner::taints::CoronerTaint::OutOfService, &remediation.uid().unwrap()));
     // R3: the Event names the release an approval must name, as the confirmed record gives it.
@@ -1588,6 +1597,27 @@ async fn scenario_p(world: &mut World) {
         "x-3: attested with --acknowledge {acknowledgement}: released, the acknowledgement recorded, in the Event and counted"
     ));
 
+    // x-4 (A4): its BMC answers again after its fence failed, the machine still off, and alice, who
+    // does not know, attests: the fence's look finds the machine, proves it off through the BMC and
+    // releases on that proof; the attestation is superseded.
+    world.node_mut("x-4").restart_bmc();
+    let uid4 = node_uid("x-4").await;
+    alice.create(&PostParams::default(), &attestation_object("x-4", &uid4, "alice", "15m")).await.unwrap();
+    let superseded = wait_attestation(&admin, "x-4", "Refused", |a| attestation_phase(a) == "Refused").await;
+    assert_eq!(released_condition(&superseded).unwrap(), ("False".into(), "Superseded".into()));
+    let proven = wait_remediation(world, "x-4", "released on the proof taken again", LONG, |r| {
+        r.status.as_ref().and_then(|s| s.evidence.as_ref()?.release.as_ref()).is_some()
+    })
+    .await;
+    let evidence = proven.status.as_ref().unwrap().evidence.clone().unwrap();
+    assert_eq!(evidence.release.unwrap().kind, coroner::api::ReleaseKind::BmcProof);
+    assert_eq!(evidence.attestation_look.unwrap().found, Some(coroner::api::LookFound::ProvingAgain));
+    assert!(!events_about(world, CORONER_NS, &proven.name_any(), coroner::fence::LOOK_ANSWERED).await.is_empty());
+    log(
+        "x-4: its BMC back after the fence failed; an attestation's look found the machine: proven off through the BMC and released on that proof, the attestation Superseded",
+    );
+    admin.delete("x-4", &Default::default()).await.unwrap();
+
     // f-1: its fence failed like x-1's (its BMC dead), but the binding it used was not the one
     // verified: refused BindingUnverified, saying what changed and which acknowledgement would do.
     wait_remediation(world, "f-1", "Succeeded=False", LONG, |r| succeeded(r).is_some_and(|s| s.0 == "False")).await;
@@ -1647,7 +1677,7 @@ async fn scenario_p(world: &mut World) {
     let (ok, out) = coroner_approve(&world.kubeconfig, "x-3", "x-3 back after INC-4712");
     assert!(ok, "coroner approve: {out}");
     world.node_mut("x-3").restart_bmc();
-    for node in ["x-1", "x-2", "x-3", "f-1"] {
+    for node in ["x-1", "x-2", "x-3", "x-4", "f-1"] {
         wait_remediations_gone(world, node).await;
     }
     let keys = taint_keys(world, "x-1").await;

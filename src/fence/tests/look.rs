@@ -223,10 +223,10 @@ fn a_look_is_taken_only_for_its_pending_attestation_with_no_other_fence_of_the_n
     let gate = |attestation, others: &[crate::api::CoronerRemediation], own: Option<&str>, max| {
         look_may_be_taken(&me, "worker-1", attestation, others, own, max)
     };
-    assert_eq!(gate(Some(&pending), &[me.clone()], None, 1), LookGate::Take);
+    assert_eq!(gate(Some(&pending), std::slice::from_ref(&me), None, 1), LookGate::Take);
     let (refused, released) = (asking(AttestationPhase::Refused), asking(AttestationPhase::Released));
     for gone in [None, Some(&refused), Some(&released)] {
-        assert!(matches!(gate(gone, &[me.clone()], None, 1), LookGate::Withdraw(_)), "{gone:?}");
+        assert!(matches!(gate(gone, std::slice::from_ref(&me), None, 1), LookGate::Withdraw(_)), "{gone:?}");
     }
     let running = remediation(
         "worker-1-second",
