@@ -1417,7 +1417,7 @@ async fn scenario_p(world: &mut World) {
         let client = world.client.clone();
         async move { world::node_object(&client, &node).await.and_then(|n| n.metadata.uid).unwrap() }
     };
-    let (uid1, uid2) = (node_uid("x-1").await, node_uid("x-2").await);
+    let (uid1, uid2, uid4) = (node_uid("x-1").await, node_uid("x-2").await, node_uid("x-4").await);
 
     // f-1 (no NodeHealthCheck selects it: its remediation is created as NHC would) gets another
     // password before its outage, so its binding was never verified with what its fence used (A2).
@@ -1601,7 +1601,6 @@ async fn scenario_p(world: &mut World) {
     // does not know, attests: the fence's look finds the machine, proves it off through the BMC and
     // releases on that proof; the attestation is superseded.
     world.node_mut("x-4").restart_bmc();
-    let uid4 = node_uid("x-4").await;
     alice.create(&PostParams::default(), &attestation_object("x-4", &uid4, "alice", "15m")).await.unwrap();
     let superseded = wait_attestation(&admin, "x-4", "Refused", |a| attestation_phase(a) == "Refused").await;
     assert_eq!(released_condition(&superseded).unwrap(), ("False".into(), "Superseded".into()));

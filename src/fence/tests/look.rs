@@ -235,7 +235,7 @@ fn a_look_is_taken_only_for_its_pending_attestation_with_no_other_fence_of_the_n
     );
     assert!(matches!(gate(Some(&pending), &[me.clone(), running.clone()], None, 9), LookGate::Withdraw(_)));
     assert!(
-        matches!(gate(Some(&pending), &[me.clone()], Some("worker-1"), 9), LookGate::Wait(_)),
+        matches!(gate(Some(&pending), std::slice::from_ref(&me), Some("worker-1"), 9), LookGate::Wait(_)),
         "leader on the node"
     );
     let mut elsewhere = running;
