@@ -655,14 +655,7 @@ impl<'a, W: World> Fence<'a, W> {
                     fence::LookGate::Withdraw(why) => return Ok(Gathered::Plain(Observation::LookNotTaken(why))),
                 }
                 let nhc_timed_out = contract::nhc_timed_out(&self.remediation.metadata).map(str::to_owned);
-                match self.identity(snapshot).await? {
-                    Ok(found) => {
-                        let aim =
-                            Aim { system: found.system.clone(), through: found.through, origin: found.origin.clone() };
-                        Gathered::Aimed(Observation::Looked { found: Ok(found), nhc_timed_out }, aim)
-                    }
-                    problem => Gathered::Plain(Observation::Looked { found: problem, nhc_timed_out }),
-                }
+                Gathered::Plain(Observation::Looked { found: self.identity(snapshot).await?, nhc_timed_out })
             }
             Plan::ReadPower { system_path } => Gathered::Reading(self.read_power(system_path).await?),
             Plan::ReadOutlets { level } => {

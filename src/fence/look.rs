@@ -1,8 +1,9 @@
 //! A4: an attestation about to release first has the failed fence look through its device once
 //! more ([`crate::attestation::look_asked`] writes the ask on the remediation). The fence takes the
-//! look as its identity step (its reader named first, what it reads recorded as the fence's), and
-//! when the node's machine answers it proves it off again through it: one more attempt, through
-//! the BMC, under its admission's evidence; only that proof then releases (docs/safety.md A4).
+//! look as it takes its identity step (its reader named first, what it reads recorded as the
+//! fence's), and when the node's machine answers it proves it off again through it: one more
+//! attempt, from the identity step, through the BMC, under its admission's evidence; only that
+//! proof then releases (docs/safety.md A4).
 
 use super::*;
 use crate::api::{AttestationLook, LookFound, ResetRecord};
@@ -80,7 +81,7 @@ impl Step<'_> {
                         Ok(()) => {
                             let message = format!("{answered}: the fence proves the machine off again through it");
                             self.record_look(&look, LookFound::ProvingAgain, message.clone());
-                            return self.prove_again(found, &look, message);
+                            return self.prove_again(&look, message);
                         }
                         Err(why) => (LookFound::NodeMachine, format!("{answered}; not proven again: {why}")),
                     },
@@ -125,8 +126,9 @@ impl Step<'_> {
     }
 
     /// The fence proves again: one more attempt after every recorded one, through the BMC that
-    /// answered (no level: its outlets are not what answered), from the identity it just read.
-    fn prove_again(&mut self, found: IdentityFound, look: &AttestationLook, message: String) {
+    /// answered (no level: its outlets are not what answered), from its identity step, as a fence
+    /// starts (its fencing taint is back on the node before any power action).
+    fn prove_again(&mut self, look: &AttestationLook, message: String) {
         // W1: a ForceOff persisted and never answered may have gone out: recorded so (as a level does).
         if let Some(intent) =
             self.progress.intent.clone().filter(|i| i.result.is_none() && i.action == PowerAction::ForceOff)
@@ -157,9 +159,11 @@ impl Step<'_> {
             power_off.proof = None;
             power_off.proven_at = None;
         }
-        self.status.phase = Some(Phase::VerifyingIdentity);
-        self.notify(false, LOOK_ANSWERED, format!("on attestation {}'s look: {message}", look.attestation));
-        self.identity(Ok(found));
+        self.evidence.identity = None;
+        let message = format!("on attestation {}'s look: {message}", look.attestation);
+        self.enter(Phase::VerifyingIdentity, Reason::VerifyingIdentity, message.clone());
+        self.notify(false, LOOK_ANSWERED, message);
+        self.requeue = Some(StdDuration::ZERO);
     }
 }
 

@@ -76,18 +76,25 @@ fn the_nodes_machine_answering_makes_the_fence_prove_it_off_again_in_an_attempt_
     let state = failed_with_look(true, None);
     let before = state.status.progress.as_ref().unwrap().attempt;
     let decision = step(&spec(), &state, looked(found(NODE_UUID)), ctx(11, &node));
-    // The look's reading said On: the ForceOff is decided on it, as at a fence's start.
-    assert_eq!((decision.status.phase, decision.reset), (Some(Phase::ConfirmingOff), Some(ResetType::ForceOff)));
+    // Reopened at its identity step, as a fence starts: nothing is sent on the look itself.
+    assert_eq!((decision.status.phase, decision.reset), (Some(Phase::VerifyingIdentity), None));
+    assert_eq!(decision.requeue, Some(StdDuration::ZERO));
+    assert!(fencing_taint_wanted(&spec(), &decision.status), "its fencing taint goes back on first");
     assert_eq!(look(&decision.status).found, Some(LookFound::ProvingAgain));
     let progress = decision.status.progress.as_ref().unwrap();
     assert_eq!(progress.attempt, before + 1);
-    assert_eq!(progress.intent.as_ref().unwrap().attempt, before + 1);
-    assert_eq!(progress.last_power_state.as_deref(), Some("On"));
+    assert_eq!(progress.last_power_state.as_deref(), Some("On"), "the look's reading is recorded");
     // Succeeded keeps the first failure (NHC acted on it); Processing says what happens now.
     assert_eq!(succeeded(&decision.status), ("False".into(), "BmcUnreachable".into()));
     assert_eq!(processing(&decision.status), "True");
     assert!(decision.notices.iter().any(|n| n.reason == LOOK_ANSWERED));
     assert!(proving_again(&decision.status));
+    // Its identity step reads again, and the ForceOff is decided on that reading.
+    let state = State::from(&decision);
+    assert_eq!(plan_of(&spec(), &state, ctx(11, &node)), Plan::VerifyIdentity);
+    let forced = step(&spec(), &state, found(NODE_UUID), ctx(11, &node));
+    assert_eq!((forced.status.phase, forced.reset), (Some(Phase::ConfirmingOff), Some(ResetType::ForceOff)));
+    assert_eq!(forced.status.progress.as_ref().unwrap().intent.as_ref().unwrap().attempt, before + 1);
 }
 
 #[test]
@@ -168,7 +175,8 @@ fn a_refused_discovery_that_saw_the_machine_alive_records_that_life() {
 #[test]
 fn a_proof_taken_again_that_fails_says_no_attestation_follows_and_is_not_proven_again() {
     let node = node();
-    let proving = State::from(&step(&spec(), &failed_with_look(true, None), looked(found(NODE_UUID)), ctx(11, &node)));
+    let reopened = State::from(&step(&spec(), &failed_with_look(true, None), looked(found(NODE_UUID)), ctx(11, &node)));
+    let proving = State::from(&step(&spec(), &reopened, found(NODE_UUID), ctx(11, &node)));
     let answered = Observation::ResetAnswered { action: ResetType::ForceOff, result: Ok(204) };
     let mut state = State::from(&step(&spec(), &proving, answered, ctx(11, &node)));
     // The machine stays On past the attempt's deadline.
