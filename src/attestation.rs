@@ -583,6 +583,11 @@ pub fn device_looked(
     attestation_uid: &str,
     now: Timestamp,
 ) -> Result<String, Refusal> {
+    // A release this attestation began (its record written on a look that stood) is resumed as it
+    // was begun, however long a restart took.
+    if attested_record(remediation, attestation_uid).is_some() {
+        return Ok("the release was begun on a look that stood".into());
+    }
     match look_of(remediation) {
         Some(look)
             if look.attestation_uid == attestation_uid
@@ -603,9 +608,9 @@ pub fn device_looked(
     }
 }
 
-/// A4: the remediation's status with this attestation's look asked for, when it must be (the fence
-/// failed, released nothing and proves nothing again, and no look for this attestation stands or is
-/// asked already). `nhc_timed_out`: NHC's annotation on the remediation now.
+/// A4: the remediation's status with this attestation's look asked for, when it must be: the fence
+/// failed, released nothing and proves nothing again, no ask is pending (this attestation's or
+/// another's), and this attestation has no look that stands or was not taken.
 pub fn look_asked(
     remediation: &CoronerRemediation,
     attestation: &CoronerAttestation,
@@ -619,9 +624,12 @@ pub fn look_asked(
     if status.phase != Some(Phase::Failed) || released {
         return None;
     }
+    // An ask still pending is answered first, whoever asked (two attestations never take turns
+    // overwriting each other's); a look not taken is not asked for again by the same attestation.
     if let Some(look) = look_of(remediation)
         && (proves_again(look)
-            || (look.attestation_uid == uid && (look.looked_at.is_none() || look_stands(look, remediation, now))))
+            || look.looked_at.is_none()
+            || (look.attestation_uid == uid && (look.found.is_none() || look_stands(look, remediation, now))))
     {
         return None;
     }

@@ -1419,9 +1419,31 @@ fn the_reader_a_pending_look_names_makes_the_attestation_wait_for_the_look_not_r
 }
 
 #[test]
-fn a_look_not_taken_never_counts_and_is_asked_for_again() {
+fn a_look_not_taken_never_counts_and_is_not_asked_for_again_by_the_same_attestation() {
     let mut world = World::dead_node();
     set_look(&mut world, Some(AttestationLook { found: None, ..no_answer(t(0)) }));
     let Verdict::Look(plan) = world.evaluate(t(1)).0 else { panic!("a look not taken counts for nothing") };
-    assert!(look_asked(&world.remediations[0], &world.attestation, &plan, t(1)).is_some());
+    assert_eq!(look_asked(&world.remediations[0], &world.attestation, &plan, t(1)), None, "no ask loop");
+}
+
+#[test]
+fn a_pending_ask_is_answered_before_another_attestation_asks() {
+    let mut world = World::dead_node();
+    let theirs = AttestationLook { attestation_uid: "other".into(), looked_at: None, found: None, ..no_answer(t(0)) };
+    set_look(&mut world, Some(theirs));
+    let Verdict::Look(plan) = world.evaluate(t(1)).0 else { panic!("waits for a look of its own") };
+    assert_eq!(look_asked(&world.remediations[0], &world.attestation, &plan, t(1)), None);
+    // Taken: now this one asks.
+    set_look(&mut world, Some(AttestationLook { attestation_uid: "other".into(), ..no_answer(t(1)) }));
+    assert!(look_asked(&world.remediations[0], &world.attestation, &plan, t(2)).is_some());
+}
+
+#[test]
+fn a_release_begun_on_a_look_that_stood_is_resumed_after_the_look_grew_old() {
+    let mut world = World::dead_node();
+    set_look(&mut world, Some(no_answer(t(0))));
+    let Verdict::Release(plan) = world.evaluate(t(1)).0 else { panic!("released") };
+    let status = record_release(world.remediations[0].status.as_ref().unwrap(), &world.attestation, &plan, t(1));
+    world.remediations[0].status = Some(status);
+    assert!(device_looked(&world.remediations[0], "att-uid", t(10_000)).is_ok());
 }

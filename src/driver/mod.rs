@@ -63,6 +63,8 @@ const MAX_CONFLICTS: u32 = 10;
 #[derive(Debug, Default)]
 pub struct Admissions {
     pub times: BTreeMap<String, Timestamp>,
+    /// A4: remediations this process reopened on an attestation's look ([`fence::as_proving_again`]).
+    pub reproving: std::collections::BTreeSet<String>,
 }
 
 /// What this process knows of each fence, by remediation UID ([`fence::Memory`]), with the instance
@@ -552,9 +554,27 @@ impl<'a, W: World> Fence<'a, W> {
                     continue;
                 }
             }
-            let gathered = match (&plan, admissions.as_deref_mut()) {
-                (Plan::Admit, Some(history)) => {
+            // A4: a look is let through under the admissions lock, and counts as a fence of the node
+            // holding a power slot from then on (`Admissions::reproving`) while it is asked for; the
+            // lock is not held across its read.
+            let look = match &plan {
+                Plan::Look => Some(self.look_gate().await?),
+                _ => None,
+            };
+            if let (Some(fence::LookGate::Take), Some(history)) = (&look, admissions.as_deref_mut()) {
+                history.reproving.insert(self.uid.clone());
+                admissions = None;
+            }
+            let gathered = match (&plan, admissions.as_deref_mut(), look) {
+                (Plan::Admit, Some(history), _) => {
                     Gathered::Plain(Observation::Admission(self.admission(&node, &snapshot, history).await?))
+                }
+                (Plan::Look, _, Some(fence::LookGate::Wait(why))) => {
+                    debug!(node = %self.node_name, "the look waits: {why}");
+                    Gathered::Plain(Observation::Wait)
+                }
+                (Plan::Look, _, Some(fence::LookGate::Withdraw(why))) => {
+                    Gathered::Plain(Observation::LookNotTaken(why))
                 }
                 _ => match self.observe(&plan, &snapshot, &memory).await {
                     Ok(gathered) => gathered,
@@ -630,30 +650,8 @@ impl<'a, W: World> Fence<'a, W> {
                 }
                 problem => Gathered::Plain(Observation::Identity(problem)),
             },
-            // A4: one look through the binding for the attestation that asked, if it may be taken now
-            // (read afresh, under the admissions lock: the proof it may start is a fence of the node).
+            // A4: the look through the binding, once [`Fence::look_gate`] let it be taken.
             Plan::Look => {
-                let status = self.status();
-                let asked = fence::look_pending(&status).map(|l| l.attestation.clone()).unwrap_or_default();
-                let attestation = self.world.attestation(&asked).await?;
-                let remediations = self.world.remediations(Listing::Fresh).await?;
-                let settings = self.world.settings();
-                let me = CoronerRemediation { status: Some(status), ..self.remediation.clone() };
-                match fence::look_may_be_taken(
-                    &me,
-                    &self.node_name,
-                    attestation.as_ref(),
-                    &remediations,
-                    self.world.own_node(),
-                    settings.limits.max_concurrent,
-                ) {
-                    fence::LookGate::Take => {}
-                    fence::LookGate::Wait(why) => {
-                        debug!(node = %self.node_name, "the look waits: {why}");
-                        return Ok(Gathered::Plain(Observation::Wait));
-                    }
-                    fence::LookGate::Withdraw(why) => return Ok(Gathered::Plain(Observation::LookNotTaken(why))),
-                }
                 let nhc_timed_out = contract::nhc_timed_out(&self.remediation.metadata).map(str::to_owned);
                 Gathered::Plain(Observation::Looked { found: self.identity(snapshot).await?, nhc_timed_out })
             }
@@ -705,6 +703,42 @@ impl<'a, W: World> Fence<'a, W> {
         })
     }
 
+    /// A4: whether the look asked for may be taken now ([`fence::look_may_be_taken`]), on fresh
+    /// reads: the attestation that asked, every remediation, and the storm limits as a fence's
+    /// power action meets them (without the admission window).
+    async fn look_gate(&self) -> Result<fence::LookGate, Error> {
+        let status = self.status();
+        let asked = fence::look_pending(&status).map(|l| l.attestation.clone()).unwrap_or_default();
+        let attestation = self.world.attestation(&asked).await?;
+        let remediations = self.world.remediations(Listing::Fresh).await?;
+        let bindings = self.world.bindings(Listing::Stored).await?;
+        let settings = self.world.settings();
+        let me = CoronerRemediation { status: Some(status), ..self.remediation.clone() };
+        let node = self.world.node(&self.node_name).await?.unwrap_or_default();
+        let storm = gates::storm(&GateInputs {
+            remediation: &me,
+            node: &node,
+            namespace: &settings.namespace,
+            now: self.world.now(),
+            lease: gates::LeaseSighting::Missing,
+            bindings: &bindings,
+            nodes: &[],
+            etcd_pods: &[],
+            remediations: &remediations,
+            // No new slot of the admission window: the fence took one at its admission.
+            recent_admissions: &[],
+            limits: settings.limits,
+        });
+        Ok(fence::look_may_be_taken(
+            &me,
+            &self.node_name,
+            attestation.as_ref(),
+            &remediations,
+            self.world.own_node(),
+            storm,
+        ))
+    }
+
     /// Runs the gates on fresh reads of everything they look at.
     async fn admission(
         &self,
@@ -727,8 +761,10 @@ impl<'a, W: World> Fence<'a, W> {
         loop {
             let remediations = self.world.remediations(listing).await?;
             // A store may not show this leader's last admissions yet.
-            let remediations: Vec<CoronerRemediation> =
-                remediations.into_iter().map(|r| gates::as_admitted(r, &history.times)).collect();
+            let remediations: Vec<CoronerRemediation> = remediations
+                .into_iter()
+                .map(|r| fence::as_proving_again(gates::as_admitted(r, &history.times), &history.reproving))
+                .collect();
             let now = self.world.now();
             for r in &remediations {
                 if let (Some(uid), Some(node)) =

@@ -122,6 +122,9 @@ impl Step<'_> {
         if self.progress.release_begun.is_some() || self.evidence.release.is_some() {
             return Err("a release is recorded on the remediation".into());
         }
+        if self.evidence.node.is_none() {
+            return Err("the fence was refused at admission: it has no admission evidence to prove under".into());
+        }
         Ok(())
     }
 
@@ -179,15 +182,16 @@ pub enum LookGate {
 
 /// A4: a look is taken only for the attestation that asked while it is still pending (read
 /// afresh), while no other fence of the node runs or released it (the look's proof would be a
-/// second fence of the node), not by a leader on the node's own machine, and only while fewer than
-/// `max_concurrent` fences hold a power slot (a proof taken again may power the machine off).
+/// second fence of the node), not by a leader on the node's own machine, and only when the storm
+/// limits' queue, power slots and BMC origins would let a fence power a machine off now (`storm`:
+/// [`crate::gates::storm`] without the admission window; a proof taken again may power it off).
 pub fn look_may_be_taken(
     me: &crate::api::CoronerRemediation,
     node: &str,
     attestation: Option<&crate::api::CoronerAttestation>,
     remediations: &[crate::api::CoronerRemediation],
     own_node: Option<&str>,
-    max_concurrent: u32,
+    storm: crate::gates::Gate,
 ) -> LookGate {
     use kube::ResourceExt;
     let Some(look) = me.status.as_ref().and_then(look_pending) else {
@@ -213,13 +217,26 @@ pub fn look_may_be_taken(
     if own_node == Some(node) {
         return LookGate::Wait(format!("coroner's leader runs on node {node}: another replica looks"));
     }
-    let busy = remediations.iter().filter(|r| r.uid() != me.uid() && Phase::of(r).holds_power_slot()).count();
-    if busy >= max_concurrent as usize {
-        return LookGate::Wait(format!(
-            "{busy} power actions already running (--max-concurrent-fences {max_concurrent})"
-        ));
+    match storm {
+        crate::gates::Gate::Admit => LookGate::Take,
+        crate::gates::Gate::Wait(_, why) | crate::gates::Gate::Refuse(_, why) => LookGate::Wait(why),
     }
-    LookGate::Take
+}
+
+/// A look this process let through may reopen its fence before a store shows it: while the
+/// remediation shows its look still asked for, the storm limits and one fence per node count it as
+/// a fence holding a power slot (`reproving`: the UIDs whose look this process let through).
+pub fn as_proving_again(
+    mut remediation: crate::api::CoronerRemediation,
+    reproving: &std::collections::BTreeSet<String>,
+) -> crate::api::CoronerRemediation {
+    use kube::ResourceExt;
+    let let_through = remediation.uid().is_some_and(|uid| reproving.contains(&uid));
+    let status = remediation.status.clone().unwrap_or_default();
+    if let_through && look_pending(&status).is_some() {
+        remediation.status.get_or_insert_with(Default::default).phase = Some(Phase::VerifyingIdentity);
+    }
+    remediation
 }
 
 /// The Event reason when an attestation's look found the node's machine and the fence proves again.

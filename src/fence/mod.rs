@@ -21,7 +21,9 @@ use std::time::Duration as StdDuration;
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
 
-pub use look::{LOOK_ANSWERED, LookGate, look_may_be_taken, look_pending, proving_again, runs_past_nhc_timeout};
+pub use look::{
+    LOOK_ANSWERED, LookGate, as_proving_again, look_may_be_taken, look_pending, proving_again, runs_past_nhc_timeout,
+};
 pub use observe::*;
 pub use outlets::{BmcVerdict, OUTLET_MAPPING_UNPROVEN, may_end_in_a_level};
 

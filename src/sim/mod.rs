@@ -157,7 +157,7 @@ pub fn run(seed: u64) -> Outcome {
             .values()
             .filter_map(|r| {
                 let evidence = r.status.as_ref()?.evidence.as_ref()?;
-                let look = evidence.attestation_look.as_ref().filter(|l| l.looked_at.is_some())?;
+                let look = evidence.attestation_look.as_ref().filter(|l| l.found.is_some())?;
                 let by_proof = evidence.release.as_ref().is_some_and(|r| r.attestation.is_none());
                 Some((look.found, by_proof))
             })

@@ -1597,9 +1597,13 @@ async fn scenario_p(world: &mut World) {
         "x-3: attested with --acknowledge {acknowledgement}: released, the acknowledgement recorded, in the Event and counted"
     ));
 
-    // x-4 (A4): its BMC answers again after its fence failed, the machine still off, and alice, who
+    // x-4 (A4): its BMC answers again after its fence failed, its machine on with it, and alice, who
     // does not know, attests: the fence's look finds the machine, proves it off through the BMC and
     // releases on that proof; the attestation is superseded.
+    // Its network still cut (the kubelet silent), the BMC back with its machine on.
+    world.node("x-4").partition();
+    let machine = world.node("x-4");
+    machine.note(json!({"event": timeline::BY_HAND, "system": machine.spec.systems[0].1, "reset_type": "On"}));
     world.node_mut("x-4").restart_bmc();
     alice.create(&PostParams::default(), &attestation_object("x-4", &uid4, "alice", "15m")).await.unwrap();
     let superseded = wait_attestation(&admin, "x-4", "Refused", |a| attestation_phase(a) == "Refused").await;
@@ -1673,6 +1677,8 @@ async fn scenario_p(world: &mut World) {
     world.node("x-1").heal();
     power_on_by_hand(world, "x-1").await;
     world.node_mut("x-2").restart_bmc();
+    // x-4's Reboot switched it on again after its release: its network back, it rejoins.
+    world.node("x-4").heal();
     let (ok, out) = coroner_approve(&world.kubeconfig, "x-3", "x-3 back after INC-4712");
     assert!(ok, "coroner approve: {out}");
     world.node_mut("x-3").restart_bmc();

@@ -224,33 +224,40 @@ fn asking(phase: crate::api::AttestationPhase) -> crate::api::CoronerAttestation
 }
 
 #[test]
-fn a_look_is_taken_only_for_its_pending_attestation_with_no_other_fence_of_the_node_and_a_free_power_slot() {
-    use crate::api::AttestationPhase;
+fn a_look_is_taken_only_for_its_pending_attestation_with_no_other_fence_of_the_node_when_the_storm_limits_allow() {
+    use crate::{api::AttestationPhase, gates::Gate};
     let me = remediation("worker-1", "r1", failed_with_look(true, None).status);
     let pending = asking(AttestationPhase::Pending);
-    let gate = |attestation, others: &[crate::api::CoronerRemediation], own: Option<&str>, max| {
-        look_may_be_taken(&me, "worker-1", attestation, others, own, max)
+    let gate = |attestation, others: &[crate::api::CoronerRemediation], own: Option<&str>, storm| {
+        look_may_be_taken(&me, "worker-1", attestation, others, own, storm)
     };
-    assert_eq!(gate(Some(&pending), std::slice::from_ref(&me), None, 1), LookGate::Take);
+    let only_me = std::slice::from_ref(&me);
+    assert_eq!(gate(Some(&pending), only_me, None, Gate::Admit), LookGate::Take);
     let (refused, released) = (asking(AttestationPhase::Refused), asking(AttestationPhase::Released));
     for gone in [None, Some(&refused), Some(&released)] {
-        assert!(matches!(gate(gone, std::slice::from_ref(&me), None, 1), LookGate::Withdraw(_)), "{gone:?}");
+        assert!(matches!(gate(gone, only_me, None, Gate::Admit), LookGate::Withdraw(_)), "{gone:?}");
     }
     let running = remediation(
         "worker-1-second",
         "r2",
         CoronerRemediationStatus { phase: Some(Phase::VerifyingIdentity), ..Default::default() },
     );
-    assert!(matches!(gate(Some(&pending), &[me.clone(), running.clone()], None, 9), LookGate::Withdraw(_)));
-    assert!(
-        matches!(gate(Some(&pending), std::slice::from_ref(&me), Some("worker-1"), 9), LookGate::Wait(_)),
-        "leader on the node"
-    );
-    let mut elsewhere = running;
-    elsewhere.metadata.annotations = Some([(contract::NODE_NAME_ANNOTATION.to_owned(), "worker-2".to_owned())].into());
-    elsewhere.status.as_mut().unwrap().phase = Some(Phase::ConfirmingOff);
-    assert!(matches!(gate(Some(&pending), &[me.clone(), elsewhere.clone()], None, 1), LookGate::Wait(_)), "no slot");
-    assert_eq!(gate(Some(&pending), &[me.clone(), elsewhere], None, 2), LookGate::Take);
+    assert!(matches!(gate(Some(&pending), &[me.clone(), running], None, Gate::Admit), LookGate::Withdraw(_)));
+    assert!(matches!(gate(Some(&pending), only_me, Some("worker-1"), Gate::Admit), LookGate::Wait(_)), "own node");
+    let queued = Gate::Wait(Reason::Queued, "place 2 in the queue".into());
+    assert_eq!(gate(Some(&pending), only_me, None, queued), LookGate::Wait("place 2 in the queue".into()));
+}
+
+#[test]
+fn a_look_let_through_counts_as_a_fence_holding_a_power_slot_until_the_store_shows_it_taken() {
+    let asked = remediation("worker-1", "r1", failed_with_look(true, None).status);
+    let through: std::collections::BTreeSet<String> = ["r1".to_owned()].into();
+    assert_eq!(Phase::of(&as_proving_again(asked.clone(), &through)), Phase::VerifyingIdentity);
+    assert_eq!(Phase::of(&as_proving_again(asked.clone(), &Default::default())), Phase::Failed, "not let through here");
+    let node = node();
+    let taken = step(&spec(), &failed_with_look(true, None), silent(), ctx(11, &node));
+    let taken = remediation("worker-1", "r1", taken.status);
+    assert_eq!(Phase::of(&as_proving_again(taken, &through)), Phase::Failed, "the store shows the look taken");
 }
 
 #[test]
