@@ -1617,7 +1617,7 @@ async fn scenario_p(world: &mut World) {
     assert_eq!(evidence.attestation_look.unwrap().found, Some(coroner::api::LookFound::ProvingAgain));
     assert!(!events_about(world, CORONER_NS, &proven.name_any(), coroner::fence::LOOK_ANSWERED).await.is_empty());
     log(
-        "x-4: its BMC back after the fence failed; an attestation's look found the machine: proven off through the BMC and released on that proof, the attestation Superseded",
+        "x-4: its BMC back with the machine on after the fence failed; an attestation's look found the machine: proven off through the BMC and released on that proof, the attestation Superseded",
     );
     admin.delete("x-4", &Default::default()).await.unwrap();
 
