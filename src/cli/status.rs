@@ -66,7 +66,9 @@ pub fn render(seen: &Seen) -> String {
             continue;
         }
         any = true;
-        let why = conditions::find(&status.conditions, contract::SUCCEEDED)
+        // Processing says what happens now (Succeeded keeps a first failure while a fence proves
+        // again on an attestation's look, A4).
+        let why = conditions::find(&status.conditions, contract::PROCESSING)
             .map_or_else(String::new, |c| format!("{}: {}", c.reason, c.message));
         let created = r.metadata.creation_timestamp.as_ref().map(|t| t.0);
         out.push_str(&format!(
@@ -285,18 +287,22 @@ mod tests {
             phase: Some(crate::api::Phase::ConfirmingOff),
             ..Default::default()
         };
+        // A proof taken again on an attestation's look (A4): Succeeded keeps the first failure,
+        // Processing says what happens now.
         conditions::set(
             &mut status.conditions,
             contract::SUCCEEDED,
-            conditions::UNKNOWN,
-            "ConfirmingOff",
-            "collecting Off readings",
+            conditions::FALSE,
+            "BmcUnreachable",
+            "silent",
             seen.now,
         );
+        contract::record(&mut status.conditions, contract::Reason::ConfirmingOff, "collecting Off readings", seen.now);
         r.status = Some(status);
         seen.remediations.push(r);
         let text = render(&seen);
         assert!(text.contains("worker-1 node worker-1 ConfirmingOff"), "{text}");
         assert!(text.contains("ConfirmingOff: collecting Off readings"), "{text}");
+        assert!(!text.contains("BmcUnreachable"), "{text}");
     }
 }

@@ -998,7 +998,8 @@ fn released_through_level(truth: &Truth, release: &Release) -> bool {
 }
 
 /// A release by a device's proof: through a PDU level when the releasing process read outlets for
-/// it ([`level_proof_holds`]), else by the BMC's readings ([`proof_holds`]).
+/// it ([`level_proof_holds`]), or by the BMC's readings ([`proof_holds`]; after outlets only for a
+/// fence that proved again through its BMC, A4).
 fn released_on_proof(
     truth: &Truth,
     scenario: &Scenario,
@@ -1011,11 +1012,15 @@ fn released_on_proof(
         .log
         .iter()
         .any(|r| matches!(r, Record::OutletAnswer { by: who, requested, .. } if who == by && *requested <= sent));
-    if through_outlets {
-        level_proof_holds(truth, scenario, by, node, sent, at)
-    } else {
-        proof_holds(truth, scenario, by, node, sent, at)
+    if !through_outlets {
+        return proof_holds(truth, scenario, by, node, sent, at);
     }
+    // A4: a fence whose level failed may prove the machine off again through its BMC, once that
+    // answers an attestation's look: it then releases on the BMC's readings, whatever outlets it
+    // read before.
+    level_proof_holds(truth, scenario, by, node, sent, at).or_else(|outlets| {
+        proof_holds(truth, scenario, by, node, sent, at).map_err(|bmc| format!("{outlets}; nor by its BMC: {bmc}"))
+    })
 }
 
 /// A2: an attested release only on a binding verified at the content it had when the fence was

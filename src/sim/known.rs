@@ -582,4 +582,8 @@ pub const REGRESSIONS: &[(u64, &str)] = &[
         343069,
         "liveness (soak 334000-343999): a level's proof stood with 1.4 s of its only attempt left; the release's leader checks failed (503, no answer), the proof lapsed, and once the attempt's time was up it was proven again and the fence ended PowerOffNotConfirmed; a proof that lapses in Releasing after the deadline now ends ReleaseNotWritten (the real cause, as the rule says), which the oracle excuses after API faults at the release (it had asked for a release the rule does not promise)",
     ),
+    (
+        462828,
+        "A4 (soak 454000-463999, the oracle): a level failed PowerOffNotConfirmed, the BMC came back with its machine on, an attestation's look made the fence prove it off again through the BMC and release on that proof; the oracle judged the release as the level's (the process had read outlets) and found no outlet proof: a proof taken again goes through the BMC only, and is judged as a BMC proof",
+    ),
 ];
