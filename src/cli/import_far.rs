@@ -870,7 +870,10 @@ async fn apply_imports(
     );
     let mut applied = Vec::new();
     let mut attention = false;
-    for (far, import) in fars.iter().zip(imports) {
+    // The BMC templates first: a PDU level's Secret is written only for a node whose binding was.
+    let mut ordered: Vec<(&FarTemplate, &Import)> = fars.iter().zip(imports).collect();
+    ordered.sort_by_key(|(_, import)| import.levels_only);
+    for (far, import) in ordered {
         let spec = &far.spec.template.spec;
         let Some(far_namespace) = far.metadata.namespace.clone().or_else(|| args.far_namespace.clone()) else {
             return Err(CliError::ImportFar(format!(
@@ -915,7 +918,11 @@ async fn apply_imports(
                     None => None,
                 };
                 let name = outlet.credentials_secret_ref.name.clone();
-                match far_pdu_credentials(spec, &node.node, shared.as_ref(), own.as_ref(), snmp.version) {
+                let credentials = match applied.contains(&node.node) {
+                    true => far_pdu_credentials(spec, &node.node, shared.as_ref(), own.as_ref(), snmp.version),
+                    false => Err("the node's BmcBinding was not applied, so its level is not either".to_owned()),
+                };
+                match credentials {
                     Ok(data) => {
                         let secret = credentials_secret(&name, namespace, data);
                         if apply(&secrets, &secret).await? {
