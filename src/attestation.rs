@@ -583,11 +583,6 @@ pub fn device_looked(
     attestation_uid: &str,
     now: Timestamp,
 ) -> Result<String, Refusal> {
-    // A release this attestation began (its record written on a look that stood) is resumed as it
-    // was begun, however long a restart took.
-    if attested_record(remediation, attestation_uid).is_some() {
-        return Ok("the release was begun on a look that stood".into());
-    }
     match look_of(remediation) {
         Some(look)
             if look.attestation_uid == attestation_uid

@@ -1439,11 +1439,13 @@ fn a_pending_ask_is_answered_before_another_attestation_asks() {
 }
 
 #[test]
-fn a_release_begun_on_a_look_that_stood_is_resumed_after_the_look_grew_old() {
+fn a_release_begun_on_a_look_that_no_longer_stands_waits_for_a_new_look() {
     let mut world = World::dead_node();
     set_look(&mut world, Some(no_answer(t(0))));
     let Verdict::Release(plan) = world.evaluate(t(1)).0 else { panic!("released") };
     let status = record_release(world.remediations[0].status.as_ref().unwrap(), &world.attestation, &plan, t(1));
     world.remediations[0].status = Some(status);
-    assert!(device_looked(&world.remediations[0], "att-uid", t(10_000)).is_ok());
+    assert!(device_looked(&world.remediations[0], "att-uid", t(2)).is_ok(), "resumed while the look stands");
+    let old = device_looked(&world.remediations[0], "att-uid", t(10_000)).unwrap_err();
+    assert_eq!(old.reason, AttestationReason::AwaitingDeviceLook, "an old look is taken again first");
 }

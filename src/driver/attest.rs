@@ -66,6 +66,21 @@ pub async fn reconcile<W: World>(world: &W, local: &Local, name: &str) -> Result
         Verdict::Release(plan) => release(world, local, &attestation, &evaluation, &plan).await,
         Verdict::Look(plan) => {
             let remediation = evaluation.remediation.ok_or(Error::Incomplete("remediation"))?;
+            let uid = attestation.uid().unwrap_or_default();
+            if attestation::attested_record(remediation, &uid).is_some() {
+                // A release begun on a look that no longer stands (a restart, a Node write that kept
+                // failing): finished if it reached the Node (read afresh; the next reconcile records
+                // it), else its record is withdrawn and the fence looks again.
+                let node = world.node(&plan.node_name).await?;
+                let lease = world.node_lease(&plan.node_name).await?;
+                let reached = node.as_ref().and_then(|n| {
+                    attestation::release_on_node(n, &plan.remediation, &plan.remediation_uid, lease, None)
+                });
+                if reached.is_none() {
+                    withdraw(world, &plan.remediation, &uid).await?;
+                }
+                return Ok(Next::Requeue(StdDuration::from_secs(1)));
+            }
             if let Some(status) = attestation::look_asked(remediation, &attestation, &plan, now) {
                 // A conflict is a change of the remediation, which wakes this attestation again.
                 match world.write_status(remediation, status).await {

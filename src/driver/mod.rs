@@ -63,8 +63,9 @@ const MAX_CONFLICTS: u32 = 10;
 #[derive(Debug, Default)]
 pub struct Admissions {
     pub times: BTreeMap<String, Timestamp>,
-    /// A4: remediations this process reopened on an attestation's look ([`fence::as_proving_again`]).
-    pub reproving: std::collections::BTreeSet<String>,
+    /// A4: the looks this process let through, by remediation UID: when each was asked for
+    /// ([`fence::as_proving_again`]).
+    pub reproving: BTreeMap<String, Timestamp>,
 }
 
 /// What this process knows of each fence, by remediation UID ([`fence::Memory`]), with the instance
@@ -557,12 +558,13 @@ impl<'a, W: World> Fence<'a, W> {
             // A4: a look is let through under the admissions lock, and counts as a fence of the node
             // holding a power slot from then on (`Admissions::reproving`) while it is asked for; the
             // lock is not held across its read.
-            let look = match &plan {
-                Plan::Look => Some(self.look_gate().await?),
+            let look = match (&plan, admissions.as_deref()) {
+                (Plan::Look, Some(history)) => Some(self.look_gate(history).await?),
                 _ => None,
             };
             if let (Some(fence::LookGate::Take), Some(history)) = (&look, admissions.as_deref_mut()) {
-                history.reproving.insert(self.uid.clone());
+                let asked = fence::look_pending(&status).map_or(Timestamp::UNIX_EPOCH, |l| l.requested_at.0);
+                history.reproving.insert(self.uid.clone(), asked);
                 admissions = None;
             }
             let gathered = match (&plan, admissions.as_deref_mut(), look) {
@@ -706,11 +708,19 @@ impl<'a, W: World> Fence<'a, W> {
     /// A4: whether the look asked for may be taken now ([`fence::look_may_be_taken`]), on fresh
     /// reads: the attestation that asked, every remediation, and the storm limits as a fence's
     /// power action meets them (without the admission window).
-    async fn look_gate(&self) -> Result<fence::LookGate, Error> {
+    async fn look_gate(&self, history: &Admissions) -> Result<fence::LookGate, Error> {
         let status = self.status();
         let asked = fence::look_pending(&status).map(|l| l.attestation.clone()).unwrap_or_default();
         let attestation = self.world.attestation(&asked).await?;
-        let remediations = self.world.remediations(Listing::Fresh).await?;
+        // Counted as the admissions count them: a fence this process admitted or let a look
+        // through for holds its slot before the list shows it.
+        let remediations: Vec<CoronerRemediation> = self
+            .world
+            .remediations(Listing::Fresh)
+            .await?
+            .into_iter()
+            .map(|r| fence::as_proving_again(gates::as_admitted(r, &history.times), &history.reproving))
+            .collect();
         let bindings = self.world.bindings(Listing::Stored).await?;
         let settings = self.world.settings();
         let me = CoronerRemediation { status: Some(status), ..self.remediation.clone() };

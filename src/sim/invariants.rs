@@ -912,13 +912,13 @@ fn proof_holds(
     scenario: &Scenario,
     by: &Caller,
     node: &str,
-    sent: Micros,
+    (since, sent): (Micros, Micros),
     at: Micros,
 ) -> Result<(), String> {
     let machine = truth.machine_of_node(node).ok_or("the node has no machine")?;
     let m = &truth.machines[machine];
     let spec = &scenario.spec;
-    let all = readings_by(truth, by, sent);
+    let all: Vec<Reading> = readings_by(truth, by, sent).into_iter().filter(|r| r.requested >= since).collect();
     // A read of another system during discovery (every member is read) is no reading of this machine:
     // it neither extends nor breaks the run (docs/safety.md, "When a reading was taken"). A last
     // reading of another machine still leaves no proof behind the release.
@@ -998,8 +998,9 @@ fn released_through_level(truth: &Truth, release: &Release) -> bool {
 }
 
 /// A release by a device's proof: through a PDU level when the releasing process read outlets for
-/// it ([`level_proof_holds`]), or by the BMC's readings ([`proof_holds`]; after outlets only for a
-/// fence that proved again through its BMC, A4).
+/// it ([`level_proof_holds`]), or by the BMC's readings ([`proof_holds`]; for a process that read
+/// outlets, only readings taken after its last outlet reading: a fence that proved again through
+/// its BMC after a level, A4).
 fn released_on_proof(
     truth: &Truth,
     scenario: &Scenario,
@@ -1008,18 +1009,23 @@ fn released_on_proof(
     sent: Micros,
     at: Micros,
 ) -> Result<(), String> {
-    let through_outlets = truth
+    let last_outlet = truth
         .log
         .iter()
-        .any(|r| matches!(r, Record::OutletAnswer { by: who, requested, .. } if who == by && *requested <= sent));
-    if !through_outlets {
-        return proof_holds(truth, scenario, by, node, sent, at);
-    }
-    // A4: a fence whose level failed may prove the machine off again through its BMC, once that
-    // answers an attestation's look: it then releases on the BMC's readings, whatever outlets it
-    // read before.
+        .filter_map(|r| match r {
+            Record::OutletAnswer { by: who, requested, .. } if who == by && *requested <= sent => Some(*requested),
+            _ => None,
+        })
+        .max();
+    let Some(last_outlet) = last_outlet else {
+        return proof_holds(truth, scenario, by, node, (0, sent), at);
+    };
+    // A4: a fence whose level failed may prove the machine off again through its BMC once that
+    // answers an attestation's look: it then releases on BMC readings all taken after its last
+    // outlet reading.
     level_proof_holds(truth, scenario, by, node, sent, at).or_else(|outlets| {
-        proof_holds(truth, scenario, by, node, sent, at).map_err(|bmc| format!("{outlets}; nor by its BMC: {bmc}"))
+        proof_holds(truth, scenario, by, node, (last_outlet, sent), at)
+            .map_err(|bmc| format!("{outlets}; nor by its BMC after its last outlet reading: {bmc}"))
     })
 }
 

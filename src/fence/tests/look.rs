@@ -251,9 +251,12 @@ fn a_look_is_taken_only_for_its_pending_attestation_with_no_other_fence_of_the_n
 #[test]
 fn a_look_let_through_counts_as_a_fence_holding_a_power_slot_until_the_store_shows_it_taken() {
     let asked = remediation("worker-1", "r1", failed_with_look(true, None).status);
-    let through: std::collections::BTreeSet<String> = ["r1".to_owned()].into();
+    let through: std::collections::BTreeMap<String, Timestamp> = [("r1".to_owned(), t(10))].into();
     assert_eq!(Phase::of(&as_proving_again(asked.clone(), &through)), Phase::VerifyingIdentity);
     assert_eq!(Phase::of(&as_proving_again(asked.clone(), &Default::default())), Phase::Failed, "not let through here");
+    let mut behind = asked.clone();
+    behind.status.as_mut().unwrap().evidence.as_mut().unwrap().attestation_look = None;
+    assert_eq!(Phase::of(&as_proving_again(behind, &through)), Phase::VerifyingIdentity, "a store behind the ask");
     let node = node();
     let taken = step(&spec(), &failed_with_look(true, None), silent(), ctx(11, &node));
     let taken = remediation("worker-1", "r1", taken.status);
