@@ -987,7 +987,7 @@ pub fn lease_stale(sighting: LeaseSighting, freshness: StdDuration) -> Result<St
 
 /// The Node carries this remediation's owner record of the out-of-service taint: its releasing update
 /// was made, whatever became of the taint since (a webhook may rewrite it on the way in, R4).
-fn release_recorded(node: &Node, remediation_uid: &str) -> bool {
+pub fn release_recorded(node: &Node, remediation_uid: &str) -> bool {
     taints::ownership(node, CoronerTaint::OutOfService).is_some_and(|o| o.uid == remediation_uid)
 }
 

@@ -67,19 +67,25 @@ pub async fn reconcile<W: World>(world: &W, local: &Local, name: &str) -> Result
         Verdict::Look(plan) => {
             let remediation = evaluation.remediation.ok_or(Error::Incomplete("remediation"))?;
             let uid = attestation.uid().unwrap_or_default();
+            let awaiting = evaluation
+                .checks
+                .iter()
+                .find_map(|c| match &c.outcome {
+                    attestation::Outcome::Refused(refusal) => Some(refusal.clone()),
+                    _ => None,
+                })
+                .ok_or(Error::Incomplete("device look"))?;
             if attestation::attested_record(remediation, &uid).is_some() {
                 // A release begun on a look that no longer stands (a restart, a Node write that kept
-                // failing): finished if it reached the Node (read afresh; the next reconcile records
-                // it), else its record is withdrawn and the fence looks again.
+                // failing): if the Node, read afresh, carries its update, the release happened (the
+                // check at the top finishes it, or the next start's settling records it); else its
+                // record is withdrawn, and the attestation waits, Pending, for a new look.
                 let node = world.node(&plan.node_name).await?;
-                let lease = world.node_lease(&plan.node_name).await?;
-                let reached = node.as_ref().and_then(|n| {
-                    attestation::release_on_node(n, &plan.remediation, &plan.remediation_uid, lease, None)
-                });
-                if reached.is_none() {
-                    withdraw(world, &plan.remediation, &uid).await?;
+                if node.as_ref().is_some_and(|n| attestation::release_recorded(n, &plan.remediation_uid)) {
+                    return Ok(Next::Requeue(RECHECK));
                 }
-                return Ok(Next::Requeue(StdDuration::from_secs(1)));
+                withdraw(world, &plan.remediation, &uid).await?;
+                return refuse(world, &attestation, &evaluation, &awaiting, now).await;
             }
             if let Some(status) = attestation::look_asked(remediation, &attestation, &plan, now) {
                 // A conflict is a change of the remediation, which wakes this attestation again.
@@ -89,15 +95,7 @@ pub async fn reconcile<W: World>(world: &W, local: &Local, name: &str) -> Result
                 }
                 info!(attestation = %attestation.name_any(), remediation = %remediation.name_any(), "asked the failed fence to look through its device once more");
             }
-            let refusal = evaluation
-                .checks
-                .iter()
-                .find_map(|c| match &c.outcome {
-                    attestation::Outcome::Refused(refusal) => Some(refusal.clone()),
-                    _ => None,
-                })
-                .ok_or(Error::Incomplete("device look"))?;
-            refuse(world, &attestation, &evaluation, &refusal, now).await
+            refuse(world, &attestation, &evaluation, &awaiting, now).await
         }
         Verdict::Wait(refusal) | Verdict::Refuse(refusal) => {
             if refusal.is_final()

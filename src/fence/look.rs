@@ -224,9 +224,9 @@ pub fn look_may_be_taken(
 }
 
 /// A look this process let through may reopen its fence before a store shows it: until a
-/// remediation shows that look (asked for at `reproving`'s time) taken, or a phase other than
-/// `Failed`, the storm limits and one fence per node count it as a fence holding a power slot
-/// (a store behind the ask, showing an older look or none, counts it too).
+/// remediation shows that look (asked for at `reproving`'s time) taken or a later ask, or a phase
+/// other than `Failed`, the storm limits and one fence per node count it as a fence holding a power
+/// slot (a store behind the ask, showing an older look or none, counts it too).
 pub fn as_proving_again(
     mut remediation: crate::api::CoronerRemediation,
     reproving: &std::collections::BTreeMap<String, Timestamp>,
@@ -235,7 +235,8 @@ pub fn as_proving_again(
     let Some(asked) = remediation.uid().and_then(|uid| reproving.get(&uid).copied()) else { return remediation };
     let status = remediation.status.clone().unwrap_or_default();
     let look = status.evidence.as_ref().and_then(|e| e.attestation_look.as_ref());
-    let taken = look.is_some_and(|l| l.requested_at.0 == asked && l.looked_at.is_some());
+    // Taken, or past: a later ask means this one was answered (or withdrawn) before it.
+    let taken = look.is_some_and(|l| l.requested_at.0 > asked || (l.requested_at.0 == asked && l.looked_at.is_some()));
     if phase_of(&status) == Phase::Failed && !taken {
         remediation.status.get_or_insert_with(Default::default).phase = Some(Phase::VerifyingIdentity);
     }

@@ -261,6 +261,10 @@ fn a_look_let_through_counts_as_a_fence_holding_a_power_slot_until_the_store_sho
     let taken = step(&spec(), &failed_with_look(true, None), silent(), ctx(11, &node));
     let taken = remediation("worker-1", "r1", taken.status);
     assert_eq!(Phase::of(&as_proving_again(taken, &through)), Phase::Failed, "the store shows the look taken");
+    let mut later = asked;
+    let look = later.status.as_mut().unwrap().evidence.as_mut().unwrap().attestation_look.as_mut().unwrap();
+    look.requested_at = MicroTime(t(20));
+    assert_eq!(Phase::of(&as_proving_again(later, &through)), Phase::Failed, "a later ask: this one is past");
 }
 
 #[test]
