@@ -172,7 +172,7 @@ Succeeded stays False. The taint goes when NodeHealthCheck deletes the remediati
     );
     println!(
         "Right before the release, coroner has the failed fence look through the node's BMC once more: if the node's machine \
-answers, this attestation acknowledges nothing and NodeHealthCheck has not timed the remediation out since, the fence \
+answers, this attestation acknowledges nothing, the fence was admitted and NodeHealthCheck has not timed it out since, the fence \
 proves it off again and only that proof releases (this attestation then ends Superseded); what the look reads is \
 judged as the fence's readings are (an On from a BMC that answers refuses it)."
     );

@@ -24,14 +24,18 @@ pub fn proving_again(status: &CoronerRemediationStatus) -> bool {
 }
 
 /// NodeHealthCheck's `nhc-timed-out` (value `timed_out`) stops no look an attestation asked for,
-/// and no proof taken again on one while the value is the one recorded when the look was asked:
-/// NHC gave up on the fence before it was asked to look, not on the look's proof.
+/// and no proof taken again on one, until its release, while the value is the one recorded when the
+/// look was asked: NHC gave up on the fence before it was asked to look, not on the look's proof.
 pub fn runs_past_nhc_timeout(status: &CoronerRemediationStatus, timed_out: Option<&str>) -> bool {
     if look_pending(status).is_some() {
         return true;
     }
     let look = status.evidence.as_ref().and_then(|e| e.attestation_look.as_ref());
+    // The proof, not what follows its release (a Reboot's On): NHC's timeout stops that as ever.
+    let released = status.evidence.as_ref().is_some_and(|e| e.release.is_some())
+        || status.progress.as_ref().is_some_and(|p| p.release_begun.is_some());
     !phase_of(status).is_terminal()
+        && !released
         && look.is_some_and(|l| l.found == Some(LookFound::ProvingAgain) && l.nhc_timed_out.as_deref() == timed_out)
 }
 
@@ -161,11 +165,14 @@ impl Step<'_> {
         if let Some(power_off) = self.evidence.power_off.as_mut() {
             power_off.proof = None;
             power_off.proven_at = None;
+            // A level's proof is not this one's (the guard watches the outlets of a level's).
+            power_off.level = None;
         }
         self.evidence.identity = None;
         let message = format!("on attestation {}'s look: {message}", look.attestation);
-        self.enter(Phase::VerifyingIdentity, Reason::VerifyingIdentity, message.clone());
-        self.notify(false, LOOK_ANSWERED, message);
+        // Announced once, as the look's answer (enter adds no second Event with the same message).
+        self.notify(false, LOOK_ANSWERED, message.clone());
+        self.enter(Phase::VerifyingIdentity, Reason::VerifyingIdentity, message);
         self.requeue = Some(StdDuration::ZERO);
     }
 }

@@ -920,8 +920,9 @@ impl<'a> Step<'a> {
 
     /// Moves to `phase` with `reason`; a change of phase or reason is announced once as an Event.
     fn enter(&mut self, phase: Phase, reason: Reason, message: String) {
+        // Processing's reason: Succeeded keeps a first failure while a fence proves again (A4).
         let changed_reason =
-            conditions::find(&self.status.conditions, contract::SUCCEEDED).is_none_or(|c| c.reason != reason.as_str());
+            conditions::find(&self.status.conditions, contract::PROCESSING).is_none_or(|c| c.reason != reason.as_str());
         let changed = self.status.phase != Some(phase) || changed_reason;
         contract::record(&mut self.status.conditions, reason, &message, self.ctx.now);
         self.status.phase = Some(phase);

@@ -302,6 +302,9 @@ fn a_proof_taken_again_that_released_is_done_when_nhc_times_it_out_or_its_node_g
         pods_deleted: None,
         release_timed_out: false,
     });
+    // Released: NHC's timeout ends what follows the release (a Reboot's On) as ever.
+    status.evidence.as_mut().unwrap().attestation_look.as_mut().unwrap().found = Some(LookFound::ProvingAgain);
+    assert!(!runs_past_nhc_timeout(&status, None));
     assert_eq!(timed_out(&status, t(30)).unwrap().status.phase, Some(Phase::Done));
     assert_eq!(node_missing(&status, "worker-1", t(30)).unwrap().status.phase, Some(Phase::Done));
 }
