@@ -6,7 +6,7 @@
 //! proof then releases (docs/safety.md A4).
 
 use super::*;
-use crate::api::{AttestationLook, LookFound, ResetRecord};
+use crate::api::{AttestationLook, LookFound};
 
 /// The look an attestation asked for and the fence has not taken yet.
 pub fn look_pending(status: &CoronerRemediationStatus) -> Option<&AttestationLook> {
@@ -137,35 +137,12 @@ impl Step<'_> {
     /// starts (its fencing taint is back on the node before any power action).
     fn prove_again(&mut self, look: &AttestationLook, message: String) {
         // W1: a ForceOff persisted and never answered may have gone out: recorded so (as a level does).
-        if let Some(intent) =
-            self.progress.intent.clone().filter(|i| i.result.is_none() && i.action == PowerAction::ForceOff)
-        {
-            let result = "no answer recorded: it may have been sent".to_owned();
-            let record =
-                ResetRecord { attempt: intent.attempt, sent_at: intent.decided_at, result, level: self.progress.level };
-            self.power_off_evidence().resets.push(record);
-        }
+        let level = self.progress.level;
+        let (carried, old) = self.start_afresh(level);
         let recorded = self.evidence.power_off.iter().flat_map(|p| &p.resets).map(|r| r.attempt).max().unwrap_or(0);
-        let old = std::mem::take(&mut self.progress);
-        self.progress = Progress {
-            attempt: old.attempt.max(recorded) + 1,
-            attempt_started_at: Some(self.now()),
-            last_reading_at: old.last_reading_at,
-            last_answer_at: old.last_answer_at,
-            last_power_state: old.last_power_state,
-            reader: old.reader,
-            unrecorded_reader: old.unrecorded_reader,
-            ..Progress::default()
-        };
-        self.memory = Memory {
-            attempt_started: Some(self.ctx.mono),
-            last_power: self.memory.last_power.take(),
-            ..Memory::default()
-        };
+        self.progress = Progress { attempt: old.attempt.max(recorded) + 1, ..carried };
+        // A level's proof is not this one's (the guard watches the outlets of a level's).
         if let Some(power_off) = self.evidence.power_off.as_mut() {
-            power_off.proof = None;
-            power_off.proven_at = None;
-            // A level's proof is not this one's (the guard watches the outlets of a level's).
             power_off.level = None;
         }
         self.evidence.identity = None;

@@ -1187,6 +1187,46 @@ impl<'a> Step<'a> {
         self.enter(Phase::VerifyingIdentity, Reason::AttemptFailed, message);
     }
 
+    /// A proof started afresh on another path (a PDU level, or a proof taken again on an
+    /// attestation's look): a ForceOff persisted and never answered is recorded as maybe sent (W1,
+    /// at `unanswered_level`), the readings A1 keeps and the reader carry over, the proof and this
+    /// process's memory of it go, and the new attempt's clock starts now. Returns the progress to
+    /// build on and the progress left behind.
+    fn start_afresh(&mut self, unanswered_level: Option<u32>) -> (Progress, Progress) {
+        if let Some(intent) =
+            self.progress.intent.clone().filter(|i| i.result.is_none() && i.action == PowerAction::ForceOff)
+        {
+            let result = "no answer recorded: it may have been sent".to_owned();
+            let record = crate::api::ResetRecord {
+                attempt: intent.attempt,
+                sent_at: intent.decided_at,
+                result,
+                level: unanswered_level,
+            };
+            self.power_off_evidence().resets.push(record);
+        }
+        let old = std::mem::take(&mut self.progress);
+        let carried = Progress {
+            attempt_started_at: Some(self.now()),
+            last_reading_at: old.last_reading_at.clone(),
+            last_answer_at: old.last_answer_at.clone(),
+            last_power_state: old.last_power_state.clone(),
+            reader: old.reader.clone(),
+            unrecorded_reader: old.unrecorded_reader.clone(),
+            ..Progress::default()
+        };
+        self.memory = Memory {
+            attempt_started: Some(self.ctx.mono),
+            last_power: self.memory.last_power.take(),
+            ..Memory::default()
+        };
+        if let Some(power_off) = self.evidence.power_off.as_mut() {
+            power_off.proof = None;
+            power_off.proven_at = None;
+        }
+        (carried, old)
+    }
+
     fn schedule_next_attempt(&mut self) {
         let interval = self.spec.retry.interval.get();
         self.progress.attempt += 1;

@@ -6,7 +6,7 @@
 
 use super::*;
 use crate::{
-    api::{LevelProof, OutletProof, ResetRecord},
+    api::{LevelProof, OutletProof},
     levels::{self as rules, BmcAfterOutletsOff, LevelNotOff, MappingBasis},
 };
 
@@ -114,37 +114,15 @@ impl Step<'_> {
             None => "level 1 (the BMC)".to_owned(),
         };
         // W1: a ForceOff to the BMC persisted and never answered may have gone out: recorded so.
-        if let Some(intent) =
-            self.progress.intent.clone().filter(|i| i.result.is_none() && i.action == PowerAction::ForceOff)
-        {
-            let result = "no answer recorded: it may have been sent".to_owned();
-            let record = ResetRecord { attempt: intent.attempt, sent_at: intent.decided_at, result, level: None };
-            self.power_off_evidence().resets.push(record);
-        }
-        let old = std::mem::take(&mut self.progress);
+        let (carried, old) = self.start_afresh(None);
         self.progress = Progress {
             level: Some(level),
             level_generation: view.generation,
             attempt: 1,
-            attempt_started_at: Some(self.now()),
-            last_reading_at: old.last_reading_at,
-            last_answer_at: old.last_answer_at,
-            last_power_state: old.last_power_state,
-            reader: old.reader,
-            unrecorded_reader: old.unrecorded_reader,
             // A power-off the BMC may have sent already counts: a Lease renewed since is life.
             lease_renew_time_at_power_off: old.lease_renew_time_at_power_off,
-            ..Progress::default()
+            ..carried
         };
-        self.memory = Memory {
-            attempt_started: Some(self.ctx.mono),
-            last_power: self.memory.last_power.take(),
-            ..Memory::default()
-        };
-        if let Some(power_off) = self.evidence.power_off.as_mut() {
-            power_off.proof = None;
-            power_off.proven_at = None;
-        }
         let mut message = format!(
             "{previous} could not prove Off ({}: {ended}); level {level}: switching off and reading outlets {} of BmcBinding {}",
             reason.as_str(),
