@@ -791,14 +791,8 @@ fn answered_by(
 /// recorded, begun (`ResourceDeletion`'s first pod may be gone), or its exact taint on the Node
 /// (written, its status write lost or not landed yet).
 pub fn fence_did_not_take_effect(status: &CoronerRemediationStatus, node: &NodeSnapshot) -> Option<String> {
-    let evidence = status.evidence.as_ref()?;
-    let begun = status.progress.as_ref().is_some_and(|p| p.release_begun.is_some());
-    if evidence.release.is_none() && !begun && node.released_at.is_none() {
-        return None;
-    }
-    let before = evidence.node.as_ref()?.boot_id.as_str();
-    let reports = matches!(node.ready.as_deref(), Some(conditions::TRUE | conditions::FALSE));
-    (reports && !before.is_empty() && node.boot_id == before).then(|| {
+    let before = boot_before_release(status, node)?;
+    (reports(node) && node.boot_id == before).then(|| {
         format!(
             "node {} reports Ready={} with bootID {before}, the one it had before the fence: it never went down, yet its workloads were released",
             node.name,
@@ -807,12 +801,99 @@ pub fn fence_did_not_take_effect(status: &CoronerRemediationStatus, node: &NodeS
     })
 }
 
+/// The bootID the node had when its fence was admitted, once a release may have taken effect
+/// ([`fence_did_not_take_effect`]).
+fn boot_before_release<'a>(status: &'a CoronerRemediationStatus, node: &NodeSnapshot) -> Option<&'a str> {
+    let evidence = status.evidence.as_ref()?;
+    let begun = status.progress.as_ref().is_some_and(|p| p.release_begun.is_some());
+    if evidence.release.is_none() && !begun && node.released_at.is_none() {
+        return None;
+    }
+    Some(evidence.node.as_ref()?.boot_id.as_str()).filter(|b| !b.is_empty())
+}
+
+/// Whether the node's kubelet reports (`Ready` True or False), so its bootID is its machine's now.
+fn reports(node: &NodeSnapshot) -> bool {
+    matches!(node.ready.as_deref(), Some(conditions::TRUE | conditions::FALSE))
+}
+
 /// What the finalizer still has to report: [`fence_did_not_take_effect`], unless the remediation
 /// already records it (the reconcile that saw it first published the Event and counted it).
 pub fn unreported_did_not_take_effect(status: &CoronerRemediationStatus, node: &NodeSnapshot) -> Option<String> {
     let recorded = conditions::find(&status.conditions, FENCE_TOOK_EFFECT)
         .is_some_and(|c| c.status == conditions::FALSE && c.reason == DID_NOT_TAKE_EFFECT);
     if recorded { None } else { fence_did_not_take_effect(status, node) }
+}
+
+/// On a Node: a release whose remediation was deleted before the node reported back
+/// ([`UnconfirmedRelease`]).
+pub const UNCONFIRMED_ANNOTATION: &str = "coroner.dev/release-unconfirmed";
+
+/// R1 past the remediation: a release that may have taken effect, whose remediation was deleted (by
+/// hand, or by NHC before the node returned) while the node had not reported since on the bootID it
+/// had before the fence. The finalizer leaves it on the Node, so that the sweep of Node events can
+/// still tell whether that machine ever went down ([`after_deletion`]).
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct UnconfirmedRelease {
+    pub uid: String,
+    pub remediation: String,
+    #[serde(rename = "bootID")]
+    pub boot_id: String,
+}
+
+/// The record a finalizer left on the node, if it holds one.
+pub fn unconfirmed_release(node: &Node) -> Option<UnconfirmedRelease> {
+    serde_json::from_str(node.annotations().get(UNCONFIRMED_ANNOTATION)?).ok()
+}
+
+/// What a finalizer leaves on the Node: its release, when that release may have taken effect, no
+/// reconcile reported it did not, and the node, as read, has neither reported back since (then the
+/// finalizer reports it itself) nor changed its bootID (then its machine went down).
+pub fn watched_after_deletion(
+    status: &CoronerRemediationStatus,
+    node: &NodeSnapshot,
+    remediation: &str,
+    remediation_uid: &str,
+) -> Option<UnconfirmedRelease> {
+    let reported = conditions::find(&status.conditions, FENCE_TOOK_EFFECT)
+        .is_some_and(|c| c.status == conditions::FALSE && c.reason == DID_NOT_TAKE_EFFECT);
+    let before = boot_before_release(status, node).filter(|_| !reported)?;
+    (!reports(node) && node.boot_id == before).then(|| UnconfirmedRelease {
+        uid: remediation_uid.to_owned(),
+        remediation: remediation.to_owned(),
+        boot_id: before.to_owned(),
+    })
+}
+
+/// What the sweep makes of an [`UnconfirmedRelease`] on the node as read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AfterDeletion {
+    /// The node has not reported on that bootID nor booted since: the record stays.
+    Waits,
+    /// It reports with the bootID it had before the fence: `FenceDidNotTakeEffect`, then the record goes.
+    NeverWentDown(String),
+    /// Its bootID changed: the machine went down since; the record goes.
+    BootedSince,
+}
+
+pub fn after_deletion(record: &UnconfirmedRelease, node: &NodeSnapshot) -> AfterDeletion {
+    if node.boot_id.is_empty() {
+        AfterDeletion::Waits
+    } else if node.boot_id != record.boot_id {
+        AfterDeletion::BootedSince
+    } else if reports(node) {
+        AfterDeletion::NeverWentDown(format!(
+            "node {} reports Ready={} with bootID {}, the one it had before the fence of remediation {} (UID {}), deleted before the node reported back: it never went down, yet its workloads were released",
+            node.name,
+            node.ready.as_deref().unwrap_or_default(),
+            record.boot_id,
+            record.remediation,
+            record.uid
+        ))
+    } else {
+        AfterDeletion::Waits
+    }
 }
 
 /// An approval is for the release it names: when the remediation whose release it approves goes, its

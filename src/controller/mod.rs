@@ -317,7 +317,8 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
         .modify(stores::strip_pod)
         .reflect(pod_writer)
         .touched_objects();
-    // R4: Nodes carrying a taint record of a remediation the cache does not hold, for the sweeper.
+    // R4: Nodes carrying a taint record of a remediation the cache does not hold, and R1: Nodes
+    // carrying a release left to watch past its remediation, for the sweeper.
     let (orphans, sweeps) = tokio::sync::mpsc::unbounded_channel::<String>();
     // A node change wakes the remediations for that node (found through NHC's node-name annotation),
     // and every pending one only for a control-plane node (the quorum gate); an etcd pod change
@@ -335,8 +336,8 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
         .watches_stream(node_events, move |node: Node| {
             let name = node.name_any();
             let remediations = by_node.state();
-            let owners = crate::taints::record_owners(&node);
-            if owners.iter().any(|owner| !remediations.iter().any(|r| r.uid().as_ref() == Some(owner))) {
+            let cached = |owner: &str| remediations.iter().any(|r| r.uid().as_deref() == Some(owner));
+            if crate::driver::orphans::wants_sweep(&node, cached) {
                 // The receiver lives as long as the controllers.
                 let _ = orphans.send(name.clone());
             }

@@ -283,11 +283,14 @@ async fn queue_fingerprint<W: World>(world: &W, me: &CoronerRemediation) -> Resu
 /// The finalizer: remove the taints this remediation owns and, once its release is over, the
 /// approval to power the released machine on ([`crate::guard::approval_ends`]) — if the node still exists —,
 /// then let go. Before that, the bootID check one last time: NHC deletes the remediation about two
-/// seconds after the node is Ready, so a node that never went down is reported on the Node.
+/// seconds after the node is Ready, so a node that never went down is reported on the Node. A node
+/// that has not reported back yet keeps the release's bootID in the same Node update, for the sweep
+/// ([`crate::guard::watched_after_deletion`]).
 pub async fn cleanup<W: World>(world: &W, local: &Local, remediation: &CoronerRemediation) -> Result<Next, Error> {
     let instance = world.instance();
     let uid = remediation.uid().ok_or(Error::Incomplete("uid"))?;
     let status = remediation.status.clone().unwrap_or_default();
+    let mut watch = None;
     if let Some(node) = node_of(remediation) {
         let found = world.node(&node).await?;
         // R4: the Node was deleted while the release stood; the guard ends with this remediation.
@@ -331,8 +334,9 @@ pub async fn cleanup<W: World>(world: &W, local: &Local, remediation: &CoronerRe
                 let notice = fence::Notice { warning: true, reason: crate::guard::DID_NOT_TAKE_EFFECT.into(), message };
                 world.publish(&found.object_ref(&()), &notice, "Cleanup").await;
             }
+            watch = crate::guard::watched_after_deletion(&status, &snapshot, &remediation.name_any(), &uid);
         }
-        remove_owned_taints(world, &node, &uid, &status).await?;
+        remove_owned_taints(world, &node, &uid, &status, watch.as_ref()).await?;
         info!(node, "removed the taints this remediation owned");
     }
     if !local.remembered(&instance, &uid).finalizer_reported {

@@ -1,6 +1,8 @@
 //! R4: coroner's taints left on a Node by a remediation that no longer exists — a deposed leader's
 //! write that landed after the finalizer ran. Found on Node events ([`crate::taints::orphaned`]
-//! decides); removed under the Node's resourceVersion, or reported once while they must stay.
+//! decides); removed under the Node's resourceVersion, or reported once while they must stay. And R1
+//! past the remediation: a release whose remediation went before its node reported back
+//! ([`crate::guard::UnconfirmedRelease`]), judged when the node reports.
 
 use super::*;
 use crate::taints::{Orphan, OrphanHeld};
@@ -14,11 +16,20 @@ pub const HELD: &str = "StaleReleaseHeld";
 /// go, and reports once per owner and cause what it holds.
 pub async fn sweep<W: World>(world: &W, local: &Local, name: &str) -> Result<(), Error> {
     let Some(node) = world.node(name).await? else { return Ok(()) };
-    if taints::record_owners(&node).is_empty() || !world.leading() {
+    let unconfirmed = crate::guard::unconfirmed_release(&node);
+    if (taints::record_owners(&node).is_empty() && unconfirmed.is_none()) || !world.leading() {
         return Ok(());
     }
     // Listed after the Node was read: a record's remediation missing here is gone for good.
-    let live: Vec<String> = world.remediations(Listing::Fresh).await?.iter().filter_map(ResourceExt::uid).collect();
+    let listed = world.remediations(Listing::Fresh).await?;
+    let live: Vec<String> = listed.iter().filter_map(ResourceExt::uid).collect();
+    if let Some(record) = unconfirmed {
+        // Only a finalizer writes it: its remediation is being deleted, or gone.
+        let deleting = |r: &&CoronerRemediation| r.metadata.deletion_timestamp.is_some();
+        if !listed.iter().any(|r| r.uid().as_deref() == Some(record.uid.as_str()) && !deleting(&r)) {
+            watch_unconfirmed(world, name, &node, &record).await?;
+        }
+    }
     for orphan in taints::orphaned(&node, &live) {
         let Orphan { taint, owner, held } = &orphan;
         match held {
@@ -59,6 +70,49 @@ pub async fn sweep<W: World>(world: &W, local: &Local, name: &str) -> Result<(),
         }
     }
     Ok(())
+}
+
+/// Whether a Node event should reach the sweep: a taint record whose remediation `cached` does not
+/// hold, or a release left to watch past its remediation.
+pub fn wants_sweep(node: &Node, cached: impl Fn(&str) -> bool) -> bool {
+    taints::record_owners(node).iter().any(|owner| !cached(owner)) || crate::guard::unconfirmed_release(node).is_some()
+}
+
+/// R1 past the remediation ([`crate::guard::after_deletion`]): the Warning on the Node (published
+/// before the record goes: at worst twice), then the record removed if it is still the one judged.
+async fn watch_unconfirmed<W: World>(
+    world: &W,
+    name: &str,
+    node: &Node,
+    record: &crate::guard::UnconfirmedRelease,
+) -> Result<(), Error> {
+    use crate::guard::AfterDeletion;
+    match crate::guard::after_deletion(record, &NodeSnapshot::new(node, None, &record.uid)) {
+        AfterDeletion::Waits => return Ok(()),
+        AfterDeletion::NeverWentDown(message) => {
+            warn!(node = name, "{message}");
+            world.metrics().fence_did_not_take_effect.get_or_create(&NodeLabels { node: name.to_owned() }).inc();
+            let notice = fence::Notice { warning: true, reason: crate::guard::DID_NOT_TAKE_EFFECT.into(), message };
+            world.publish(&node.object_ref(&()), &notice, "Cleanup").await;
+        }
+        AfterDeletion::BootedSince => {
+            info!(
+                node = name,
+                remediation = record.remediation,
+                "the node booted since the deleted remediation's release"
+            );
+        }
+    }
+    world.ensure_leader(world.settings().request_timeout).await?;
+    release::update_node(world, name, |node| {
+        (crate::guard::unconfirmed_release(node).as_ref() == Some(record)).then(|| {
+            let mut updated = node.clone();
+            updated.annotations_mut().remove(crate::guard::UNCONFIRMED_ANNOTATION);
+            updated
+        })
+    })
+    .await
+    .map(drop)
 }
 
 fn held_message(owner: &str, cause: OrphanHeld) -> String {

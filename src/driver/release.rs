@@ -82,15 +82,25 @@ pub(super) async fn remove_owned_taints<W: World>(
     name: &str,
     owner_uid: &str,
     status: &CoronerRemediationStatus,
+    watch: Option<&crate::guard::UnconfirmedRelease>,
 ) -> Result<(), Error> {
     update_node(world, name, |node| {
-        let removed = taints::without_owned(node, &[CoronerTaint::Fencing, CoronerTaint::OutOfService], owner_uid);
-        if !crate::guard::approval_ends(status, node, owner_uid) {
-            return removed;
+        let mut updated = taints::without_owned(node, &[CoronerTaint::Fencing, CoronerTaint::OutOfService], owner_uid);
+        if crate::guard::approval_ends(status, node, owner_uid) {
+            updated.get_or_insert_with(|| node.clone()).annotations_mut().remove(crate::guard::APPROVAL_ANNOTATION);
         }
-        let mut updated = removed.unwrap_or_else(|| node.clone());
-        updated.annotations_mut().remove(crate::guard::APPROVAL_ANNOTATION);
-        Some(updated)
+        // R1: only while the node as read still shows the bootID from before the fence.
+        let booted = NodeSnapshot::new(node, None, owner_uid).boot_id;
+        if let Some(watch) = watch.filter(|w| w.boot_id == booted)
+            && crate::guard::unconfirmed_release(node).as_ref() != Some(watch)
+            && let Ok(value) = serde_json::to_string(watch)
+        {
+            updated
+                .get_or_insert_with(|| node.clone())
+                .annotations_mut()
+                .insert(crate::guard::UNCONFIRMED_ANNOTATION.to_owned(), value);
+        }
+        updated
     })
     .await
     .map(drop)

@@ -384,6 +384,39 @@ fn the_finalizer_reports_a_fence_that_did_not_take_effect_only_if_no_reconcile_d
     assert_eq!(unreported_did_not_take_effect(&recorded, &back), None, "the reconcile published and counted it");
 }
 
+#[test]
+fn a_finalizer_leaves_a_release_to_watch_only_while_its_node_has_not_reported_on_its_old_boot() {
+    let silent = node(true);
+    let watched = watched_after_deletion(&released(), &silent, "worker-1", "rem-uid").unwrap();
+    assert_eq!(watched.boot_id, "boot-1");
+    assert_eq!((watched.remediation.as_str(), watched.uid.as_str()), ("worker-1", "rem-uid"));
+    let mut back = node(true);
+    back.ready = Some("True".into());
+    assert_eq!(watched_after_deletion(&released(), &back, "worker-1", "rem-uid"), None, "the finalizer reports it");
+    let mut booted = node(true);
+    booted.boot_id = "boot-2".into();
+    assert_eq!(watched_after_deletion(&released(), &booted, "worker-1", "rem-uid"), None, "it went down");
+    let nothing = CoronerRemediationStatus::default();
+    assert_eq!(watched_after_deletion(&nothing, &silent, "worker-1", "rem-uid"), None, "nothing released");
+    let reported = record_did_not_take_effect(&released(), &Memory::default(), "never went down", t(9)).unwrap().status;
+    assert_eq!(watched_after_deletion(&reported, &silent, "worker-1", "rem-uid"), None, "already reported");
+}
+
+#[test]
+fn a_release_watched_past_its_remediation_is_reported_when_the_node_returns_on_its_old_boot() {
+    let record = UnconfirmedRelease { uid: "rem-uid".into(), remediation: "worker-1".into(), boot_id: "boot-1".into() };
+    assert_eq!(after_deletion(&record, &node(false)), AfterDeletion::Waits, "not reporting yet");
+    let mut back = node(false);
+    back.ready = Some("False".into());
+    let AfterDeletion::NeverWentDown(message) = after_deletion(&record, &back) else { panic!("not reported") };
+    assert!(message.contains("boot-1") && message.contains("rem-uid"), "{message}");
+    back.boot_id = "boot-2".into();
+    assert_eq!(after_deletion(&record, &back), AfterDeletion::BootedSince);
+    let mut unknown = node(false);
+    unknown.boot_id = String::new();
+    assert_eq!(after_deletion(&record, &unknown), AfterDeletion::Waits, "no bootID says nothing");
+}
+
 fn k8s_node(annotations: &[(&str, &str)]) -> Node {
     let mut node = Node::default();
     node.metadata.annotations = Some(annotations.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
@@ -562,6 +595,43 @@ fn a_fence_that_did_not_take_effect_is_reported_once_on_the_node() {
     assert_eq!(on_node.len(), 1, "{:?}", lab.reasons_on("Node"));
     let counted = lab.metrics().fence_did_not_take_effect.get_or_create(&NodeLabels { node: "worker-1".into() }).get();
     assert_eq!(counted, 1);
+}
+
+/// Through the loop: a Reboot's remediation deleted by hand while its partitioned node has not
+/// reported; the node returns later on the boot it had before the fence. The finalizer leaves the
+/// release on the Node, and the sweep of the node's next event reports it, once.
+#[test]
+fn a_release_whose_remediation_was_deleted_before_its_node_returned_is_still_reported() {
+    use crate::{driver::World, telemetry::NodeLabels};
+    let lab = fenced_off();
+    lab.world(|t| t.delete_remediation("worker-1"));
+    futures::executor::block_on(lab.run());
+    assert!(lab.world(|t| t.remediation("worker-1")).is_none());
+    let node = lab.world(|t| t.node("worker-1")).unwrap();
+    let record = unconfirmed_release(&node).expect("the release is left to watch");
+    assert_eq!(record.boot_id, "worker-1-boot-1");
+    let sweep = || futures::executor::block_on(lab.sweep()).unwrap();
+    sweep();
+    assert!(lab.reasons_on("Node").iter().all(|r| r != DID_NOT_TAKE_EFFECT), "not back yet");
+    lab.world(|t| t.set_ready("worker-1", conditions::TRUE, Some("worker-1-boot-1")));
+    sweep();
+    sweep();
+    let on_node = lab.reasons_on("Node").into_iter().filter(|r| r == DID_NOT_TAKE_EFFECT).count();
+    assert_eq!(on_node, 1, "{:?}", lab.reasons_on("Node"));
+    let counted = lab.metrics().fence_did_not_take_effect.get_or_create(&NodeLabels { node: "worker-1".into() }).get();
+    assert_eq!(counted, 1);
+    assert_eq!(unconfirmed_release(&lab.world(|t| t.node("worker-1")).unwrap()), None, "judged: the record goes");
+}
+
+#[test]
+fn a_release_watched_past_its_remediation_ends_quietly_when_the_node_boots_anew() {
+    let lab = fenced_off();
+    lab.world(|t| t.delete_remediation("worker-1"));
+    futures::executor::block_on(lab.run());
+    lab.world(|t| t.set_ready("worker-1", conditions::TRUE, Some("worker-1-boot-2")));
+    futures::executor::block_on(lab.sweep()).unwrap();
+    assert!(lab.reasons_on("Node").iter().all(|r| r != DID_NOT_TAKE_EFFECT));
+    assert_eq!(unconfirmed_release(&lab.world(|t| t.node("worker-1")).unwrap()), None);
 }
 
 fn attested() -> CoronerRemediationStatus {

@@ -586,4 +586,8 @@ pub const REGRESSIONS: &[(u64, &str)] = &[
         462828,
         "A4 (soak 454000-463999, the oracle): a level failed PowerOffNotConfirmed, the BMC came back with its machine on, an attestation's look made the fence prove it off again through the BMC and release on that proof; the oracle judged the release as the level's (the process had read outlets) and found no outlet proof: a proof taken again goes through the BMC only, and is judged as a BMC proof",
     ),
+    (
+        511767,
+        "bootID (soak 510000-512999): a lying BMC's Reboot was released; its remediation was deleted by hand in PoweringOn while the node was partitioned, and the finalizer, the last to check, ran before the node came back on its old bootID: no FenceDidNotTakeEffect. The finalizer now leaves the release's bootID on the Node and the Node sweep reports it",
+    ),
 ];

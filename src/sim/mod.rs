@@ -751,7 +751,7 @@ impl Run {
     /// Watch events reach the leaders' controllers (and Lease events every process's tracker), each
     /// after its own delay.
     fn deliver_changes(&mut self) {
-        let (changes, leases, remediations, attestations, control_plane, phases) = self.shared.with(|t| {
+        let (changes, leases, remediations, attestations, control_plane, phases, sweeps) = self.shared.with(|t| {
             let remediations: Vec<(String, String, bool)> = t
                 .remediations
                 .iter()
@@ -773,7 +773,15 @@ impl Run {
             let attestations: Vec<(String, String)> =
                 t.attestations.values().map(|a| (a.name_any(), a.spec.node_name.clone())).collect();
             let changes = std::mem::take(&mut t.changes);
-            (changes, std::mem::take(&mut t.lease_changes), remediations, attestations, control_plane, phases)
+            // As production's Node mapper: the Nodes the sweep should see.
+            let cached: Vec<String> = t.remediations.values().filter_map(ResourceExt::uid).collect();
+            let sweeps: Vec<String> = t
+                .nodes
+                .values()
+                .filter(|n| driver::orphans::wants_sweep(n, |owner| cached.iter().any(|c| c == owner)))
+                .map(ResourceExt::name_any)
+                .collect();
+            (changes, std::mem::take(&mut t.lease_changes), remediations, attestations, control_plane, phases, sweeps)
         });
         let attestations_of = |node: &str| -> Vec<String> {
             attestations.iter().filter(|(_, n)| n == node).map(|(name, _)| task::attestation(name)).collect()
@@ -814,7 +822,8 @@ impl Run {
                         .filter(|(_, n, pending)| *n == node || (*pending && control_plane.contains(&node)))
                         .map(|(name, _, _)| name.clone())
                         .collect();
-                    poked.clone()
+                    let sweep = sweeps.contains(&node).then(|| task::sweep(&node));
+                    poked.iter().cloned().chain(sweep).collect()
                 }
             };
             for process in self.processes.values() {
@@ -925,22 +934,34 @@ impl Run {
 }
 
 /// What a leader's controllers run, by task name: a remediation's reconcile (its name), an
-/// attestation's (`attestation/<name>`: no remediation name has a slash), and once per leadership the
-/// attestation controller's start (the release records a stopped coroner left half-way).
+/// attestation's (`attestation/<name>`: no remediation name has a slash), a Node's sweep
+/// (`sweep/<node>`), and once per leadership the attestation controller's start (the release records
+/// a stopped coroner left half-way).
 mod task {
     use super::*;
 
     pub const SETTLE: &str = "settle-dangling-records";
     const ATTESTATION: &str = "attestation/";
+    const SWEEP: &str = "sweep/";
 
     pub fn attestation(name: &str) -> String {
         format!("{ATTESTATION}{name}")
+    }
+
+    /// The sweep of one Node (`sweep/<node>`), as production's sweeper runs it on a Node event.
+    pub fn sweep(node: &str) -> String {
+        format!("{SWEEP}{node}")
     }
 
     pub async fn run(process: &Process, task: &str) -> Result<Next, driver::Error> {
         if task == SETTLE {
             // Production logs a failure and tries again at its next start.
             let _ = driver::attest::settle_dangling_records(process).await;
+            return Ok(Next::AwaitChange);
+        }
+        if let Some(node) = task.strip_prefix(SWEEP) {
+            // Production logs a failure and sweeps again on the Node's next event.
+            let _ = driver::orphans::sweep(process, &process.local, node).await;
             return Ok(Next::AwaitChange);
         }
         match task.strip_prefix(ATTESTATION) {
