@@ -612,6 +612,58 @@ mod levels {
     }
 
     #[tokio::test]
+    async fn the_guard_withholds_its_off_from_a_level_edited_since_its_reading() {
+        let snmp = SnmpPduPeer::start(&SnmpPduSpec::default());
+        let mut machine = Machine::start(&MachineSpec::new(UUID));
+        machine.go_dark();
+        let level = level(&snmp, None, true);
+        let devices = devices(&snmp, None, &level).await;
+        let (status, lab) = fence_with(&machine, UUID, spec(), level, devices).await;
+        assert_eq!(reason(&status), ("True".into(), "RemediationComplete".into()), "{:?}", lab.reasons());
+        v3(&snmp).await.switch(&OutletNumber::new(2).unwrap(), OutletCommand::On).await.unwrap();
+        // The binding is edited between the reading that found outlet 2 On and the Off it asked for.
+        lab.edit_binding_as_the_guard_persists_its_intent();
+        lab.clock().sleep(Duration::from_secs(12)).await;
+        lab.reconcile().await.unwrap();
+        assert_eq!(snmp.commands(), ["1:2", "2:2", "2:1"], "no outlet switched: {:?}", lab.reasons());
+        let guard = lab.status().guard.unwrap();
+        let result = guard.intent.and_then(|i| i.result).unwrap_or_default();
+        assert!(result.contains("not sent") && result.contains("changed"), "{result}");
+        assert_eq!(guard.enforced, 0);
+    }
+
+    #[tokio::test]
+    async fn the_guard_waits_for_the_pdus_turn_before_its_off() {
+        let snmp = SnmpPduPeer::start(&SnmpPduSpec::default());
+        let mut machine = Machine::start(&MachineSpec::new(UUID));
+        machine.go_dark();
+        let level = level(&snmp, None, true);
+        let devices = devices(&snmp, None, &level).await;
+        let origin = coroner::api::outlet_origin(&level.outlets[0].key()).to_owned();
+        let (status, lab) = fence_with(&machine, UUID, spec(), level, devices).await;
+        assert_eq!(reason(&status), ("True".into(), "RemediationComplete".into()), "{:?}", lab.reasons());
+        v3(&snmp).await.switch(&OutletNumber::new(2).unwrap(), OutletCommand::On).await.unwrap();
+        lab.clock().sleep(Duration::from_secs(12)).await;
+        // Another fence of this process holds the PDU's turn while the guard finds the outlet On.
+        let turn = lab.local().origins.turn(&origin).await;
+        let finished = AtomicBool::new(false);
+        let round = async {
+            let result = lab.reconcile().await;
+            finished.store(true, Ordering::Release);
+            result
+        };
+        let other_fence = async {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            assert_eq!(snmp.commands(), ["1:2", "2:2", "2:1"], "nothing sent while the turn is held");
+            assert!(!finished.load(Ordering::Acquire), "the guard waits for the turn");
+            drop(turn);
+        };
+        let (result, ()) = tokio::join!(round, other_fence);
+        result.unwrap();
+        assert_eq!(snmp.commands(), ["1:2", "2:2", "2:1", "1:2", "2:2"], "then the level switched off");
+    }
+
+    #[tokio::test]
     async fn a_reset_that_never_reached_off_is_finished_by_the_outlets_and_the_bmc_dies_with_them() {
         let snmp = SnmpPduPeer::start(&SnmpPduSpec::default());
         let machine = Machine::start(&MachineSpec { disable_power_off: true, ..MachineSpec::new(UUID) });

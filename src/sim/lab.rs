@@ -157,6 +157,8 @@ pub struct Lab<D, L = NoLevel> {
     /// The kubelet renews the node's Lease right after the next Node write that adds an
     /// out-of-service taint (or takes one over).
     renew_after_taint: std::sync::atomic::AtomicBool,
+    /// Someone edits the binding as the next guard intent is persisted.
+    edit_at_guard_intent: std::sync::atomic::AtomicBool,
     /// Requests sent to the API server ([`Lab::requests`]).
     requests: std::sync::atomic::AtomicU64,
     /// How long a run may take before it counts as one that never ends.
@@ -245,6 +247,7 @@ impl<D: Target + Clone, L: Level + Clone> Lab<D, L> {
             secret_reads_refused: std::sync::atomic::AtomicBool::new(false),
             edit_at_leader_check: std::sync::atomic::AtomicBool::new(false),
             renew_after_taint: std::sync::atomic::AtomicBool::new(false),
+            edit_at_guard_intent: std::sync::atomic::AtomicBool::new(false),
             requests: std::sync::atomic::AtomicU64::new(0),
             limit,
         }
@@ -374,6 +377,12 @@ impl<D: Target + Clone, L: Level + Clone> Lab<D, L> {
     /// that asked for it, at the leader check.
     pub fn edit_endpoint_before_the_next_power_action(&self) {
         self.edit_at_leader_check.store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Someone edits the binding's endpoint (a new generation) as the guard persists its next intent:
+    /// after the reading that asked for the power action, before the action's checks.
+    pub fn edit_binding_as_the_guard_persists_its_intent(&self) {
+        self.edit_at_guard_intent.store(true, std::sync::atomic::Ordering::Release);
     }
 
     /// The node's kubelet renews its Lease right after the next Node write that adds an out-of-service
@@ -521,6 +530,11 @@ impl<D: Target + Clone, L: Level + Clone> Remediations for Lab<D, L> {
         status: CoronerRemediationStatus,
     ) -> ApiResult<CoronerRemediation> {
         let expected = current.resource_version();
+        let intent = status.guard.as_ref().and_then(|g| g.intent.as_ref()).is_some_and(|i| i.result.is_none());
+        if intent && self.edit_at_guard_intent.swap(false, std::sync::atomic::Ordering::AcqRel) {
+            let name = self.name.clone();
+            self.world(|t| t.edit_binding(&name, super::scenario::BindingEdit::Endpoint));
+        }
         let written = self.request(|t| t.write_status(&current.name_any(), expected.as_deref(), &status))?;
         lock(&self.history).push(written.status.clone().unwrap_or_default());
         lock(&self.decided).push(written.status.clone().unwrap_or_default());
