@@ -61,8 +61,7 @@ pub const APPROVAL_FROM_BEFORE_UPGRADE: &str = "ApprovalFromBeforeUpgrade";
 /// the taint in the gap before the record was confirmed: the release was made all the same).
 pub fn release_stands(status: &CoronerRemediationStatus, node: &NodeSnapshot) -> bool {
     let Some(release) = status.evidence.as_ref().and_then(|e| e.release.as_ref()) else { return false };
-    let unconfirmed = release.attestation.as_ref().is_some_and(|a| a.state == AttestedReleaseState::Releasing);
-    if unconfirmed && node.released_at.is_none() && !node.release_recorded {
+    if !release_made(status, node) {
         return false;
     }
     // A Node replaced under the same name reporting Ready is another machine's kubelet (R4).
@@ -75,6 +74,14 @@ pub fn release_stands(status: &CoronerRemediationStatus, node: &NodeSnapshot) ->
         Some(_) => node.released_at.is_some() || replaced(status, node) || !power_on_answered(status),
         None => !power_on_answered(status),
     }
+}
+
+/// Whether the release status records was made: any recorded release, except an attested one still
+/// `Releasing` whose Node update the Node does not show ([`release_stands`]).
+fn release_made(status: &CoronerRemediationStatus, node: &NodeSnapshot) -> bool {
+    let Some(release) = status.evidence.as_ref().and_then(|e| e.release.as_ref()) else { return false };
+    let unconfirmed = release.attestation.as_ref().is_some_and(|a| a.state == AttestedReleaseState::Releasing);
+    !(unconfirmed && node.released_at.is_none() && !node.release_recorded)
 }
 
 /// The `Reboot`'s `On` was sent and its answer (or its failure) recorded: an `On` decided and not
@@ -788,8 +795,8 @@ fn answered_by(
 /// bootID continuity: a fenced node that reports back (its kubelet posts `Ready` again) with the
 /// bootID it had when the fence was admitted never went down — the fence did not take effect. The
 /// strongest split-brain signal there is. A release counts from the moment it may have taken effect:
-/// recorded, begun (`ResourceDeletion`'s first pod may be gone), or its exact taint on the Node
-/// (written, its status write lost or not landed yet).
+/// recorded (an attested one once the Node shows its update), begun (`ResourceDeletion`'s first pod
+/// may be gone), or its exact taint on the Node (written, its status write lost or not landed yet).
 pub fn fence_did_not_take_effect(status: &CoronerRemediationStatus, node: &NodeSnapshot) -> Option<String> {
     let before = boot_before_release(status, node)?;
     (reports(node) && node.boot_id == before).then(|| {
@@ -806,7 +813,7 @@ pub fn fence_did_not_take_effect(status: &CoronerRemediationStatus, node: &NodeS
 fn boot_before_release<'a>(status: &'a CoronerRemediationStatus, node: &NodeSnapshot) -> Option<&'a str> {
     let evidence = status.evidence.as_ref()?;
     let begun = status.progress.as_ref().is_some_and(|p| p.release_begun.is_some());
-    if evidence.release.is_none() && !begun && node.released_at.is_none() {
+    if !release_made(status, node) && !begun && node.released_at.is_none() {
         return None;
     }
     Some(evidence.node.as_ref()?.boot_id.as_str()).filter(|b| !b.is_empty())
@@ -866,10 +873,32 @@ pub fn watched_after_deletion(
     })
 }
 
+/// The finalizer's Node update for R1 past the remediation: `node` with `watch` recorded while the
+/// node, as read for the write, still shows the bootID from before the fence; otherwise without a
+/// record this remediation left on an earlier try (since then the finalizer reported it, or the
+/// machine booted). `None`: nothing to change.
+pub fn with_watch(node: &Node, watch: Option<&UnconfirmedRelease>, remediation_uid: &str) -> Option<Node> {
+    let current = unconfirmed_release(node);
+    let booted = node.status.as_ref().and_then(|s| s.node_info.as_ref()).map(|i| i.boot_id.as_str());
+    let mut updated = node.clone();
+    match watch.filter(|w| Some(w.boot_id.as_str()) == booted) {
+        Some(watch) if current.as_ref() != Some(watch) => {
+            let value = serde_json::to_string(watch).ok()?;
+            updated.annotations_mut().insert(UNCONFIRMED_ANNOTATION.to_owned(), value);
+        }
+        None if current.is_some_and(|c| c.uid == remediation_uid) => {
+            updated.annotations_mut().remove(UNCONFIRMED_ANNOTATION);
+        }
+        _ => return None,
+    }
+    Some(updated)
+}
+
 /// What the sweep makes of an [`UnconfirmedRelease`] on the node as read.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AfterDeletion {
-    /// The node has not reported on that bootID nor booted since: the record stays.
+    /// The node has not reported on that bootID nor booted since, or the remediation is still listed
+    /// (its finalizer judges, and reports once): the record stays.
     Waits,
     /// It reports with the bootID it had before the fence: `FenceDidNotTakeEffect`, then the record goes.
     NeverWentDown(String),
@@ -877,8 +906,10 @@ pub enum AfterDeletion {
     BootedSince,
 }
 
-pub fn after_deletion(record: &UnconfirmedRelease, node: &NodeSnapshot) -> AfterDeletion {
-    if node.boot_id.is_empty() {
+/// R1 past the remediation, in the sweep: judges a record whose remediation is not among `live`
+/// (the UIDs listed after the Node was read; a UID is never reused) on the node as read.
+pub fn after_deletion(record: &UnconfirmedRelease, node: &NodeSnapshot, live: &[String]) -> AfterDeletion {
+    if node.boot_id.is_empty() || live.contains(&record.uid) {
         AfterDeletion::Waits
     } else if node.boot_id != record.boot_id {
         AfterDeletion::BootedSince

@@ -320,6 +320,9 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
     // R4: Nodes carrying a taint record of a remediation the cache does not hold, and R1: Nodes
     // carrying a release left to watch past its remediation, for the sweeper.
     let (orphans, sweeps) = tokio::sync::mpsc::unbounded_channel::<String>();
+    // R1: a remediation gone for good (its finalizer ran) wakes its node's sweep, which judges the
+    // release that finalizer may have left to watch.
+    let gone = orphans.clone();
     // A node change wakes the remediations for that node (found through NHC's node-name annotation),
     // and every pending one only for a control-plane node (the quorum gate); an etcd pod change
     // wakes every pending one.
@@ -352,6 +355,12 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
         // queued remediation waits for that (or for the window), not on a timer.
         .watches(remediations, watcher::Config::default(), move |changed: CoronerRemediation| {
             let uid = changed.uid().unwrap_or_default();
+            if changed.metadata.deletion_timestamp.is_some()
+                && !changed.finalizers().iter().any(|f| f == crate::contract::FINALIZER)
+                && let Some(node) = crate::driver::node_of(&changed)
+            {
+                let _ = gone.send(node);
+            }
             let after = changed.metadata.deletion_timestamp.is_none().then(|| Phase::of(&changed));
             let before = {
                 let mut phases = phases.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -410,7 +419,7 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
     }
 }
 
-/// R4: sweeps each Node the watch names ([`crate::driver::orphans::sweep`]) until `stop`; a sweep
+/// R4 and R1 past the remediation: sweeps each Node the watches name ([`crate::driver::orphans::sweep`]) until `stop`; a sweep
 /// that fails is tried again on the Node's next event.
 async fn sweep_orphans(
     ctx: Arc<Context>,
@@ -423,7 +432,7 @@ async fn sweep_orphans(
             name = nodes.recv() => match name { Some(name) => name, None => return },
         };
         if let Err(error) = crate::driver::orphans::sweep(&*ctx, &ctx.local, &name).await {
-            warn!(node = name, category = error.category(), "sweeping taints whose remediation is gone: {error}");
+            warn!(node = name, category = error.category(), "sweeping coroner's records whose remediation is gone: {error}");
         }
     }
 }

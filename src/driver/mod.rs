@@ -334,7 +334,10 @@ pub async fn cleanup<W: World>(world: &W, local: &Local, remediation: &CoronerRe
                 let notice = fence::Notice { warning: true, reason: crate::guard::DID_NOT_TAKE_EFFECT.into(), message };
                 world.publish(&found.object_ref(&()), &notice, "Cleanup").await;
             }
-            watch = crate::guard::watched_after_deletion(&status, &snapshot, &remediation.name_any(), &uid);
+            // Not again once this process reported it (a retried finalizer on a node silent again).
+            if !local.remembered(&instance, &uid).finalizer_reported {
+                watch = crate::guard::watched_after_deletion(&status, &snapshot, &remediation.name_any(), &uid);
+            }
         }
         remove_owned_taints(world, &node, &uid, &status, watch.as_ref()).await?;
         info!(node, "removed the taints this remediation owned");
@@ -356,7 +359,7 @@ fn sooner(next: Next, guard: Option<StdDuration>) -> Next {
 
 /// The node a remediation fences: the one admitted (its name is frozen into the evidence), else NHC's
 /// annotation.
-fn node_of(remediation: &CoronerRemediation) -> Option<String> {
+pub fn node_of(remediation: &CoronerRemediation) -> Option<String> {
     let admitted = remediation.status.as_ref().and_then(|s| s.evidence.as_ref()?.node.as_ref()).map(|n| n.name.clone());
     admitted.or_else(|| contract::node_name(&remediation.metadata).map(str::to_owned))
 }

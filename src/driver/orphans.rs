@@ -13,22 +13,22 @@ pub const REMOVED: &str = "StaleTaintRemoved";
 pub const HELD: &str = "StaleReleaseHeld";
 
 /// Sweeps the Node `name`: removes the records (and their exact taints) [`taints::orphaned`] lets
-/// go, and reports once per owner and cause what it holds.
+/// go, and reports once per owner and cause what it holds; judges a release left to watch past its
+/// remediation ([`crate::guard::after_deletion`]).
 pub async fn sweep<W: World>(world: &W, local: &Local, name: &str) -> Result<(), Error> {
+    use crate::guard::AfterDeletion;
     let Some(node) = world.node(name).await? else { return Ok(()) };
-    let unconfirmed = crate::guard::unconfirmed_release(&node);
+    // A record the node as read leaves waiting costs no list.
+    let unconfirmed = crate::guard::unconfirmed_release(&node).filter(|record| {
+        crate::guard::after_deletion(record, &NodeSnapshot::new(&node, None, &record.uid), &[]) != AfterDeletion::Waits
+    });
     if (taints::record_owners(&node).is_empty() && unconfirmed.is_none()) || !world.leading() {
         return Ok(());
     }
     // Listed after the Node was read: a record's remediation missing here is gone for good.
-    let listed = world.remediations(Listing::Fresh).await?;
-    let live: Vec<String> = listed.iter().filter_map(ResourceExt::uid).collect();
+    let live: Vec<String> = world.remediations(Listing::Fresh).await?.iter().filter_map(ResourceExt::uid).collect();
     if let Some(record) = unconfirmed {
-        // Only a finalizer writes it: its remediation is being deleted, or gone.
-        let deleting = |r: &&CoronerRemediation| r.metadata.deletion_timestamp.is_some();
-        if !listed.iter().any(|r| r.uid().as_deref() == Some(record.uid.as_str()) && !deleting(&r)) {
-            watch_unconfirmed(world, name, &node, &record).await?;
-        }
+        watch_unconfirmed(world, name, &node, &record, &live).await?;
     }
     for orphan in taints::orphaned(&node, &live) {
         let Orphan { taint, owner, held } = &orphan;
@@ -78,17 +78,24 @@ pub fn wants_sweep(node: &Node, cached: impl Fn(&str) -> bool) -> bool {
     taints::record_owners(node).iter().any(|owner| !cached(owner)) || crate::guard::unconfirmed_release(node).is_some()
 }
 
-/// R1 past the remediation ([`crate::guard::after_deletion`]): the Warning on the Node (published
-/// before the record goes: at worst twice), then the record removed if it is still the one judged.
+/// R1 past the remediation ([`crate::guard::after_deletion`]): while leading, the Warning on the Node
+/// (published before the record goes: a write that fails publishes it again at the next sweep), then
+/// the record removed if it is still the one judged.
 async fn watch_unconfirmed<W: World>(
     world: &W,
     name: &str,
     node: &Node,
     record: &crate::guard::UnconfirmedRelease,
+    live: &[String],
 ) -> Result<(), Error> {
     use crate::guard::AfterDeletion;
-    match crate::guard::after_deletion(record, &NodeSnapshot::new(node, None, &record.uid)) {
-        AfterDeletion::Waits => return Ok(()),
+    let judged = crate::guard::after_deletion(record, &NodeSnapshot::new(node, None, &record.uid), live);
+    if judged == AfterDeletion::Waits {
+        return Ok(());
+    }
+    world.ensure_leader(world.settings().request_timeout).await?;
+    match judged {
+        AfterDeletion::Waits => {}
         AfterDeletion::NeverWentDown(message) => {
             warn!(node = name, "{message}");
             world.metrics().fence_did_not_take_effect.get_or_create(&NodeLabels { node: name.to_owned() }).inc();
@@ -103,7 +110,6 @@ async fn watch_unconfirmed<W: World>(
             );
         }
     }
-    world.ensure_leader(world.settings().request_timeout).await?;
     release::update_node(world, name, |node| {
         (crate::guard::unconfirmed_release(node).as_ref() == Some(record)).then(|| {
             let mut updated = node.clone();
@@ -120,4 +126,27 @@ fn held_message(owner: &str, cause: OrphanHeld) -> String {
         "an out-of-service taint that remediation UID {owner} added is on the node, and that remediation no longer exists (a write that landed after its finalizer): it stays while {}; coroner removes it once the node is Ready=True on a new boot, or remove it by hand once the machine is known to be off or wiped",
         cause.as_str()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(annotations: &[(&str, &str)]) -> Node {
+        let mut node = Node::default();
+        node.metadata.annotations = Some(annotations.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
+        node
+    }
+
+    #[test]
+    fn a_node_reaches_the_sweep_with_a_record_of_a_remediation_not_cached_or_a_release_left_to_watch() {
+        assert!(!wants_sweep(&node(&[]), |_| false), "nothing of coroner's on it");
+        let record =
+            r#"{"uid":"gone","key":"coroner.dev/fencing","effect":"NoSchedule","timeAdded":"2025-03-01T12:00:00Z"}"#;
+        let owned = node(&[("coroner.dev/fencing-owner", record)]);
+        assert!(wants_sweep(&owned, |_| false));
+        assert!(!wants_sweep(&owned, |uid| uid == "gone"), "its remediation is cached");
+        let watched = r#"{"uid":"gone","remediation":"worker-1","bootID":"boot-1"}"#;
+        assert!(wants_sweep(&node(&[(crate::guard::UNCONFIRMED_ANNOTATION, watched)]), |_| true));
+    }
 }

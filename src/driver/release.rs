@@ -76,7 +76,8 @@ pub(super) async fn align_taints<W: World>(
 }
 
 /// Removes every coroner taint this remediation owns, and the approval its release ends (the
-/// finalizer's job).
+/// finalizer's job); records the release left to watch past the remediation, or removes the one an
+/// earlier try left ([`crate::guard::with_watch`]).
 pub(super) async fn remove_owned_taints<W: World>(
     world: &W,
     name: &str,
@@ -89,18 +90,7 @@ pub(super) async fn remove_owned_taints<W: World>(
         if crate::guard::approval_ends(status, node, owner_uid) {
             updated.get_or_insert_with(|| node.clone()).annotations_mut().remove(crate::guard::APPROVAL_ANNOTATION);
         }
-        // R1: only while the node as read still shows the bootID from before the fence.
-        let booted = NodeSnapshot::new(node, None, owner_uid).boot_id;
-        if let Some(watch) = watch.filter(|w| w.boot_id == booted)
-            && crate::guard::unconfirmed_release(node).as_ref() != Some(watch)
-            && let Ok(value) = serde_json::to_string(watch)
-        {
-            updated
-                .get_or_insert_with(|| node.clone())
-                .annotations_mut()
-                .insert(crate::guard::UNCONFIRMED_ANNOTATION.to_owned(), value);
-        }
-        updated
+        crate::guard::with_watch(updated.as_ref().unwrap_or(node), watch, owner_uid).or(updated)
     })
     .await
     .map(drop)

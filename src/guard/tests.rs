@@ -404,17 +404,68 @@ fn a_finalizer_leaves_a_release_to_watch_only_while_its_node_has_not_reported_on
 
 #[test]
 fn a_release_watched_past_its_remediation_is_reported_when_the_node_returns_on_its_old_boot() {
-    let record = UnconfirmedRelease { uid: "rem-uid".into(), remediation: "worker-1".into(), boot_id: "boot-1".into() };
-    assert_eq!(after_deletion(&record, &node(false)), AfterDeletion::Waits, "not reporting yet");
+    let record = watched();
+    assert_eq!(after_deletion(&record, &node(false), &[]), AfterDeletion::Waits, "not reporting yet");
     let mut back = node(false);
     back.ready = Some("False".into());
-    let AfterDeletion::NeverWentDown(message) = after_deletion(&record, &back) else { panic!("not reported") };
+    let AfterDeletion::NeverWentDown(message) = after_deletion(&record, &back, &[]) else { panic!("not reported") };
     assert!(message.contains("boot-1") && message.contains("rem-uid"), "{message}");
+    let listed = ["rem-uid".to_owned()];
+    assert_eq!(after_deletion(&record, &back, &listed), AfterDeletion::Waits, "still listed: its finalizer judges");
     back.boot_id = "boot-2".into();
-    assert_eq!(after_deletion(&record, &back), AfterDeletion::BootedSince);
+    assert_eq!(after_deletion(&record, &back, &[]), AfterDeletion::BootedSince);
     let mut unknown = node(false);
     unknown.boot_id = String::new();
-    assert_eq!(after_deletion(&record, &unknown), AfterDeletion::Waits, "no bootID says nothing");
+    assert_eq!(after_deletion(&record, &unknown, &[]), AfterDeletion::Waits, "no bootID says nothing");
+}
+
+fn watched() -> UnconfirmedRelease {
+    UnconfirmedRelease { uid: "rem-uid".into(), remediation: "worker-1".into(), boot_id: "boot-1".into() }
+}
+
+fn booted(boot_id: &str, annotations: &[(&str, &str)]) -> Node {
+    let mut node = k8s_node(annotations);
+    node.status = Some(k8s_openapi::api::core::v1::NodeStatus {
+        node_info: Some(k8s_openapi::api::core::v1::NodeSystemInfo { boot_id: boot_id.into(), ..Default::default() }),
+        ..Default::default()
+    });
+    node
+}
+
+#[test]
+fn a_finalizer_records_its_release_to_watch_only_on_the_boot_it_was_judged_on_and_takes_back_its_own_old_record() {
+    let record = watched();
+    let written = with_watch(&booted("boot-1", &[]), Some(&record), "rem-uid").unwrap();
+    assert_eq!(unconfirmed_release(&written), Some(record.clone()));
+    assert_eq!(with_watch(&written, Some(&record), "rem-uid"), None, "already there");
+    assert_eq!(with_watch(&booted("boot-2", &[]), Some(&record), "rem-uid"), None, "booted since the read");
+    // A retried finalizer that reported it (or found a new boot) takes its earlier record back.
+    let taken = with_watch(&written, None, "rem-uid").unwrap();
+    assert_eq!(unconfirmed_release(&taken), None);
+    assert_eq!(with_watch(&written, None, "another-uid"), None, "another remediation's record stays");
+    assert_eq!(with_watch(&booted("boot-1", &[]), None, "rem-uid"), None, "nothing to change");
+}
+
+#[test]
+fn an_attested_release_whose_node_update_never_came_leaves_nothing_to_watch() {
+    let mut status = attested();
+    status.evidence.as_mut().unwrap().release.as_mut().unwrap().attestation = Some(crate::api::AttestationEvidence {
+        acknowledged: Vec::new(),
+        name: "worker-1-abcde".into(),
+        uid: "a-1".into(),
+        attested_by: "alice".into(),
+        reason: "dark rack".into(),
+        attested_at: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(t(0)),
+        state: crate::api::AttestedReleaseState::Releasing,
+    });
+    let silent = node(false);
+    assert_eq!(watched_after_deletion(&status, &silent, "worker-1", "rem-uid"), None);
+    let mut back = node(false);
+    back.ready = Some("True".into());
+    assert_eq!(fence_did_not_take_effect(&status, &back), None, "nothing was released");
+    let mut made = node(false);
+    made.release_recorded = true;
+    assert!(watched_after_deletion(&status, &made, "worker-1", "rem-uid").is_some(), "the Node shows the update");
 }
 
 fn k8s_node(annotations: &[(&str, &str)]) -> Node {
@@ -621,6 +672,28 @@ fn a_release_whose_remediation_was_deleted_before_its_node_returned_is_still_rep
     let counted = lab.metrics().fence_did_not_take_effect.get_or_create(&NodeLabels { node: "worker-1".into() }).get();
     assert_eq!(counted, 1);
     assert_eq!(unconfirmed_release(&lab.world(|t| t.node("worker-1")).unwrap()), None, "judged: the record goes");
+}
+
+/// A finalizer that wrote the record and did not finish (its process stopped) runs again in another
+/// process once the node is back: the Warning goes out once, from the finalizer, which takes its
+/// record back; the sweep leaves a listed remediation's record to it.
+#[test]
+fn a_retried_finalizer_and_the_sweep_report_a_release_that_did_not_take_effect_once() {
+    let lab = fenced_off();
+    lab.world(|t| t.delete_remediation("worker-1"));
+    let deleting = lab.world(|t| t.remediation("worker-1")).unwrap();
+    futures::executor::block_on(crate::driver::cleanup(&lab, lab.local(), &deleting)).unwrap();
+    assert!(unconfirmed_release(&lab.world(|t| t.node("worker-1")).unwrap()).is_some());
+    lab.world(|t| t.set_ready("worker-1", conditions::TRUE, Some("worker-1-boot-1")));
+    futures::executor::block_on(lab.sweep()).unwrap();
+    let reported = || lab.reasons_on("Node").into_iter().filter(|r| r == DID_NOT_TAKE_EFFECT).count();
+    assert_eq!(reported(), 0, "still listed: its finalizer judges");
+    lab.restart();
+    futures::executor::block_on(lab.run());
+    assert!(lab.world(|t| t.remediation("worker-1")).is_none());
+    futures::executor::block_on(lab.sweep()).unwrap();
+    assert_eq!(reported(), 1, "{:?}", lab.reasons_on("Node"));
+    assert_eq!(unconfirmed_release(&lab.world(|t| t.node("worker-1")).unwrap()), None);
 }
 
 #[test]

@@ -115,6 +115,9 @@ struct Run {
     /// The phase each remediation's watch events last showed, to tell when the queue moves
     /// (`gates::moves_the_queue`, as production's remediation watch).
     phases: BTreeMap<String, Phase>,
+    /// The node each remediation names, kept past its deletion: its last watch event wakes that
+    /// node's sweep, as production's remediation watch does.
+    nodes: BTreeMap<String, String>,
     next_pid: u32,
     checker: Checker,
     completions: Completions,
@@ -210,6 +213,7 @@ impl Run {
             processes: BTreeMap::new(),
             controllers: BTreeMap::new(),
             phases: BTreeMap::new(),
+            nodes: BTreeMap::new(),
             next_pid: 1,
             checker: Checker::default(),
             completions: Completions::default(),
@@ -664,7 +668,20 @@ impl Run {
                 p.term += 1;
             }
             let attestations = t.attestations.keys().map(|a| task::attestation(a));
-            t.remediations.keys().cloned().chain(attestations).chain([task::SETTLE.to_owned()]).collect::<Vec<_>>()
+            // The Node watch's first list passes every Node through the mapper.
+            let cached: Vec<String> = t.remediations.values().filter_map(ResourceExt::uid).collect();
+            let sweeps = t
+                .nodes
+                .values()
+                .filter(|n| driver::orphans::wants_sweep(n, |owner| cached.iter().any(|c| c == owner)))
+                .map(|n| task::sweep(&n.name_any()));
+            t.remediations
+                .keys()
+                .cloned()
+                .chain(attestations)
+                .chain([task::SETTLE.to_owned()])
+                .chain(sweeps)
+                .collect::<Vec<_>>()
         });
         let mut controller = Controller::default();
         for name in names {
@@ -787,6 +804,9 @@ impl Run {
             attestations.iter().filter(|(_, n)| n == node).map(|(name, _)| task::attestation(name)).collect()
         };
         let now = self.now();
+        for (name, node, _) in &remediations {
+            self.nodes.insert(name.clone(), node.clone());
+        }
         for change in changes {
             // What production's mappers wake on purpose (not a remediation's own change): poked.
             let mut poked: Vec<String> = Vec::new();
@@ -812,7 +832,10 @@ impl Run {
                         Vec::new()
                     };
                     poked.clone_from(&queue);
-                    std::iter::once(name).chain(woken).chain(queue).collect()
+                    // Gone for good (its finalizer ran): its node's sweep.
+                    let gone = !remediations.iter().any(|(r, _, _)| *r == name);
+                    let sweep = self.nodes.get(&name).filter(|_| gone).map(|node| task::sweep(node));
+                    std::iter::once(name).chain(woken).chain(queue).chain(sweep).collect()
                 }
                 world::Change::Attestation(name) => vec![task::attestation(&name)],
                 // As production's `gates::woken_by_node_change`.
