@@ -432,7 +432,11 @@ async fn sweep_orphans(
             name = nodes.recv() => match name { Some(name) => name, None => return },
         };
         if let Err(error) = crate::driver::orphans::sweep(&*ctx, &ctx.local, &name).await {
-            warn!(node = name, category = error.category(), "sweeping coroner's records whose remediation is gone: {error}");
+            warn!(
+                node = name,
+                category = error.category(),
+                "sweeping coroner's records whose remediation is gone: {error}"
+            );
         }
     }
 }
