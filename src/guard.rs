@@ -824,12 +824,50 @@ fn reports(node: &NodeSnapshot) -> bool {
     matches!(node.ready.as_deref(), Some(conditions::TRUE | conditions::FALSE))
 }
 
-/// What the finalizer still has to report: [`fence_did_not_take_effect`], unless the remediation
-/// already records it (the reconcile that saw it first published the Event and counted it).
-pub fn unreported_did_not_take_effect(status: &CoronerRemediationStatus, node: &NodeSnapshot) -> Option<String> {
-    let recorded = conditions::find(&status.conditions, FENCE_TOOK_EFFECT)
-        .is_some_and(|c| c.status == conditions::FALSE && c.reason == DID_NOT_TAKE_EFFECT);
-    if recorded { None } else { fence_did_not_take_effect(status, node) }
+/// Whether the remediation records that its fence did not take effect (the reconcile, or the
+/// finalizer, that saw it first published the Event and counted it).
+fn did_not_take_effect_recorded(status: &CoronerRemediationStatus) -> bool {
+    conditions::find(&status.conditions, FENCE_TOOK_EFFECT)
+        .is_some_and(|c| c.status == conditions::FALSE && c.reason == DID_NOT_TAKE_EFFECT)
+}
+
+/// R1 in the finalizer, on the node as read: what to report now, and what to leave on the Node to
+/// watch past the remediation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AtDeletion {
+    pub report: Option<String>,
+    pub watch: Option<UnconfirmedRelease>,
+}
+
+/// The finalizer's R1 decision. Nothing once the remediation records the report (or this process
+/// made it). Otherwise the report is due when the node is back on its pre-fence bootID after a
+/// release that may have taken effect ([`fence_did_not_take_effect`]), or after the one recorded on
+/// the Node by an earlier try of this finalizer (`on_node`: its taints, the other evidence of that
+/// release, went with that try). With no report due, the release to watch: the one the status and
+/// Node show ([`watched_after_deletion`]), or the earlier try's while the node has neither reported
+/// nor booted since.
+pub fn at_deletion(
+    status: &CoronerRemediationStatus,
+    node: &NodeSnapshot,
+    on_node: Option<&UnconfirmedRelease>,
+    remediation: &str,
+    remediation_uid: &str,
+    reported_here: bool,
+) -> AtDeletion {
+    if reported_here || did_not_take_effect_recorded(status) {
+        return AtDeletion { report: None, watch: None };
+    }
+    let own = on_node.filter(|r| r.uid == remediation_uid);
+    let judged = own.map(|r| (r, after_deletion(r, node, &[])));
+    let report = fence_did_not_take_effect(status, node).or_else(|| match &judged {
+        Some((_, AfterDeletion::NeverWentDown(message))) => Some(message.clone()),
+        _ => None,
+    });
+    if report.is_some() {
+        return AtDeletion { report, watch: None };
+    }
+    let kept = judged.filter(|(_, j)| *j == AfterDeletion::Waits).map(|(r, _)| r.clone());
+    AtDeletion { report: None, watch: watched_after_deletion(status, node, remediation, remediation_uid).or(kept) }
 }
 
 /// On a Node: a release whose remediation was deleted before the node reported back
@@ -854,18 +892,16 @@ pub fn unconfirmed_release(node: &Node) -> Option<UnconfirmedRelease> {
     serde_json::from_str(node.annotations().get(UNCONFIRMED_ANNOTATION)?).ok()
 }
 
-/// What a finalizer leaves on the Node: its release, when that release may have taken effect, no
-/// reconcile reported it did not, and the node, as read, has neither reported back since (then the
-/// finalizer reports it itself) nor changed its bootID (then its machine went down).
+/// What a finalizer leaves on the Node: its release, when that release may have taken effect and the
+/// node, as read, has neither reported back since (then the finalizer reports it itself) nor changed
+/// its bootID (then its machine went down).
 pub fn watched_after_deletion(
     status: &CoronerRemediationStatus,
     node: &NodeSnapshot,
     remediation: &str,
     remediation_uid: &str,
 ) -> Option<UnconfirmedRelease> {
-    let reported = conditions::find(&status.conditions, FENCE_TOOK_EFFECT)
-        .is_some_and(|c| c.status == conditions::FALSE && c.reason == DID_NOT_TAKE_EFFECT);
-    let before = boot_before_release(status, node).filter(|_| !reported)?;
+    let before = boot_before_release(status, node)?;
     (!reports(node) && node.boot_id == before).then(|| UnconfirmedRelease {
         uid: remediation_uid.to_owned(),
         remediation: remediation.to_owned(),
@@ -873,10 +909,10 @@ pub fn watched_after_deletion(
     })
 }
 
-/// The finalizer's Node update for R1 past the remediation: `node` with `watch` recorded while the
-/// node, as read for the write, still shows the bootID from before the fence; otherwise without a
-/// record this remediation left on an earlier try (since then the finalizer reported it, or the
-/// machine booted). `None`: nothing to change.
+/// The finalizer's Node update for R1 past the remediation: `node` with `watch` ([`at_deletion`])
+/// recorded while the node, as read for the write, still shows the bootID from before the fence;
+/// otherwise without a record this remediation left on an earlier try (since then the finalizer
+/// reported it, or the machine booted). `None`: nothing to change.
 pub fn with_watch(node: &Node, watch: Option<&UnconfirmedRelease>, remediation_uid: &str) -> Option<Node> {
     let current = unconfirmed_release(node);
     let booted = node.status.as_ref().and_then(|s| s.node_info.as_ref()).map(|i| i.boot_id.as_str());
@@ -902,7 +938,7 @@ pub enum AfterDeletion {
     Waits,
     /// It reports with the bootID it had before the fence: `FenceDidNotTakeEffect`, then the record goes.
     NeverWentDown(String),
-    /// Its bootID changed: the machine went down since; the record goes.
+    /// The Node shows another bootID: the machine went down since; the record goes.
     BootedSince,
 }
 

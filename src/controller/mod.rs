@@ -320,8 +320,8 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
     // R4: Nodes carrying a taint record of a remediation the cache does not hold, and R1: Nodes
     // carrying a release left to watch past its remediation, for the sweeper.
     let (orphans, sweeps) = tokio::sync::mpsc::unbounded_channel::<String>();
-    // R1: a remediation gone for good (its finalizer ran) wakes its node's sweep, which judges the
-    // release that finalizer may have left to watch.
+    // R1: a remediation being deleted wakes its node's sweep (its DELETED event still shows the
+    // finalizer it had), which judges, once it is gone, the release its finalizer may have left.
     let gone = orphans.clone();
     // A node change wakes the remediations for that node (found through NHC's node-name annotation),
     // and every pending one only for a control-plane node (the quorum gate); an etcd pod change
@@ -356,7 +356,6 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
         .watches(remediations, watcher::Config::default(), move |changed: CoronerRemediation| {
             let uid = changed.uid().unwrap_or_default();
             if changed.metadata.deletion_timestamp.is_some()
-                && !changed.finalizers().iter().any(|f| f == crate::contract::FINALIZER)
                 && let Some(node) = crate::driver::node_of(&changed)
             {
                 let _ = gone.send(node);
@@ -419,8 +418,9 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
     }
 }
 
-/// R4 and R1 past the remediation: sweeps each Node the watches name ([`crate::driver::orphans::sweep`]) until `stop`; a sweep
-/// that fails is tried again on the Node's next event.
+/// R4 and R1 past the remediation: sweeps each Node the watches name
+/// ([`crate::driver::orphans::sweep`]) until `stop`; a sweep that fails is tried again on the
+/// Node's next event.
 async fn sweep_orphans(
     ctx: Arc<Context>,
     mut nodes: tokio::sync::mpsc::UnboundedReceiver<String>,

@@ -313,31 +313,37 @@ pub async fn cleanup<W: World>(world: &W, local: &Local, remediation: &CoronerRe
             // R1: the node came back Ready while the release stood and NHC deleted the remediation
             // before any reconcile saw it: the finalizer reports it, once (its record in status).
             // Read afresh: a finalizer retried after a conflict must see what the first try recorded.
-            let current = world.remediation(&remediation.name_any()).await?.unwrap_or_else(|| remediation.clone());
-            let status = current.status.clone().unwrap_or_default();
+            let mut current = world.remediation(&remediation.name_any()).await?.unwrap_or_else(|| remediation.clone());
+            let mut status = current.status.clone().unwrap_or_default();
             let id = crate::guard::release_id(&uid, &status);
             let value = found.annotations().get(crate::guard::APPROVAL_ANNOTATION).map(String::as_str);
             let approval = crate::guard::approval(id.as_deref(), value);
             if let Some(new) = crate::guard::returned_without_approval(&status, &snapshot, approval, world.now()) {
-                world.write_status(&current, new).await?;
+                current = world.write_status(&current, new).await?;
+                status = current.status.clone().unwrap_or_default();
                 let notice = crate::guard::returned_notice(&node, id.as_deref());
                 world.publish(&remediation.object_ref(&()), &notice, "Cleanup").await;
                 world.publish(&found.object_ref(&()), &notice, "Cleanup").await;
                 world.metrics().returned_without_approval.get_or_create(&NodeLabels { node: node.clone() }).inc();
                 world.metrics().safety_override("ReturnedWithoutApproval");
             }
-            if !local.remembered(&instance, &uid).finalizer_reported
-                && let Some(message) = crate::guard::unreported_did_not_take_effect(&status, &snapshot)
-            {
+            let on_node = crate::guard::unconfirmed_release(&found);
+            let reported_here = local.remembered(&instance, &uid).finalizer_reported;
+            let name = remediation.name_any();
+            let decided = crate::guard::at_deletion(&status, &snapshot, on_node.as_ref(), &name, &uid, reported_here);
+            if let Some(message) = decided.report {
+                // Recorded on the remediation first: a retried finalizer, in any process, reports it no more.
+                if let Some(recorded) =
+                    crate::guard::record_did_not_take_effect(&status, &Memory::default(), &message, world.now())
+                {
+                    world.write_status(&current, recorded.status).await?;
+                }
                 local.remember(&instance, &uid, Memory { finalizer_reported: true, ..Memory::default() });
                 world.metrics().fence_did_not_take_effect.get_or_create(&NodeLabels { node: node.clone() }).inc();
                 let notice = fence::Notice { warning: true, reason: crate::guard::DID_NOT_TAKE_EFFECT.into(), message };
                 world.publish(&found.object_ref(&()), &notice, "Cleanup").await;
             }
-            // Not again once this process reported it (a retried finalizer on a node silent again).
-            if !local.remembered(&instance, &uid).finalizer_reported {
-                watch = crate::guard::watched_after_deletion(&status, &snapshot, &remediation.name_any(), &uid);
-            }
+            watch = decided.watch;
         }
         remove_owned_taints(world, &node, &uid, &status, watch.as_ref()).await?;
         info!(node, "removed the taints this remediation owned");

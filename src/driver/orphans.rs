@@ -27,8 +27,14 @@ pub async fn sweep<W: World>(world: &W, local: &Local, name: &str) -> Result<(),
     }
     // Listed after the Node was read: a record's remediation missing here is gone for good.
     let live: Vec<String> = world.remediations(Listing::Fresh).await?.iter().filter_map(ResourceExt::uid).collect();
-    if let Some(record) = unconfirmed {
-        watch_unconfirmed(world, name, &node, &record, &live).await?;
+    if unconfirmed.is_some() {
+        // Judged on the Node read after the list: a finalizer that reported it took its record back
+        // before its remediation went.
+        if let Some(fresh) = world.node(name).await?
+            && let Some(record) = crate::guard::unconfirmed_release(&fresh)
+        {
+            watch_unconfirmed(world, name, &fresh, &record, &live).await?;
+        }
     }
     for orphan in taints::orphaned(&node, &live) {
         let Orphan { taint, owner, held } = &orphan;
@@ -94,21 +100,13 @@ async fn watch_unconfirmed<W: World>(
         return Ok(());
     }
     world.ensure_leader(world.settings().request_timeout).await?;
-    match judged {
-        AfterDeletion::Waits => {}
-        AfterDeletion::NeverWentDown(message) => {
-            warn!(node = name, "{message}");
-            world.metrics().fence_did_not_take_effect.get_or_create(&NodeLabels { node: name.to_owned() }).inc();
-            let notice = fence::Notice { warning: true, reason: crate::guard::DID_NOT_TAKE_EFFECT.into(), message };
-            world.publish(&node.object_ref(&()), &notice, "Cleanup").await;
-        }
-        AfterDeletion::BootedSince => {
-            info!(
-                node = name,
-                remediation = record.remediation,
-                "the node booted since the deleted remediation's release"
-            );
-        }
+    if let AfterDeletion::NeverWentDown(message) = judged {
+        warn!(node = name, "{message}");
+        world.metrics().fence_did_not_take_effect.get_or_create(&NodeLabels { node: name.to_owned() }).inc();
+        let notice = fence::Notice { warning: true, reason: crate::guard::DID_NOT_TAKE_EFFECT.into(), message };
+        world.publish(&node.object_ref(&()), &notice, "Cleanup").await;
+    } else {
+        info!(node = name, remediation = record.remediation, "the node booted since the deleted remediation's release");
     }
     release::update_node(world, name, |node| {
         (crate::guard::unconfirmed_release(node).as_ref() == Some(record)).then(|| {

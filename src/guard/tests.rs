@@ -379,9 +379,39 @@ fn the_finalizer_reports_a_fence_that_did_not_take_effect_only_if_no_reconcile_d
     let status = released();
     let mut back = node(true);
     back.ready = Some("True".into());
-    assert!(unreported_did_not_take_effect(&status, &back).is_some());
+    let decided = at_deletion(&status, &back, None, "worker-1", "rem-uid", false);
+    assert!(decided.report.is_some() && decided.watch.is_none());
     let recorded = record_did_not_take_effect(&status, &Memory::default(), "never went down", t(9)).unwrap().status;
-    assert_eq!(unreported_did_not_take_effect(&recorded, &back), None, "the reconcile published and counted it");
+    let decided = at_deletion(&recorded, &back, None, "worker-1", "rem-uid", false);
+    assert_eq!(decided, AtDeletion { report: None, watch: None }, "the reconcile published and counted it");
+    let decided = at_deletion(&status, &back, None, "worker-1", "rem-uid", true);
+    assert_eq!(decided, AtDeletion { report: None, watch: None }, "this process reported it");
+}
+
+#[test]
+fn a_retried_finalizer_judges_the_record_its_earlier_try_left_when_the_rest_of_the_evidence_went_with_it() {
+    // The earlier try removed the taint; the status never recorded the release (its write was lost).
+    let unrecorded = CoronerRemediationStatus {
+        evidence: released().evidence.map(|e| crate::api::Evidence { release: None, ..e }),
+        ..released()
+    };
+    let silent = node(false);
+    assert_eq!(watched_after_deletion(&unrecorded, &silent, "worker-1", "rem-uid"), None, "nothing else shows it");
+    let own = watched();
+    let decided = at_deletion(&unrecorded, &silent, Some(&own), "worker-1", "rem-uid", false);
+    assert_eq!(decided, AtDeletion { report: None, watch: Some(own.clone()) }, "kept");
+    let mut back = node(false);
+    back.ready = Some("True".into());
+    let decided = at_deletion(&unrecorded, &back, Some(&own), "worker-1", "rem-uid", false);
+    assert!(decided.report.unwrap().contains("boot-1"), "back on its old boot: reported");
+    back.boot_id = "boot-2".into();
+    assert_eq!(
+        at_deletion(&unrecorded, &back, Some(&own), "worker-1", "rem-uid", false),
+        AtDeletion { report: None, watch: None }
+    );
+    let theirs = UnconfirmedRelease { uid: "another-uid".into(), ..watched() };
+    let decided = at_deletion(&unrecorded, &silent, Some(&theirs), "worker-1", "rem-uid", false);
+    assert_eq!(decided.watch, None, "another remediation's record is the sweep's");
 }
 
 #[test]
@@ -399,7 +429,8 @@ fn a_finalizer_leaves_a_release_to_watch_only_while_its_node_has_not_reported_on
     let nothing = CoronerRemediationStatus::default();
     assert_eq!(watched_after_deletion(&nothing, &silent, "worker-1", "rem-uid"), None, "nothing released");
     let reported = record_did_not_take_effect(&released(), &Memory::default(), "never went down", t(9)).unwrap().status;
-    assert_eq!(watched_after_deletion(&reported, &silent, "worker-1", "rem-uid"), None, "already reported");
+    let decided = at_deletion(&reported, &silent, None, "worker-1", "rem-uid", false);
+    assert_eq!(decided.watch, None, "already reported");
 }
 
 #[test]
@@ -648,8 +679,8 @@ fn a_fence_that_did_not_take_effect_is_reported_once_on_the_node() {
     assert_eq!(counted, 1);
 }
 
-/// Through the loop: a Reboot's remediation deleted by hand while its partitioned node has not
-/// reported; the node returns later on the boot it had before the fence. The finalizer leaves the
+/// Through the loop: a remediation deleted by hand while its partitioned node has not reported; the
+/// node returns later on the boot it had before the fence. The finalizer leaves the
 /// release on the Node, and the sweep of the node's next event reports it, once.
 #[test]
 fn a_release_whose_remediation_was_deleted_before_its_node_returned_is_still_reported() {
@@ -691,9 +722,10 @@ fn a_retried_finalizer_and_the_sweep_report_a_release_that_did_not_take_effect_o
     lab.restart();
     futures::executor::block_on(lab.run());
     assert!(lab.world(|t| t.remediation("worker-1")).is_none());
+    assert_eq!(reported(), 1, "the finalizer reported it: {:?}", lab.reasons_on("Node"));
+    assert_eq!(unconfirmed_release(&lab.world(|t| t.node("worker-1")).unwrap()), None, "and took its record back");
     futures::executor::block_on(lab.sweep()).unwrap();
     assert_eq!(reported(), 1, "{:?}", lab.reasons_on("Node"));
-    assert_eq!(unconfirmed_release(&lab.world(|t| t.node("worker-1")).unwrap()), None);
 }
 
 #[test]

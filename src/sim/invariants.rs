@@ -215,7 +215,7 @@ impl Checker {
                 Record::Reset { at, machine: m, on: false, .. } => *m == machine && *at >= from && *at <= until,
                 Record::OutletSwitched { at, by, outlet, on: false } => {
                     by.task == release.remediation
-                        && truth.outlets[*outlet].feeds == machine
+                        && truth.outlets[*outlet].feeds_machine(machine)
                         && *at >= from
                         && *at <= until
                         && (!truth.machines[machine].on_at(until) || !guard_sees(truth, node, machine, *at, false))
@@ -325,7 +325,7 @@ impl Checker {
                             machine: Some(m), answered, sampled, said: Answered::System { .. }, ..
                         } if *m == machine && *sampled >= a => Some(*answered),
                         Record::OutletAnswer { outlet, answered, sampled, .. }
-                            if outlets && truth.outlets[*outlet].feeds == machine && *sampled >= a =>
+                            if outlets && truth.outlets[*outlet].feeds_machine(machine) && *sampled >= a =>
                         {
                             Some(*answered)
                         }
@@ -606,6 +606,17 @@ impl Checker {
             Record::OutletSwitched { at, by, outlet, on } => {
                 if *on {
                     return Err(format!("p{} switched outlet {outlet} on at {}", by.pid, show(*at)));
+                }
+                // L6: never the power of a node no remediation fences (the truth, not the bindings).
+                let fed = truth.outlets[*outlet].machines().map(|m| truth.machines[m].node.clone());
+                let remediated =
+                    |node: &str| truth.remediations.values().any(|r| contract::node_name(&r.metadata) == Some(node));
+                if let Some(node) = fed.filter(|n| truth.nodes.contains_key(n)).find(|n| !remediated(n)) {
+                    return Err(format!(
+                        "p{} switched off outlet {outlet} at {}, which feeds node {node}, fenced by no remediation",
+                        by.pid,
+                        show(*at)
+                    ));
                 }
             }
         }
@@ -1103,7 +1114,7 @@ fn level_proof_holds(
     // which L7 catches only while this machine's BMC answers: judged on the outlets the level names.
     let stated_wrongly = scenario.levels.is_some_and(|l| l.wrong_mapping);
     let feeders: Vec<usize> = match stated_wrongly {
-        false => (0..truth.outlets.len()).filter(|o| truth.outlets[*o].feeds == machine).collect(),
+        false => (0..truth.outlets.len()).filter(|o| truth.outlets[*o].feeds_machine(machine)).collect(),
         true => named_outlets(truth, node),
     };
     if feeders.is_empty() {

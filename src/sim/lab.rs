@@ -430,7 +430,8 @@ impl<D: Target + Clone, L: Level + Clone> Lab<D, L> {
         result
     }
 
-    /// R4 and R1 past the remediation: the sweep a Node event runs for the lab's node ([`driver::orphans::sweep`]).
+    /// R4 and R1 past the remediation: the sweep a Node event runs for the lab's node
+    /// ([`driver::orphans::sweep`]).
     pub async fn sweep(&self) -> Result<(), driver::Error> {
         driver::orphans::sweep(self, &self.local, &self.name).await
     }

@@ -115,8 +115,8 @@ struct Run {
     /// The phase each remediation's watch events last showed, to tell when the queue moves
     /// (`gates::moves_the_queue`, as production's remediation watch).
     phases: BTreeMap<String, Phase>,
-    /// The node each remediation names, kept past its deletion: its last watch event wakes that
-    /// node's sweep, as production's remediation watch does.
+    /// The node each remediation fences, kept past its deletion: its events while it is deleted wake
+    /// that node's sweep, as production's remediation watch does.
     nodes: BTreeMap<String, String>,
     next_pid: u32,
     checker: Checker,
@@ -768,7 +768,7 @@ impl Run {
     /// Watch events reach the leaders' controllers (and Lease events every process's tracker), each
     /// after its own delay.
     fn deliver_changes(&mut self) {
-        let (changes, leases, remediations, attestations, control_plane, phases, sweeps) = self.shared.with(|t| {
+        let (changes, leases, remediations, parts) = self.shared.with(|t| {
             let remediations: Vec<(String, String, bool)> = t
                 .remediations
                 .iter()
@@ -798,14 +798,24 @@ impl Run {
                 .filter(|n| driver::orphans::wants_sweep(n, |owner| cached.iter().any(|c| c == owner)))
                 .map(ResourceExt::name_any)
                 .collect();
-            (changes, std::mem::take(&mut t.lease_changes), remediations, attestations, control_plane, phases, sweeps)
+            // Each remediation's node (as the finalizer names it), and whether it is being deleted.
+            let deleted: Vec<(String, Option<String>, bool)> = t
+                .remediations
+                .iter()
+                .map(|(name, r)| (name.clone(), driver::node_of(r), r.metadata.deletion_timestamp.is_some()))
+                .collect();
+            let parts = (attestations, control_plane, phases, sweeps, deleted);
+            (changes, std::mem::take(&mut t.lease_changes), remediations, parts)
         });
+        let (attestations, control_plane, phases, sweeps, deleted) = parts;
         let attestations_of = |node: &str| -> Vec<String> {
             attestations.iter().filter(|(_, n)| n == node).map(|(name, _)| task::attestation(name)).collect()
         };
         let now = self.now();
-        for (name, node, _) in &remediations {
-            self.nodes.insert(name.clone(), node.clone());
+        for (name, node, _) in &deleted {
+            if let Some(node) = node {
+                self.nodes.insert(name.clone(), node.clone());
+            }
         }
         for change in changes {
             // What production's mappers wake on purpose (not a remediation's own change): poked.
@@ -832,9 +842,9 @@ impl Run {
                         Vec::new()
                     };
                     poked.clone_from(&queue);
-                    // Gone for good (its finalizer ran): its node's sweep.
-                    let gone = !remediations.iter().any(|(r, _, _)| *r == name);
-                    let sweep = self.nodes.get(&name).filter(|_| gone).map(|node| task::sweep(node));
+                    // Being deleted (its last event, gone, still shows it so): its node's sweep.
+                    let deleting = deleted.iter().find(|(r, _, _)| *r == name).is_none_or(|(_, _, d)| *d);
+                    let sweep = self.nodes.get(&name).filter(|_| deleting).map(|node| task::sweep(node));
                     std::iter::once(name).chain(woken).chain(queue).chain(sweep).collect()
                 }
                 world::Change::Attestation(name) => vec![task::attestation(&name)],
@@ -1090,7 +1100,7 @@ fn build_world(truth: &mut Truth, scenario: &Scenario) {
     // With Mismatch, the target's binding is a mistyped copy of the other node's.
     truth.add_binding(OTHER, OTHER, &origin("https://bmc-2.example:443"), None);
     if let Some(levels) = scenario.levels {
-        add_level(truth, target, spare, &levels);
+        add_level(truth, target, spare, other, &levels);
     }
     truth.add_pod(TARGET, "vm-a", false);
     truth.add_pod(TARGET, "agent", true);
@@ -1100,8 +1110,9 @@ fn build_world(truth: &mut Truth, scenario: &Scenario) {
 }
 
 /// The target's machine on PDU `pdu-1.example:161`, its BMC on the same supply, and its binding's
-/// level 2 naming the outlets that feed it (docs/simulation.md, "PDU levels").
-fn add_level(truth: &mut Truth, machine: usize, spare: usize, levels: &scenario::Levels) {
+/// level 2 naming the outlets that feed it (docs/simulation.md, "PDU levels"); a shared outlet 1
+/// feeds the other node's machine too, and that node's binding names it.
+fn add_level(truth: &mut Truth, machine: usize, spare: usize, other: usize, levels: &scenario::Levels) {
     const PDU: &str = "pdu-1.example";
     const SECRET: &str = "pdu-credentials";
     // The spare's outlets (11, 12) are on the same PDU: a wrong statement names them.
@@ -1109,7 +1120,8 @@ fn add_level(truth: &mut Truth, machine: usize, spare: usize, levels: &scenario:
         for number in first..first + levels.outlets {
             let welded = levels.welded && number == 1;
             let pdu = crate::api::host_port(PDU, 161);
-            truth.outlets.push(world::SimOutlet { pdu, number, on: true, welded, metered: true, feeds });
+            let also_feeds = (levels.shared.is_some() && feeds == machine && number == 1).then_some(other);
+            truth.outlets.push(world::SimOutlet { pdu, number, on: true, welded, metered: true, feeds, also_feeds });
         }
     }
     let named = if levels.wrong_mapping { 11 } else { 1 };
@@ -1136,18 +1148,33 @@ fn add_level(truth: &mut Truth, machine: usize, spare: usize, levels: &scenario:
         floor_watts: None,
         shared_with: Vec::new(),
     };
-    let outlets = (named..named + levels.outlets).map(outlet).collect();
+    let declared = |node: &str| match levels.shared {
+        Some(true) => vec![node.to_owned()],
+        _ => Vec::new(),
+    };
+    let mut outlets: Vec<PduOutlet> = (named..named + levels.outlets).map(outlet).collect();
+    if levels.shared.is_some() {
+        outlets[0].shared_with = declared(OTHER);
+        let mut theirs = outlet(1);
+        theirs.shared_with = declared(TARGET);
+        let level = PduLevel { outlets: vec![theirs], mapping_proof: Some(MappingProof::OperatorStatement) };
+        if let Some(binding) = truth.bindings.get_mut(OTHER) {
+            binding.spec.pdu_levels = vec![level];
+        }
+    }
     let level = PduLevel { outlets, mapping_proof: Some(MappingProof::OperatorStatement) };
     if let Some(binding) = truth.bindings.get_mut(TARGET) {
         binding.spec.pdu_levels = vec![level];
     }
-    // Verified with its levels before the outage, as the binding verifier does (A2).
-    let content = truth.binding_content(TARGET).map(crate::access::content_hex);
-    if let Some(status) = truth.bindings.get_mut(TARGET).and_then(|b| b.status.as_mut()) {
-        status.verified_content = content;
+    // Verified with their levels before the outage, as the binding verifier does (A2).
+    for node in std::iter::once(TARGET).chain(levels.shared.map(|_| OTHER)) {
+        let content = truth.binding_content(node).map(crate::access::content_hex);
+        if let Some(status) = truth.bindings.get_mut(node).and_then(|b| b.status.as_mut()) {
+            status.verified_content = content;
+        }
+        truth.note_binding_content(node);
+        truth.note_verified(node);
     }
-    truth.note_binding_content(TARGET);
-    truth.note_verified(TARGET);
 }
 
 #[cfg(test)]

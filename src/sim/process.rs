@@ -638,7 +638,7 @@ impl crate::driver::ports::Level for SimLevel {
         let looked = self
             .request(index, |t, outlet, by| {
                 let o = t.outlets[outlet].clone();
-                let truly_on = t.machines[o.feeds].on;
+                let truly_on = o.machines().any(|m| t.machines[m].on);
                 // Only an outlet that feeds the machine (on, or welded) shows its draw.
                 let feeding = truly_on && (o.on || o.welded);
                 let watts = o.metered.then_some(if feeding { super::world::MACHINE_WATTS } else { 0.0 });

@@ -171,6 +171,11 @@ pub struct Levels {
     /// The operator's statement is wrong: the level names the outlets of another machine (the
     /// spare's), while the node's machine runs on outlets the binding does not name (L5's risk).
     pub wrong_mapping: bool,
+    /// Outlet 1 feeds the other node's machine too (a twin chassis), and that node's binding names it
+    /// at its own level 2: declared shared by both bindings (`true`), or by neither (`false`, the
+    /// conflict). The other node is never fenced, so L6 switches it for neither (never drawn with a
+    /// wrong mapping).
+    pub shared: Option<bool>,
 }
 
 #[derive(Clone, Debug)]
@@ -398,7 +403,12 @@ impl Scenario {
             timeout_rate: if fifth.bool() { fifth.f64() * 0.1 } else { 0.0 },
             bmc_dead: fifth.u8(..3) == 0,
             wrong_mapping: fifth.u8(..6) == 0,
+            shared: None,
         });
+        // Issue 21's L6: in one level seed in four, outlet 1 is the other node's too (its own stream).
+        let mut tenth = fastrand::Rng::with_seed(seed ^ 0x21_0221);
+        let levels =
+            levels.map(|l| Levels { shared: (!l.wrong_mapping && tenth.u8(..4) == 0).then(|| tenth.bool()), ..l });
         // Issue 18's: half the attesters acknowledge what the preflight offers (its own stream).
         let mut sixth = fastrand::Rng::with_seed(seed ^ 0x18_0018);
         for (_, event) in &mut events {
@@ -457,7 +467,8 @@ impl Scenario {
             // relay keeps a running machine fed (its meter shows the draw: never Off).
             (Some(levels), _) if (death == Death::PowerLossWithBmc || levels.bmc_dead) && bmc != BmcKind::Mismatch => {
                 let runs = matches!(death, Death::KernelHang | Death::Partition | Death::LeaseOnly);
-                if runs && levels.welded { Expect::Refuse } else { Expect::Release }
+                // L6: an outlet the other node (live, never fenced) shares is switched for no one.
+                if (runs && levels.welded) || levels.shared.is_some() { Expect::Refuse } else { Expect::Release }
             }
             (Some(_), expect) => expect,
         };

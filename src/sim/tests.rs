@@ -35,6 +35,7 @@ fn explore(seeds: Vec<u64>) -> Vec<String> {
     let scenarios: Vec<_> = seeds.iter().map(|seed| super::scenario::Scenario::generate(*seed)).collect();
     let ipmi = scenarios.iter().filter(|s| s.ipmi.is_some()).count();
     let levels = scenarios.iter().filter(|s| s.levels.is_some()).count();
+    let shared = scenarios.iter().filter(|s| s.levels.is_some_and(|l| l.shared.is_some())).count();
     let (mut calls, mut crashes, mut faults, mut level_releases) = (0u64, 0u64, 0u64, 0u64);
     let (mut acknowledged, mut kept, mut looks, mut again, mut after_look) = (0u64, 0u64, 0u64, 0u64, 0u64);
     let mut failures = Vec::new();
@@ -60,7 +61,7 @@ fn explore(seeds: Vec<u64>) -> Vec<String> {
     // Printed past the test harness's capture: the budget's numbers are part of every run's output.
     let _ = writeln!(
         std::io::stderr(),
-        "sim: explored {} schedules ({ipmi} over IPMI, {levels} with a PDU level), {calls} calls, {crashes} crashes injected, {faults} faults, {level_releases} releases through a level, {acknowledged} attested on an acknowledgement, {kept} admitted on a kept verification, {looks} looks asked by an attestation ({again} found the machine, {after_look} of those proven off and released) in {:.1}s",
+        "sim: explored {} schedules ({ipmi} over IPMI, {levels} with a PDU level, {shared} of those with a shared outlet), {calls} calls, {crashes} crashes injected, {faults} faults, {level_releases} releases through a level, {acknowledged} attested on an acknowledgement, {kept} admitted on a kept verification, {looks} looks asked by an attestation ({again} found the machine, {after_look} of those proven off and released) in {:.1}s",
         results.len(),
         started.elapsed().as_secs_f64()
     );

@@ -126,6 +126,18 @@ pub struct SimOutlet {
     pub metered: bool,
     /// The machine it feeds.
     pub feeds: usize,
+    /// A second machine on the same outlet (a twin chassis; L6's shared outlet).
+    pub also_feeds: Option<usize>,
+}
+
+impl SimOutlet {
+    pub fn feeds_machine(&self, machine: usize) -> bool {
+        self.feeds == machine || self.also_feeds == Some(machine)
+    }
+
+    pub fn machines(&self) -> impl Iterator<Item = usize> + use<> {
+        std::iter::once(self.feeds).chain(self.also_feeds)
+    }
 }
 
 /// What a metered outlet reads while the machine it feeds runs.
@@ -1020,7 +1032,7 @@ impl Truth {
     /// Whether a machine's supply has power: no outlet feeds it (the world models none), or one that
     /// does is on or welded.
     pub fn fed(&self, machine: usize) -> bool {
-        let mut feeding = self.outlets.iter().filter(|o| o.feeds == machine).peekable();
+        let mut feeding = self.outlets.iter().filter(|o| o.feeds_machine(machine)).peekable();
         feeding.peek().is_none() || feeding.any(|o| o.on || o.welded)
     }
 
@@ -1041,7 +1053,7 @@ impl Truth {
             if !self.outlets[outlet].on {
                 self.outlets[outlet].on = true;
                 self.log.push(Record::OutletOnByHand { at: self.now, outlet });
-                machines.insert(self.outlets[outlet].feeds);
+                machines.extend(self.outlets[outlet].machines());
             }
         }
         let fed: Vec<usize> = machines.into_iter().filter(|m| self.fed(*m)).collect();
@@ -1063,18 +1075,18 @@ impl Truth {
     pub fn switch_outlet(&mut self, outlet: usize, on: bool, by: Caller) {
         self.outlets[outlet].on = on;
         self.log.push(Record::OutletSwitched { at: self.now, by, outlet, on });
-        let machine = self.outlets[outlet].feeds;
-        if self.fed(machine) {
-            return;
-        }
-        let now = self.now;
-        self.machines[machine].pending = Some((now, false));
-        self.apply_power();
-        let bmcs: Vec<usize> = self.supplied_bmcs.iter().filter(|(m, _)| *m == machine).map(|(_, bmc)| *bmc).collect();
-        for bmc in bmcs {
-            if self.bmcs[bmc].alive {
-                self.set_bmc_alive(bmc, false);
-                self.unpowered_bmcs.insert(bmc);
+        let unfed: Vec<usize> = self.outlets[outlet].machines().filter(|m| !self.fed(*m)).collect();
+        for machine in unfed {
+            let now = self.now;
+            self.machines[machine].pending = Some((now, false));
+            self.apply_power();
+            let bmcs: Vec<usize> =
+                self.supplied_bmcs.iter().filter(|(m, _)| *m == machine).map(|(_, bmc)| *bmc).collect();
+            for bmc in bmcs {
+                if self.bmcs[bmc].alive {
+                    self.set_bmc_alive(bmc, false);
+                    self.unpowered_bmcs.insert(bmc);
+                }
             }
         }
     }
