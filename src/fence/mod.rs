@@ -978,7 +978,10 @@ impl<'a> Step<'a> {
     }
 
     fn attempt_label(&self) -> String {
-        format!("attempt {}/{}", self.progress.attempt.max(1), self.spec.retry.count)
+        match self.proving_again() {
+            true => format!("attempt {}, the proof taken again on an attestation's look", self.progress.attempt),
+            false => format!("attempt {}/{}", self.progress.attempt.max(1), self.spec.retry.count),
+        }
     }
 
     // Pending ---------------------------------------------------------------------------------------
@@ -1633,14 +1636,21 @@ impl<'a> Step<'a> {
             let since = |generation: Option<i64>| generation.zip(stored).is_some_and(|(then, now)| then != now);
             let edited = self.progress.level.is_some()
                 && (since(self.progress.level_generation) || since(self.memory.through.map(|t| t.generation)));
+            // A4: the proof taken again on a look is one attempt past the template's count.
+            let tried = match self.proving_again() {
+                true => {
+                    format!("in the proof taken again on an attestation's look (attempt {})", self.progress.attempt)
+                }
+                false => format!("in any of {} attempts", self.spec.retry.count),
+            };
             let message = match reason {
                 Reason::ReleaseNotWritten => format!(
-                    "the machine was proven Off but the Node could not be updated within {} in any of {} attempts (last: {last}); nothing released",
-                    self.spec.power_off_timeout, self.spec.retry.count
+                    "the machine was proven Off but the Node could not be updated within {} {tried} (last: {last}); nothing released",
+                    self.spec.power_off_timeout
                 ),
                 _ => format!(
-                    "no proof of power-off within {} in any of {} attempts (last: {last}); nothing released",
-                    self.spec.power_off_timeout, self.spec.retry.count
+                    "no proof of power-off within {} {tried} (last: {last}); nothing released",
+                    self.spec.power_off_timeout
                 ),
             };
             if edited {

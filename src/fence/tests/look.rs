@@ -190,6 +190,12 @@ fn a_proof_taken_again_that_fails_says_no_attestation_follows_and_is_not_proven_
     let processing = conditions::find(&state.status.conditions, contract::PROCESSING).unwrap();
     assert!(processing.message.contains(contract::PROVEN_AGAIN_LEVER), "{}", processing.message);
     assert!(!processing.message.contains("kubectl coroner attest"), "{}", processing.message);
+    assert!(
+        processing.message.contains("the proof taken again on an attestation's look")
+            && !processing.message.contains("in any of"),
+        "its own attempt, not the template's count: {}",
+        processing.message
+    );
     assert_eq!(succeeded(&state.status), ("False".into(), "BmcUnreachable".into()));
     // No second look: the look is taken, and the fence proved again once.
     assert_eq!(plan_of(&spec(), &state, ctx(at, &node)), Plan::Idle);
