@@ -866,7 +866,7 @@ pub fn at_deletion(
     if report.is_some() {
         return AtDeletion { report, watch: None };
     }
-    let kept = judged.filter(|(_, j)| *j == AfterDeletion::Waits).map(|(r, _)| r.clone());
+    let kept = judged.filter(|(r, j)| *j == AfterDeletion::Waits && r.boot_id == node.boot_id).map(|(r, _)| r.clone());
     AtDeletion { report: None, watch: watched_after_deletion(status, node, remediation, remediation_uid).or(kept) }
 }
 

@@ -289,8 +289,19 @@ async fn release<W: World>(
             let current = world.remediation(&plan.remediation).await?;
             if current.as_ref().is_none_or(|r| r.metadata.deletion_timestamp.is_some()) {
                 // NodeHealthCheck deleted the remediation meanwhile: its finalizer may have run before
-                // the taint arrived. Take it back; nothing may outlive its owner.
-                take_back(world, plan).await?;
+                // the taint arrived. Take it back; nothing may outlive its owner. The taint stood for
+                // a moment (evictions may have begun): R1's bootID check goes on past the remediation.
+                let watch = crate::guard::UnconfirmedRelease {
+                    uid: plan.remediation_uid.clone(),
+                    remediation: plan.remediation.clone(),
+                    boot_id: plan.boot_id.clone(),
+                };
+                update_node(world, &plan.node_name, |node| {
+                    let removed = taints::without_owned(node, &[CoronerTaint::OutOfService], &plan.remediation_uid);
+                    crate::guard::with_watch(removed.as_ref().unwrap_or(node), Some(&watch), &plan.remediation_uid)
+                        .or(removed)
+                })
+                .await?;
                 let refusal = Refusal {
                     evidence_at: None,
                     reason: AttestationReason::RemediationDeleted,

@@ -332,16 +332,18 @@ pub async fn cleanup<W: World>(world: &W, local: &Local, remediation: &CoronerRe
             let name = remediation.name_any();
             let decided = crate::guard::at_deletion(&status, &snapshot, on_node.as_ref(), &name, &uid, reported_here);
             if let Some(message) = decided.report {
-                // Recorded on the remediation first: a retried finalizer, in any process, reports it no more.
+                // Published first (a status write whose answer is lost must not lose the report),
+                // then recorded on the remediation, so a retry in another process does not repeat it.
+                local.remember(&instance, &uid, Memory { finalizer_reported: true, ..Memory::default() });
+                world.metrics().fence_did_not_take_effect.get_or_create(&NodeLabels { node: node.clone() }).inc();
+                let reason = crate::guard::DID_NOT_TAKE_EFFECT.into();
+                let notice = fence::Notice { warning: true, reason, message: message.clone() };
+                world.publish(&found.object_ref(&()), &notice, "Cleanup").await;
                 if let Some(recorded) =
                     crate::guard::record_did_not_take_effect(&status, &Memory::default(), &message, world.now())
                 {
                     world.write_status(&current, recorded.status).await?;
                 }
-                local.remember(&instance, &uid, Memory { finalizer_reported: true, ..Memory::default() });
-                world.metrics().fence_did_not_take_effect.get_or_create(&NodeLabels { node: node.clone() }).inc();
-                let notice = fence::Notice { warning: true, reason: crate::guard::DID_NOT_TAKE_EFFECT.into(), message };
-                world.publish(&found.object_ref(&()), &notice, "Cleanup").await;
             }
             watch = decided.watch;
         }

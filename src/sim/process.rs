@@ -638,9 +638,12 @@ impl crate::driver::ports::Level for SimLevel {
         let looked = self
             .request(index, |t, outlet, by| {
                 let o = t.outlets[outlet].clone();
-                let truly_on = o.machines().any(|m| t.machines[m].on);
-                // Only an outlet that feeds the machine (on, or welded) shows its draw.
-                let feeding = truly_on && (o.on || o.welded);
+                // The machine the binding's node runs on (the oracle's question); a shared outlet
+                // draws while any machine on it runs.
+                let truly_on = t.machines[o.feeds].on;
+                let drawing = o.machines().any(|m| t.machines[m].on);
+                // Only an outlet that feeds a machine (on, or welded) shows its draw.
+                let feeding = drawing && (o.on || o.welded);
                 let watts = o.metered.then_some(if feeding { super::world::MACHINE_WATTS } else { 0.0 });
                 let state = if o.on { crate::pdu::OutletState::On } else { crate::pdu::OutletState::Off };
                 let reading = crate::pdu::OutletReading { state, pending: false, watts };
