@@ -790,11 +790,14 @@ impl Run {
             let attestations: Vec<(String, String)> =
                 t.attestations.values().map(|a| (a.name_any(), a.spec.node_name.clone())).collect();
             let changes = std::mem::take(&mut t.changes);
-            // As production's Node mapper: the Nodes the sweep should see.
+            // As production's Node mapper: the changed Nodes the sweep should see.
             let cached: Vec<String> = t.remediations.values().filter_map(ResourceExt::uid).collect();
-            let sweeps: Vec<String> = t
-                .nodes
-                .values()
+            let sweeps: Vec<String> = changes
+                .iter()
+                .filter_map(|c| match c {
+                    world::Change::Node(name) => t.nodes.get(name),
+                    _ => None,
+                })
                 .filter(|n| driver::orphans::wants_sweep(n, |owner| cached.iter().any(|c| c == owner)))
                 .map(ResourceExt::name_any)
                 .collect();
