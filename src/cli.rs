@@ -307,11 +307,18 @@ async fn uninstall_check(args: UninstallCheckArgs) -> Result<(), CliError> {
     rustls::crypto::CryptoProvider::install_default(Arc::unwrap_or_clone(tls::crypto_provider()))
         .map_err(|_| CliError::CryptoProvider)?;
     let client = Client::try_default().await?;
-    let remediations: kube::Api<api::CoronerRemediation> = kube::Api::namespaced(client, &namespace);
+    let remediations: kube::Api<api::CoronerRemediation> = kube::Api::namespaced(client.clone(), &namespace);
     let list = remediations.list(&kube::api::ListParams::default()).await?.items;
     match uninstall::refusal(&namespace, &uninstall::blockers(&list)) {
         Some(refusal) => Err(CliError::UninstallBlocked(refusal)),
         None => {
+            let nodes = kube::Api::<k8s_openapi::api::core::v1::Node>::all(client)
+                .list(&kube::api::ListParams::default())
+                .await?
+                .items;
+            if let Some(notice) = uninstall::unwatched_notice(&uninstall::unwatched(&nodes)) {
+                eprint!("{notice}");
+            }
             println!(
                 "no CoronerRemediation in namespace {namespace} holds coroner's finalizer: coroner can be uninstalled"
             );

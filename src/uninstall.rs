@@ -7,12 +7,17 @@
 //! longer read the templates (their aggregated ClusterRole goes with coroner). So the check refuses
 //! while any remediation still holds the finalizer, and says what to do. The Helm chart runs it as a
 //! pre-delete hook; docs/install.md gives the same steps for OLM and kustomize.
+//!
+//! A release whose remediation was deleted before its node reported back stays on the Node for R1's
+//! sweep ([`guard::UNCONFIRMED_ANNOTATION`]); without coroner no one judges it. That blocks nothing
+//! (the node may never come back), so the check names those Nodes and passes.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::{api::core::v1::Node, apimachinery::pkg::apis::meta::v1::Condition};
+use kube::ResourceExt;
 
 use crate::{
     api::{CoronerRemediation, Phase, conditions},
-    contract,
+    contract, guard,
 };
 
 /// A remediation that blocks the uninstall, as the refusal lists it.
@@ -76,6 +81,34 @@ pub fn refusal(namespace: &str, blockers: &[Blocker]) -> Option<String> {
     Some(text)
 }
 
+/// The Nodes whose release no one will judge once coroner is gone (node name, record).
+pub fn unwatched(nodes: &[Node]) -> Vec<(String, guard::UnconfirmedRelease)> {
+    nodes.iter().filter_map(|n| Some((n.name_any(), guard::unconfirmed_release(n)?))).collect()
+}
+
+/// What the check says about [`unwatched`] Nodes while passing. `None` when there are none.
+pub fn unwatched_notice(unwatched: &[(String, guard::UnconfirmedRelease)]) -> Option<String> {
+    if unwatched.is_empty() {
+        return None;
+    }
+    let mut text = format!(
+        "note: {} Node(s) carry {}: a release whose remediation was deleted before the node reported back. coroner watches them for the node returning on the bootID it had before the fence (it never went down, yet its workloads were released: FenceDidNotTakeEffect); once coroner is uninstalled no one does:\n",
+        unwatched.len(),
+        guard::UNCONFIRMED_ANNOTATION
+    );
+    for (node, r) in unwatched {
+        text.push_str(&format!(
+            "  - node {node} (remediation {}, bootID before the fence {})\n",
+            r.remediation, r.boot_id
+        ));
+    }
+    text.push_str(&format!(
+        "Before that node runs workloads again, compare its bootID (kubectl get node <node> -o jsonpath='{{.status.nodeInfo.bootID}}') with the one above: the same bootID means its machine never went down while its workloads ran elsewhere. Remove the annotation (kubectl annotate node <node> {}-) once the machine is known to have gone down.\n",
+        guard::UNCONFIRMED_ANNOTATION
+    ));
+    Some(text)
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -115,6 +148,33 @@ mod tests {
         ] {
             assert!(text.contains(needle), "{needle} not in:\n{text}");
         }
+    }
+
+    #[test]
+    fn a_node_with_an_unjudged_release_is_named_with_its_bootid_and_blocks_nothing() {
+        let record = guard::UnconfirmedRelease {
+            uid: "u-1".into(),
+            remediation: "worker-1-x7k2p".into(),
+            boot_id: "boot-a".into(),
+        };
+        let nodes: Vec<Node> = [("worker-1", Some(&record)), ("worker-2", None)]
+            .into_iter()
+            .map(|(name, record)| {
+                let annotations = record
+                    .map(|r| json!({guard::UNCONFIRMED_ANNOTATION: serde_json::to_string(r).unwrap()}))
+                    .unwrap_or(json!({}));
+                serde_json::from_value(json!({"metadata": {"name": name, "annotations": annotations}})).unwrap()
+            })
+            .collect();
+        let unwatched = unwatched(&nodes);
+        assert_eq!(unwatched, vec![("worker-1".to_owned(), record)]);
+        let text = unwatched_notice(&unwatched).unwrap();
+        for needle in
+            ["node worker-1 (remediation worker-1-x7k2p, bootID before the fence boot-a)", "FenceDidNotTakeEffect"]
+        {
+            assert!(text.contains(needle), "{needle} not in:\n{text}");
+        }
+        assert_eq!(unwatched_notice(&[]), None);
     }
 
     #[test]

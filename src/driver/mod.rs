@@ -1012,6 +1012,9 @@ impl<'a, W: World> Fence<'a, W> {
         if let Some(outcome) = telemetry::decided_outcome(old, &new) {
             metrics.remediations_finished.get_or_create(&outcome).inc();
         }
+        if let Some(outcome) = telemetry::proven_again_outcome(old, &new) {
+            metrics.proofs_taken_again.get_or_create(&outcome).inc();
+        }
         for (stage, seconds) in telemetry::stage_durations(old, &new) {
             metrics.fence_stage_seconds.get_or_create(&StageLabels { stage: stage.into() }).observe(seconds);
         }

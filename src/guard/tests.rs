@@ -142,12 +142,9 @@ fn a_release_stands_from_its_record_until_coroner_ends_it_for_the_on_or_the_node
     assert!(!release_stands(&released(), &ready), "the node reports Ready=True");
 }
 
-#[test]
-fn an_attested_record_still_releasing_stands_only_while_the_node_shows_its_update() {
-    let mut unconfirmed = released();
-    let release = unconfirmed.evidence.as_mut().and_then(|e| e.release.as_mut()).unwrap();
-    release.kind = crate::api::ReleaseKind::OperatorAttested;
-    release.attestation = Some(crate::api::AttestationEvidence {
+/// An attestation whose release was written into the remediation but not yet confirmed on the Node.
+fn releasing_attestation() -> crate::api::AttestationEvidence {
+    crate::api::AttestationEvidence {
         acknowledged: Vec::new(),
         name: "worker-1-abcde".into(),
         uid: "a-1".into(),
@@ -155,7 +152,15 @@ fn an_attested_record_still_releasing_stands_only_while_the_node_shows_its_updat
         reason: "dark rack".into(),
         attested_at: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(t(0)),
         state: crate::api::AttestedReleaseState::Releasing,
-    });
+    }
+}
+
+#[test]
+fn an_attested_record_still_releasing_stands_only_while_the_node_shows_its_update() {
+    let mut unconfirmed = released();
+    let release = unconfirmed.evidence.as_mut().and_then(|e| e.release.as_mut()).unwrap();
+    release.kind = crate::api::ReleaseKind::OperatorAttested;
+    release.attestation = Some(releasing_attestation());
     assert!(!release_stands(&unconfirmed, &node(false)), "its Node update never came: no release to guard");
     assert!(release_stands(&unconfirmed, &node(true)), "its taint is on the Node: the update took effect");
     let taint_removed = NodeSnapshot { release_recorded: true, ..node(false) };
@@ -480,15 +485,7 @@ fn a_finalizer_records_its_release_to_watch_only_on_the_boot_it_was_judged_on_an
 #[test]
 fn an_attested_release_whose_node_update_never_came_leaves_nothing_to_watch() {
     let mut status = attested();
-    status.evidence.as_mut().unwrap().release.as_mut().unwrap().attestation = Some(crate::api::AttestationEvidence {
-        acknowledged: Vec::new(),
-        name: "worker-1-abcde".into(),
-        uid: "a-1".into(),
-        attested_by: "alice".into(),
-        reason: "dark rack".into(),
-        attested_at: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(t(0)),
-        state: crate::api::AttestedReleaseState::Releasing,
-    });
+    status.evidence.as_mut().unwrap().release.as_mut().unwrap().attestation = Some(releasing_attestation());
     let silent = node(false);
     assert_eq!(watched_after_deletion(&status, &silent, "worker-1", "rem-uid"), None);
     let mut back = node(false);

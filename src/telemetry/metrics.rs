@@ -9,7 +9,7 @@ use prometheus_client::{
 };
 
 use crate::{
-    api::{CoronerRemediationStatus, Evidence, conditions},
+    api::{CoronerRemediationStatus, Evidence, Phase, conditions},
     contract,
 };
 
@@ -64,6 +64,7 @@ type FloatGauge = Gauge<f64, AtomicU64>;
 pub struct Metrics {
     pub remediations_started: Counter,
     pub remediations_finished: Family<OutcomeLabels, Counter>,
+    pub proofs_taken_again: Family<OutcomeLabels, Counter>,
     pub fence_stage_seconds: Family<StageLabels, Histogram>,
     pub bmc_requests: Family<BmcLabels, Counter>,
     pub remediations_in_flight: Gauge,
@@ -102,6 +103,7 @@ impl Metrics {
         let metrics = Self {
             remediations_started: Counter::default(),
             remediations_finished: Family::default(),
+            proofs_taken_again: Family::default(),
             fence_stage_seconds: Family::new_with_constructor(stage_histogram),
             bmc_requests: Family::default(),
             remediations_in_flight: Gauge::default(),
@@ -128,6 +130,11 @@ impl Metrics {
             "remediations_finished",
             "Remediations whose outcome was decided (Succeeded True or False), by outcome and reason",
             m.remediations_finished,
+        );
+        registry.register(
+            "proofs_taken_again",
+            "Proofs taken again on an attestation's look (A4) that ended, by outcome and reason (Succeeded keeps the first failure: remediations_finished counted it)",
+            m.proofs_taken_again,
         );
         registry.register(
             "fence_stage_seconds",
@@ -301,6 +308,28 @@ pub fn decided_outcome(old: &CoronerRemediationStatus, new: &CoronerRemediationS
     })
 }
 
+/// A4: how a proof taken again on an attestation's look ended, counted once: its release written
+/// (`succeeded`, `NodeFenced`), or the fence failed again (`failed`, the reason `Processing` names).
+/// `remediations_finished` cannot count it: `Succeeded` stays the first failure.
+pub fn proven_again_outcome(old: &CoronerRemediationStatus, new: &CoronerRemediationStatus) -> Option<OutcomeLabels> {
+    if !crate::fence::proving_again(new) {
+        return None;
+    }
+    let released = |s: &CoronerRemediationStatus| s.evidence.as_ref().is_some_and(|e| e.release.is_some());
+    let failed = |s: &CoronerRemediationStatus| s.phase == Some(Phase::Failed);
+    if released(new) && !released(old) {
+        return Some(OutcomeLabels {
+            outcome: "succeeded".into(),
+            reason: contract::Reason::NodeFenced.as_str().into(),
+        });
+    }
+    // The look's ask is written on a Failed remediation: only a proof that ran and failed again counts.
+    (failed(new) && !failed(old) && crate::fence::proving_again(old)).then(|| OutcomeLabels {
+        outcome: "failed".into(),
+        reason: conditions::find(&new.conditions, contract::PROCESSING).map(|c| c.reason.clone()).unwrap_or_default(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use jiff::{SignedDuration, Timestamp};
@@ -413,6 +442,44 @@ mod tests {
             decided_outcome(&started, &refused),
             Some(OutcomeLabels { outcome: "failed".into(), reason: "IdentityMismatch".into() })
         );
+    }
+
+    #[test]
+    fn a_proof_taken_again_on_a_look_is_counted_once_when_it_releases_or_fails_again() {
+        let status = |phase: Phase, found: Option<crate::api::LookFound>, released: bool| {
+            let mut status: CoronerRemediationStatus = serde_json::from_value(serde_json::json!({"evidence": {
+                "attestationLook": {"attestation": "a", "attestationUid": "a-1", "requestedAt": "2026-12-01T10:00:00.000000Z",
+                                    "mayProveAgain": true}}}))
+            .unwrap();
+            status.phase = Some(phase);
+            let evidence = status.evidence.as_mut().unwrap();
+            evidence.attestation_look.as_mut().unwrap().found = found;
+            if released {
+                evidence.release = serde_json::from_value(serde_json::json!({"strategy": "OutOfServiceTaint",
+                    "releasedAt": "2026-12-01T10:00:00Z", "nodeReady": "Unknown", "taintOwned": true}))
+                .unwrap();
+            }
+            status
+        };
+        let again = Some(crate::api::LookFound::ProvingAgain);
+        let asked = status(Phase::Failed, None, false);
+        let proving = status(Phase::ConfirmingOff, again, false);
+        assert_eq!(proven_again_outcome(&asked, &proving), None, "the look taken: nothing ended yet");
+        let mut failed = status(Phase::Failed, again, false);
+        contract::record(&mut failed.conditions, contract::Reason::PowerOffNotConfirmed, "m", Timestamp::UNIX_EPOCH);
+        assert_eq!(
+            proven_again_outcome(&proving, &failed),
+            Some(OutcomeLabels { outcome: "failed".into(), reason: "PowerOffNotConfirmed".into() })
+        );
+        assert_eq!(proven_again_outcome(&failed, &failed), None, "once");
+        let released = status(Phase::Releasing, again, true);
+        assert_eq!(
+            proven_again_outcome(&proving, &released),
+            Some(OutcomeLabels { outcome: "succeeded".into(), reason: "NodeFenced".into() })
+        );
+        assert_eq!(proven_again_outcome(&released, &status(Phase::Done, again, true)), None, "once");
+        let no_answer = status(Phase::Failed, Some(crate::api::LookFound::NoAnswer), false);
+        assert_eq!(proven_again_outcome(&asked, &no_answer), None, "a look that found nothing proves nothing again");
     }
 
     #[test]

@@ -39,7 +39,7 @@ pub use admin::{Health, serve};
 pub use gauges::{RemediationGauges, binding_gauges, remediation_gauges};
 pub use metrics::{
     CategoryLabels, Metrics, NodeLabels, OutcomeLabels, PhaseLabels, StageLabels, StateLabels, decided_outcome,
-    stage_durations,
+    proven_again_outcome, stage_durations,
 };
 
 #[cfg(test)]
