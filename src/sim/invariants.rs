@@ -607,13 +607,22 @@ impl Checker {
                 if *on {
                     return Err(format!("p{} switched outlet {outlet} on at {}", by.pid, show(*at)));
                 }
-                // L6: never the power of a node no remediation fences (the truth, not the bindings).
+                // L6: never the power of a node that is not being fenced (admitted, its release not yet
+                // written) nor released for good (a release that stands, its power-on approved by no
+                // one): the machines the outlet feeds in truth, not the bindings.
                 let fed = truth.outlets[*outlet].machines().map(|m| truth.machines[m].node.clone());
-                let remediated =
-                    |node: &str| truth.remediations.values().any(|r| contract::node_name(&r.metadata) == Some(node));
-                if let Some(node) = fed.filter(|n| truth.nodes.contains_key(n)).find(|n| !remediated(n)) {
+                let approved =
+                    |node: &str| truth.log.iter().any(|r| matches!(r, Record::Approved { node: n, .. } if n == node));
+                let may_lose = |node: &str| {
+                    truth.remediations.values().filter(|r| contract::node_name(&r.metadata) == Some(node)).any(|r| {
+                        let released =
+                            r.status.as_ref().and_then(|s| s.evidence.as_ref()).is_some_and(|e| e.release.is_some());
+                        crate::levels::may_lose_shared_outlet(Phase::of(r), released && !approved(node))
+                    })
+                };
+                if let Some(node) = fed.filter(|n| truth.nodes.contains_key(n)).find(|n| !may_lose(n)) {
                     return Err(format!(
-                        "p{} switched off outlet {outlet} at {}, which feeds node {node}, fenced by no remediation",
+                        "p{} switched off outlet {outlet} at {}, which feeds node {node}, neither being fenced nor released",
                         by.pid,
                         show(*at)
                     ));

@@ -166,6 +166,30 @@ pub fn run(seed: u64) -> Outcome {
             })
             .collect()
     });
+    let shared_offs: Vec<Micros> = run.shared.with(|t| {
+        t.log
+            .iter()
+            .filter_map(|r| match r {
+                world::Record::OutletSwitched { at, outlet, on: false, .. } => {
+                    t.outlets[*outlet].also_feeds.is_some().then_some(*at)
+                }
+                _ => None,
+            })
+            .collect()
+    });
+    let released_at = run.shared.with(|t| {
+        t.log.iter().find_map(|r| match r {
+            world::Record::NodeWrite { at, node, after, .. }
+                if node == TARGET && after.iter().any(|t| t.key == CoronerTaint::OutOfService.key()) =>
+            {
+                Some(*at)
+            }
+            _ => None,
+        })
+    });
+    stats.shared_offs = shared_offs.len() as u64;
+    stats.shared_offs_after_release =
+        shared_offs.iter().filter(|at| released_at.is_some_and(|released| **at > released)).count() as u64;
     let again = |found: &Option<crate::api::LookFound>| *found == Some(crate::api::LookFound::ProvingAgain);
     stats.looks = looks.len() as u64;
     stats.proven_again = looks.iter().filter(|(found, _)| again(found)).count() as u64;
@@ -1056,7 +1080,9 @@ fn build_world(truth: &mut Truth, scenario: &Scenario) {
     if scenario.death == Death::KernelHang {
         truth.machines[target].booted_at = None;
     }
-    let other = truth.add_machine(OTHER, OTHER_UUID, true, Reach::Connected);
+    let other_fenced = scenario.levels.is_some_and(|l| l.other_fenced);
+    let other_reach = if other_fenced { Reach::Partitioned } else { Reach::Connected };
+    let other = truth.add_machine(OTHER, OTHER_UUID, true, other_reach);
     let spare = truth.add_machine("spare", SPARE_UUID, true, Reach::Connected);
     truth.add_node(TARGET, target, crate::api::conditions::UNKNOWN, &[]);
     truth.add_node(OTHER, other, crate::api::conditions::TRUE, &[]);
@@ -1110,6 +1136,9 @@ fn build_world(truth: &mut Truth, scenario: &Scenario) {
     truth.attachments.insert(TARGET.into(), 1);
     truth.nhc_spec = scenario.spec.clone();
     truth.nhc_nodes.insert(TARGET.into(), 0);
+    if other_fenced {
+        truth.nhc_nodes.insert(OTHER.into(), 0);
+    }
 }
 
 /// The target's machine on PDU `pdu-1.example:161`, its BMC on the same supply, and its binding's

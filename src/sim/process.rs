@@ -80,6 +80,10 @@ pub struct Stats {
     /// proofs released the node.
     pub proven_again: u64,
     pub released_after_look: u64,
+    /// L6: Offs sent to a shared outlet, and how many of those came after the target's release (the
+    /// guard's).
+    pub shared_offs: u64,
+    pub shared_offs_after_release: u64,
 }
 
 /// What all processes and the runner share.

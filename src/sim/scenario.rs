@@ -176,6 +176,10 @@ pub struct Levels {
     /// conflict). The other node is never fenced, so L6 switches it for neither (never drawn with a
     /// wrong mapping).
     pub shared: Option<bool>,
+    /// With outlet 1 declared shared: the other node dies too (partitioned, its machine running) and
+    /// NodeHealthCheck remediates it, so L6 may switch the outlet while that fence runs or its release
+    /// stands, and the guard's L6 check is reached.
+    pub other_fenced: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -404,11 +408,21 @@ impl Scenario {
             bmc_dead: fifth.u8(..3) == 0,
             wrong_mapping: fifth.u8(..6) == 0,
             shared: None,
+            other_fenced: false,
         });
         // Issue 21's L6: in one level seed in four, outlet 1 is the other node's too (its own stream).
         let mut tenth = fastrand::Rng::with_seed(seed ^ 0x21_0221);
         let levels =
             levels.map(|l| Levels { shared: (!l.wrong_mapping && tenth.u8(..4) == 0).then(|| tenth.bool()), ..l });
+        // In half of those declared shared, the other node dies too and is fenced (its own stream).
+        let mut eleventh = fastrand::Rng::with_seed(seed ^ 0x21_0321);
+        // Its BMC dead so that the level is what fences (the guard's L6 check needs a level's release).
+        // With action Off: a Reboot is refused at admission for the level (L3).
+        let off = spec.action == FenceAction::Off;
+        let levels = levels.map(|l| match l.shared == Some(true) && off && eleventh.bool() {
+            true => Levels { other_fenced: true, bmc_dead: true, ..l },
+            false => l,
+        });
         // Issue 18's: half the attesters acknowledge what the preflight offers (its own stream).
         let mut sixth = fastrand::Rng::with_seed(seed ^ 0x18_0018);
         for (_, event) in &mut events {
@@ -427,6 +441,9 @@ impl Scenario {
         if levels.is_some_and(|l| l.wrong_mapping) {
             excuses.push(Excuse::WrongStatement);
         }
+        if levels.is_some_and(|l| l.other_fenced) {
+            excuses.push(Excuse::SharedWithAFencedNode);
+        }
         // Issue 21's: a person switches the outlets coroner switched off back on, mid-fence or after
         // the release (the guard's, L9), in one level seed in four (a stream of its own).
         let mut eighth = fastrand::Rng::with_seed(seed ^ 0x21_0121);
@@ -441,6 +458,12 @@ impl Scenario {
                 excuses.push(Excuse::SwitchedOnMidFence);
             }
             events.push((when, Event::OutletsOnByHand));
+        }
+        // And in half of those, a person switches the outlets on again after the release: the
+        // guard's Off to the shared outlet (L9), which L6 allows only while the other node's fence
+        // runs or its release stands.
+        if levels.is_some_and(|l| l.other_fenced) && eleventh.bool() {
+            events.push((When::After(Phase::Done, eleventh.i64(0..20 * SECOND)), Event::OutletsOnByHand));
         }
         // Issue 18's A4: in half the seeds with an attestation whose node's BMC is dead, the BMC
         // answers again after the fence failed, and a person who does not know attests after it
@@ -599,6 +622,9 @@ pub enum Excuse {
     /// A BMC that answers again after its fence failed lets an attestation's look make the fence
     /// prove again (A4): it may release on that proof, or fail it, whatever the death allowed.
     BmcBack,
+    /// A shared outlet whose other node is fenced too: the level may switch it once that fence is
+    /// admitted, or refuse it (`OutletShared`) when it comes first, whichever the race gives.
+    SharedWithAFencedNode,
 }
 
 impl Excuse {

@@ -36,8 +36,10 @@ fn explore(seeds: Vec<u64>) -> Vec<String> {
     let ipmi = scenarios.iter().filter(|s| s.ipmi.is_some()).count();
     let levels = scenarios.iter().filter(|s| s.levels.is_some()).count();
     let shared = scenarios.iter().filter(|s| s.levels.is_some_and(|l| l.shared.is_some())).count();
+    let other_fenced = scenarios.iter().filter(|s| s.levels.is_some_and(|l| l.other_fenced)).count();
     let (mut calls, mut crashes, mut faults, mut level_releases) = (0u64, 0u64, 0u64, 0u64);
     let (mut acknowledged, mut kept, mut looks, mut again, mut after_look) = (0u64, 0u64, 0u64, 0u64, 0u64);
+    let (mut shared_offs, mut guard_shared_offs) = (0u64, 0u64);
     let mut failures = Vec::new();
     for outcome in &results {
         calls += outcome.stats.calls;
@@ -49,6 +51,8 @@ fn explore(seeds: Vec<u64>) -> Vec<String> {
         looks += outcome.stats.looks;
         again += outcome.stats.proven_again;
         after_look += outcome.stats.released_after_look;
+        shared_offs += outcome.stats.shared_offs;
+        guard_shared_offs += outcome.stats.shared_offs_after_release;
         match (&outcome.failure, known.contains(&outcome.seed)) {
             (Some(failure), false) => failures.push(failure.clone()),
             (None, true) => failures.push(format!(
@@ -61,7 +65,7 @@ fn explore(seeds: Vec<u64>) -> Vec<String> {
     // Printed past the test harness's capture: the budget's numbers are part of every run's output.
     let _ = writeln!(
         std::io::stderr(),
-        "sim: explored {} schedules ({ipmi} over IPMI, {levels} with a PDU level, {shared} of those with a shared outlet), {calls} calls, {crashes} crashes injected, {faults} faults, {level_releases} releases through a level, {acknowledged} attested on an acknowledgement, {kept} admitted on a kept verification, {looks} looks asked by an attestation ({again} found the machine, {after_look} of those proven off and released) in {:.1}s",
+        "sim: explored {} schedules ({ipmi} over IPMI, {levels} with a PDU level, {shared} of those with a shared outlet, {other_fenced} of those with its other node fenced too; {shared_offs} Offs to a shared outlet, {guard_shared_offs} after the release), {calls} calls, {crashes} crashes injected, {faults} faults, {level_releases} releases through a level, {acknowledged} attested on an acknowledgement, {kept} admitted on a kept verification, {looks} looks asked by an attestation ({again} found the machine, {after_look} of those proven off and released) in {:.1}s",
         results.len(),
         started.elapsed().as_secs_f64()
     );
