@@ -315,8 +315,13 @@ pub fn may_switch_shared(feeds: &[String], admitted: &BTreeSet<String>) -> Resul
 /// release is written, and, its fence ended (`Done` or `Failed`), while a release of it stands that
 /// nobody approved to power on (`released`: [`crate::guard::may_enforce`], on its Node read now);
 /// never while coroner powers it on again or waits for it to come back, nor before admission, nor
-/// after a fence that released nothing.
-pub fn may_lose_shared_outlet(phase: Phase, released: bool) -> bool {
+/// after a fence that released nothing, nor while the remediation is being deleted (`deleting`: its
+/// finalizer ends the fence and takes its taints back; NodeHealthCheck deletes it once the node is
+/// healthy).
+pub fn may_lose_shared_outlet(phase: Phase, released: bool, deleting: bool) -> bool {
+    if deleting {
+        return false;
+    }
     match phase {
         Phase::VerifyingIdentity
         | Phase::PoweringOff
@@ -567,20 +572,25 @@ mod tests {
 
     #[test]
     fn a_shared_outlet_is_lost_only_by_a_node_being_fenced_or_whose_release_stands_ended() {
+        let lose = |phase, released| may_lose_shared_outlet(phase, released, false);
         for phase in [Phase::VerifyingIdentity, Phase::PoweringOff, Phase::ConfirmingOff, Phase::Releasing] {
-            assert!(may_lose_shared_outlet(phase, false), "{phase:?}");
+            assert!(lose(phase, false), "{phase:?}");
         }
-        assert!(may_lose_shared_outlet(Phase::PoweringOffOutlets, false));
+        assert!(lose(Phase::PoweringOffOutlets, false));
         // Released and ended: its machine is off and guarded; the guard may switch the outlet again.
-        assert!(may_lose_shared_outlet(Phase::Done, true) && may_lose_shared_outlet(Phase::Failed, true));
-        assert!(!may_lose_shared_outlet(Phase::Done, false) && !may_lose_shared_outlet(Phase::Failed, false));
+        assert!(lose(Phase::Done, true) && lose(Phase::Failed, true));
+        assert!(!lose(Phase::Done, false) && !lose(Phase::Failed, false));
         for phase in [Phase::Pending, Phase::WaitingForRelease, Phase::PoweringOn, Phase::WaitingForNode] {
             for released in [false, true] {
-                assert!(
-                    !may_lose_shared_outlet(phase, released),
-                    "{phase:?}: coroner may power it on, or it is not fenced"
-                );
+                assert!(!lose(phase, released), "{phase:?}: coroner may power it on, or it is not fenced");
             }
+        }
+    }
+
+    #[test]
+    fn a_node_whose_remediation_is_being_deleted_keeps_its_shared_outlet() {
+        for phase in [Phase::ConfirmingOff, Phase::PoweringOffOutlets, Phase::Done] {
+            assert!(!may_lose_shared_outlet(phase, true, true), "{phase:?}: its finalizer ends the fence");
         }
     }
 

@@ -292,7 +292,8 @@ impl<W: World> Fence<'_, W> {
                 }
                 false => false,
             };
-            if rules::may_lose_shared_outlet(Phase::of(&remediation), released) {
+            let deleting = remediation.metadata.deletion_timestamp.is_some();
+            if rules::may_lose_shared_outlet(Phase::of(&remediation), released, deleting) {
                 fenced.insert(node);
             }
         }

@@ -262,12 +262,28 @@ impl Checker {
                     return Some(Ok(()));
                 }
                 // A GuardBlind already reported for this dark spell of the guard's device stands (R2).
+                // As `ReleasedMachinePoweredOn`, the report is the Guard condition written to the status;
+                // its Event is best effort (one whose status write's answer was lost is not sent again).
                 let dark = guard_dark_since(truth, node, machine, start, outlets).unwrap_or(start);
-                let reported_in_spell = truth.log.iter().any(|r| {
-                    matches!(r, Record::Event { at, by, reason, .. } if *at >= dark.max(release.at) && *at <= start
-                        && by.task == release.remediation && reason == crate::guard::BLIND)
-                });
-                if !reported_in_spell && !event(crate::guard::BLIND, start, deadline) {
+                let blind = |from: Micros, until: Micros, any_task: bool| {
+                    truth.log.iter().any(|r| match r {
+                        Record::Event { at, by, reason, .. } => {
+                            *at >= from
+                                && *at <= until
+                                && (any_task || by.task == release.remediation)
+                                && reason == crate::guard::BLIND
+                        }
+                        Record::Status { at, remediation, guard: Some(said), .. } => {
+                            *at >= from
+                                && *at <= until
+                                && *remediation == release.remediation
+                                && said == crate::guard::BLIND
+                        }
+                        _ => false,
+                    })
+                };
+                let reported_in_spell = blind(dark.max(release.at), start, false);
+                if !reported_in_spell && !blind(start, deadline, true) {
                     return Some(Err(format!(
                         "the released machine of {node} was on at {} while the guard's device was dark; no GuardBlind by {}",
                         show(start),
@@ -608,16 +624,33 @@ impl Checker {
                     return Err(format!("p{} switched outlet {outlet} on at {}", by.pid, show(*at)));
                 }
                 // L6: never the power of a node that is not being fenced (admitted, its release not yet
-                // written) nor released for good (a release that stands, its power-on approved by no
-                // one): the machines the outlet feeds in truth, not the bindings.
+                // written, its remediation not being deleted) nor released by a fence whose power-on
+                // nobody approved: the machines the outlet feeds in truth, not the bindings. As R3, an
+                // approval counts when it names that release and stands on the Node, given before the
+                // switching task last read that Node (looser than L6 on "stands": any written release).
                 let fed = truth.outlets[*outlet].machines().map(|m| truth.machines[m].node.clone());
-                let approved =
-                    |node: &str| truth.log.iter().any(|r| matches!(r, Record::Approved { node: n, .. } if n == node));
+                let approved = |node: &str, uid: &str| {
+                    let seen = truth
+                        .node_reads
+                        .get(&(by.pid, by.task.clone(), node.to_owned()))
+                        .and_then(|reads| reads.iter().rev().find(|read| **read <= *at).copied())
+                        .unwrap_or(*at);
+                    let current = truth
+                        .nodes
+                        .get(node)
+                        .and_then(|n| n.annotations().get(crate::guard::APPROVAL_ANNOTATION).cloned());
+                    truth.log.iter().any(|r| {
+                        matches!(r, Record::Approved { at: given, node: of, value } if of == node && *given <= seen
+                            && names_release(value, uid) && current.as_deref() == Some(value.as_str()))
+                    })
+                };
                 let may_lose = |node: &str| {
                     truth.remediations.values().filter(|r| contract::node_name(&r.metadata) == Some(node)).any(|r| {
                         let released =
                             r.status.as_ref().and_then(|s| s.evidence.as_ref()).is_some_and(|e| e.release.is_some());
-                        crate::levels::may_lose_shared_outlet(Phase::of(r), released && !approved(node))
+                        let uid = r.uid().unwrap_or_default();
+                        let deleting = r.metadata.deletion_timestamp.is_some();
+                        crate::levels::may_lose_shared_outlet(Phase::of(r), released && !approved(node, &uid), deleting)
                     })
                 };
                 if let Some(node) = fed.filter(|n| truth.nodes.contains_key(n)).find(|n| !may_lose(n)) {
