@@ -12,8 +12,7 @@
 //! sweep ([`guard::UNCONFIRMED_ANNOTATION`]); without coroner no one judges it. That blocks nothing
 //! (the node may never come back), so the check names those Nodes and passes.
 
-use k8s_openapi::{api::core::v1::Node, apimachinery::pkg::apis::meta::v1::Condition};
-use kube::ResourceExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
 
 use crate::{
     api::{CoronerRemediation, Phase, conditions},
@@ -81,13 +80,21 @@ pub fn refusal(namespace: &str, blockers: &[Blocker]) -> Option<String> {
     Some(text)
 }
 
-/// The Nodes whose release no one will judge once coroner is gone (node name, record).
-pub fn unwatched(nodes: &[Node]) -> Vec<(String, guard::UnconfirmedRelease)> {
-    nodes.iter().filter_map(|n| Some((n.name_any(), guard::unconfirmed_release(n)?))).collect()
+/// The Nodes whose release no one will judge once coroner is gone: node name, and its record (or
+/// the annotation's value, when it does not parse).
+pub fn unwatched(nodes: &[ObjectMeta]) -> Vec<(String, Result<guard::UnconfirmedRelease, String>)> {
+    nodes
+        .iter()
+        .filter_map(|meta| {
+            let value = meta.annotations.as_ref()?.get(guard::UNCONFIRMED_ANNOTATION)?;
+            let record = serde_json::from_str(value).map_err(|_| value.clone());
+            Some((meta.name.clone().unwrap_or_default(), record))
+        })
+        .collect()
 }
 
 /// What the check says about [`unwatched`] Nodes while passing. `None` when there are none.
-pub fn unwatched_notice(unwatched: &[(String, guard::UnconfirmedRelease)]) -> Option<String> {
+pub fn unwatched_notice(unwatched: &[(String, Result<guard::UnconfirmedRelease, String>)]) -> Option<String> {
     if unwatched.is_empty() {
         return None;
     }
@@ -96,11 +103,14 @@ pub fn unwatched_notice(unwatched: &[(String, guard::UnconfirmedRelease)]) -> Op
         unwatched.len(),
         guard::UNCONFIRMED_ANNOTATION
     );
-    for (node, r) in unwatched {
-        text.push_str(&format!(
-            "  - node {node} (remediation {}, bootID before the fence {})\n",
-            r.remediation, r.boot_id
-        ));
+    for (node, record) in unwatched {
+        match record {
+            Ok(r) => text.push_str(&format!(
+                "  - node {node} (remediation {}, bootID before the fence {})\n",
+                r.remediation, r.boot_id
+            )),
+            Err(value) => text.push_str(&format!("  - node {node} (a record coroner cannot read: {value:?})\n")),
+        }
     }
     text.push_str(&format!(
         "Before that node runs workloads again, compare its bootID (kubectl get node <node> -o jsonpath='{{.status.nodeInfo.bootID}}') with the one above: the same bootID means its machine never went down while its workloads ran elsewhere. Remove the annotation (kubectl annotate node <node> {}-) once the machine is known to have gone down.\n",
@@ -157,21 +167,28 @@ mod tests {
             remediation: "worker-1-x7k2p".into(),
             boot_id: "boot-a".into(),
         };
-        let nodes: Vec<Node> = [("worker-1", Some(&record)), ("worker-2", None)]
-            .into_iter()
-            .map(|(name, record)| {
-                let annotations = record
-                    .map(|r| json!({guard::UNCONFIRMED_ANNOTATION: serde_json::to_string(r).unwrap()}))
-                    .unwrap_or(json!({}));
-                serde_json::from_value(json!({"metadata": {"name": name, "annotations": annotations}})).unwrap()
-            })
-            .collect();
+        let meta = |name: &str, value: Option<String>| ObjectMeta {
+            name: Some(name.into()),
+            annotations: value.map(|v| [(guard::UNCONFIRMED_ANNOTATION.to_owned(), v)].into()),
+            ..ObjectMeta::default()
+        };
+        let nodes = [
+            meta("worker-1", Some(serde_json::to_string(&record).unwrap())),
+            meta("worker-2", None),
+            meta("worker-3", Some("{".into())),
+        ];
         let unwatched = unwatched(&nodes);
-        assert_eq!(unwatched, vec![("worker-1".to_owned(), record)]);
+        assert_eq!(
+            unwatched,
+            vec![("worker-1".to_owned(), Ok(record)), ("worker-3".to_owned(), Err("{".to_owned()))],
+            "a record that does not parse is named too"
+        );
         let text = unwatched_notice(&unwatched).unwrap();
-        for needle in
-            ["node worker-1 (remediation worker-1-x7k2p, bootID before the fence boot-a)", "FenceDidNotTakeEffect"]
-        {
+        for needle in [
+            "node worker-1 (remediation worker-1-x7k2p, bootID before the fence boot-a)",
+            "node worker-3 (a record coroner cannot read",
+            "FenceDidNotTakeEffect",
+        ] {
             assert!(text.contains(needle), "{needle} not in:\n{text}");
         }
         assert_eq!(unwatched_notice(&[]), None);

@@ -17,7 +17,7 @@ use kube::{
     api::{ListParams, Patch, PatchParams, PostParams},
     core::PartialObjectMeta,
     runtime::{
-        Controller,
+        Controller, WatchStreamExt,
         controller::{Action, Config as ControllerConfig},
         reflector::{ObjectRef, Store},
         watcher,
@@ -46,9 +46,14 @@ use crate::{
 pub async fn run(ctx: Arc<Context>, stop: CancellationToken) {
     let client = ctx.client.clone();
     let namespace = ctx.namespace().to_owned();
-    let controller =
-        Controller::new(Api::<BmcBinding>::namespaced(client.clone(), &namespace), watcher::Config::default())
-            .with_config(ControllerConfig::default().concurrency(ctx.settings.verify.concurrency));
+    // Its store stripped of managed fields, as the remediations' (super::stores).
+    let (store, writer) = kube::runtime::reflector::store::<BmcBinding>();
+    let own = watcher(Api::<BmcBinding>::namespaced(client.clone(), &namespace), watcher::Config::default())
+        .modify(super::stores::strip_managed_fields)
+        .reflect(writer)
+        .applied_objects();
+    let controller = Controller::for_stream(own, store)
+        .with_config(ControllerConfig::default().concurrency(ctx.settings.verify.concurrency));
     ctx.stores.bindings.set(controller.store());
     let changes = Arc::new(ReferenceChanges::default());
     let secrets = mapper(controller.store(), changes.clone(), ctx.clone(), CaBundleKind::Secret);

@@ -295,7 +295,14 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
     ctx.stores.clear();
     // Another replica may have kept other verifications while this one did not lead.
     ctx.kept_verifications.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clear();
-    let remediation_controller = Controller::new(remediations.clone(), watcher::Config::default());
+    // The controller's own watch, its store stripped of managed fields (kube-runtime's
+    // `unstable-runtime-stream-control`, as `watches_stream` below).
+    let (remediation_store, remediation_writer) = reflector::store::<CoronerRemediation>();
+    let own = watcher(remediations.clone(), watcher::Config::default())
+        .modify(stores::strip_managed_fields)
+        .reflect(remediation_writer)
+        .applied_objects();
+    let remediation_controller = Controller::for_stream(own, remediation_store);
     let by_node = remediation_controller.store();
     let pending = remediation_controller.store();
     let queued = remediation_controller.store();
