@@ -644,12 +644,15 @@ impl Checker {
                             && names_release(value, uid) && current.as_deref() == Some(value.as_str()))
                     })
                 };
+                // The switching fence's own node: a deletion racing its checked Off is the power
+                // action's race (the remediation is read right before the request), not L6's.
+                let own = truth.remediations.get(&by.task).and_then(|r| contract::node_name(&r.metadata));
                 let may_lose = |node: &str| {
                     truth.remediations.values().filter(|r| contract::node_name(&r.metadata) == Some(node)).any(|r| {
                         let released =
                             r.status.as_ref().and_then(|s| s.evidence.as_ref()).is_some_and(|e| e.release.is_some());
                         let uid = r.uid().unwrap_or_default();
-                        let deleting = r.metadata.deletion_timestamp.is_some();
+                        let deleting = r.metadata.deletion_timestamp.is_some() && own != Some(node);
                         crate::levels::may_lose_shared_outlet(Phase::of(r), released && !approved(node, &uid), deleting)
                     })
                 };

@@ -594,4 +594,8 @@ pub const REGRESSIONS: &[(u64, &str)] = &[
         559036,
         "oracle stricter than R2 (soak 553000-562999): after a level release the binding was edited to another node's BMC and the outlets switched on by hand; the guard's first blind round wrote Guard=GuardBlind but the status write's answer was lost, so its Event was never sent (Events are best effort, as for ReleasedMachinePoweredOn). The oracle now takes the condition written as the report, as R2 states",
     ),
+    (
+        571733,
+        "the L6 oracle of this stop (soak 563000-572999): it judged the switching fence's own remediation, deleted 22 ms before its level's checked Off, as a node losing a shared outlet; a deletion racing a power action's last read is that action's race (the remediation is read right before the request), and L6 concerns the other nodes fed",
+    ),
 ];
