@@ -56,9 +56,15 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static> Slot<K> {
     /// is not filled within [`FILL_WAIT`] (the caller lists: a store that never fills must not hold a
     /// fence).
     pub async fn read(&self) -> Option<Result<Vec<K>, ApiError>> {
+        self.project(K::clone).await
+    }
+
+    /// What `view` takes of every object the store holds, as [`Slot::read`] reads them (no copy of
+    /// the objects themselves).
+    pub async fn project<T>(&self, view: impl Fn(&K) -> T) -> Option<Result<Vec<T>, ApiError>> {
         let store = self.0.lock().unwrap_or_else(PoisonError::into_inner).clone()?;
         match tokio::time::timeout(FILL_WAIT, store.wait_until_ready()).await {
-            Ok(Ok(())) => Some(Ok(store.state().iter().map(|o| K::clone(o)).collect())),
+            Ok(Ok(())) => Some(Ok(store.state().iter().map(|o| view(o)).collect())),
             Ok(Err(_)) => Some(Err(ApiError::Unavailable(format!("the {} watch stopped", K::kind(&()))))),
             Err(_) => {
                 tracing::warn!(kind = %K::kind(&()), ?FILL_WAIT, "store not filled yet; listing instead");

@@ -98,6 +98,24 @@ impl Nodes for Context {
         }
     }
 
+    async fn system_uuids(&self, from: Listing) -> ApiResult<Vec<(String, String)>> {
+        let stored = if from == Listing::Stored {
+            self.stores.nodes.project(crate::driver::ports::system_uuid_of).await
+        } else {
+            None
+        };
+        match stored {
+            Some(stored) => stored,
+            None => Ok(Api::<Node>::all(self.client.clone())
+                .list(&ListParams::default())
+                .await?
+                .items
+                .iter()
+                .map(crate::driver::ports::system_uuid_of)
+                .collect()),
+        }
+    }
+
     async fn patch_node(&self, current: &Node, wanted: &Node) -> ApiResult<Node> {
         let patch = node_patch(current, wanted);
         Ok(Api::<Node>::all(self.client.clone())

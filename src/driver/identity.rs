@@ -228,11 +228,8 @@ pub async fn origin_peers<W: World>(
     if peers.is_empty() {
         return Ok(Vec::new());
     }
-    let nodes = world.nodes(Listing::Stored).await?;
-    let uuid_of = |name: &str| {
-        let node = nodes.iter().find(|n| n.name_any() == name)?;
-        Some(node.status.as_ref()?.node_info.as_ref()?.system_uuid.clone())
-    };
+    let nodes = world.system_uuids(Listing::Stored).await?;
+    let uuid_of = |name: &str| nodes.iter().find(|(node, _)| node == name).map(|(_, uuid)| uuid.clone());
     Ok(peers
         .into_iter()
         .map(|(binding, node)| {
@@ -245,11 +242,11 @@ pub async fn origin_peers<W: World>(
 /// Every other Node's systemUUID and every other binding's last verified UUID: what must not
 /// match the node's machine. Never asks another BMC.
 pub async fn claims<W: World>(world: &W, node_name: &str, binding: &BmcBinding) -> Result<Vec<Claim>, Error> {
-    let nodes = world.nodes(Listing::Stored).await?;
-    let node_claims = nodes.into_iter().filter(|n| n.name_any() != node_name).filter_map(|n| {
-        let uuid = n.status.and_then(|s| s.node_info).map(|i| i.system_uuid).filter(|u| !u.is_empty())?;
-        Some(Claim { owner: format!("Node {}", n.metadata.name.unwrap_or_default()), uuid })
-    });
+    let nodes = world.system_uuids(Listing::Stored).await?;
+    let node_claims = nodes
+        .into_iter()
+        .filter(|(name, uuid)| name != node_name && !uuid.is_empty())
+        .map(|(name, uuid)| Claim { owner: format!("Node {name}"), uuid });
     let namespace = &world.settings().namespace;
     let bindings = world.bindings(Listing::Stored).await?;
     let binding_claims = bindings.into_iter().filter(|b| b.uid() != binding.uid()).filter_map(|b| {

@@ -60,6 +60,9 @@ pub trait Remediations {
 pub trait Nodes {
     fn node(&self, name: &str) -> impl Future<Output = ApiResult<Option<Node>>> + Send;
     fn nodes(&self, from: Listing) -> impl Future<Output = ApiResult<Vec<Node>>> + Send;
+    /// Every Node's name and systemUUID (empty when it reports none): what the identity rules
+    /// compare, without a copy of every Node per fence (a thousand Nodes are megabytes).
+    fn system_uuids(&self, from: Listing) -> impl Future<Output = ApiResult<Vec<(String, String)>>> + Send;
     /// Writes `wanted`'s taints and annotations onto the Node as a patch under `current`'s
     /// resourceVersion; nothing else is sent (a whole-Node update would drop fields the server knows
     /// and these structs do not).
@@ -251,4 +254,10 @@ pub trait World:
 {
     fn settings(&self) -> &LoopSettings;
     fn metrics(&self) -> &Metrics;
+}
+
+/// A Node's name and systemUUID, as [`Nodes::system_uuids`] lists them.
+pub fn system_uuid_of(node: &Node) -> (String, String) {
+    let uuid = node.status.as_ref().and_then(|s| s.node_info.as_ref()).map(|i| i.system_uuid.clone());
+    (node.metadata.name.clone().unwrap_or_default(), uuid.unwrap_or_default())
 }

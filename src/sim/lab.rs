@@ -552,6 +552,10 @@ impl<D: Target + Clone, L: Level + Clone> Nodes for Lab<D, L> {
         Ok(self.listing(from, |t| t.node_list()))
     }
 
+    async fn system_uuids(&self, from: Listing) -> ApiResult<Vec<(String, String)>> {
+        Ok(self.nodes(from).await?.iter().map(crate::driver::ports::system_uuid_of).collect())
+    }
+
     async fn patch_node(&self, current: &Node, wanted: &Node) -> ApiResult<Node> {
         let taints = |n: &Node| {
             let taints = n.spec.as_ref().and_then(|s| s.taints.as_ref());

@@ -307,6 +307,10 @@ impl Nodes for Process {
             .await
     }
 
+    async fn system_uuids(&self, from: Listing) -> ApiResult<Vec<(String, String)>> {
+        Ok(self.nodes(from).await?.iter().map(crate::driver::ports::system_uuid_of).collect())
+    }
+
     async fn patch_node(&self, current: &Node, wanted: &Node) -> ApiResult<Node> {
         let pid = self.pid;
         let written = self.api(true, |t| t.patch_node(current, wanted)).await;
