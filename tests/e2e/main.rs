@@ -1204,6 +1204,22 @@ async fn scenario_w(world: &mut World) {
         "--user=carol",
     ]);
     let carol = world.impersonating_kubeconfig("carol", &[]);
+    // The apiserver's RBAC authorizer reads bindings from its informer cache: wait until both
+    // bindings are seen before the first verify, or it may be refused (403) by a cache a moment old.
+    wait_for("carol's viewer bindings are authorized", Duration::from_secs(30), || async {
+        let may = |verb: &str, resource: &str, namespace: Option<&str>| {
+            let mut args = vec!["auth", "can-i", verb, resource, "--as", "carol"];
+            if let Some(ns) = namespace {
+                args.extend(["-n", ns]);
+            }
+            world.kubectl_result(&args).1.trim() == "yes"
+        };
+        let ready = may("create", "coronerverifications.coroner.dev", Some(CORONER_NS))
+            && may("watch", "coronerverifications.coroner.dev", Some(CORONER_NS))
+            && may("list", "nodes", None);
+        ready.then_some(())
+    })
+    .await;
     let row = |out: &str, node: &str| {
         out.lines().find(|l| l.split_whitespace().next() == Some(node)).unwrap_or_default().to_owned()
     };
