@@ -200,9 +200,25 @@ impl Error {
 /// The error policy of every controller ([`retry`]: by the error's class, with a per-object
 /// backoff while the API server is unavailable).
 fn error_policy<K: Resource<DynamicType = ()>>(object: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action {
+    retry_policy(object.as_ref(), error, &ctx, None)
+}
+
+/// The remediation controller's: a fence that reads the machine retries no later than its next
+/// reading is due ([`crate::fence::retry_within`]).
+fn fence_error_policy(remediation: Arc<CoronerRemediation>, error: &Error, ctx: Arc<Context>) -> Action {
+    let within = crate::fence::retry_within(&remediation.spec, remediation.status.as_ref());
+    retry_policy(remediation.as_ref(), error, &ctx, within)
+}
+
+fn retry_policy<K: Resource<DynamicType = ()>>(
+    object: &K,
+    error: &Error,
+    ctx: &Context,
+    within: Option<StdDuration>,
+) -> Action {
     let class = retry::class(error);
-    let failures = ctx.failures.failed(object.as_ref());
-    let after = retry::retry_after(class, failures);
+    let failures = ctx.failures.failed(object);
+    let after = retry::retry_after(class, failures, within);
     match after {
         _ if retry::expected(error, failures) => {
             info!(%error, category = error.category(), ?class, ?after, "reconcile ended early; retrying");
@@ -396,7 +412,7 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
             poke(&etcd_ctx, woken)
         })
         .graceful_shutdown_on(stop.clone().cancelled_owned())
-        .run(remediation::reconcile, error_policy, ctx.clone())
+        .run(remediation::reconcile, fence_error_policy, ctx.clone())
         .for_each(settle(&ctx));
     let template_controller = Controller::new(
         Api::<CoronerRemediationTemplate>::namespaced(client.clone(), &namespace),

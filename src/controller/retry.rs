@@ -2,7 +2,8 @@
 //! it (a retry would fail the same way); a conflict is retried soon (someone else wrote first: read
 //! again, decide again); an unavailable or refusing API server is retried after 0.5 s, then every
 //! 1 s while it keeps failing for the same object (a fence's gap bound allows no longer backoff),
-//! restarting after its next success; anything else is retried after a short flat wait.
+//! restarting after its next success; anything else is retried after a short flat wait. A fence
+//! that reads the machine retries no later than its next reading is due ([`crate::fence::retry_within`]).
 
 use std::{
     collections::HashMap,
@@ -97,9 +98,10 @@ pub fn expected(error: &Error, failures: u32) -> bool {
 }
 
 /// When to reconcile again after the `failures`-th consecutive failure (1 for the first) of this
-/// class; `None`: when the object changes.
-pub fn retry_after(class: Class, failures: u32) -> Option<StdDuration> {
-    match class {
+/// class, and no later than `within` (the object's own cadence: [`crate::fence::retry_within`]); `None`:
+/// when the object changes.
+pub fn retry_after(class: Class, failures: u32, within: Option<StdDuration>) -> Option<StdDuration> {
+    let after = match class {
         Class::Invalid => None,
         Class::Conflict => Some(CONFLICT_RETRY),
         Class::Unavailable => {
@@ -107,7 +109,8 @@ pub fn retry_after(class: Class, failures: u32) -> Option<StdDuration> {
             Some(BACKOFF_FIRST.saturating_mul(1 << doublings).min(BACKOFF_MAX))
         }
         Class::Other => Some(OTHER_RETRY),
-    }
+    };
+    after.map(|after| within.map_or(after, |within| after.min(within)))
 }
 
 /// Consecutive failed reconciles per object; a success forgets them.
@@ -157,8 +160,8 @@ mod tests {
     #[test]
     fn an_invalid_object_waits_for_a_change_of_it() {
         assert_eq!(class(&Error::Fence(driver::Error::Incomplete("node name"))), Class::Invalid);
-        assert_eq!(retry_after(Class::Invalid, 1), None);
-        assert_eq!(retry_after(Class::Invalid, 7), None);
+        assert_eq!(retry_after(Class::Invalid, 1, None), None);
+        assert_eq!(retry_after(Class::Invalid, 7, None), None);
     }
 
     #[test]
@@ -171,8 +174,8 @@ mod tests {
         ] {
             assert_eq!(class(&error), Class::Conflict, "{error}");
         }
-        assert_eq!(retry_after(Class::Conflict, 1), Some(CONFLICT_RETRY));
-        assert_eq!(retry_after(Class::Conflict, 9), Some(CONFLICT_RETRY), "no growth: each retry reads afresh");
+        assert_eq!(retry_after(Class::Conflict, 1, None), Some(CONFLICT_RETRY));
+        assert_eq!(retry_after(Class::Conflict, 9, None), Some(CONFLICT_RETRY), "no growth: each retry reads afresh");
     }
 
     #[test]
@@ -184,9 +187,9 @@ mod tests {
         ] {
             assert_eq!(class(&error), Class::Unavailable, "{error}");
         }
-        let waits: Vec<_> = (1..=4).map(|n| retry_after(Class::Unavailable, n)).collect();
+        let waits: Vec<_> = (1..=4).map(|n| retry_after(Class::Unavailable, n, None)).collect();
         assert_eq!(waits, [Some(StdDuration::from_millis(500)), secs(1), secs(1), secs(1)]);
-        assert_eq!(retry_after(Class::Unavailable, u32::MAX), secs(1));
+        assert_eq!(retry_after(Class::Unavailable, u32::MAX, None), secs(1));
     }
 
     #[test]
@@ -197,7 +200,18 @@ mod tests {
         ] {
             assert_eq!(class(&error), Class::Other, "{error}");
         }
-        assert_eq!(retry_after(Class::Other, 5), secs(2));
+        assert_eq!(retry_after(Class::Other, 5, None), secs(2));
+    }
+
+    #[test]
+    fn a_fence_reading_the_machine_retries_no_later_than_its_next_reading_is_due() {
+        let poll = StdDuration::from_millis(366);
+        let waits: Vec<_> = (1..=3).map(|n| retry_after(Class::Unavailable, n, Some(poll))).collect();
+        assert_eq!(waits, [Some(poll); 3]);
+        assert_eq!(retry_after(Class::Other, 1, Some(poll)), Some(poll));
+        let slow = secs(5).unwrap();
+        assert_eq!(retry_after(Class::Unavailable, 1, Some(slow)), Some(BACKOFF_FIRST), "never later than the backoff");
+        assert_eq!(retry_after(Class::Invalid, 1, Some(poll)), None, "an invalid object still waits for a change");
     }
 
     #[test]

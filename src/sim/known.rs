@@ -3,10 +3,7 @@
 //! still fail until its fix lands; then it moves to `REGRESSIONS`, where it must pass for ever.
 //! Seeds of 0..1000 are the budget's own; the few above it cover classes the budget hits rarely.
 
-pub const KNOWN_FAILURES: &[(u64, &str)] = &[(
-    580271,
-    "product gap, liveness (soak 573000-582999): a PDU-level fence with settle 1.86 s and pollInterval 366 ms on an apiserver failing 5% of requests: the error policy's backoff (0.5 s, then 1 s) after failed reconciles puts readings further apart than P4's request bound in every run of its one attempt (PowerOffNotConfirmed), though P2 says any settle is provable on an honest BMC. Fix to build: a fence in a proving phase retries an API failure no later than its next reading is due (the backoff capped by the request bound), not an oracle excuse",
-)];
+pub const KNOWN_FAILURES: &[(u64, &str)] = &[];
 
 /// Seeds that failed once and pass since their fix: they must pass for ever. Most failed on the
 /// port; those marked "(soak)" failed in a 10 000-seed soak of the fixed loop (seeds 1000..11000),
@@ -600,5 +597,9 @@ pub const REGRESSIONS: &[(u64, &str)] = &[
     (
         571733,
         "the L6 oracle of this stop (soak 563000-572999): it judged the switching fence's own remediation, deleted 22 ms before its level's checked Off, as a node losing a shared outlet; a deletion racing a power action's last read is that action's race (the remediation is read right before the request), and L6 concerns the other nodes fed",
+    ),
+    (
+        580271,
+        "liveness, P4 (soak 573000-582999): a PDU-level fence with settle 1.86 s and pollInterval 366 ms on an apiserver failing 5% of requests: the error policy's backoff (0.5 s, then 1 s) after failed reconciles put readings further apart than the request bound in every run of its one attempt (PowerOffNotConfirmed); a fence that reads the machine now retries no later than its next reading is due (fence::retry_within)",
     ),
 ];

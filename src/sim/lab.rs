@@ -473,7 +473,11 @@ impl<D: Target + Clone, L: Level + Clone> Lab<D, L> {
                 Ok(Next::Requeue(_)) if ended => None,
                 Ok(Next::Requeue(after)) => Some(after),
                 Ok(Next::AwaitChange) => None,
-                Err(error) => retry::retry_after(retry::fence_class(&error), failures),
+                Err(error) => {
+                    let spec = self.world(|t| t.remediation(&self.name)).map(|r| r.spec);
+                    let within = spec.and_then(|spec| crate::fence::retry_within(&spec, Some(&status)));
+                    retry::retry_after(retry::fence_class(&error), failures, within)
+                }
             };
             match (changed, wait) {
                 (true, _) => {}

@@ -101,7 +101,10 @@ impl Controller {
     }
 }
 
-type Completions = Arc<Mutex<Vec<(u32, String, Result<Next, (String, retry::Class)>)>>>;
+/// Each reconcile's end: its process, task, and result; a failure with its class and how soon the
+/// object asks to be retried at the latest ([`crate::fence::retry_within`]).
+type Completions = Arc<Mutex<Vec<(u32, String, Result<Next, Failed>)>>>;
+type Failed = (String, retry::Class, Option<std::time::Duration>);
 
 struct Run {
     scenario: Scenario,
@@ -761,7 +764,7 @@ impl Run {
         let done: Vec<_> = std::mem::take(&mut *self.completions.lock().unwrap_or_else(PoisonError::into_inner));
         let now = self.now();
         for (pid, name, result) in done {
-            if let Err((error, _)) = &result {
+            if let Err((error, ..)) = &result {
                 let now = self.now();
                 self.story
                     .push(format!("t={:.3}s p{pid} reconcile of {name} failed: {error}", now as f64 / SECOND as f64));
@@ -774,10 +777,10 @@ impl Run {
             let due = match result {
                 Ok(Next::Requeue(after)) => Some(now + micros(after)),
                 Ok(Next::AwaitChange) => None,
-                Err((_, class)) => {
+                Err((_, class, within)) => {
                     let failures = controller.failures.entry(name.clone()).or_default();
                     *failures += 1;
-                    retry::retry_after(class, *failures).map(|after| now + micros(after))
+                    retry::retry_after(class, *failures, within).map(|after| now + micros(after))
                 }
             };
             if let Some(due) = due {
@@ -920,6 +923,13 @@ impl Run {
             for name in due {
                 controller.due.remove(&name);
                 controller.running.insert(name.clone());
+                // Production's error policy reads the remediation the reconcile was given, from the
+                // process's store.
+                let within = self.shared.with(|t| {
+                    let stored = t.stored_view(pid);
+                    let remediation = stored.remediations.iter().find(|r| r.metadata.name.as_deref() == Some(&name));
+                    remediation.and_then(|r| crate::fence::retry_within(&r.spec, r.status.as_ref()))
+                });
                 let process = process.clone();
                 let completions = self.completions.clone();
                 self.exec.spawn(
@@ -928,7 +938,7 @@ impl Run {
                     Box::pin(async move {
                         let result = task::run(process.as_ref(), &name)
                             .await
-                            .map_err(|e| (e.to_string(), retry::fence_class(&e)));
+                            .map_err(|e| (e.to_string(), retry::fence_class(&e), within));
                         completions.lock().unwrap_or_else(PoisonError::into_inner).push((process.pid, name, result));
                     }),
                 );
