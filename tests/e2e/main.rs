@@ -1212,7 +1212,8 @@ async fn scenario_w(world: &mut World) {
             if let Some(ns) = namespace {
                 args.extend(["-n", ns]);
             }
-            world.kubectl_result(&args).1.trim() == "yes"
+            // stdout first, then stderr's warnings ("nodes is not namespace scoped").
+            world.kubectl_result(&args).1.lines().next().map(str::trim) == Some("yes")
         };
         let ready = may("create", "coronerverifications.coroner.dev", Some(CORONER_NS))
             && may("watch", "coronerverifications.coroner.dev", Some(CORONER_NS))
