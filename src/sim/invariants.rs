@@ -644,15 +644,27 @@ impl Checker {
                             && names_release(value, uid) && current.as_deref() == Some(value.as_str()))
                     })
                 };
-                // The switching fence's own node: a deletion racing its checked Off is the power
-                // action's race (the remediation is read right before the request), not L6's.
+                // The switching fence's own node: a deletion after its checked Off's last read of the
+                // remediation (right before the request, P1) is the power action's race, not L6's; one
+                // that read could have seen is L6's.
                 let own = truth.remediations.get(&by.task).and_then(|r| contract::node_name(&r.metadata));
+                let last_read = truth
+                    .remediation_reads
+                    .get(&(by.pid, by.task.clone(), by.task.clone()))
+                    .and_then(|reads| reads.iter().rev().find(|read| **read <= *at).copied());
+                let unseen = |uid: &str| {
+                    truth.log.iter().any(|r| {
+                        matches!(r, Record::Deleted { at: deleted, uid: of, .. }
+                            if of == uid && last_read.is_some_and(|read| *deleted > read))
+                    })
+                };
                 let may_lose = |node: &str| {
                     truth.remediations.values().filter(|r| contract::node_name(&r.metadata) == Some(node)).any(|r| {
                         let released =
                             r.status.as_ref().and_then(|s| s.evidence.as_ref()).is_some_and(|e| e.release.is_some());
                         let uid = r.uid().unwrap_or_default();
-                        let deleting = r.metadata.deletion_timestamp.is_some() && own != Some(node);
+                        let racing = own == Some(node) && r.metadata.name.as_deref() == Some(&by.task) && unseen(&uid);
+                        let deleting = r.metadata.deletion_timestamp.is_some() && !racing;
                         crate::levels::may_lose_shared_outlet(Phase::of(r), released && !approved(node, &uid), deleting)
                     })
                 };

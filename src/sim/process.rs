@@ -267,7 +267,12 @@ impl Clock for Process {
 
 impl Remediations for Process {
     async fn remediation(&self, name: &str) -> ApiResult<Option<CoronerRemediation>> {
-        self.api(false, |t| Ok(t.remediation(name))).await
+        let reader = (self.pid, self.shared.sched.current(), name.to_owned());
+        self.api(false, |t| {
+            t.remediation_reads.entry(reader).or_default().push(t.now);
+            Ok(t.remediation(name))
+        })
+        .await
     }
 
     // Served from a reflector store in production: the truth as it was the watch's delay ago.

@@ -393,6 +393,8 @@ pub struct Truth {
     /// When each process read each Node, by (process, the remediation it reconciled, Node): what it
     /// could have known before acting.
     pub node_reads: BTreeMap<(u32, String, String), Vec<Micros>>,
+    /// When each process read each remediation, by (process, task, remediation), as `node_reads`.
+    pub remediation_reads: BTreeMap<(u32, String, String), Vec<Micros>>,
     /// When each taint (by `key=value:effect@time`) was put on its Node, in true time.
     pub taint_added: BTreeMap<String, Micros>,
     /// The bootID each Node showed when coroner released it: what a node that never went down
@@ -529,6 +531,7 @@ impl Truth {
             now: 0,
             life: BTreeMap::new(),
             node_reads: BTreeMap::new(),
+            remediation_reads: BTreeMap::new(),
             boot_at_release: BTreeMap::new(),
             taint_added: BTreeMap::new(),
             intents: BTreeMap::new(),
