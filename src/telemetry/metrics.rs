@@ -309,25 +309,22 @@ pub fn decided_outcome(old: &CoronerRemediationStatus, new: &CoronerRemediationS
 }
 
 /// A4: how a proof taken again on an attestation's look ended, counted once: its release written
-/// (`succeeded`, `NodeFenced`), or the fence failed again (`failed`, the reason `Processing` names).
+/// (`succeeded`, `NodeFenced`), or the fence failed again (`failed`, the reason `Processing` names),
+/// a release settled by that failure included (a `ResourceDeletion` that deleted some pods).
 /// `remediations_finished` cannot count it: `Succeeded` stays the first failure.
 pub fn proven_again_outcome(old: &CoronerRemediationStatus, new: &CoronerRemediationStatus) -> Option<OutcomeLabels> {
-    if !crate::fence::proving_again(new) {
-        return None;
-    }
     let released = |s: &CoronerRemediationStatus| s.evidence.as_ref().is_some_and(|e| e.release.is_some());
     let failed = |s: &CoronerRemediationStatus| s.phase == Some(Phase::Failed);
-    if released(new) && !released(old) {
-        return Some(OutcomeLabels {
-            outcome: "succeeded".into(),
-            reason: contract::Reason::NodeFenced.as_str().into(),
-        });
+    if !crate::fence::proving_again(new) || released(old) {
+        return None;
     }
     // The look's ask is written on a Failed remediation: only a proof that ran and failed again counts.
-    (failed(new) && !failed(old) && crate::fence::proving_again(old)).then(|| OutcomeLabels {
-        outcome: "failed".into(),
-        reason: conditions::find(&new.conditions, contract::PROCESSING).map(|c| c.reason.clone()).unwrap_or_default(),
-    })
+    if failed(new) && !failed(old) && crate::fence::proving_again(old) {
+        let reason = conditions::find(&new.conditions, contract::PROCESSING).map(|c| c.reason.clone());
+        return Some(OutcomeLabels { outcome: "failed".into(), reason: reason.unwrap_or_default() });
+    }
+    released(new)
+        .then(|| OutcomeLabels { outcome: "succeeded".into(), reason: contract::Reason::NodeFenced.as_str().into() })
 }
 
 #[cfg(test)]
@@ -478,6 +475,14 @@ mod tests {
             Some(OutcomeLabels { outcome: "succeeded".into(), reason: "NodeFenced".into() })
         );
         assert_eq!(proven_again_outcome(&released, &status(Phase::Done, again, true)), None, "once");
+        let mut settled = status(Phase::Failed, again, true);
+        contract::record(&mut settled.conditions, contract::Reason::ReleaseNotWritten, "m", Timestamp::UNIX_EPOCH);
+        assert_eq!(
+            proven_again_outcome(&proving, &settled),
+            Some(OutcomeLabels { outcome: "failed".into(), reason: "ReleaseNotWritten".into() }),
+            "a release settled by the failure is the failure's"
+        );
+        assert_eq!(proven_again_outcome(&released, &settled), None, "counted when the release was written");
         let no_answer = status(Phase::Failed, Some(crate::api::LookFound::NoAnswer), false);
         assert_eq!(proven_again_outcome(&asked, &no_answer), None, "a look that found nothing proves nothing again");
     }
