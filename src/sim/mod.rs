@@ -365,7 +365,15 @@ impl Run {
                     {
                         phases.insert(remediation, phase);
                         lines.push(format!("{remediation} → {phase} (Succeeded={after:?})"));
-                        entered.push(phase.clone());
+                        // The scenario's adversary strikes at the target's fence, not another node's.
+                        let node = truth
+                            .remediations
+                            .get(remediation)
+                            .and_then(|r| contract::node_name(&r.metadata).map(str::to_owned))
+                            .or_else(|| self.nodes.get(remediation).cloned());
+                        if node.as_deref() == Some(TARGET) {
+                            entered.push(phase.clone());
+                        }
                     }
                     world::Record::Reset { by, on, path, .. } => {
                         let what = if *on { "On" } else { "ForceOff" };

@@ -136,8 +136,8 @@ pub enum BindingEdit {
     SystemId,
 }
 
-/// When an event happens: at a time, or a while after the first remediation first enters a phase
-/// (an adversary that strikes where it hurts).
+/// When an event happens: at a time, or a while after a remediation of the target node first enters
+/// a phase (an adversary that strikes where it hurts; another node's fence triggers nothing).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum When {
     At(Micros),
