@@ -2,8 +2,9 @@
 //! it (a retry would fail the same way); a conflict is retried soon (someone else wrote first: read
 //! again, decide again); an unavailable or refusing API server is retried after 0.5 s, then every
 //! 1 s while it keeps failing for the same object (a fence's gap bound allows no longer backoff),
-//! restarting after its next success; anything else is retried after a short flat wait. A fence
-//! that reads the machine retries no later than its next reading is due ([`crate::fence::retry_within`]).
+//! restarting after its next success (a refusal as sent, RBAC or an admission policy, the same);
+//! anything else is retried after a short flat wait. A fence that reads the machine retries a conflict
+//! or an unavailable API server sooner ([`crate::fence::retry_within`]).
 
 use std::{
     collections::HashMap,
@@ -39,16 +40,19 @@ pub enum Class {
     Invalid,
     /// Another writer came first (HTTP 409, or a Node or status that kept changing).
     Conflict,
-    /// The API server did not answer, answered 5xx, or refused the request as sent (RBAC, an
-    /// admission policy): that changes outside the object, on its own time.
+    /// The API server did not answer or answered 5xx: that passes, on its own time.
     Unavailable,
+    /// The API server refused the request as sent (RBAC, an admission policy): that changes outside
+    /// the object, when someone changes it; retried as `Unavailable`, never sooner.
+    Refused,
     Other,
 }
 
 fn api_class(error: &ApiError) -> Class {
     match error {
         ApiError::Conflict(_) => Class::Conflict,
-        ApiError::Unavailable(_) | ApiError::Denied(_) => Class::Unavailable,
+        ApiError::Unavailable(_) => Class::Unavailable,
+        ApiError::Denied(_) => Class::Refused,
         ApiError::NotFound(_) => Class::Other,
     }
 }
@@ -57,6 +61,7 @@ fn kube_class(error: &kube::Error) -> Class {
     match error {
         kube::Error::Api(status) if status.code == 409 => Class::Conflict,
         kube::Error::Api(status) if status.code == 404 => Class::Other,
+        kube::Error::Api(status) if status.code == 403 => Class::Refused,
         _ => Class::Unavailable,
     }
 }
@@ -98,19 +103,22 @@ pub fn expected(error: &Error, failures: u32) -> bool {
 }
 
 /// When to reconcile again after the `failures`-th consecutive failure (1 for the first) of this
-/// class, and no later than `within` (the object's own cadence: [`crate::fence::retry_within`]); `None`:
-/// when the object changes.
+/// class; `None`: when the object changes. A failure that passes (a conflict, an unavailable API
+/// server) is retried no later than `within`, the object's own cadence
+/// ([`crate::fence::retry_within`]); a refusal or anything else is not hurried.
 pub fn retry_after(class: Class, failures: u32, within: Option<StdDuration>) -> Option<StdDuration> {
-    let after = match class {
-        Class::Invalid => None,
-        Class::Conflict => Some(CONFLICT_RETRY),
-        Class::Unavailable => {
-            let doublings = failures.saturating_sub(1).min(16);
-            Some(BACKOFF_FIRST.saturating_mul(1 << doublings).min(BACKOFF_MAX))
-        }
-        Class::Other => Some(OTHER_RETRY),
+    let backoff = || {
+        let doublings = failures.saturating_sub(1).min(16);
+        BACKOFF_FIRST.saturating_mul(1 << doublings).min(BACKOFF_MAX)
     };
-    after.map(|after| within.map_or(after, |within| after.min(within)))
+    let hurried = |after: StdDuration| within.map_or(after, |within| after.min(within));
+    match class {
+        Class::Invalid => None,
+        Class::Conflict => Some(hurried(CONFLICT_RETRY)),
+        Class::Unavailable => Some(hurried(backoff())),
+        Class::Refused => Some(backoff()),
+        Class::Other => Some(OTHER_RETRY),
+    }
 }
 
 /// Consecutive failed reconciles per object; a success forgets them.
@@ -182,7 +190,6 @@ mod tests {
     fn an_unavailable_api_is_retried_after_half_a_second_then_every_second() {
         for error in [
             Error::Api(ApiError::Unavailable("connection refused".into())),
-            Error::Api(ApiError::Denied("forbidden".into())),
             Error::Fence(driver::Error::NotLeader(Refusal::Unreadable(ApiError::Unavailable("timeout".into())))),
         ] {
             assert_eq!(class(&error), Class::Unavailable, "{error}");
@@ -190,6 +197,11 @@ mod tests {
         let waits: Vec<_> = (1..=4).map(|n| retry_after(Class::Unavailable, n, None)).collect();
         assert_eq!(waits, [Some(StdDuration::from_millis(500)), secs(1), secs(1), secs(1)]);
         assert_eq!(retry_after(Class::Unavailable, u32::MAX, None), secs(1));
+        for error in [Error::Api(ApiError::Denied("forbidden".into())), Error::Kube(api_error(403))] {
+            assert_eq!(class(&error), Class::Refused, "{error}");
+        }
+        let waits: Vec<_> = (1..=3).map(|n| retry_after(Class::Refused, n, None)).collect();
+        assert_eq!(waits, [Some(StdDuration::from_millis(500)), secs(1), secs(1)], "as an unavailable API server");
     }
 
     #[test]
@@ -204,14 +216,16 @@ mod tests {
     }
 
     #[test]
-    fn a_fence_reading_the_machine_retries_no_later_than_its_next_reading_is_due() {
-        let poll = StdDuration::from_millis(366);
-        let waits: Vec<_> = (1..=3).map(|n| retry_after(Class::Unavailable, n, Some(poll))).collect();
-        assert_eq!(waits, [Some(poll); 3]);
-        assert_eq!(retry_after(Class::Other, 1, Some(poll)), Some(poll));
+    fn a_fence_reading_the_machine_retries_what_passes_within_its_cadence_and_nothing_else_sooner() {
+        let within = Some(StdDuration::from_millis(250));
+        let waits: Vec<_> = (1..=3).map(|n| retry_after(Class::Unavailable, n, within)).collect();
+        assert_eq!(waits, [within; 3]);
+        assert_eq!(retry_after(Class::Conflict, 1, within), within);
         let slow = secs(5).unwrap();
         assert_eq!(retry_after(Class::Unavailable, 1, Some(slow)), Some(BACKOFF_FIRST), "never later than the backoff");
-        assert_eq!(retry_after(Class::Invalid, 1, Some(poll)), None, "an invalid object still waits for a change");
+        assert_eq!(retry_after(Class::Refused, 2, within), secs(1), "a refusal lasts until someone changes it");
+        assert_eq!(retry_after(Class::Other, 1, within), secs(2), "nor is leadership passing hurried");
+        assert_eq!(retry_after(Class::Invalid, 1, within), None, "an invalid object still waits for a change");
     }
 
     #[test]

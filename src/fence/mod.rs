@@ -555,15 +555,23 @@ pub fn with_reader(mut status: CoronerRemediationStatus, instance: &str) -> Coro
     status
 }
 
-/// P4 on a failing API server: a fence that reads the machine retries a failed reconcile no later
-/// than its next reading would be due (`pollInterval`), whatever the error policy's backoff says, so
-/// a run does not break on the loop's own waiting (soak seed 580271: settle 1.86 s, pollInterval
-/// 366 ms, 5% of requests failing; 0.5 s then 1 s of backoff broke every run of its attempt). A retry
-/// costs the API server what one reading's reconcile does. `None`: the backoff as it is.
+/// P4 on a failing API server: the longest wait before a fence that reads the machine retries a
+/// reconcile that failed on something passing (an unavailable API server, a conflict). A reading is
+/// due `pollInterval` after the previous one's request, and the request bound leaves at least
+/// [`READ_ALLOWANCE`] beyond that: retries at most 250 ms apart keep three failed reconciles in a row
+/// within it, where the error policy's backoff (0.5 s, then 1 s) broke a run on two (soak seed
+/// 580271: settle 1.86 s, pollInterval 366 ms, 5% of requests failing, every run of its attempt
+/// broken). Each failure in a row still adds its wait to the gap: a longer outage breaks the run, and
+/// the attempt's deadline (P5) ends it.
+pub const RETRY_WHILE_READING: StdDuration = StdDuration::from_millis(250);
+
+/// P4: how soon at the latest a fence retries a reconcile that failed on something passing:
+/// `pollInterval`, at most [`RETRY_WHILE_READING`], in a phase that reads the machine (or with an
+/// attestation's look pending); `None`: the error policy's backoff as it is.
 pub fn retry_within(spec: &CoronerRemediationSpec, status: Option<&CoronerRemediationStatus>) -> Option<StdDuration> {
     let status = status?;
     (reads_the_machine(phase_of(status)) || look_pending(status).is_some())
-        .then(|| spec_of(spec, status).poll_interval.get())
+        .then(|| spec_of(spec, status).poll_interval.get().min(RETRY_WHILE_READING))
 }
 
 /// A1: this process is about to read the machine for a fence that does not name it as its reader

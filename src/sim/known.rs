@@ -600,6 +600,6 @@ pub const REGRESSIONS: &[(u64, &str)] = &[
     ),
     (
         580271,
-        "liveness, P4 (soak 573000-582999): a PDU-level fence with settle 1.86 s and pollInterval 366 ms on an apiserver failing 5% of requests: the error policy's backoff (0.5 s, then 1 s) after failed reconciles put readings further apart than the request bound in every run of its one attempt (PowerOffNotConfirmed); a fence that reads the machine now retries no later than its next reading is due (fence::retry_within)",
+        "liveness, P4 (soak 573000-582999): a PDU-level fence with settle 1.86 s and pollInterval 366 ms on an apiserver failing 5% of requests: the error policy's backoff (0.5 s, then 1 s) after failed reconciles put readings further apart than the request bound in every run of its one attempt (PowerOffNotConfirmed); a fence that reads the machine now retries a conflict or an unavailable API server after at most its pollInterval or 250 ms (fence::retry_within)",
     ),
 ];

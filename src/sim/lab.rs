@@ -452,6 +452,9 @@ impl<D: Target + Clone, L: Level + Clone> Lab<D, L> {
         let mut failures = 0;
         for _ in 0..MAX_RECONCILES {
             self.world(|t| t.changes.clear());
+            // The error policy judges the remediation the reconcile was given.
+            let given = self.world(|t| t.remediation(&self.name));
+            let within = given.and_then(|r| crate::fence::retry_within(&r.spec, r.status.as_ref()));
             let next = self.reconcile().await;
             failures = if next.is_ok() { 0 } else { failures + 1 };
             let decided = self.decided();
@@ -473,11 +476,7 @@ impl<D: Target + Clone, L: Level + Clone> Lab<D, L> {
                 Ok(Next::Requeue(_)) if ended => None,
                 Ok(Next::Requeue(after)) => Some(after),
                 Ok(Next::AwaitChange) => None,
-                Err(error) => {
-                    let spec = self.world(|t| t.remediation(&self.name)).map(|r| r.spec);
-                    let within = spec.and_then(|spec| crate::fence::retry_within(&spec, Some(&status)));
-                    retry::retry_after(retry::fence_class(&error), failures, within)
-                }
+                Err(error) => retry::retry_after(retry::fence_class(&error), failures, within),
             };
             match (changed, wait) {
                 (true, _) => {}
