@@ -603,3 +603,32 @@ pub const REGRESSIONS: &[(u64, &str)] = &[
         "liveness, P4 (soak 573000-582999): a PDU-level fence with settle 1.86 s and pollInterval 366 ms on an apiserver failing 5% of requests: the error policy's backoff (0.5 s, then 1 s) after failed reconciles put readings further apart than the request bound in every run of its one attempt (PowerOffNotConfirmed); a fence that reads the machine now retries a conflict or an unavailable API server after at most its pollInterval or 250 ms (fence::retry_within)",
     ),
 ];
+
+/// Seeds that pass, run with the budget because they reach what its own seeds reach rarely (found by
+/// soaks, which print them).
+pub const COVERAGE: &[(u64, &str)] = &[
+    (
+        8591,
+        "L6/L9: the guard switches off a shared outlet, switched on by hand after the release, while the other node it feeds is fenced too",
+    ),
+    (
+        15694,
+        "L6/L9: the guard switches off a shared outlet, switched on by hand after the release, while the other node it feeds is fenced too",
+    ),
+    (
+        15781,
+        "L6/L9: the guard switches off a shared outlet, switched on by hand after the release, while the other node it feeds is fenced too",
+    ),
+    (
+        24557,
+        "L6/L9: the guard switches off a shared outlet, switched on by hand after the release, while the other node it feeds is fenced too",
+    ),
+    (
+        37258,
+        "L6/L9: the guard switches off a shared outlet, switched on by hand after the release, while the other node it feeds is fenced too",
+    ),
+    (
+        49644,
+        "L6/L9: the guard switches off a shared outlet, switched on by hand after the release, while the other node it feeds is fenced too",
+    ),
+];

@@ -1,10 +1,10 @@
-//! The simulator's fixed budget in `make test` (`cargo test sim`): every seed below, every time,
-//! on every core. `make soak SEEDS=N` runs more.
+//! The simulator's fixed budget in `make test` (`cargo test sim`): every seed below and every seed
+//! `known` lists, every time, on every core. `make soak SEEDS=N` runs more.
 
 use std::io::Write as _;
 
 use super::{
-    known::{KNOWN_FAILURES, REGRESSIONS},
+    known::{COVERAGE, KNOWN_FAILURES, REGRESSIONS},
     run,
 };
 
@@ -39,7 +39,7 @@ fn explore(seeds: Vec<u64>) -> Vec<String> {
     let other_fenced = scenarios.iter().filter(|s| s.levels.is_some_and(|l| l.other_fenced)).count();
     let (mut calls, mut crashes, mut faults, mut level_releases) = (0u64, 0u64, 0u64, 0u64);
     let (mut acknowledged, mut kept, mut looks, mut again, mut after_look) = (0u64, 0u64, 0u64, 0u64, 0u64);
-    let (mut shared_offs, mut guard_shared_offs) = (0u64, 0u64);
+    let (mut shared_offs, mut guard_shared_offs, mut guard_shared_seeds) = (0u64, 0u64, Vec::new());
     let mut failures = Vec::new();
     for outcome in &results {
         calls += outcome.stats.calls;
@@ -53,6 +53,9 @@ fn explore(seeds: Vec<u64>) -> Vec<String> {
         after_look += outcome.stats.released_after_look;
         shared_offs += outcome.stats.shared_offs;
         guard_shared_offs += outcome.stats.shared_offs_after_release;
+        if outcome.stats.shared_offs_after_release > 0 {
+            guard_shared_seeds.push(outcome.seed);
+        }
         match (&outcome.failure, known.contains(&outcome.seed)) {
             (Some(failure), false) => failures.push(failure.clone()),
             (None, true) => failures.push(format!(
@@ -62,10 +65,12 @@ fn explore(seeds: Vec<u64>) -> Vec<String> {
             _ => {}
         }
     }
+    guard_shared_seeds.sort_unstable();
+    guard_shared_seeds.truncate(20);
     // Printed past the test harness's capture: the budget's numbers are part of every run's output.
     let _ = writeln!(
         std::io::stderr(),
-        "sim: explored {} schedules ({ipmi} over IPMI, {levels} with a PDU level, {shared} of those with a shared outlet, {other_fenced} of those with its other node fenced too; {shared_offs} Offs to a shared outlet, {guard_shared_offs} after the release), {calls} calls, {crashes} crashes injected, {faults} faults, {level_releases} releases through a level, {acknowledged} attested on an acknowledgement, {kept} admitted on a kept verification, {looks} looks asked by an attestation ({again} found the machine, {after_look} of those proven off and released) in {:.1}s",
+        "sim: explored {} schedules ({ipmi} over IPMI, {levels} with a PDU level, {shared} of those with a shared outlet, {other_fenced} of those with its other node fenced too; {shared_offs} Offs to a shared outlet, {guard_shared_offs} after the release, in seeds {guard_shared_seeds:?} (the first 20)), {calls} calls, {crashes} crashes injected, {faults} faults, {level_releases} releases through a level, {acknowledged} attested on an acknowledgement, {kept} admitted on a kept verification, {looks} looks asked by an attestation ({again} found the machine, {after_look} of those proven off and released) in {:.1}s",
         results.len(),
         started.elapsed().as_secs_f64()
     );
@@ -75,7 +80,8 @@ fn explore(seeds: Vec<u64>) -> Vec<String> {
 #[test]
 fn sim_every_seed_keeps_the_invariants() {
     let mut seeds: Vec<u64> = SEEDS.collect();
-    seeds.extend(KNOWN_FAILURES.iter().chain(REGRESSIONS).map(|(seed, _)| *seed).filter(|seed| !SEEDS.contains(seed)));
+    let listed = KNOWN_FAILURES.iter().chain(REGRESSIONS).chain(COVERAGE);
+    seeds.extend(listed.map(|(seed, _)| *seed).filter(|seed| !SEEDS.contains(seed)));
     let failures = explore(seeds);
     assert!(failures.is_empty(), "{} seeds broke an invariant:\n{}", failures.len(), failures.join("\n"));
 }
