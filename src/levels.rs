@@ -203,6 +203,26 @@ pub fn observe_mapping(seen: MachineSeen, outlets: &[OutletDraw]) -> MappingObse
     }
 }
 
+/// L5: the longest the verifier looks again at a level's outlets after the BMC read the machine Off
+/// ([`look_again`]): a verifier's check is not held for a long settle (up to 10m); a draw left after
+/// it contradicts the mapping, which only confirms less.
+pub const OFF_LOOK_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// L5: an Off agreement may come within settle of the BMC's Off reading, since an outlet takes a
+/// moment to fall to its floor once its machine went off. A look that saw the machine Off while an
+/// outlet still drew is taken again while the next look, `next_look` after the BMC was asked, falls
+/// within `settle` (at most [`OFF_LOOK_LIMIT`]); a draw left after that contradicts the mapping.
+pub fn look_again(
+    seen: MachineSeen,
+    observation: &MappingObservation,
+    next_look: std::time::Duration,
+    settle: std::time::Duration,
+) -> bool {
+    seen == MachineSeen::Off
+        && matches!(observation, MappingObservation::Contradicts(_))
+        && next_look <= settle.min(OFF_LOOK_LIMIT)
+}
+
 /// L5: the level's confirmation after one look (unsealed: the caller seals it). `None`: nothing to
 /// record (no earlier confirmation and nothing seen).
 pub fn next_confirmation(
@@ -635,6 +655,24 @@ mod tests {
         );
         let still = [draw("a", Some(120.0))];
         assert!(matches!(observe_mapping(MachineSeen::Off, &still), MappingObservation::Contradicts(_)));
+    }
+
+    #[test]
+    fn an_off_machine_whose_outlet_still_draws_is_looked_at_again_within_settle_and_no_longer() {
+        let secs = std::time::Duration::from_secs;
+        let still = observe_mapping(MachineSeen::Off, &[draw("a", Some(120.0))]);
+        assert!(look_again(MachineSeen::Off, &still, secs(1), secs(2)));
+        assert!(look_again(MachineSeen::Off, &still, secs(2), secs(2)), "a look at settle is within it");
+        assert!(!look_again(MachineSeen::Off, &still, secs(3), secs(2)), "a draw left after settle contradicts");
+        assert!(!look_again(MachineSeen::Off, &still, secs(31), secs(600)), "a long settle is not waited out");
+        let idle = observe_mapping(MachineSeen::Off, &[draw("a", Some(0.0))]);
+        assert!(!look_again(MachineSeen::Off, &idle, secs(1), secs(2)), "agreed: nothing to look at again");
+        let running = [draw("a", Some(0.0))];
+        let contradicted = observe_mapping(MachineSeen::On { ready: true }, &running);
+        assert!(
+            !look_again(MachineSeen::On { ready: true }, &contradicted, secs(1), secs(2)),
+            "a running machine's idle outlet is not waited on"
+        );
     }
 
     #[test]

@@ -163,6 +163,8 @@ async fn check(binding: &BmcBinding, ctx: &Context, referenced_changed: bool) ->
     // Two bindings of one node: no reading tells which is meant. Two nodes' bindings on one BMC:
     // the identity read does ([`gates::conflict_settled_by_identity`]).
     let conflicts = gates::binding_conflicts(&all).remove(&name).unwrap_or_default();
+    // L5: an Off agreement's window starts before the BMC is asked (stricter than at its answer).
+    let asked = std::time::Instant::now();
     let (check, content, latency) = match conflicts.iter().find(|c| matches!(c, gates::Conflict::SameNode { .. })) {
         Some(conflict) => (Check::Conflict(conflict.to_string()), None, None),
         None => verify(ctx, binding, &all).await?,
@@ -171,10 +173,10 @@ async fn check(binding: &BmcBinding, ctx: &Context, referenced_changed: bool) ->
     let mut status = binding.status.clone().unwrap_or_default();
     let mut notices = verification::record(&mut status, &check, binding, content, Timestamp::now());
     if let Some(latency) = latency {
-        let poll_interval = shortest_poll_interval(ctx).await?;
+        let (poll_interval, _) = shortest_timing(ctx).await?;
         notices.extend(verification::record_latency(&mut status, binding, latency, poll_interval, Timestamp::now()));
     }
-    let confirmed = observe_levels(ctx, binding, &check, &mut status).await?;
+    let confirmed = observe_levels(ctx, binding, &check, asked, &mut status).await?;
     notices.extend(verification::record_levels(&mut status, binding, &all, &confirmed, Timestamp::now()));
     if binding.status.as_ref() != Some(&status) {
         let patch = verification::status_patch(binding.status.as_ref(), &status);
@@ -242,13 +244,16 @@ async fn keep_once(ctx: &Context, node: &str, kept: &verification::KeptVerificat
     api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await.map(drop)
 }
 
-/// L5: with the machine's power just read through its verified system, every level's outlets are read
-/// (never switched) and what their draws say of the mapping is recorded, sealed with the content key.
-/// Returns, per level, the generation a sealed confirmation confirms it at.
+/// L5: with the machine's power just read through its verified system (the BMC asked at `asked`),
+/// every level's outlets are read (never switched) and what their draws say of the mapping is
+/// recorded, sealed with the content key; with the machine Off, outlets still drawing are read again
+/// within settle ([`levels::look_again`]). Returns, per level, the generation a sealed confirmation
+/// confirms it at.
 async fn observe_levels(
     ctx: &Context,
     binding: &BmcBinding,
     check: &Check,
+    asked: std::time::Instant,
     status: &mut crate::api::BmcBindingStatus,
 ) -> Result<Vec<Option<i64>>, Error> {
     use crate::{
@@ -268,21 +273,28 @@ async fn observe_levels(
         Check::Read { identity: Ok(_), .. } => Some(MachineSeen::Other),
         _ => None,
     };
-    for number in (2u32..).take(binding.spec.pdu_levels.len()) {
+    'levels: for number in (2u32..).take(binding.spec.pdu_levels.len()) {
         let Some(seen) = seen else { break };
         let Ok((devices, _)) = ctx.clients.level(&ctx.client, binding, number).await? else { continue };
-        let mut draws = Vec::new();
-        for (index, (outlet, floor_watts)) in devices.outlets().into_iter().enumerate() {
-            match devices.read(index).await {
-                Ok(reading) => draws.push(OutletDraw { outlet, floor_watts, watts: reading.watts }),
+        let read = || async {
+            let mut draws = Vec::new();
+            for (index, (outlet, floor_watts)) in devices.outlets().into_iter().enumerate() {
                 // An outlet not read now says nothing: the level is looked at again next time.
-                Err(_) => break,
+                let reading = devices.read(index).await.ok()?;
+                draws.push(OutletDraw { outlet, floor_watts, watts: reading.watts });
+            }
+            Some(draws)
+        };
+        let Some(draws) = read().await else { continue };
+        let mut observation = levels::observe_mapping(seen, &draws);
+        if seen == MachineSeen::Off && matches!(observation, levels::MappingObservation::Contradicts(_)) {
+            let (poll, settle) = shortest_timing(ctx).await?;
+            while levels::look_again(seen, &observation, asked.elapsed() + poll, settle) {
+                tokio::time::sleep(poll).await;
+                let Some(draws) = read().await else { continue 'levels };
+                observation = levels::observe_mapping(seen, &draws);
             }
         }
-        if draws.len() < devices.outlets().len() {
-            continue;
-        }
-        let observation = levels::observe_mapping(seen, &draws);
         let old = status.level_confirmations.iter().find(|c| c.level == number).cloned();
         if let Some(mut next) =
             levels::next_confirmation(old.as_ref(), number, generation, &observation, Timestamp::now())
@@ -309,13 +321,17 @@ async fn observe_levels(
         .collect())
 }
 
-/// The shortest `pollInterval` of the namespace's templates (the default without one): what the
-/// binding's read latency must fit (docs/safety.md P4).
-async fn shortest_poll_interval(ctx: &Context) -> Result<StdDuration, Error> {
+/// The shortest `pollInterval` and the shortest `settle` of the namespace's templates (the defaults
+/// without one): what the binding's read latency must fit (docs/safety.md P4), and the window of an
+/// Off agreement (L5).
+async fn shortest_timing(ctx: &Context) -> Result<(StdDuration, StdDuration), Error> {
     let api: Api<CoronerRemediationTemplate> = Api::namespaced(ctx.client.clone(), ctx.namespace());
     let templates = api.list(&ListParams::default()).await?.items;
-    let shortest = templates.iter().map(|t| t.spec.template.spec.poll_interval.get()).min();
-    Ok(shortest.unwrap_or_else(|| CoronerRemediationSpec::default().poll_interval.get()))
+    let specs = || templates.iter().map(|t| &t.spec.template.spec);
+    let defaults = CoronerRemediationSpec::default();
+    let poll = specs().map(|s| s.poll_interval.get()).min().unwrap_or_else(|| defaults.poll_interval.get());
+    let settle = specs().map(|s| s.settle.get()).min().unwrap_or_else(|| defaults.settle.get());
+    Ok((poll, settle))
 }
 
 /// The identity check, the content it was made with (A2), and how long one power reading of the
