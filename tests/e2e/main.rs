@@ -328,7 +328,7 @@ async fn setup(world: &mut World) {
 
 /// The scenarios in the order they run, by the letter `make e2e ONLY=…` names them with. Scenario f
 /// (checks over the whole run) always runs last.
-const SCENARIOS: [(char, &str); 27] = [
+const SCENARIOS: [(char, &str); 28] = [
     ('a', "partitioned node fenced, pods moved, rebooted"),
     ('b', "wrong mapping refused, escalation refused too, and NHC skips a failed template"),
     ('c', "unreachable BMC fails after retry.count; once fixed, deleting it retries; uninstall refused while fenced"),
@@ -362,6 +362,10 @@ const SCENARIOS: [(char, &str); 27] = [
         "a BMC dead with its machine: proven off through its two PDU outlets (level 2, SNMPv3) and released through NHC",
     ),
     ('B', "a ForceOff that never reaches Off: the PDU outlets finish the fence, the BMC losing its power with them"),
+    (
+        'C',
+        "a level's outlet mapping confirmed by draws (L5): running and drawing, then off with the meter falling within settle",
+    ),
 ];
 
 /// `CORONER_E2E_ONLY=a,c` (`make e2e ONLY=a,c`): the scenarios to run; all when unset or empty.
@@ -410,6 +414,7 @@ async fn suite() {
             'y' => scenario_y(&world).await,
             'A' => scenario_pdu_level(&mut world).await,
             'B' => scenario_pdu_level_after_a_reset_that_never_took(&mut world).await,
+            'C' => scenario_level_confirmed_by_draws(&mut world).await,
             _ => scenario_z(&mut world).await,
         }
         timings.push(format!("{name}: {:.1?}", scenario_started.elapsed()));
@@ -2714,5 +2719,72 @@ async fn scenario_pdu_level_after_a_reset_that_never_took(world: &mut World) {
     assert!(taint_keys(world, node).await.iter().any(|k| k == "node.kubernetes.io/out-of-service"));
     log(format!(
         "{node}: a ForceOff that never took, then its outlets: released through level 2 {took:.1?} after the network cut"
+    ));
+}
+
+/// L5 through the binding verifier, with no statement: a node whose level 2 is two metered outlets
+/// of a Redfish PDU. The verifier sees the machine run (node Ready) with both outlets drawing; after a
+/// maintenance power-off through the BMC (Debian's fence_redfish) its first look finds an outlet
+/// still drawing (the meter lags: the test lowers the draws only once that look read outlet A1), so
+/// it looks again within settle and finds them at the floor: `OutletMappingProven=True`. Without the
+/// look again the draw would have contradicted the mapping and cleared its `On` agreement.
+async fn scenario_level_confirmed_by_draws(world: &mut World) {
+    use support::pdu::{RedfishPduPeer, RedfishPduSpec};
+    let node = "pdu-3";
+    world.add_node_with(node, MachineSpec::new(&uuid(163)), &[(NAME, node)]).await;
+    let pdu = RedfishPduPeer::start(&RedfishPduSpec { load: Some(180.0), ..RedfishPduSpec::default() });
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(world.client.clone(), CORONER_NS);
+    let secret = serde_json::from_value(json!({
+        "metadata": {"name": "pdu-3-pdu"}, "stringData": {"username": USER, "password": PASSWORD},
+    }))
+    .unwrap();
+    secrets.create(&PostParams::default(), &secret).await.unwrap();
+    let outlet = |id: &str| {
+        json!({"redfish": {"endpoint": pdu.endpoint(), "rackPdu": "1", "outlet": id},
+               "credentialsSecretRef": {"name": "pdu-3-pdu"}, "tls": {"certificateSHA256": peers().pin("leaf")}})
+    };
+    let bindings: Api<coroner::api::BmcBinding> = Api::namespaced(world.client.clone(), CORONER_NS);
+    let levels = json!({"spec": {"pduLevels": [{"outlets": [outlet("A1"), outlet("A2")]}]}});
+    bindings.patch(node, &PatchParams::default(), &Patch::Merge(&levels)).await.unwrap();
+    let confirmation = |binding: coroner::api::BmcBinding| {
+        let status = binding.status?;
+        let proven = status.conditions.iter().find(|c| c.type_ == "OutletMappingProven").cloned()?;
+        Some((status.level_confirmations.into_iter().find(|c| c.level == 2)?, proven))
+    };
+    let (on, proven) =
+        wait_for(&format!("{node}: the machine seen running with both outlets drawing"), SHORT, || async {
+            confirmation(bindings.get(node).await.ok()?).filter(|(c, _)| c.on_seen_at.is_some())
+        })
+        .await;
+    assert_eq!(proven.status, "False", "one agreement confirms nothing yet: {proven:?}");
+    assert!(on.off_seen_at.is_none(), "{on:?}");
+    log(format!("{node}: level 2 (Redfish PDU, metered) seen drawing while the machine runs: {:?}", on.last));
+
+    assert_eq!(world.node(node).machine.fence_redfish("off", "node-1"), Some(0), "a maintenance power-off");
+    // The meter lags: both outlets keep drawing until the verifier's first look after the power-off
+    // has read A1, then fall to nothing.
+    let looks = |pdu: &RedfishPduPeer| pdu.reads("A1");
+    let before = looks(&pdu);
+    let lag = {
+        let dir = pdu.dir.clone();
+        std::thread::spawn(move || {
+            let started = Instant::now();
+            while RedfishPduPeer::reads_in(&dir, "A1") == before && started.elapsed() < LONG {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            RedfishPduPeer::force_in(&dir, "A1", json!({"load": 0.0}));
+            RedfishPduPeer::force_in(&dir, "A2", json!({"load": 0.0}));
+        })
+    };
+    let (off, proven) = wait_for(&format!("{node}: the mapping confirmed"), SHORT, || async {
+        confirmation(bindings.get(node).await.ok()?).filter(|(_, proven)| proven.status == "True")
+    })
+    .await;
+    lag.join().unwrap();
+    assert!(off.on_seen_at.is_some() && off.off_seen_at.is_some(), "{off:?}");
+    assert!(looks(&pdu) >= before + 2, "the verifier looked at A1 again after the power-off");
+    log(format!(
+        "{node}: after a power-off through the BMC, A1 still drawing at the first look and at the floor at the next, within settle: OutletMappingProven=True ({})",
+        proven.message
     ));
 }

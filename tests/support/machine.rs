@@ -251,7 +251,6 @@ impl Machine {
         text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
     }
 
-    /// The power log's requests as `METHOD path [reset_type]`.
     /// Debian's `fence_redfish --action ACTION` against this emulator's system `system` (the
     /// password on stdin, never on its command line): its exit code (`status`: 0 On, 2 Off).
     pub fn fence_redfish(&self, action: &str, system: &str) -> Option<i32> {
@@ -272,6 +271,7 @@ impl Machine {
         child.wait().expect("fence_redfish ran").code()
     }
 
+    /// The power log's requests as `METHOD path [reset_type]`.
     pub fn requests(&self) -> Vec<String> {
         self.log()
             .iter()

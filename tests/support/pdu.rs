@@ -116,11 +116,32 @@ impl RedfishPduPeer {
 
     /// Changes one outlet's fields in the state file (the emulator reads it on every request).
     pub fn force(&self, outlet: &str, fields: Value) {
-        let mut outlets = self.outlets();
+        Self::force_in(&self.dir, outlet, fields);
+    }
+
+    /// [`Self::force`] for the emulator whose directory is `dir` (from another thread).
+    pub fn force_in(dir: &Path, outlet: &str, fields: Value) {
+        let mut outlets = read_json(&dir.join("outlets.json"));
         for (key, value) in fields.as_object().expect("fields") {
             outlets[outlet][key] = value.clone();
         }
-        write_json(&self.dir.join("outlets.json"), &outlets);
+        write_json(&dir.join("outlets.json"), &outlets);
+    }
+
+    /// How many times the outlet was read (answered GETs).
+    pub fn reads(&self, outlet: &str) -> usize {
+        Self::reads_in(&self.dir, outlet)
+    }
+
+    /// [`Self::reads`] for the emulator whose directory is `dir` (from another thread).
+    pub fn reads_in(dir: &Path, outlet: &str) -> usize {
+        let path = format!("/Outlets/{outlet}");
+        log_lines(&dir.join("requests.log"))
+            .iter()
+            .filter(|e| {
+                e["method"] == "GET" && e["path"].as_str().is_some_and(|p| p.trim_end_matches('/').ends_with(&path))
+            })
+            .count()
     }
 
     /// The PowerControl POSTs, as `PowerState status`.
