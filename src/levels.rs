@@ -203,24 +203,41 @@ pub fn observe_mapping(seen: MachineSeen, outlets: &[OutletDraw]) -> MappingObse
     }
 }
 
-/// L5: the longest the verifier looks again at a level's outlets after the BMC read the machine Off
-/// ([`look_again`]): a verifier's check is not held for a long settle (up to 10m); a draw left after
-/// it contradicts the mapping, which only confirms less.
-pub const OFF_LOOK_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
+/// L5: the longest window of an Off agreement (see [`off_window`]): a verifier's check is not held
+/// for a long settle (up to 10m), nor past a handover's grace; a draw left after it contradicts the
+/// mapping, which only confirms less.
+pub const OFF_LOOK_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// L5: an Off agreement may come within settle of the BMC's Off reading, since an outlet takes a
-/// moment to fall to its floor once its machine went off. A look that saw the machine Off while an
-/// outlet still drew is taken again while the next look, `next_look` after the BMC was asked, falls
-/// within `settle` (at most [`OFF_LOOK_LIMIT`]); a draw left after that contradicts the mapping.
+/// L5: an Off agreement comes within settle of the BMC's Off reading, since an outlet takes a moment
+/// to fall to its floor once its machine went off: the window, counted from right before the BMC was
+/// asked, is `settle` (the shortest of the namespace's templates), at most [`OFF_LOOK_LIMIT`].
+pub fn off_window(settle: std::time::Duration) -> std::time::Duration {
+    settle.min(OFF_LOOK_LIMIT)
+}
+
+/// L5: what a look at the outlets says once its timing is known: an Off agreement only from a look
+/// begun within the window (`None`: the window could not be known); anything else as it is.
+pub fn within_window(
+    observation: MappingObservation,
+    begun: std::time::Duration,
+    window: Option<std::time::Duration>,
+) -> MappingObservation {
+    match observation {
+        MappingObservation::AgreesOff if window.is_none_or(|window| begun > window) => MappingObservation::Nothing,
+        other => other,
+    }
+}
+
+/// L5: a look that saw the machine Off while an outlet still drew is taken again (the whole level)
+/// while the next look, `next_look` after the BMC was asked, begins within the window; a draw left
+/// after that contradicts the mapping.
 pub fn look_again(
     seen: MachineSeen,
     observation: &MappingObservation,
     next_look: std::time::Duration,
-    settle: std::time::Duration,
+    window: std::time::Duration,
 ) -> bool {
-    seen == MachineSeen::Off
-        && matches!(observation, MappingObservation::Contradicts(_))
-        && next_look <= settle.min(OFF_LOOK_LIMIT)
+    seen == MachineSeen::Off && matches!(observation, MappingObservation::Contradicts(_)) && next_look <= window
 }
 
 /// L5: the level's confirmation after one look (unsealed: the caller seals it). `None`: nothing to
@@ -660,11 +677,12 @@ mod tests {
     #[test]
     fn an_off_machine_whose_outlet_still_draws_is_looked_at_again_within_settle_and_no_longer() {
         let secs = std::time::Duration::from_secs;
+        assert_eq!(off_window(secs(2)), secs(2));
+        assert_eq!(off_window(secs(600)), OFF_LOOK_LIMIT, "a long settle is not waited out");
         let still = observe_mapping(MachineSeen::Off, &[draw("a", Some(120.0))]);
         assert!(look_again(MachineSeen::Off, &still, secs(1), secs(2)));
-        assert!(look_again(MachineSeen::Off, &still, secs(2), secs(2)), "a look at settle is within it");
+        assert!(look_again(MachineSeen::Off, &still, secs(2), secs(2)), "a look begun at settle is within it");
         assert!(!look_again(MachineSeen::Off, &still, secs(3), secs(2)), "a draw left after settle contradicts");
-        assert!(!look_again(MachineSeen::Off, &still, secs(31), secs(600)), "a long settle is not waited out");
         let idle = observe_mapping(MachineSeen::Off, &[draw("a", Some(0.0))]);
         assert!(!look_again(MachineSeen::Off, &idle, secs(1), secs(2)), "agreed: nothing to look at again");
         let running = [draw("a", Some(0.0))];
@@ -672,6 +690,23 @@ mod tests {
         assert!(
             !look_again(MachineSeen::On { ready: true }, &contradicted, secs(1), secs(2)),
             "a running machine's idle outlet is not waited on"
+        );
+    }
+
+    #[test]
+    fn an_off_agreement_counts_only_from_a_look_begun_within_settle_of_the_bmc_reading() {
+        let secs = std::time::Duration::from_secs;
+        let idle = || observe_mapping(MachineSeen::Off, &[draw("a", Some(0.0))]);
+        assert_eq!(within_window(idle(), secs(1), Some(secs(2))), MappingObservation::AgreesOff);
+        assert_eq!(within_window(idle(), secs(3), Some(secs(2))), MappingObservation::Nothing, "too late");
+        assert_eq!(within_window(idle(), secs(0), None), MappingObservation::Nothing, "the window unknown");
+        let still = observe_mapping(MachineSeen::Off, &[draw("a", Some(120.0))]);
+        assert_eq!(within_window(still.clone(), secs(3), Some(secs(2))), still, "a contradiction stands whenever");
+        let running = observe_mapping(MachineSeen::On { ready: true }, &[draw("a", Some(120.0))]);
+        assert_eq!(
+            within_window(running, secs(3), None),
+            MappingObservation::AgreesOn,
+            "an On agreement has no window"
         );
     }
 

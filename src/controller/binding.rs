@@ -6,7 +6,7 @@
 use std::{
     collections::{HashMap, HashSet},
     sync::{Arc, Mutex, PoisonError},
-    time::Duration as StdDuration,
+    time::{Duration as StdDuration, Instant},
 };
 
 use futures::StreamExt;
@@ -163,12 +163,11 @@ async fn check(binding: &BmcBinding, ctx: &Context, referenced_changed: bool) ->
     // Two bindings of one node: no reading tells which is meant. Two nodes' bindings on one BMC:
     // the identity read does ([`gates::conflict_settled_by_identity`]).
     let conflicts = gates::binding_conflicts(&all).remove(&name).unwrap_or_default();
-    // L5: an Off agreement's window starts before the BMC is asked (stricter than at its answer).
-    let asked = std::time::Instant::now();
-    let (check, content, latency) = match conflicts.iter().find(|c| matches!(c, gates::Conflict::SameNode { .. })) {
-        Some(conflict) => (Check::Conflict(conflict.to_string()), None, None),
-        None => verify(ctx, binding, &all).await?,
-    };
+    let (check, content, latency, asked) =
+        match conflicts.iter().find(|c| matches!(c, gates::Conflict::SameNode { .. })) {
+            Some(conflict) => (Check::Conflict(conflict.to_string()), None, None, None),
+            None => verify(ctx, binding, &all).await?,
+        };
     let next = verification::next_check(&check, interval);
     let mut status = binding.status.clone().unwrap_or_default();
     let mut notices = verification::record(&mut status, &check, binding, content, Timestamp::now());
@@ -176,6 +175,7 @@ async fn check(binding: &BmcBinding, ctx: &Context, referenced_changed: bool) ->
         let (poll_interval, _) = shortest_timing(ctx).await?;
         notices.extend(verification::record_latency(&mut status, binding, latency, poll_interval, Timestamp::now()));
     }
+    let asked = asked.unwrap_or_else(Instant::now);
     let confirmed = observe_levels(ctx, binding, &check, asked, &mut status).await?;
     notices.extend(verification::record_levels(&mut status, binding, &all, &confirmed, Timestamp::now()));
     if binding.status.as_ref() != Some(&status) {
@@ -246,14 +246,15 @@ async fn keep_once(ctx: &Context, node: &str, kept: &verification::KeptVerificat
 
 /// L5: with the machine's power just read through its verified system (the BMC asked at `asked`),
 /// every level's outlets are read (never switched) and what their draws say of the mapping is
-/// recorded, sealed with the content key; with the machine Off, outlets still drawing are read again
-/// within settle ([`levels::look_again`]). Returns, per level, the generation a sealed confirmation
-/// confirms it at.
+/// recorded, sealed with the content key; with the machine Off, an agreement counts only from a look
+/// begun within settle of `asked`, and a level with an outlet still drawing is read again while the
+/// next look begins within it ([`levels::look_again`]). Returns, per level, the generation a sealed
+/// confirmation confirms it at.
 async fn observe_levels(
     ctx: &Context,
     binding: &BmcBinding,
     check: &Check,
-    asked: std::time::Instant,
+    asked: Instant,
     status: &mut crate::api::BmcBindingStatus,
 ) -> Result<Vec<Option<i64>>, Error> {
     use crate::{
@@ -273,7 +274,14 @@ async fn observe_levels(
         Check::Read { identity: Ok(_), .. } => Some(MachineSeen::Other),
         _ => None,
     };
-    'levels: for number in (2u32..).take(binding.spec.pdu_levels.len()) {
+    // The window of an Off agreement (None: the templates could not be listed, and no Off agreement
+    // is taken).
+    let timing = match seen {
+        Some(MachineSeen::Off) if !binding.spec.pdu_levels.is_empty() => shortest_timing(ctx).await.ok(),
+        _ => None,
+    };
+    let window = timing.map(|(_, settle)| levels::off_window(settle));
+    for number in (2u32..).take(binding.spec.pdu_levels.len()) {
         let Some(seen) = seen else { break };
         let Ok((devices, _)) = ctx.clients.level(&ctx.client, binding, number).await? else { continue };
         let read = || async {
@@ -285,14 +293,16 @@ async fn observe_levels(
             }
             Some(draws)
         };
+        let begun = asked.elapsed();
         let Some(draws) = read().await else { continue };
-        let mut observation = levels::observe_mapping(seen, &draws);
-        if seen == MachineSeen::Off && matches!(observation, levels::MappingObservation::Contradicts(_)) {
-            let (poll, settle) = shortest_timing(ctx).await?;
-            while levels::look_again(seen, &observation, asked.elapsed() + poll, settle) {
+        let mut observation = levels::within_window(levels::observe_mapping(seen, &draws), begun, window);
+        if let (Some((poll, _)), Some(window)) = (timing, window) {
+            while levels::look_again(seen, &observation, asked.elapsed() + poll, window) {
                 tokio::time::sleep(poll).await;
-                let Some(draws) = read().await else { continue 'levels };
-                observation = levels::observe_mapping(seen, &draws);
+                let begun = asked.elapsed();
+                // A look again that cannot read every outlet leaves the contradiction seen standing.
+                let Some(draws) = read().await else { break };
+                observation = levels::within_window(levels::observe_mapping(seen, &draws), begun, Some(window));
             }
         }
         let old = status.level_confirmations.iter().find(|c| c.level == number).cloned();
@@ -334,56 +344,61 @@ async fn shortest_timing(ctx: &Context) -> Result<(StdDuration, StdDuration), Er
     Ok((poll, settle))
 }
 
-/// The identity check, the content it was made with (A2), and how long one power reading of the
-/// verified system took (P4: measured before any outage).
+/// The identity check, the content it was made with (A2), how long one power reading of the
+/// verified system took (P4: measured before any outage), and when the BMC was asked for the check's
+/// reading.
 async fn verify(
     ctx: &Context,
     binding: &BmcBinding,
     all: &[BmcBinding],
-) -> Result<(Check, Option<u64>, Option<StdDuration>), Error> {
-    let (check, path, content) = identify(ctx, binding, all).await?;
-    let (Check::Read { identity: Ok(_), .. }, Some(path)) = (&check, path) else { return Ok((check, content, None)) };
+) -> Result<(Check, Option<u64>, Option<StdDuration>, Option<Instant>), Error> {
+    let (check, path, content, asked) = identify(ctx, binding, all).await?;
+    let (Check::Read { identity: Ok(_), .. }, Some(path)) = (&check, path) else {
+        return Ok((check, content, None, asked));
+    };
     let client = match ctx.clients.client(&ctx.client, binding).await? {
         Ok(client) => client,
-        Err(_) => return Ok((check, content, None)),
+        Err(_) => return Ok((check, content, None, asked)),
     };
-    let started = std::time::Instant::now();
+    let started = Instant::now();
     let latency = client.0.read(&path).await.is_ok().then(|| started.elapsed());
-    Ok((check, content, latency))
+    Ok((check, content, latency, asked))
 }
 
-/// What the BMC says of the binding's node, the verified system's path when it answered, and the
-/// device digest of the client it answered through.
+/// What the BMC says of the binding's node, the verified system's path when it answered, the device
+/// digest of the client it answered through, and when the BMC was asked (right before the reads that
+/// find the system and its power).
 pub(super) async fn identify(
     ctx: &Context,
     binding: &BmcBinding,
     all: &[BmcBinding],
-) -> Result<(Check, Option<String>, Option<u64>), Error> {
+) -> Result<(Check, Option<String>, Option<u64>, Option<Instant>), Error> {
     let client = match ctx.clients.client(&ctx.client, binding).await? {
         Ok(client) => client,
-        Err(unusable) => return Ok((Check::Invalid(unusable.to_string()), None, None)),
+        Err(unusable) => return Ok((Check::Invalid(unusable.to_string()), None, None, None)),
     };
     let content = Some(client.1);
     let node_name = &binding.spec.node_name;
     let node = Api::<Node>::all(ctx.client.clone()).get_opt(node_name).await?;
     let node_uuid = node.and_then(|n| n.status?.node_info).map(|i| i.system_uuid).unwrap_or_default();
+    let asked = Some(Instant::now());
     let system = match driver::node_system(ctx, binding, &client.0, &node_uuid, "verify").await {
         Ok(system) => system,
         Err(IdentityProblem::Binding { reason: Reason::IdentityMismatch, message, .. }) => {
-            return Ok((Check::NoNodeSystem(message), None, content));
+            return Ok((Check::NoNodeSystem(message), None, content, asked));
         }
         Err(IdentityProblem::Binding { reason, message, .. }) => {
-            return Ok((Check::Refused { reason, message }, None, content));
+            return Ok((Check::Refused { reason, message }, None, content, asked));
         }
         Err(IdentityProblem::Bmc(failure)) => {
-            return Ok((Check::Failed { reason: failure.reason, message: failure.message }, None, content));
+            return Ok((Check::Failed { reason: failure.reason, message: failure.message }, None, content, asked));
         }
     };
     let peers = driver::origin_peers(ctx, binding, all).await?;
     if let Err(message) =
         gates::conflict_settled_by_identity(&binding.name_any(), node_name, &node_uuid, &system.uuid, &peers)
     {
-        return Ok((Check::Refused { reason: Reason::BindingConflict, message }, None, content));
+        return Ok((Check::Refused { reason: Reason::BindingConflict, message }, None, content, asked));
     }
     let claims = driver::claims(ctx, node_name, binding).await?;
     let verdict = identity::prove(&node_uuid, &system.uuid, &claims)
@@ -395,7 +410,7 @@ pub(super) async fn identify(
         power_state: system.power_state.to_string(),
         identity: verdict,
     };
-    Ok((read, Some(system.path), content))
+    Ok((read, Some(system.path), content, asked))
 }
 
 /// The verification period ±10 %, so bindings created together do not hit their BMCs together.

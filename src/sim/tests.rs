@@ -56,6 +56,12 @@ fn explore(seeds: Vec<u64>) -> Vec<String> {
         if outcome.stats.shared_offs_after_release > 0 {
             guard_shared_seeds.push(outcome.seed);
         }
+        if COVERAGE.iter().any(|(seed, _)| *seed == outcome.seed) && outcome.stats.shared_offs_after_release == 0 {
+            failures.push(format!(
+                "seed {} is listed in COVERAGE but its guard no longer switches a shared outlet off after the release",
+                outcome.seed
+            ));
+        }
         match (&outcome.failure, known.contains(&outcome.seed)) {
             (Some(failure), false) => failures.push(failure.clone()),
             (None, true) => failures.push(format!(

@@ -2726,8 +2726,9 @@ async fn scenario_pdu_level_after_a_reset_that_never_took(world: &mut World) {
 /// of a Redfish PDU. The verifier sees the machine run (node Ready) with both outlets drawing; after a
 /// maintenance power-off through the BMC (Debian's fence_redfish) its first look finds an outlet
 /// still drawing (the meter lags: the test lowers the draws only once that look read outlet A1), so
-/// it looks again within settle and finds them at the floor: `OutletMappingProven=True`. Without the
-/// look again the draw would have contradicted the mapping and cleared its `On` agreement.
+/// it looks again within settle (2 s at the e2e templates, from right before its BMC reads) and finds
+/// them at the floor: `OutletMappingProven=True`. Without the look again the draw would have
+/// contradicted the mapping and cleared its `On` agreement.
 async fn scenario_level_confirmed_by_draws(world: &mut World) {
     use support::pdu::{RedfishPduPeer, RedfishPduSpec};
     let node = "pdu-3";
@@ -2760,10 +2761,15 @@ async fn scenario_level_confirmed_by_draws(world: &mut World) {
     assert!(on.off_seen_at.is_none(), "{on:?}");
     log(format!("{node}: level 2 (Redfish PDU, metered) seen drawing while the machine runs: {:?}", on.last));
 
+    // Right after a check read the outlets, so that no check straddles the power-off (one that read
+    // the machine On before it and the draws after the test lowered them would see a contradiction).
+    let looks = |pdu: &RedfishPduPeer| pdu.reads("A1");
+    let seen = looks(&pdu);
+    wait_for(&format!("{node}: a check reads the outlets"), SHORT, || async { (looks(&pdu) > seen).then_some(()) })
+        .await;
     assert_eq!(world.node(node).machine.fence_redfish("off", "node-1"), Some(0), "a maintenance power-off");
     // The meter lags: both outlets keep drawing until the verifier's first look after the power-off
     // has read A1, then fall to nothing.
-    let looks = |pdu: &RedfishPduPeer| pdu.reads("A1");
     let before = looks(&pdu);
     let lag = {
         let dir = pdu.dir.clone();
