@@ -203,8 +203,8 @@ fn error_policy<K: Resource<DynamicType = ()>>(object: Arc<K>, error: &Error, ct
     retry_policy(object.as_ref(), error, &ctx, None)
 }
 
-/// The remediation controller's: a fence that reads the machine retries no later than its next
-/// reading is due ([`crate::fence::retry_within`]).
+/// The remediation controller's: a fence that reads the machine retries a conflict or an unavailable
+/// API server within min(pollInterval, 250 ms) ([`crate::fence::retry_within`]).
 fn fence_error_policy(remediation: Arc<CoronerRemediation>, error: &Error, ctx: Arc<Context>) -> Action {
     let within = crate::fence::retry_within(&remediation.spec, remediation.status.as_ref());
     retry_policy(remediation.as_ref(), error, &ctx, within)

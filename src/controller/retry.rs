@@ -197,6 +197,10 @@ mod tests {
         let waits: Vec<_> = (1..=4).map(|n| retry_after(Class::Unavailable, n, None)).collect();
         assert_eq!(waits, [Some(StdDuration::from_millis(500)), secs(1), secs(1), secs(1)]);
         assert_eq!(retry_after(Class::Unavailable, u32::MAX, None), secs(1));
+    }
+
+    #[test]
+    fn a_request_refused_as_sent_is_retried_as_an_unavailable_api_server_is() {
         for error in [Error::Api(ApiError::Denied("forbidden".into())), Error::Kube(api_error(403))] {
             assert_eq!(class(&error), Class::Refused, "{error}");
         }

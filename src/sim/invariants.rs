@@ -647,7 +647,6 @@ impl Checker {
                 // The switching fence's own node: a deletion after its checked Off's last read of the
                 // remediation (right before the request, P1) is the power action's race, not L6's; one
                 // that read could have seen is L6's.
-                let own = truth.remediations.get(&by.task).and_then(|r| contract::node_name(&r.metadata));
                 let last_read = truth
                     .remediation_reads
                     .get(&(by.pid, by.task.clone(), by.task.clone()))
@@ -663,7 +662,7 @@ impl Checker {
                         let released =
                             r.status.as_ref().and_then(|s| s.evidence.as_ref()).is_some_and(|e| e.release.is_some());
                         let uid = r.uid().unwrap_or_default();
-                        let racing = own == Some(node) && r.metadata.name.as_deref() == Some(&by.task) && unseen(&uid);
+                        let racing = r.metadata.name.as_deref() == Some(&by.task) && unseen(&uid);
                         let deleting = r.metadata.deletion_timestamp.is_some() && !racing;
                         crate::levels::may_lose_shared_outlet(Phase::of(r), released && !approved(node, &uid), deleting)
                     })

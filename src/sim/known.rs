@@ -604,32 +604,16 @@ pub const REGRESSIONS: &[(u64, &str)] = &[
     ),
 ];
 
+const GUARD_SHARED_OFF: &str = "L6/L9: the guard switches off a shared outlet, switched on by hand after the release, while the other node it feeds is fenced too";
+
 /// Seeds that pass, run with the budget because they reach what its own seeds reach rarely (found by
 /// soaks, which print them): the guard switching a shared outlet off after the release, which each
 /// must still do (the budget fails a seed that no longer does).
 pub const COVERAGE: &[(u64, &str)] = &[
-    (
-        8591,
-        "L6/L9: the guard switches off a shared outlet, switched on by hand after the release, while the other node it feeds is fenced too",
-    ),
-    (
-        15694,
-        "L6/L9: the guard switches off a shared outlet, switched on by hand after the release, while the other node it feeds is fenced too",
-    ),
-    (
-        15781,
-        "L6/L9: the guard switches off a shared outlet, switched on by hand after the release, while the other node it feeds is fenced too",
-    ),
-    (
-        24557,
-        "L6/L9: the guard switches off a shared outlet, switched on by hand after the release, while the other node it feeds is fenced too",
-    ),
-    (
-        37258,
-        "L6/L9: the guard switches off a shared outlet, switched on by hand after the release, while the other node it feeds is fenced too",
-    ),
-    (
-        49644,
-        "L6/L9: the guard switches off a shared outlet, switched on by hand after the release, while the other node it feeds is fenced too",
-    ),
+    (8591, GUARD_SHARED_OFF),
+    (15694, GUARD_SHARED_OFF),
+    (15781, GUARD_SHARED_OFF),
+    (24557, GUARD_SHARED_OFF),
+    (37258, GUARD_SHARED_OFF),
+    (49644, GUARD_SHARED_OFF),
 ];
