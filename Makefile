@@ -71,10 +71,13 @@ crds:
 	$(CARGO) run -q -- crd > crds/coroner.yaml
 	bundle/generate.sh
 
-## bench: what one fence costs on the harness (release build; not part of `make test`): docs/benchmarks.md
+## bench: what one fence costs on the harness (release build; not part of `make test`): docs/benchmarks.md;
+## ONLY=fences measures the ten single fences (P1, P4) and the baseline, without the storms
 bench: harness peers
+ifneq ($(ONLY),fences)
 	$(CARGO) build --release --features mimalloc
 	mkdir -p .cache/bench && cp target/release/coroner .cache/bench/coroner-mimalloc
+endif
 	$(CARGO) build --release
-	CORONER_E2E=1 CORONER_BIN=$(CURDIR)/target/release/coroner CORONER_BIN_MIMALLOC=$(CURDIR)/.cache/bench/coroner-mimalloc \
+	CORONER_E2E=1 CORONER_BENCH_ONLY="$(ONLY)" CORONER_BIN=$(CURDIR)/target/release/coroner CORONER_BIN_MIMALLOC=$(CURDIR)/.cache/bench/coroner-mimalloc \
 		$(CARGO) test -q --test e2e -- bench

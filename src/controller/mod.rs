@@ -4,6 +4,7 @@
 
 mod attestation;
 mod binding;
+mod events;
 mod leader;
 mod leases;
 mod remediation;
@@ -89,7 +90,8 @@ pub struct Context {
     pub started: std::time::Instant,
     /// What the fence loop keeps in memory: admissions, what each fence learnt, device origins' turns.
     pub local: driver::Local,
-    pub recorder: Recorder,
+    /// The Events told, published off the fence's path.
+    events: events::EventQueue,
     pub metrics: Metrics,
     pub leases: LeaseTracker,
     /// Asks the leadership loop to hand leadership over to another replica.
@@ -128,7 +130,7 @@ impl Context {
             fence,
             started: std::time::Instant::now(),
             local: driver::Local::default(),
-            recorder,
+            events: events::EventQueue::new(recorder),
             metrics,
             leases: LeaseTracker::default(),
             step_down: tokio::sync::Notify::new(),
@@ -261,16 +263,25 @@ pub async fn run(ctx: Arc<Context>, health: Health, shutdown: CancellationToken)
     }
     tokio::spawn(ctx.leases.clone().run(ctx.client.clone(), ctx.started));
     tokio::spawn(refresh_gauges(ctx.clone(), shutdown.clone()));
-    match ctx.settings.election.clone() {
-        Some(election) => leader::run(ctx, election, health, shutdown).await,
+    let publisher = ctx.clone();
+    tokio::spawn(async move { publisher.events.publish().await });
+    let result = match ctx.settings.election.clone() {
+        Some(election) => leader::run(ctx.clone(), election, health, shutdown).await,
         None => {
             health.set_ready(true);
             ctx.metrics.leader.set(1);
-            run_controllers(ctx, shutdown).await;
+            run_controllers(ctx.clone(), shutdown).await;
             Ok(())
         }
+    };
+    if !ctx.events.flush(EVENTS_FLUSH).await {
+        warn!("shutting down with Events still unpublished");
     }
+    result
 }
+
+/// How long a shutdown waits for the Events already told to be published.
+const EVENTS_FLUSH: StdDuration = StdDuration::from_secs(2);
 
 /// Waits until every CRD coroner serves carries the schema revision it needs (`api::crd_outdated`):
 /// until then it acts on nothing, stays not ready and says why (`CrdOutdated`, the gauge

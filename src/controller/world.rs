@@ -283,9 +283,7 @@ impl Events for Context {
             action: action.to_owned(),
             secondary: None,
         };
-        if let Err(error) = self.recorder.publish(&event, regarding).await {
-            warn!(%error, reason = %notice.reason, "could not publish an Event");
-        }
+        self.events.tell(event, regarding.clone()).await;
     }
 }
 

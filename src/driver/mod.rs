@@ -635,17 +635,29 @@ impl<'a, W: World> Fence<'a, W> {
                 requeue => requeue,
             };
             drop(admissions);
-            match reset {
-                Some(ResetType::ForceOff) if to_outlets => Box::pin(self.send_outlets_off(&node)).await?,
-                Some(reset) => self.send_reset(reset, aim, &node).await?,
-                None => {}
-            }
+            let requeue = match reset {
+                Some(ResetType::ForceOff) if to_outlets => {
+                    Box::pin(self.send_outlets_off(&node)).await?;
+                    requeue
+                }
+                Some(reset) => {
+                    let accepted = self.send_reset(reset, aim, &node).await?;
+                    // The machine after an accepted ForceOff is read at once (`fence::next_reading_due`).
+                    if accepted && reset == ResetType::ForceOff { Some(StdDuration::ZERO) } else { requeue }
+                }
+                None => requeue,
+            };
             self.settle_taints().await?;
             match requeue {
                 Some(StdDuration::ZERO) => {
                     node = self.world.node(&self.node_name).await?.unwrap_or(node);
                 }
-                Some(after) => return Ok(Next::Requeue(after)),
+                // The wait counts from the decision: its writes and notices since took part of it
+                // (a wait they used up goes through the queue all the same, not on in this loop).
+                Some(after) => {
+                    let spent = self.world.mono().saturating_sub(context.mono);
+                    return Ok(Next::Requeue(after.saturating_sub(spent)));
+                }
                 None => return Ok(Next::AwaitChange),
             }
         }

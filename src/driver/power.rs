@@ -123,15 +123,15 @@ impl<W: World> Fence<'_, W> {
     /// Sends the reset the persisted decision asked for (its intent is already in status) through
     /// [`Self::checked_action`]: the remediation unchanged ([`reset_still_wanted`]), the node still
     /// allowing the action ([`fence::may_power_off`], [`fence::may_power_on`]). Records the answer,
-    /// or why nothing was sent.
-    pub(super) async fn send_reset(&mut self, reset: ResetType, aim: Option<Aim>, node: &Node) -> Result<(), Error> {
+    /// or why nothing was sent. `true`: the BMC accepted it.
+    pub(super) async fn send_reset(&mut self, reset: ResetType, aim: Option<Aim>, node: &Node) -> Result<bool, Error> {
         let Some(aim) = aim else {
             let failure = BmcFailure {
                 transient: true,
                 reason: Reason::BmcProtocolError,
                 message: "no fresh reading to reset from".into(),
             };
-            return self.commit_observation(Observation::ActionUnsent(failure), node).await;
+            return self.commit_observation(Observation::ActionUnsent(failure), node).await.map(|()| false);
         };
         let (spec, status, uid, name) = (self.spec(), self.status(), self.uid.clone(), self.node_name.clone());
         let mut seen = None;
@@ -146,11 +146,12 @@ impl<W: World> Fence<'_, W> {
         };
         let outcome = self.checked_action(&aim, reset, reset_still_wanted, allows).await?;
         let node = seen.as_ref().unwrap_or(node);
+        let accepted = matches!(outcome, Ok(Ok(_)));
         let observation = match outcome {
             Ok(result) => Observation::ResetAnswered { action: reset, result },
             Err(Unsent::NotWanted) => {
                 info!(reset = reset.as_str(), "the remediation changed since the intent was written; not sending");
-                return Ok(());
+                return Ok(false);
             }
             Err(Unsent::Refused(refusal)) => {
                 info!(reset = reset.as_str(), %refusal, "the node no longer allows the power action; not sending");
@@ -166,7 +167,7 @@ impl<W: World> Fence<'_, W> {
             }
         };
         // The answer must land: a reset left unanswered in status would be sent again.
-        self.commit_observation(observation, node).await
+        self.commit_observation(observation, node).await.map(|()| accepted)
     }
 
     /// The guard's ForceOff to a released machine that reads on again: its intent is persisted, then

@@ -1835,6 +1835,11 @@ impl<'a> Step<'a> {
             resets.push(record);
             let in_attempt = resets.iter().filter(|r| r.attempt == attempt && r.level == at).count();
             again = force_off_again(&result, in_attempt);
+            if result.is_ok() && level.is_none() {
+                // The reading that shows the machine after an accepted ForceOff is taken at once: the
+                // run that proves it off starts there (a failed one waits for the pace, P7).
+                self.memory.last_requested = None;
+            }
         }
         // The answer belongs to the intent this process persisted: a deposed process's answer,
         // decided again on a status that now carries another process's intent, must not mark that

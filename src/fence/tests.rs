@@ -528,23 +528,24 @@ fn a_machine_already_off_gets_no_reset_but_is_still_confirmed() {
 
 #[test]
 fn an_unbroken_run_spanning_settle_is_the_proof() {
-    // ForceOff at f; Off at f+1, f+2, f+3: first and last 2 s apart = settle.
+    // ForceOff at f; Off read at once (the reading after an accepted ForceOff is not paced from the
+    // identity read), then at f+1 and f+2: first and last 2 s apart = settle.
     let lab = lab(off_spec(), machine(true));
     let status = run(&lab);
     let [(force_off, ResetType::ForceOff)] = reset_times(&lab)[..] else { panic!("{:?}", reset_times(&lab)) };
     let evidence = status.evidence.unwrap().power_off.unwrap();
     let proof = evidence.proof.unwrap();
     assert_eq!(proof.count, 3);
-    assert_eq!((proof.first[0].at.0, proof.latest().unwrap().at.0), (force_off + secs(1), force_off + secs(3)));
-    assert_eq!(evidence.proven_at, Some(MicroTime(force_off + secs(3))));
+    assert_eq!((proof.first[0].at.0, proof.latest().unwrap().at.0), (force_off, force_off + secs(2)));
+    assert_eq!(evidence.proven_at, Some(MicroTime(force_off + secs(2))));
     assert!(lab.phases().ends_with(&[Phase::ConfirmingOff, Phase::Releasing, Phase::Done]), "{:?}", lab.phases());
 }
 
 #[test]
 fn the_settle_span_is_measured_on_precise_times_after_persistence() {
-    // Off every 990 ms after the ForceOff at f: f+0.99, f+1.98, and a third at f+2.97 would span
+    // Off at once after the ForceOff at f, then every 990 ms: f+0.99, and a third at f+1.98 would span
     // 1.98 s. Whole seconds (or rounded ones) would say 2 s and release on it; the third reading waits
-    // the 20 ms the precise span still lacks (`next_reading_due`) and is taken at f+2.99, spanning 2 s.
+    // the 20 ms the precise span still lacks (`next_reading_due`) and is taken at f+2, spanning 2 s.
     let spec = CoronerRemediationSpec { poll_interval: crate::api::Duration::from_millis(990), ..off_spec() };
     let lab = lab(spec, machine(true));
     let status = run(&lab);
@@ -552,7 +553,7 @@ fn the_settle_span_is_measured_on_precise_times_after_persistence() {
     let proof = proof_of(&status);
     let ms = SignedDuration::from_millis;
     assert_eq!(proof.count, 3);
-    assert_eq!((proof.first[0].at.0, proof.latest().unwrap().at.0), (force_off + ms(990), force_off + ms(2990)));
+    assert_eq!((proof.first[0].at.0, proof.latest().unwrap().at.0), (force_off, force_off + ms(2000)));
 }
 
 #[test]
@@ -596,13 +597,13 @@ fn anything_but_off_breaks_the_run() {
         Read::Says(PowerState::Other("Standby".into())),
         Read::Fails(BmcError::Unreachable("connection refused".into())),
     ] {
-        // ForceOff at f (on the identity read), then Off at f+1, <breaker> at f+2, Off from f+3: the
-        // run restarts after the breaker, and the proof is f+3 … f+5.
+        // ForceOff at f (on the identity read), then Off at once, <breaker> at f+1, Off from f+2: the
+        // run restarts after the breaker, and the proof is f+2 … f+4.
         let lab = lab(off_spec(), machine(true).reads([Read::Truth, breaker.clone()]));
         let status = run(&lab);
         let [(force_off, _)] = reset_times(&lab)[..] else { panic!("{breaker:?}: {:?}", reset_times(&lab)) };
         let proof = proof_of(&status);
-        assert_eq!((proof.count, proof.first[0].at.0), (3, force_off + secs(3)), "{breaker:?}");
+        assert_eq!((proof.count, proof.first[0].at.0), (3, force_off + secs(2)), "{breaker:?}");
         assert_eq!(phase_of(&status), Phase::Done, "{breaker:?}");
     }
 }
@@ -747,6 +748,14 @@ fn a_failed_force_off_is_recorded_and_sent_again_after_the_next_reading_that_is_
     let results: Vec<_> = power_off.resets.iter().map(|r| (r.attempt, r.result.contains("503"))).collect();
     assert_eq!(results, [(1, true), (1, false)], "within the attempt");
     assert_eq!((phase_of(&lab.status()), power_off.proof.map(|p| p.count)), (Phase::Done, Some(3)));
+}
+
+#[test]
+fn the_reading_after_a_failed_force_off_keeps_the_pace_so_it_is_not_sent_again_at_once() {
+    let lab = lab(off_spec(), machine(true).resets([ResetAnswer::Fails(busy())]));
+    run(&lab);
+    let [(first, _), (again, _)] = reset_times(&lab)[..] else { panic!("{:?}", reset_times(&lab)) };
+    assert_eq!(again.duration_since(first), secs(1), "one pollInterval after the identity read, which read On");
 }
 
 #[test]

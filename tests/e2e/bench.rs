@@ -19,8 +19,9 @@
 //! * P3: 50 nodes dead at once, under the default limits (what waits, what the waiting costs) and
 //!   with the limits raised (until all are released), and P2 after that storm.
 //!
-//! * P2 by allocator: the raised storm again with mimalloc, with glibc's `MALLOC_ARENA_MAX=2`, and with
-//!   glibc's defaults (the build as shipped), each on a fresh replica: RSS idle and after the storm.
+//! * P2 by allocator: the raised storm again with mimalloc, with glibc's `MALLOC_ARENA_MAX=2`, with
+//!   glibc's malloc thresholds fixed (`GLIBC_TUNABLES`), and with glibc's defaults (the build as
+//!   shipped), each on a fresh replica: RSS idle and after the storm.
 //!
 //! What this does not measure yet (docs/benchmarks.md says so): FAR itself side by side.
 
@@ -102,11 +103,17 @@ pub async fn run() {
     }
     let (rss_after, cpu_after) = usage(pid);
     let baseline = fence_redfish_off(&mut world).await;
+    let fences_only = std::env::var("CORONER_BENCH_ONLY").is_ok_and(|only| only == "fences");
     // The storm before the 1 000 Nodes: the node lifecycle controller works through those for minutes
     // (its API rate limit), and the storm's Nodes would wait behind them to turn Unknown.
-    let storm = storm(&mut world).await;
-    let (allocators, replica) = allocators(&mut world, &storm.names).await;
-    let scale = at_scale(&world, world.coroner_pid(&replica).unwrap_or_default()).await;
+    let (storm, allocators, scale) = if fences_only {
+        (None, Vec::new(), None)
+    } else {
+        let storm = storm(&mut world).await;
+        let (allocators, replica) = allocators(&mut world, &storm.names).await;
+        let scale = at_scale(&world, world.coroner_pid(&replica).unwrap_or_default()).await;
+        (Some(storm), allocators, Some(scale))
+    };
 
     let mut out = String::new();
     out.push_str("| configuration | P1: CR → taint − settle, min / median / max | BMC requests per fence | API reads | API writes | Events | leader Lease renewals |\n|---|---|---|---|---|---|---|\n");
@@ -139,13 +146,14 @@ pub async fn run() {
         ms(baseline.0),
         baseline.1
     ));
-    out.push_str(&format!(
+    if let (Some(storm), Some(scale)) = (&storm, scale) {
+        out.push_str(&format!(
         "With {SCALE_NODES} more Nodes and {SCALE_PODS} Pods bound to them: RSS {} KiB, {:.2} CPU seconds in the {} s after they settled.\n",
         scale.0,
         scale.1,
         SCALE_IDLE.as_secs()
     ));
-    out.push_str(&format!(
+        out.push_str(&format!(
         "P3, {STORM} nodes dead at once (before the {SCALE_NODES} Nodes above were created; P2 at scale was measured on the last allocator run's replica, glibc's, after its storm): with the default limits, {} admitted and {} queued after {:.0} s; while they waited coroner made {} API reads in {} s (leader Lease apart). With the limits raised (--max-concurrent-fences {STORM}, --max-fences-per-window 1000): all {STORM} released {:.1} s after their remediations were created (first {:.1} s). RSS after the storm {} KiB.\n",
         storm.admitted,
         storm.queued,
@@ -156,16 +164,17 @@ pub async fn run() {
         storm.first_released.as_secs_f64(),
         storm.rss_after
     ));
-    out.push_str("\n| allocator (P2) | RSS idle | RSS after a 50-node storm (limits raised) | after / idle | all released |\n|---|---|---|---|---|\n");
-    for a in &allocators {
-        out.push_str(&format!(
-            "| {} | {:.1} MiB | {:.1} MiB | {:.2} | {:.1} s |\n",
-            a.name,
-            a.rss_idle as f64 / 1024.0,
-            a.rss_after as f64 / 1024.0,
-            a.rss_after as f64 / a.rss_idle.max(1) as f64,
-            a.all_released.as_secs_f64()
-        ));
+        out.push_str("\n| allocator (P2) | RSS idle | RSS after a 50-node storm (limits raised) | after / idle | all released |\n|---|---|---|---|---|\n");
+        for a in &allocators {
+            out.push_str(&format!(
+                "| {} | {:.1} MiB | {:.1} MiB | {:.2} | {:.1} s |\n",
+                a.name,
+                a.rss_idle as f64 / 1024.0,
+                a.rss_after as f64 / 1024.0,
+                a.rss_after as f64 / a.rss_idle.max(1) as f64,
+                a.all_released.as_secs_f64()
+            ));
+        }
     }
     println!("\n{out}");
     let _ = std::io::stdout().flush();
@@ -292,16 +301,23 @@ struct Allocator {
 type Variant = (&'static str, Option<std::path::PathBuf>, &'static [(&'static str, &'static str)]);
 
 /// P2 by allocator: the raised-limits storm again on the same machines, once for each — glibc's (the
-/// build as shipped), glibc's with `MALLOC_ARENA_MAX=2`, and mimalloc (`make bench` builds coroner
+/// build as shipped), glibc's with `MALLOC_ARENA_MAX=2` or fixed thresholds, and mimalloc (`make bench` builds coroner
 /// with its `mimalloc` feature into `CORONER_BIN_MIMALLOC`). Each replica stays up after its storm,
 /// and the next storm's fences end the last one's releases first (their remediations deleted).
 async fn allocators(world: &mut World, names: &[String]) -> (Vec<Allocator>, String) {
     let mimalloc = std::env::var_os("CORONER_BIN_MIMALLOC").map(std::path::PathBuf::from);
     let glibc = crate::world::coroner_binary();
     // The build as shipped last: P2 at scale is measured on its replica, after its storm.
-    let variants: [Variant; 3] = [
+    let variants: [Variant; 4] = [
         ("mimalloc", mimalloc, &[]),
         ("glibc, MALLOC_ARENA_MAX=2", Some(glibc.clone()), &[("MALLOC_ARENA_MAX", "2")]),
+        // Fixed thresholds (glibc's own would rise to the largest block freed): a block of 32 KiB or
+        // more is its own mapping, returned when freed, and a heap's free top is given back past 128 KiB.
+        (
+            "glibc, mmap_threshold 32 KiB, trim_threshold 128 KiB",
+            Some(glibc.clone()),
+            &[("GLIBC_TUNABLES", "glibc.malloc.mmap_threshold=32768:glibc.malloc.trim_threshold=131072")],
+        ),
         ("glibc", Some(glibc), &[]),
     ];
     let api: Api<CoronerRemediation> = Api::namespaced(world.client.clone(), CORONER_NS);

@@ -1,0 +1,187 @@
+//! Events published off the path of whoever tells them: a fence tells one at each step, and each is
+//! a request to the API server that the next step need not wait for. Normal Events go through a
+//! queue that one task publishes in the order told. A Warning is published at once by whoever tells
+//! it, as before the queue: what follows one (the guard's ForceOff after `ReleasedMachinePoweredOn`, a
+//! report recorded as published after `FenceDidNotTakeEffect`, docs/safety.md) never waits behind
+//! the queue. Publishing stays best effort (a failure is logged); what a fence decides never rests on it.
+
+use std::{
+    sync::{
+        Mutex,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration as StdDuration,
+};
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::runtime::events::{Event, EventType, Recorder};
+use tokio::sync::{Notify, mpsc};
+use tracing::warn;
+
+/// How many Normal Events may wait to be published before telling one more waits for room: a
+/// storm's worth of steps (50 fences with several notices each).
+const QUEUE: usize = 512;
+
+/// The Events told and the task that publishes them ([`Self::publish`], started by `controller::run`).
+pub struct EventQueue {
+    /// Publishes through kube's cache of Events, which folds repeats into a series.
+    recorder: Recorder,
+    sender: mpsc::Sender<(Event, ObjectReference)>,
+    receiver: Mutex<Option<mpsc::Receiver<(Event, ObjectReference)>>>,
+    /// Queued and not yet published (or failed).
+    unpublished: AtomicUsize,
+    published: Notify,
+}
+
+impl EventQueue {
+    pub fn new(recorder: Recorder) -> Self {
+        let (sender, receiver) = mpsc::channel(QUEUE);
+        Self {
+            recorder,
+            sender,
+            receiver: Mutex::new(Some(receiver)),
+            unpublished: AtomicUsize::new(0),
+            published: Notify::new(),
+        }
+    }
+
+    /// A Warning is published now; a Normal Event is queued (waiting only while the queue is full).
+    pub async fn tell(&self, event: Event, regarding: ObjectReference) {
+        match event.type_ {
+            EventType::Warning => self.publish_one(&event, &regarding).await,
+            EventType::Normal => {
+                let Ok(room) = self.sender.reserve().await else { return };
+                // Counted and sent with no await between: a caller dropped while waiting for room
+                // leaves no count behind.
+                self.unpublished.fetch_add(1, Ordering::AcqRel);
+                room.send((event, regarding));
+            }
+        }
+    }
+
+    async fn publish_one(&self, event: &Event, regarding: &ObjectReference) {
+        if let Err(error) = self.recorder.publish(event, regarding).await {
+            warn!(%error, reason = %event.reason, "could not publish an Event");
+        }
+    }
+
+    /// Publishes the queued Events in order. Only the first call publishes; it runs as long as the process.
+    pub async fn publish(&self) {
+        let taken = self.receiver.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        let Some(mut receiver) = taken else { return };
+        while let Some((event, regarding)) = receiver.recv().await {
+            self.publish_one(&event, &regarding).await;
+            if self.unpublished.fetch_sub(1, Ordering::AcqRel) == 1 {
+                self.published.notify_waiters();
+            }
+        }
+    }
+
+    /// Waits until every Event queued so far is published, for at most `limit` (at shutdown, so that
+    /// the last steps' Events are not lost with the process). `false` when some are still waiting.
+    pub async fn flush(&self, limit: StdDuration) -> bool {
+        let drained = async {
+            loop {
+                let published = self.published.notified();
+                if self.unpublished.load(Ordering::Acquire) == 0 {
+                    return;
+                }
+                published.await;
+            }
+        };
+        tokio::time::timeout(limit, drained).await.is_ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use http::{Request, Response};
+    use kube::{
+        Client,
+        client::Body,
+        runtime::events::{EventType, Reporter},
+    };
+
+    use super::*;
+
+    fn event(reason: &str) -> Event {
+        Event {
+            type_: EventType::Normal,
+            reason: reason.into(),
+            note: Some(format!("{reason} happened")),
+            action: "ConfirmingOff".into(),
+            secondary: None,
+        }
+    }
+
+    fn recorder(mock: tower_test::mock::Mock<Request<Body>, Response<Body>>) -> Recorder {
+        Recorder::new(Client::new(mock, "default"), Reporter { controller: "coroner".into(), instance: None })
+    }
+
+    fn regarding() -> ObjectReference {
+        ObjectReference {
+            kind: Some("CoronerRemediation".into()),
+            namespace: Some("coroner-system".into()),
+            name: Some("worker-1".into()),
+            ..ObjectReference::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn telling_an_event_does_not_wait_for_the_api_server_and_they_are_published_in_the_order_told() {
+        let (mock, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let queue = std::sync::Arc::new(EventQueue::new(recorder(mock)));
+        // Told while nothing answers: neither waits for the API server.
+        queue.tell(event("ForceOffSent"), regarding()).await;
+        queue.tell(event("PowerOffConfirmed"), regarding()).await;
+        let publisher = tokio::spawn({
+            let queue = queue.clone();
+            async move { queue.publish().await }
+        });
+        let mut reasons = Vec::new();
+        for _ in 0..2 {
+            let (request, respond) = handle.next_request().await.expect("an Event");
+            let bytes = request.into_body().collect_bytes().await.expect("body");
+            let sent: serde_json::Value = serde_json::from_slice(&bytes).expect("json");
+            reasons.push(sent["reason"].as_str().unwrap_or_default().to_owned());
+            respond.send_response(Response::builder().body(Body::from(bytes.to_vec())).expect("response"));
+        }
+        assert_eq!(reasons, ["ForceOffSent", "PowerOffConfirmed"]);
+        assert!(queue.flush(StdDuration::from_secs(5)).await, "both published");
+        publisher.abort();
+    }
+
+    #[tokio::test]
+    async fn a_warning_is_published_by_whoever_tells_it_ahead_of_the_queued_events() {
+        let (mock, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let queue = std::sync::Arc::new(EventQueue::new(recorder(mock)));
+        // Queued, and no publisher runs yet.
+        queue.tell(event("IdentityVerified"), regarding()).await;
+        let warning = Event { type_: EventType::Warning, ..event("ReleasedMachinePoweredOn") };
+        let told = tokio::spawn({
+            let queue = queue.clone();
+            async move { queue.tell(warning, regarding()).await }
+        });
+        let (request, respond) = handle.next_request().await.expect("the Warning");
+        assert!(!told.is_finished(), "telling a Warning waits for its publication");
+        let bytes = request.into_body().collect_bytes().await.expect("body");
+        let sent: serde_json::Value = serde_json::from_slice(&bytes).expect("json");
+        assert_eq!(sent["reason"], "ReleasedMachinePoweredOn");
+        respond.send_response(Response::builder().body(Body::from(bytes.to_vec())).expect("response"));
+        told.await.expect("told once published");
+        assert!(!queue.flush(StdDuration::from_millis(10)).await, "the Normal Event still waits for the publisher");
+    }
+
+    #[tokio::test]
+    async fn a_flush_gives_up_after_its_limit_when_the_api_server_does_not_answer() {
+        let (mock, _handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let queue = std::sync::Arc::new(EventQueue::new(recorder(mock)));
+        queue.tell(event("ForceOffSent"), regarding()).await;
+        let publisher = tokio::spawn({
+            let queue = queue.clone();
+            async move { queue.publish().await }
+        });
+        assert!(!queue.flush(StdDuration::from_millis(50)).await, "the Event is still unpublished");
+        publisher.abort();
+    }
+}
