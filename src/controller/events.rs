@@ -18,8 +18,8 @@ use kube::runtime::events::{Event, EventType, Recorder};
 use tokio::sync::{Notify, mpsc};
 use tracing::warn;
 
-/// How many Normal Events may wait to be published before telling one more waits for room: a
-/// storm's worth of steps (50 fences with several notices each).
+/// How many Normal Events may wait to be published, a storm's worth of steps (50 fences with several
+/// notices each); past that, whoever tells one publishes it.
 const QUEUE: usize = 512;
 
 /// The Events told and the task that publishes them ([`Self::publish`], started by `controller::run`).
@@ -45,17 +45,19 @@ impl EventQueue {
         }
     }
 
-    /// A Warning is published now; a Normal Event is queued (waiting only while the queue is full).
+    /// A Warning is published now; a Normal Event is queued, or published now when the queue is full
+    /// (a storm on a slow API server) or has no publisher: whoever tells it never waits for others'.
     pub async fn tell(&self, event: Event, regarding: ObjectReference) {
-        match event.type_ {
-            EventType::Warning => self.publish_one(&event, &regarding).await,
-            EventType::Normal => {
-                let Ok(room) = self.sender.reserve().await else { return };
-                // Counted and sent with no await between: a caller dropped while waiting for room
-                // leaves no count behind.
+        let room = match event.type_ {
+            EventType::Warning => None,
+            EventType::Normal => self.sender.try_reserve().ok(),
+        };
+        match room {
+            Some(room) => {
                 self.unpublished.fetch_add(1, Ordering::AcqRel);
                 room.send((event, regarding));
             }
+            None => self.publish_one(&event, &regarding).await,
         }
     }
 
@@ -170,6 +172,26 @@ mod tests {
         respond.send_response(Response::builder().body(Body::from(bytes.to_vec())).expect("response"));
         told.await.expect("told once published");
         assert!(!queue.flush(StdDuration::from_millis(10)).await, "the Normal Event still waits for the publisher");
+    }
+
+    #[tokio::test]
+    async fn a_normal_event_told_when_the_queue_is_full_is_published_by_whoever_tells_it() {
+        let (mock, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let queue = std::sync::Arc::new(EventQueue::new(recorder(mock)));
+        // No publisher runs: the queue fills.
+        for _ in 0..QUEUE {
+            queue.tell(event("ForceOffSent"), regarding()).await;
+        }
+        let told = tokio::spawn({
+            let queue = queue.clone();
+            async move { queue.tell(event("PowerOffProven"), regarding()).await }
+        });
+        let (request, respond) = handle.next_request().await.expect("the Event past the queue");
+        let bytes = request.into_body().collect_bytes().await.expect("body");
+        let sent: serde_json::Value = serde_json::from_slice(&bytes).expect("json");
+        assert_eq!(sent["reason"], "PowerOffProven");
+        respond.send_response(Response::builder().body(Body::from(bytes.to_vec())).expect("response"));
+        told.await.expect("told once published");
     }
 
     #[tokio::test]
