@@ -116,8 +116,23 @@ mod tests {
         }
     }
 
-    fn recorder(mock: tower_test::mock::Mock<Request<Body>, Response<Body>>) -> Recorder {
-        Recorder::new(Client::new(mock, "default"), Reporter { controller: "coroner".into(), instance: None })
+    type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
+
+    /// A queue whose Events go to a mock API server, and its handle.
+    fn queue() -> (std::sync::Arc<EventQueue>, Handle) {
+        let (mock, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let recorder =
+            Recorder::new(Client::new(mock, "default"), Reporter { controller: "coroner".into(), instance: None });
+        (std::sync::Arc::new(EventQueue::new(recorder)), handle)
+    }
+
+    /// The next Event the API server is sent: its reason, and the answer to give (the Event stored).
+    async fn next_event(handle: &mut Handle) -> (String, impl FnOnce()) {
+        let (request, respond) = handle.next_request().await.expect("an Event");
+        let bytes = request.into_body().collect_bytes().await.expect("body");
+        let sent: serde_json::Value = serde_json::from_slice(&bytes).expect("json");
+        let reason = sent["reason"].as_str().unwrap_or_default().to_owned();
+        (reason, move || respond.send_response(Response::builder().body(Body::from(bytes.to_vec())).expect("response")))
     }
 
     fn regarding() -> ObjectReference {
@@ -131,8 +146,7 @@ mod tests {
 
     #[tokio::test]
     async fn telling_an_event_does_not_wait_for_the_api_server_and_they_are_published_in_the_order_told() {
-        let (mock, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-        let queue = std::sync::Arc::new(EventQueue::new(recorder(mock)));
+        let (queue, mut handle) = queue();
         // Told while nothing answers: neither waits for the API server.
         queue.tell(event("ForceOffSent"), regarding()).await;
         queue.tell(event("PowerOffConfirmed"), regarding()).await;
@@ -142,11 +156,9 @@ mod tests {
         });
         let mut reasons = Vec::new();
         for _ in 0..2 {
-            let (request, respond) = handle.next_request().await.expect("an Event");
-            let bytes = request.into_body().collect_bytes().await.expect("body");
-            let sent: serde_json::Value = serde_json::from_slice(&bytes).expect("json");
-            reasons.push(sent["reason"].as_str().unwrap_or_default().to_owned());
-            respond.send_response(Response::builder().body(Body::from(bytes.to_vec())).expect("response"));
+            let (reason, answer) = next_event(&mut handle).await;
+            reasons.push(reason);
+            answer();
         }
         assert_eq!(reasons, ["ForceOffSent", "PowerOffConfirmed"]);
         assert!(queue.flush(StdDuration::from_secs(5)).await, "both published");
@@ -155,8 +167,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_warning_is_published_by_whoever_tells_it_ahead_of_the_queued_events() {
-        let (mock, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-        let queue = std::sync::Arc::new(EventQueue::new(recorder(mock)));
+        let (queue, mut handle) = queue();
         // Queued, and no publisher runs yet.
         queue.tell(event("IdentityVerified"), regarding()).await;
         let warning = Event { type_: EventType::Warning, ..event("ReleasedMachinePoweredOn") };
@@ -164,20 +175,17 @@ mod tests {
             let queue = queue.clone();
             async move { queue.tell(warning, regarding()).await }
         });
-        let (request, respond) = handle.next_request().await.expect("the Warning");
+        let (reason, answer) = next_event(&mut handle).await;
+        assert_eq!(reason, "ReleasedMachinePoweredOn");
         assert!(!told.is_finished(), "telling a Warning waits for its publication");
-        let bytes = request.into_body().collect_bytes().await.expect("body");
-        let sent: serde_json::Value = serde_json::from_slice(&bytes).expect("json");
-        assert_eq!(sent["reason"], "ReleasedMachinePoweredOn");
-        respond.send_response(Response::builder().body(Body::from(bytes.to_vec())).expect("response"));
+        answer();
         told.await.expect("told once published");
         assert!(!queue.flush(StdDuration::from_millis(10)).await, "the Normal Event still waits for the publisher");
     }
 
     #[tokio::test]
     async fn a_normal_event_told_when_the_queue_is_full_is_published_by_whoever_tells_it() {
-        let (mock, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-        let queue = std::sync::Arc::new(EventQueue::new(recorder(mock)));
+        let (queue, mut handle) = queue();
         // No publisher runs: the queue fills.
         for _ in 0..QUEUE {
             queue.tell(event("ForceOffSent"), regarding()).await;
@@ -186,18 +194,15 @@ mod tests {
             let queue = queue.clone();
             async move { queue.tell(event("PowerOffProven"), regarding()).await }
         });
-        let (request, respond) = handle.next_request().await.expect("the Event past the queue");
-        let bytes = request.into_body().collect_bytes().await.expect("body");
-        let sent: serde_json::Value = serde_json::from_slice(&bytes).expect("json");
-        assert_eq!(sent["reason"], "PowerOffProven");
-        respond.send_response(Response::builder().body(Body::from(bytes.to_vec())).expect("response"));
+        let (reason, answer) = next_event(&mut handle).await;
+        assert_eq!(reason, "PowerOffProven", "the Event past the queue");
+        answer();
         told.await.expect("told once published");
     }
 
     #[tokio::test]
     async fn a_flush_gives_up_after_its_limit_when_the_api_server_does_not_answer() {
-        let (mock, _handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-        let queue = std::sync::Arc::new(EventQueue::new(recorder(mock)));
+        let (queue, _handle) = queue();
         queue.tell(event("ForceOffSent"), regarding()).await;
         let publisher = tokio::spawn({
             let queue = queue.clone();

@@ -642,8 +642,7 @@ impl<'a, W: World> Fence<'a, W> {
                 }
                 Some(reset) => {
                     let accepted = self.send_reset(reset, aim, &node).await?;
-                    // The machine after an accepted ForceOff is read at once (`fence::next_reading_due`).
-                    if accepted && reset == ResetType::ForceOff { Some(StdDuration::ZERO) } else { requeue }
+                    if fence::read_at_once_after(reset, accepted) { Some(StdDuration::ZERO) } else { requeue }
                 }
                 None => requeue,
             };

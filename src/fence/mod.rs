@@ -348,6 +348,13 @@ pub fn next_reading_due(spec: &CoronerRemediationSpec, memory: &Memory) -> Optio
     })
 }
 
+/// Whether the reading after a reset is taken at once instead of at the pace: only after a ForceOff
+/// the BMC accepted (the run that proves the machine off starts there). After a failed one it waits,
+/// so a ForceOff to send again (P7) is not sent again at once.
+pub fn read_at_once_after(reset: ResetType, accepted: bool) -> bool {
+    reset == ResetType::ForceOff && accepted
+}
+
 /// How long a proof's last Off reading counts as fresh: `pollInterval` + the request timeout.
 pub fn freshness(spec: &CoronerRemediationSpec, timing: Timing) -> StdDuration {
     spec.poll_interval.get() + timing.request_timeout
@@ -1835,9 +1842,8 @@ impl<'a> Step<'a> {
             resets.push(record);
             let in_attempt = resets.iter().filter(|r| r.attempt == attempt && r.level == at).count();
             again = force_off_again(&result, in_attempt);
-            if result.is_ok() && level.is_none() {
-                // The reading that shows the machine after an accepted ForceOff is taken at once: the
-                // run that proves it off starts there (a failed one waits for the pace, P7).
+            // A level's outlets have their own pace (outlets::plan).
+            if level.is_none() && read_at_once_after(action, result.is_ok()) {
                 self.memory.last_requested = None;
             }
         }

@@ -751,6 +751,13 @@ fn a_failed_force_off_is_recorded_and_sent_again_after_the_next_reading_that_is_
 }
 
 #[test]
+fn only_a_force_off_the_bmc_accepted_is_read_at_once() {
+    assert!(read_at_once_after(ResetType::ForceOff, true));
+    assert!(!read_at_once_after(ResetType::ForceOff, false), "a failed one waits for the pace (P7)");
+    assert!(!read_at_once_after(ResetType::On, true), "a power-on is read at the pace");
+}
+
+#[test]
 fn the_reading_after_a_failed_force_off_keeps_the_pace_so_it_is_not_sent_again_at_once() {
     let lab = lab(off_spec(), machine(true).resets([ResetAnswer::Fails(busy())]));
     run(&lab);

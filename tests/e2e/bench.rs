@@ -106,13 +106,13 @@ pub async fn run() {
     let fences_only = std::env::var("CORONER_BENCH_ONLY").is_ok_and(|only| only == "fences");
     // The storm before the 1 000 Nodes: the node lifecycle controller works through those for minutes
     // (its API rate limit), and the storm's Nodes would wait behind them to turn Unknown.
-    let (storm, allocators, scale) = if fences_only {
-        (None, Vec::new(), None)
+    let storms = if fences_only {
+        None
     } else {
         let storm = storm(&mut world).await;
         let (allocators, replica) = allocators(&mut world, &storm.names).await;
         let scale = at_scale(&world, world.coroner_pid(&replica).unwrap_or_default()).await;
-        (Some(storm), allocators, Some(scale))
+        Some((storm, allocators, scale))
     };
 
     let mut out = String::new();
@@ -146,14 +146,23 @@ pub async fn run() {
         ms(baseline.0),
         baseline.1
     ));
-    if let (Some(storm), Some(scale)) = (&storm, scale) {
-        out.push_str(&format!(
+    if let Some((storm, allocators, scale)) = &storms {
+        out.push_str(&storms_report(storm, allocators, *scale));
+    }
+    println!("\n{out}");
+    let _ = std::io::stdout().flush();
+}
+
+/// P3, P2 at scale and P2 by allocator, as `make bench` prints them.
+fn storms_report(storm: &Storm, allocators: &[Allocator], scale: (u64, f64)) -> String {
+    let mut out = String::new();
+    out.push_str(&format!(
         "With {SCALE_NODES} more Nodes and {SCALE_PODS} Pods bound to them: RSS {} KiB, {:.2} CPU seconds in the {} s after they settled.\n",
         scale.0,
         scale.1,
         SCALE_IDLE.as_secs()
     ));
-        out.push_str(&format!(
+    out.push_str(&format!(
         "P3, {STORM} nodes dead at once (before the {SCALE_NODES} Nodes above were created; P2 at scale was measured on the last allocator run's replica, glibc's, after its storm): with the default limits, {} admitted and {} queued after {:.0} s; while they waited coroner made {} API reads in {} s (leader Lease apart). With the limits raised (--max-concurrent-fences {STORM}, --max-fences-per-window 1000): all {STORM} released {:.1} s after their remediations were created (first {:.1} s). RSS after the storm {} KiB.\n",
         storm.admitted,
         storm.queued,
@@ -164,20 +173,18 @@ pub async fn run() {
         storm.first_released.as_secs_f64(),
         storm.rss_after
     ));
-        out.push_str("\n| allocator (P2) | RSS idle | RSS after a 50-node storm (limits raised) | after / idle | all released |\n|---|---|---|---|---|\n");
-        for a in &allocators {
-            out.push_str(&format!(
-                "| {} | {:.1} MiB | {:.1} MiB | {:.2} | {:.1} s |\n",
-                a.name,
-                a.rss_idle as f64 / 1024.0,
-                a.rss_after as f64 / 1024.0,
-                a.rss_after as f64 / a.rss_idle.max(1) as f64,
-                a.all_released.as_secs_f64()
-            ));
-        }
+    out.push_str("\n| allocator (P2) | RSS idle | RSS after a 50-node storm (limits raised) | after / idle | all released |\n|---|---|---|---|---|\n");
+    for a in allocators {
+        out.push_str(&format!(
+            "| {} | {:.1} MiB | {:.1} MiB | {:.2} | {:.1} s |\n",
+            a.name,
+            a.rss_idle as f64 / 1024.0,
+            a.rss_after as f64 / 1024.0,
+            a.rss_after as f64 / a.rss_idle.max(1) as f64,
+            a.all_released.as_secs_f64()
+        ));
     }
-    println!("\n{out}");
-    let _ = std::io::stdout().flush();
+    out
 }
 
 /// Every replica of the bench: a guard that reads only once in a measurement (its reads are the
