@@ -325,7 +325,7 @@ impl World for Context {
 /// The requests as sent (kube-rs `controller-rs` style): a mock apiserver behind the real kube client
 /// sees the method, the path, the content type and the body of what the production traits send.
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use http::{Request, Response};
     use kube::{Client, client::Body};
     use serde_json::json;
@@ -337,7 +337,7 @@ mod tests {
         gates::StormLimits,
     };
 
-    fn context(client: Client) -> Context {
+    pub(in crate::controller) fn context(client: Client) -> Context {
         let settings = Settings {
             namespace: "coroner-system".into(),
             instance: "test".into(),

@@ -646,10 +646,14 @@ impl<'a, W: World> Fence<'a, W> {
                 }
                 None => requeue,
             };
-            self.settle_taints().await?;
+            let settled = self.settle_taints().await?;
             match requeue {
+                // The next step works on the Node as the taints' update just read or wrote it.
                 Some(StdDuration::ZERO) => {
-                    node = self.world.node(&self.node_name).await?.unwrap_or(node);
+                    node = match settled {
+                        Some(latest) => latest,
+                        None => self.world.node(&self.node_name).await?.unwrap_or(node),
+                    };
                 }
                 // The wait counts from the decision: its writes and notices since took part of it
                 // (a wait they used up goes through the queue all the same, not on in this loop).
@@ -1047,11 +1051,13 @@ impl<'a, W: World> Fence<'a, W> {
         Ok(requeue.map_or(Next::AwaitChange, Next::Requeue))
     }
 
-    /// Makes coroner's taints on the node match what the remediation's state wants.
-    async fn settle_taints(&self) -> Result<(), Error> {
+    /// Makes coroner's taints on the node match what the remediation's state wants. `Some`: the Node
+    /// as its GET or its patch's answer showed it; `None`: nothing read (a Pending fence without
+    /// evidence) or no Node.
+    async fn settle_taints(&self) -> Result<Option<Node>, Error> {
         let status = self.status();
         if fence::phase_of(&status) == Phase::Pending && status.evidence.is_none() {
-            return Ok(());
+            return Ok(None);
         }
         let fencing = fence::fencing_taint_wanted(&self.spec(), &status);
         let out_of_service_ends = fence::out_of_service_taint_ends(&status);

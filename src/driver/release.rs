@@ -33,13 +33,32 @@ impl<W: World> Fence<'_, W> {
 pub(super) async fn update_node<W: World>(
     world: &W,
     name: &str,
-    mut change: impl FnMut(&Node) -> Option<Node>,
+    change: impl FnMut(&Node) -> Option<Node>,
 ) -> Result<Option<Node>, Error> {
+    Ok(match updated_node(world, name, change).await? {
+        NodeUpdate::Written(node) => Some(node),
+        NodeUpdate::Gone | NodeUpdate::Unchanged(_) => None,
+    })
+}
+
+/// What [`updated_node`] did: the node was gone, wanted no change (as read), or was written.
+enum NodeUpdate {
+    Gone,
+    Unchanged(Node),
+    Written(Node),
+}
+
+/// [`update_node`], keeping the node it read when there was nothing to write.
+async fn updated_node<W: World>(
+    world: &W,
+    name: &str,
+    mut change: impl FnMut(&Node) -> Option<Node>,
+) -> Result<NodeUpdate, Error> {
     for _ in 0..MAX_CONFLICTS {
-        let Some(node) = world.node(name).await? else { return Ok(None) };
-        let Some(updated) = change(&node) else { return Ok(None) };
+        let Some(node) = world.node(name).await? else { return Ok(NodeUpdate::Gone) };
+        let Some(updated) = change(&node) else { return Ok(NodeUpdate::Unchanged(node)) };
         match world.patch_node(&node, &updated).await {
-            Ok(written) => return Ok(Some(written)),
+            Ok(written) => return Ok(NodeUpdate::Written(written)),
             Err(ApiError::Conflict(_)) => continue,
             Err(e) => return Err(e.into()),
         }
@@ -49,16 +68,16 @@ pub(super) async fn update_node<W: World>(
 
 /// Brings coroner's taints on the node in line with the remediation's state: adds the fencing taint
 /// when wanted, removes it when not, and removes the out-of-service taint this remediation owns only
-/// once the fence decided its release is over.
+/// once the fence decided its release is over. `Some`: the Node as it read or wrote it.
 pub(super) async fn align_taints<W: World>(
     world: &W,
     name: &str,
     owner_uid: &str,
     fencing: bool,
     out_of_service_ends: bool,
-) -> Result<(), Error> {
+) -> Result<Option<Node>, Error> {
     let now = world.now();
-    update_node(world, name, |node| {
+    updated_node(world, name, |node| {
         let mut unwanted = Vec::new();
         if !fencing {
             unwanted.push(CoronerTaint::Fencing);
@@ -72,7 +91,10 @@ pub(super) async fn align_taints<W: World>(
         added.or(removed)
     })
     .await
-    .map(drop)
+    .map(|update| match update {
+        NodeUpdate::Gone => None,
+        NodeUpdate::Unchanged(node) | NodeUpdate::Written(node) => Some(node),
+    })
 }
 
 /// Removes every coroner taint this remediation owns, and the approval its release ends (the

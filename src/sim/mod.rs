@@ -1073,7 +1073,8 @@ pub async fn reconcile<W: World + Finalizer>(
     match (remediation.metadata.deletion_timestamp.is_some(), has_finalizer) {
         (false, false) => {
             world.set_finalizer(&remediation, true).await?;
-            Ok(Next::AwaitChange)
+            // Production's controller begins the fence at once after adding the finalizer.
+            driver::apply(world, local, &remediation).await
         }
         (false, true) => driver::apply(world, local, &remediation).await,
         (true, true) => {
