@@ -628,16 +628,13 @@ impl<'a, W: World> Fence<'a, W> {
             {
                 history.times.insert(self.uid.clone(), context.now);
             }
-            // The turn ends here: the others' gates count this admission from the history, not from
-            // its write, so the write is not made under the lock (in a storm every admission waits
-            // for the ones before it).
-            drop(admissions);
             self.commit(decision, Some(&node)).await?;
             // A change held for the next write (W1) wakes the fence as its write would have.
             let requeue = match requeue {
                 None if self.held.is_some() && self.status() != before => Some(StdDuration::ZERO),
                 requeue => requeue,
             };
+            drop(admissions);
             let requeue = match reset {
                 Some(ResetType::ForceOff) if to_outlets => {
                     Box::pin(self.send_outlets_off(&node)).await?;
