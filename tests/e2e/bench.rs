@@ -17,7 +17,8 @@
 //!   its CPU seconds over 30 s.
 //!
 //! * P3: 50 nodes dead at once, under the default limits (what waits, what the waiting costs) and
-//!   with the limits raised (until all are released), and P2 after that storm.
+//!   with the limits raised (until all are released), and P2 after that storm; beforehand, the same
+//!   50 emulators powered off by 50 `fence_redfish --action off` at once, timed (P3's other bound).
 //!
 //! * P2 by allocator: the raised storm again with mimalloc, with glibc's `MALLOC_ARENA_MAX=2`, with
 //!   glibc's malloc thresholds fixed (`GLIBC_TUNABLES`), and with glibc's defaults (the build as
@@ -163,7 +164,7 @@ fn storms_report(storm: &Storm, allocators: &[Allocator], scale: (u64, f64)) -> 
         SCALE_IDLE.as_secs()
     ));
     out.push_str(&format!(
-        "P3, {STORM} nodes dead at once (before the {SCALE_NODES} Nodes above were created; P2 at scale was measured on the last allocator run's replica, glibc's, after its storm): with the default limits, {} admitted and {} queued after {:.0} s; while they waited coroner made {} API reads in {} s (leader Lease apart). With the limits raised (--max-concurrent-fences {STORM}, --max-fences-per-window 1000): all {STORM} released {:.1} s after their remediations were created (first {:.1} s). RSS after the storm {} KiB.\n",
+        "P3, {STORM} nodes dead at once (before the {SCALE_NODES} Nodes above were created; P2 at scale was measured on the last allocator run's replica, glibc's, after its storm): with the default limits, {} admitted and {} queued after {:.0} s; while they waited coroner made {} API reads in {} s (leader Lease apart). With the limits raised (--max-concurrent-fences {STORM}, --max-fences-per-window 1000): all {STORM} released {:.1} s after their remediations were created (first {:.1} s); {STORM} `fence_redfish --action off` at once against the same emulators took {:.1} s (1.5 × that: {:.1} s). RSS after the storm {} KiB.\n",
         storm.admitted,
         storm.queued,
         STORM_SETTLE.as_secs_f64(),
@@ -171,6 +172,8 @@ fn storms_report(storm: &Storm, allocators: &[Allocator], scale: (u64, f64)) -> 
         QUEUE_WATCH.as_secs(),
         storm.all_released.as_secs_f64(),
         storm.first_released.as_secs_f64(),
+        storm.parallel_off.as_secs_f64(),
+        1.5 * storm.parallel_off.as_secs_f64(),
         storm.rss_after
     ));
     out.push_str("\n| allocator (P2) | RSS idle | RSS after a 50-node storm (limits raised) | after / idle | all released |\n|---|---|---|---|---|\n");
@@ -212,6 +215,8 @@ struct Storm {
     all_released: Duration,
     rss_after: u64,
     names: Vec<String>,
+    /// The same machines powered off by as many `fence_redfish --action off` at once (P3's other bound).
+    parallel_off: Duration,
 }
 
 /// P3 and P2 after a storm: [`STORM`] more machines, whose nodes go `Ready=Unknown` together. First
@@ -224,12 +229,20 @@ async fn storm(world: &mut World) -> Storm {
         let n = u32::try_from(400 + i).unwrap_or(400);
         world.add_node(name, &uuid(n), &[("bench.coroner.dev/pool", "storm")], 0.0).await;
     }
-    for name in &names {
-        wait_for(&format!("{name} Ready"), Duration::from_secs(180), || async {
-            (crate::ready(world, name).await.as_deref() == Some("True")).then_some(())
-        })
-        .await;
-    }
+    let all_ready = || async {
+        for name in &names {
+            wait_for(&format!("{name} Ready"), Duration::from_secs(180), || async {
+                (crate::ready(world, name).await.as_deref() == Some("True")).then_some(())
+            })
+            .await;
+        }
+    };
+    all_ready().await;
+    // P3's other bound: the time these emulators take for as many `fence_redfish --action off` at once;
+    // then they are switched on again, before the outage.
+    let parallel_off = fence_redfish_all(world, &names, "off");
+    fence_redfish_all(world, &names, "on");
+    all_ready().await;
     world.stop_coroners();
     // coroner's own default limits (the harness raises the window for its scenarios).
     world.start_coroner(&[&QUIET[..], &["--max-concurrent-fences", "3", "--max-fences-per-window", "5"]].concat());
@@ -292,7 +305,7 @@ async fn storm(world: &mut World) -> Storm {
     ));
     tokio::time::sleep(Duration::from_secs(10)).await;
     let (rss_after, _) = usage(world.coroner_pid(&replica).unwrap_or_default());
-    Storm { admitted, queued: pending, queue_reads, first_released, all_released, rss_after, names }
+    Storm { admitted, queued: pending, queue_reads, first_released, all_released, rss_after, names, parallel_off }
 }
 
 /// One allocator's P2: resident memory 20 s after the start (the bindings verified) and 10 s after a
@@ -561,6 +574,25 @@ fn usage(pid: u32) -> (u64, f64) {
     let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
     // utime and stime are fields 14 and 15 of /proc/PID/stat; after the ") " split, 11 and 12.
     (rss, (ticks(11) + ticks(12)) / 100.0)
+}
+
+/// `fence_redfish --action ACTION` against each of the storm's machines at once, timed until the last
+/// one exits.
+fn fence_redfish_all(world: &World, names: &[String], action: &str) -> Duration {
+    let started = Instant::now();
+    let children: Vec<_> = names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            world.node(name).machine.spawn_fence_redfish(action, &uuid(u32::try_from(400 + i).unwrap_or(400)))
+        })
+        .collect();
+    for mut child in children {
+        assert_eq!(child.wait().expect("fence_redfish ran").code(), Some(0), "fence_redfish --action {action} failed");
+    }
+    let elapsed = started.elapsed();
+    log(format!("{} fence_redfish --action {action} at once: {:.1} s", names.len(), elapsed.as_secs_f64()));
+    elapsed
 }
 
 /// `fence_redfish --action off` (Debian's fence-agents) against a fresh emulated machine: the FAR-style

@@ -254,6 +254,11 @@ impl Machine {
     /// Debian's `fence_redfish --action ACTION` against this emulator's system `system` (the
     /// password on stdin, never on its command line): its exit code (`status`: 0 On, 2 Off).
     pub fn fence_redfish(&self, action: &str, system: &str) -> Option<i32> {
+        self.spawn_fence_redfish(action, system).wait().expect("fence_redfish ran").code()
+    }
+
+    /// [`Self::fence_redfish`], started and not waited for (its options already written).
+    pub fn spawn_fence_redfish(&self, action: &str, system: &str) -> std::process::Child {
         use std::io::Write;
         let mut child = Command::new("/usr/sbin/fence_redfish")
             .env("REQUESTS_CA_BUNDLE", peers().cert("ca"))
@@ -268,7 +273,7 @@ impl Machine {
             self.port
         );
         child.stdin.take().expect("stdin").write_all(options.as_bytes()).expect("write the options");
-        child.wait().expect("fence_redfish ran").code()
+        child
     }
 
     /// The power log's requests as `METHOD path [reset_type]`.
