@@ -883,7 +883,7 @@ impl<'a, W: World> Fence<'a, W> {
     /// write: W1), keeps what it learnt in memory, and publishes its notices.
     async fn commit(&mut self, decision: Decision, node: Option<&Node>) -> Result<(), Error> {
         // Boxed: its statuses (2.5 KiB each) are held only while it runs, not in the future of every
-        // fence in flight (a third of it; a storm's peak heap, P2).
+        // fence in flight (a third of that future's size; a storm's peak heap, P2).
         Box::pin(self.commit_as(decision, node, false)).await
     }
 

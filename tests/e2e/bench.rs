@@ -226,8 +226,7 @@ struct Storm {
 async fn storm(world: &mut World) -> Storm {
     let names: Vec<String> = (0..STORM).map(|i| format!("storm-{i}")).collect();
     for (i, name) in names.iter().enumerate() {
-        let n = u32::try_from(400 + i).unwrap_or(400);
-        world.add_node(name, &uuid(n), &[("bench.coroner.dev/pool", "storm")], 0.0).await;
+        world.add_node(name, &storm_uuid(i), &[("bench.coroner.dev/pool", "storm")], 0.0).await;
     }
     let all_ready = || async {
         for name in &names {
@@ -362,7 +361,7 @@ async fn allocators(world: &mut World, names: &[String]) -> (Vec<Allocator>, Str
         for (n, node) in names.iter().enumerate() {
             let machine = &world.node(node).machine;
             if machine.power_state() != "On" {
-                machine.fence_redfish("on", &uuid(u32::try_from(400 + n).unwrap_or(400)));
+                machine.fence_redfish("on", &storm_uuid(n));
             }
             world.node(node).heal();
         }
@@ -576,6 +575,11 @@ fn usage(pid: u32) -> (u64, f64) {
     (rss, (ticks(11) + ticks(12)) / 100.0)
 }
 
+/// The systemUUID of the storm's `i`-th machine.
+fn storm_uuid(i: usize) -> String {
+    uuid(u32::try_from(400 + i).unwrap_or(400))
+}
+
 /// `fence_redfish --action ACTION` against each of the storm's machines at once, timed until the last
 /// one exits.
 fn fence_redfish_all(world: &World, names: &[String], action: &str) -> Duration {
@@ -583,9 +587,7 @@ fn fence_redfish_all(world: &World, names: &[String], action: &str) -> Duration 
     let children: Vec<_> = names
         .iter()
         .enumerate()
-        .map(|(i, name)| {
-            world.node(name).machine.spawn_fence_redfish(action, &uuid(u32::try_from(400 + i).unwrap_or(400)))
-        })
+        .map(|(i, name)| world.node(name).machine.spawn_fence_redfish(action, &storm_uuid(i)))
         .collect();
     for mut child in children {
         assert_eq!(child.wait().expect("fence_redfish ran").code(), Some(0), "fence_redfish --action {action} failed");
