@@ -30,6 +30,8 @@ pub mod ipmi;
 pub mod leader;
 pub mod levels;
 pub mod pdu;
+#[cfg(test)]
+pub mod sabotage;
 #[cfg(feature = "sim")]
 pub mod sim;
 pub mod taints;

@@ -254,6 +254,11 @@ pub trait World:
 {
     fn settings(&self) -> &LoopSettings;
     fn metrics(&self) -> &Metrics;
+    /// Test builds only: what the simulated world sabotages in this process ([`crate::sabotage`]).
+    #[cfg(test)]
+    fn sabotage(&self) -> crate::sabotage::Sabotage {
+        crate::sabotage::Sabotage::None
+    }
 }
 
 /// A Node's name and systemUUID, as [`Nodes::system_uuids`] lists them.

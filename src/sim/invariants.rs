@@ -29,6 +29,77 @@ const UNSEEN_LEASE: Micros = 2 * SECOND;
 /// write of the intent, the re-reads before the request, the ForceOff itself) on a healthy apiserver.
 const GUARD_SLACK: Micros = 7 * SECOND;
 
+/// The invariants of docs/simulation.md ("The invariants"), each a rule of docs/safety.md judged on
+/// the world's record: what a [`Violation`] names, and what each `sabotage_*` test shows can fail.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Invariant {
+    /// 1: a release by BMC proof rests on a dense, fresh run of Off readings, spanning settle, of the
+    /// node's machine, taken by the releasing process in its term, the machine truly off.
+    BmcProof,
+    /// 1: a release through a PDU level rests on readings of every outlet that truly feeds the machine.
+    LevelProof,
+    /// 1: a fence's release lands only on the Node admitted, silent when the releasing process last
+    /// read it (docs/safety.md, "Silence at release").
+    SilentAtRelease,
+    /// 2: a release by attestation (A1, A2).
+    AttestedRelease,
+    /// 3: no `On` while an out-of-service taint is on the node.
+    OnUnderTaint,
+    /// 4: a taint coroner did not add is never removed.
+    ForeignTaintRemoved,
+    /// 4: coroner's own out-of-service taint stays while the fence still needs it.
+    ReleaseUndone,
+    /// 5: every BMC mutation has a persisted intent, at most one per intent per process.
+    MutationIntent,
+    /// 5: a mutation goes to the node's own machine, through the system whose identity the fence proved.
+    MutationTarget,
+    /// 5: no fence ForceOff reaches a node that showed life early enough for coroner to see it.
+    LifeBeforeForceOff,
+    /// 5: no second remediation of a node acts while an older one is not finished.
+    OneFencePerNode,
+    /// 5: no guard ForceOff reaches a machine whose Node carries the approval of its release (R3).
+    ApprovalHonoured,
+    /// 6: `Succeeded` never leaves `True` and never leaves `False`.
+    Succeeded,
+    /// 7: a released machine switched on is switched off or reported within the guard's bound (R2).
+    Guard,
+    /// 7: a node back with its pre-release bootID is reported `FenceDidNotTakeEffect`.
+    FenceDidNotTakeEffect,
+    /// 8: the outcome the answers allow, within the bound.
+    Liveness,
+    /// 8: no remediation holds a power-action slot past the bound.
+    SlotBound,
+    /// L4: only immediate Off is ever sent to an outlet.
+    OutletOnlyOff,
+    /// L6: an outlet Off never takes the power of a node a power action is not permitted on.
+    SharedOutlet,
+}
+
+impl Invariant {
+    pub fn says(self, why: impl Into<String>) -> Violation {
+        Violation { invariant: self, why: why.into() }
+    }
+}
+
+/// An invariant broken, and how.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    pub invariant: Invariant,
+    pub why: String,
+}
+
+impl Violation {
+    fn reworded(self, f: impl FnOnce(String) -> String) -> Self {
+        Self { why: f(self.why), ..self }
+    }
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}: {}", self.invariant, self.why)
+    }
+}
+
 /// A release as the world's record shows it: which remediation's out-of-service taint (or pod
 /// deletion) took effect on which node, and when.
 #[derive(Clone, Debug)]
@@ -50,6 +121,8 @@ pub struct Checker {
     releases: Vec<Release>,
     /// Power-ons (their record's index) the guard invariant has judged.
     judged: BTreeSet<usize>,
+    /// A power-on whose guard bound has not run out yet: the run goes on until it is judged.
+    pending: bool,
 }
 
 fn oos(key: &str) -> bool {
@@ -66,7 +139,7 @@ fn is_attestation(task: &str) -> bool {
 
 impl Checker {
     /// Judges the records written since the last call, and the deadlines that ran out.
-    pub fn check(&mut self, truth: &Truth, scenario: &Scenario) -> Result<(), String> {
+    pub fn check(&mut self, truth: &Truth, scenario: &Scenario) -> Result<(), Violation> {
         while self.checked < truth.log.len() {
             let record = &truth.log[self.checked];
             self.checked += 1;
@@ -156,7 +229,8 @@ impl Checker {
     /// one already published in the same dark spell, before the power-on). Under
     /// `Alert`: `ReleasedMachinePoweredOn` within the bound, and no power-off. Exempt: an approval
     /// given after the release and before the bound ran out; the release ending before the bound.
-    fn guard_enforced(&mut self, truth: &Truth, scenario: &Scenario) -> Result<(), String> {
+    fn guard_enforced(&mut self, truth: &Truth, scenario: &Scenario) -> Result<(), Violation> {
+        self.pending = false;
         for (index, record) in truth.log.iter().enumerate() {
             let Record::PoweredOn { at: on, machine, .. } = record else { continue };
             if self.judged.contains(&index) {
@@ -173,7 +247,7 @@ impl Checker {
                 continue;
             };
             match Self::guard_verdict(truth, scenario, release, &node, machine, on) {
-                None => {}
+                None => self.pending = true,
                 Some(verdict) => {
                     self.judged.insert(index);
                     verdict?;
@@ -195,7 +269,7 @@ impl Checker {
         node: &str,
         machine: usize,
         on: Micros,
-    ) -> Option<Result<(), String>> {
+    ) -> Option<Result<(), Violation>> {
         // R3: the guard honours the approval the Node carries when it acts, also one given after the
         // power-on; one given after the guard's bound ran out excuses nothing.
         let by = on + Self::guard_bound(truth, scenario, on);
@@ -284,11 +358,11 @@ impl Checker {
                 };
                 let reported_in_spell = blind(dark.max(release.at), start, false);
                 if !reported_in_spell && !blind(start, deadline, true) {
-                    return Some(Err(format!(
+                    return Some(Err(Invariant::Guard.says(format!(
                         "the released machine of {node} was on at {} while the guard's device was dark; no GuardBlind by {}",
                         show(start),
                         show(deadline)
-                    )));
+                    ))));
                 }
                 // The device may see again later: its bound starts then.
                 let still_on = truth.machines[machine].on_at(truth.now) && end > truth.now;
@@ -359,9 +433,24 @@ impl Checker {
                 });
                 asked && said
             };
+            // R2's bound counts from the power-on (or from when the device could see it); it starts
+            // again at the device's first answer only when the device was unreachable for the guard
+            // before it: a guard request in between timed out or failed. The guard's own reading is
+            // always a later answer, and must never move the bound.
+            let unreachable = |a: Micros, b: Micros| {
+                truth.log.iter().any(|r| match r {
+                    Record::BmcTimeout { at, by, .. } => *at >= a && *at < b && by.task == release.remediation,
+                    Record::Answer { by, requested, said: Answered::Error, .. } => {
+                        *requested >= a && *requested < b && by.task == release.remediation
+                    }
+                    _ => false,
+                })
+            };
             if !switched_off {
                 match answered_from(from) {
-                    Some(first) if first > from && (first <= until || blind(from, until)) => {
+                    Some(first)
+                        if first > from && unreachable(from, first) && (first <= until || blind(from, until)) =>
+                    {
                         start = first;
                         continue;
                     }
@@ -375,29 +464,29 @@ impl Checker {
             }
             match (scenario.spec.guard, darkened) {
                 (GuardPolicy::Alert, _) if switched_off => {
-                    return Some(Err(format!(
+                    return Some(Err(Invariant::Guard.says(format!(
                         "the guard (Alert) switched the released machine of {node} off after {}",
                         show(on)
-                    )));
+                    ))));
                 }
                 (GuardPolicy::Enforce, _) if switched_off => return Some(Ok(())),
                 (GuardPolicy::Alert, _) if reported(on, until) => return Some(Ok(())),
                 // Its device went dark before the bound ran out: the guard is judged as blind from then.
                 (_, Some(dark)) => start = dark,
                 (GuardPolicy::Enforce, None) => {
-                    return Some(Err(format!(
+                    return Some(Err(Invariant::Guard.says(format!(
                         "the world switched the released machine of {node} on at {} (its guard's device seeing it from {}); no ForceOff by {}",
                         show(on),
                         show(from),
                         show(deadline)
-                    )));
+                    ))));
                 }
                 (GuardPolicy::Alert, None) => {
-                    return Some(Err(format!(
+                    return Some(Err(Invariant::Guard.says(format!(
                         "the world switched the released machine of {node} on at {}; no ReleasedMachinePoweredOn by {}",
                         show(on),
                         show(deadline)
-                    )));
+                    ))));
                 }
             }
         }
@@ -406,7 +495,7 @@ impl Checker {
     /// A lying BMC's release cannot be caught by a reading; the node coming back with its pre-fence
     /// bootID must be: a `FenceDidNotTakeEffect` Event within 10 s of its kubelet's `Ready=True` (and
     /// six slow answers, when the seed slows the apiserver).
-    fn fence_did_not_take_effect_reported(&self, truth: &Truth, scenario: &Scenario) -> Result<(), String> {
+    fn fence_did_not_take_effect_reported(&self, truth: &Truth, scenario: &Scenario) -> Result<(), Violation> {
         if scenario.bmc != super::scenario::BmcKind::LiesOff {
             return Ok(());
         }
@@ -453,15 +542,15 @@ impl Checker {
         if reported {
             Ok(())
         } else {
-            Err(format!(
+            Err(Invariant::FenceDidNotTakeEffect.says(format!(
                 "node {} came back at {} with the bootID it had before a fence that never took effect; no FenceDidNotTakeEffect",
                 super::TARGET,
                 show(back)
-            ))
+            )))
         }
     }
 
-    fn judge(&mut self, truth: &Truth, scenario: &Scenario, record: &Record) -> Result<(), String> {
+    fn judge(&mut self, truth: &Truth, scenario: &Scenario, record: &Record) -> Result<(), Violation> {
         match record {
             Record::NodeWrite { at, sent, by, node, before, after, before_annotations, after_annotations } => {
                 let pid = by.pid;
@@ -471,12 +560,12 @@ impl Checker {
                     let attested = is_attestation(&by.task);
                     let release = Release { uid, remediation, node: node.clone(), at: *at, attested };
                     let judged = if attested {
-                        attestation_holds(truth, scenario, by, &release)
+                        attestation_holds(truth, scenario, by, &release).map_err(|e| Invariant::AttestedRelease.says(e))
                     } else {
                         released_on_proof(truth, scenario, by, node, *sent, *at)
                     };
-                    judged.map_err(|e| {
-                        format!("p{pid} added the out-of-service taint to {node} at {}: {e}", show(*at))
+                    judged.map_err(|v| {
+                        v.reworded(|e| format!("p{pid} added the out-of-service taint to {node} at {}: {e}", show(*at)))
                     })?;
                     self.releases.push(release);
                 }
@@ -484,11 +573,11 @@ impl Checker {
                     match truth.provenance.get(&taint_key(removed)) {
                         Some(Adder::Coroner { .. }) => {}
                         other => {
-                            return Err(format!(
+                            return Err(Invariant::ForeignTaintRemoved.says(format!(
                                 "p{pid} removed taint {} from {node} at {}, which coroner did not add (added by {other:?})",
                                 taint_key(removed),
                                 show(*at)
-                            ));
+                            )));
                         }
                     }
                     let owner = owner_of(before_annotations);
@@ -496,16 +585,17 @@ impl Checker {
                         && !release_may_end(truth, owner.as_deref())
                         && !taken_back_on_life(truth, node, owner.as_deref())
                     {
-                        return Err(format!(
+                        return Err(Invariant::ReleaseUndone.says(format!(
                             "p{pid} removed its own out-of-service taint from {node} at {} while the fence still needs it (the release was undone)",
                             show(*at)
-                        ));
+                        )));
                     }
                 }
             }
             Record::PodDeleted { at, sent, by, node } => {
-                released_on_proof(truth, scenario, by, node, *sent, *at)
-                    .map_err(|e| format!("p{} force-deleted a pod of {node} at {}: {e}", by.pid, show(*at)))?;
+                released_on_proof(truth, scenario, by, node, *sent, *at).map_err(|v| {
+                    v.reworded(|e| format!("p{} force-deleted a pod of {node} at {}: {e}", by.pid, show(*at)))
+                })?;
                 if !self.releases.iter().any(|r| r.remediation == by.task && r.node == *node) {
                     let uid = uid_of(truth, &by.task).unwrap_or_default();
                     let release =
@@ -517,28 +607,29 @@ impl Checker {
                 let (pid, remediation) = (&by.pid, &by.task);
                 let what = if *on { "On" } else { "ForceOff" };
                 let Some((instance, attempt, decided)) = intent else {
-                    return Err(format!("p{pid} sent {what} to {path} at {} with no persisted intent", show(*at)));
+                    return Err(Invariant::MutationIntent
+                        .says(format!("p{pid} sent {what} to {path} at {} with no persisted intent", show(*at))));
                 };
                 let key = (*pid, remediation.clone(), format!("{instance}/{attempt}/{decided}/{what}"));
                 let sent = self.mutations.entry(key).or_insert(0);
                 *sent += 1;
                 if *sent > 1 {
-                    return Err(format!(
+                    return Err(Invariant::MutationIntent.says(format!(
                         "p{pid} sent {what} twice for one persisted intent ({instance}, attempt {attempt}) of {remediation}"
-                    ));
+                    )));
                 }
                 let owner = truth.machine_of_node(node);
                 if owner != Some(*machine) {
-                    return Err(format!(
+                    return Err(Invariant::MutationTarget.says(format!(
                         "p{pid} sent {what} at {} to {}, which is not node {node}'s machine",
                         show(*at),
                         truth.machines[*machine].name
-                    ));
+                    )));
                 }
                 if proven_path.as_deref() != Some(path.as_str()) {
-                    return Err(format!(
+                    return Err(Invariant::MutationTarget.says(format!(
                         "p{pid} sent {what} to {path}, whose identity this fence did not prove ({proven_path:?})"
-                    ));
+                    )));
                 }
                 // An approval counts once the guard could have read it: at its last Node read before the
                 // ForceOff (it reads the Node again right before sending).
@@ -556,17 +647,18 @@ impl Checker {
                     && approved_by_then
                     && let Some(approval) = current
                 {
-                    return Err(format!(
+                    return Err(Invariant::ApprovalHonoured.says(format!(
                         "p{pid}'s guard switched {node} off at {} although its return was approved ({approval:?})",
                         show(*at)
-                    ));
+                    )));
                 }
                 // The guard switches a released machine that came back off again: by design.
                 if !*on
                     && !*guard
                     && let Some(life) = shows_life(truth, (*pid, node, remediation), *at, intent, scenario)
                 {
-                    return Err(format!("p{pid} sent ForceOff to {node} at {}, which showed life: {life}", show(*at)));
+                    return Err(Invariant::LifeBeforeForceOff
+                        .says(format!("p{pid} sent ForceOff to {node} at {}, which showed life: {life}", show(*at))));
                 }
                 // coroner acts on its last read of the Node: a taint added after it it could not see.
                 let seen = seen_until(truth, (*pid, node, remediation), *at, intent);
@@ -576,7 +668,11 @@ impl Checker {
                         oos(&t.key) && truth.taint_added.get(&taint_key(t)).is_none_or(|added| *added <= seen)
                     })
                 {
-                    return Err(format!("p{pid} sent On to {node} at {} while {} is on it", show(*at), taint_key(t)));
+                    return Err(Invariant::OnUnderTaint.says(format!(
+                        "p{pid} sent On to {node} at {} while {} is on it",
+                        show(*at),
+                        taint_key(t)
+                    )));
                 }
                 let others: Vec<String> = truth
                     .remediations
@@ -590,15 +686,16 @@ impl Checker {
                     .map(|r| r.name_any())
                     .collect();
                 if !others.is_empty() {
-                    return Err(format!(
+                    return Err(Invariant::OneFencePerNode.says(format!(
                         "p{pid} sent {what} for {remediation} at {} while {others:?} already fences node {node}",
                         show(*at)
-                    ));
+                    )));
                 }
             }
             Record::Status { at, remediation, before, after, .. } => match (before.as_deref(), after.as_deref()) {
                 (Some(conditions::TRUE), a) | (Some(conditions::FALSE), a) if a != before.as_deref() => {
-                    return Err(format!("{remediation}: Succeeded went from {before:?} to {after:?} at {}", show(*at)));
+                    return Err(Invariant::Succeeded
+                        .says(format!("{remediation}: Succeeded went from {before:?} to {after:?} at {}", show(*at))));
                 }
                 _ => {}
             },
@@ -621,7 +718,11 @@ impl Checker {
             // Only immediate Off is ever sent to an outlet (docs/safety.md L4).
             Record::OutletSwitched { at, by, outlet, on } => {
                 if *on {
-                    return Err(format!("p{} switched outlet {outlet} on at {}", by.pid, show(*at)));
+                    return Err(Invariant::OutletOnlyOff.says(format!(
+                        "p{} switched outlet {outlet} on at {}",
+                        by.pid,
+                        show(*at)
+                    )));
                 }
                 // L6: never the power of a node that is not being fenced (admitted, its release not yet
                 // written, its remediation not being deleted) nor released by a fence whose power-on
@@ -668,19 +769,24 @@ impl Checker {
                     })
                 };
                 if let Some(node) = fed.filter(|n| truth.nodes.contains_key(n)).find(|n| !may_lose(n)) {
-                    return Err(format!(
+                    return Err(Invariant::SharedOutlet.says(format!(
                         "p{} switched off outlet {outlet} at {}, which feeds node {node}, neither being fenced nor released",
                         by.pid,
                         show(*at)
-                    ));
+                    )));
                 }
             }
         }
         Ok(())
     }
 
+    /// Whether a guard bound is still running: a run that stopped now would leave it unjudged.
+    pub fn pending(&self) -> bool {
+        self.pending
+    }
+
     /// At the end: the liveness oracle, and no slot held for ever.
-    pub fn finish(&self, truth: &Truth, scenario: &Scenario) -> Result<(), String> {
+    pub fn finish(&self, truth: &Truth, scenario: &Scenario) -> Result<(), Violation> {
         let bound = scenario.liveness_bound();
         // The clock restarts with every new leader: its Lease sightings start afresh. Crashes only
         // restart it: the last leader lives to the end of the run.
@@ -768,19 +874,32 @@ impl Checker {
             Expect::Release if release_refused || pdu_unreliable => {}
             Expect::Release => match decided(conditions::TRUE) {
                 Some(at) if at <= start + bound => {}
-                Some(at) => return Err(format!("released at {}, after the bound {}", show(at), show(start + bound))),
-                None => return Err(format!("never released (bound {})", show(start + bound))),
+                Some(at) => {
+                    return Err(Invariant::Liveness.says(format!(
+                        "released at {}, after the bound {}",
+                        show(at),
+                        show(start + bound)
+                    )));
+                }
+                None => return Err(Invariant::Liveness.says(format!("never released (bound {})", show(start + bound)))),
             },
             Expect::Refuse => {
                 if released {
-                    return Err("released although the answers allow no proof".into());
+                    return Err(Invariant::Liveness.says("released although the answers allow no proof"));
                 }
                 match decided(conditions::FALSE) {
                     Some(at) if at <= start + bound => {}
                     Some(at) => {
-                        return Err(format!("refused at {}, after the bound {}", show(at), show(start + bound)));
+                        return Err(Invariant::Liveness.says(format!(
+                            "refused at {}, after the bound {}",
+                            show(at),
+                            show(start + bound)
+                        )));
                     }
-                    None => return Err(format!("never ended Succeeded=False (bound {})", show(start + bound))),
+                    None => {
+                        return Err(Invariant::Liveness
+                            .says(format!("never ended Succeeded=False (bound {})", show(start + bound))));
+                    }
                 }
             }
             Expect::Any => {}
@@ -793,11 +912,11 @@ impl Checker {
                 && let Some(since) = since
                 && truth.wall(truth.now).duration_since(since).as_micros() as i64 > slot_bound
             {
-                return Err(format!(
+                return Err(Invariant::SlotBound.says(format!(
                     "{} holds a power-action slot in {} since {since}, past the bound",
                     r.name_any(),
                     Phase::of(r).as_str()
-                ));
+                )));
             }
         }
         Ok(())
@@ -1075,7 +1194,7 @@ fn released_on_proof(
     node: &str,
     sent: Micros,
     at: Micros,
-) -> Result<(), String> {
+) -> Result<(), Violation> {
     let last_outlet = truth
         .log
         .iter()
@@ -1085,14 +1204,15 @@ fn released_on_proof(
         })
         .max();
     let Some(last_outlet) = last_outlet else {
-        return proof_holds(truth, scenario, by, node, (0, sent), at);
+        return proof_holds(truth, scenario, by, node, (0, sent), at).map_err(|e| Invariant::BmcProof.says(e));
     };
     // A4: a fence whose level failed may prove the machine off again through its BMC once that
     // answers an attestation's look: it then releases on BMC readings all taken after its last
     // outlet reading.
     level_proof_holds(truth, scenario, by, node, sent, at).or_else(|outlets| {
-        proof_holds(truth, scenario, by, node, (last_outlet, sent), at)
-            .map_err(|bmc| format!("{outlets}; nor by its BMC after its last outlet reading: {bmc}"))
+        proof_holds(truth, scenario, by, node, (last_outlet, sent), at).map_err(|bmc| {
+            Invariant::LevelProof.says(format!("{outlets}; nor by its BMC after its last outlet reading: {bmc}"))
+        })
     })
 }
 

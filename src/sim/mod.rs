@@ -13,6 +13,8 @@ pub mod invariants;
 mod known;
 pub mod lab;
 pub mod process;
+#[cfg(test)]
+mod sabotage;
 pub mod scenario;
 pub mod script;
 pub mod world;
@@ -60,6 +62,8 @@ pub struct Outcome {
     pub stats: Stats,
     /// The first invariant broken, with the schedule that broke it.
     pub failure: Option<String>,
+    /// Which invariant that was.
+    pub broken: Option<invariants::Invariant>,
 }
 
 /// A world event at a time.
@@ -136,9 +140,24 @@ struct Run {
 
 /// Runs one schedule from its seed.
 pub fn run(seed: u64) -> Outcome {
-    let scenario = Scenario::generate(seed);
-    let mut run = Run::new(scenario);
-    let failure = run.go().err().map(|why| run.report(&why));
+    outcome(seed, Run::new(Scenario::generate(seed)))
+}
+
+/// Test builds only: one schedule from its seed, on a product sabotaged one way ([`crate::sabotage`]).
+#[cfg(test)]
+pub fn run_sabotaged(seed: u64, sabotage: crate::sabotage::Sabotage) -> Outcome {
+    let mut run = Run::new(Scenario::generate(seed));
+    // No process has started yet: the world's settings are still this run's alone.
+    if let Some(shared) = Arc::get_mut(&mut run.shared) {
+        shared.sabotage = sabotage;
+    }
+    outcome(seed, run)
+}
+
+fn outcome(seed: u64, mut run: Run) -> Outcome {
+    let violation = run.go().err();
+    let broken = violation.as_ref().map(|v| v.invariant);
+    let failure = violation.map(|why| run.report(&why.to_string()));
     let mut stats = *run.shared.stats.lock().unwrap_or_else(PoisonError::into_inner);
     stats.level_releases = run.shared.with(|t| {
         let kind = |r: &CoronerRemediation| r.status.as_ref()?.evidence.as_ref()?.release.as_ref().map(|r| r.kind);
@@ -197,13 +216,26 @@ pub fn run(seed: u64) -> Outcome {
     stats.looks = looks.len() as u64;
     stats.proven_again = looks.iter().filter(|(found, _)| again(found)).count() as u64;
     stats.released_after_look = looks.iter().filter(|(found, released)| again(found) && *released).count() as u64;
-    Outcome { seed, stats, failure }
+    Outcome { seed, stats, failure, broken }
 }
 
 /// The full report of a seed, failing or not (for reading a schedule).
 pub fn story(seed: u64) -> String {
+    tell_story(Run::new(Scenario::generate(seed)))
+}
+
+/// Test builds only: [`story`] on a sabotaged product.
+#[cfg(test)]
+pub fn story_sabotaged(seed: u64, sabotage: crate::sabotage::Sabotage) -> String {
     let mut run = Run::new(Scenario::generate(seed));
-    let end = run.go().err().unwrap_or_else(|| "no invariant broken".into());
+    if let Some(shared) = Arc::get_mut(&mut run.shared) {
+        shared.sabotage = sabotage;
+    }
+    tell_story(run)
+}
+
+fn tell_story(mut run: Run) -> String {
+    let end = run.go().err().map_or_else(|| "no invariant broken".into(), |v| v.to_string());
     run.report(&end)
 }
 
@@ -221,6 +253,8 @@ impl Run {
             stats: Mutex::default(),
             bmc_request_timeout: request_timeout,
             bmc_read_retries: 1,
+            #[cfg(test)]
+            sabotage: crate::sabotage::Sabotage::None,
         });
         let settings = LoopSettings {
             namespace: NAMESPACE.into(),
@@ -277,7 +311,7 @@ impl Run {
         self.story.push(format!("t={:.3}s {line}", now as f64 / SECOND as f64));
     }
 
-    fn go(&mut self) -> Result<(), String> {
+    fn go(&mut self) -> Result<(), invariants::Violation> {
         loop {
             let now = self.now();
             if now > self.scenario.horizon || self.quiet() {
@@ -287,7 +321,8 @@ impl Run {
                 if at > now {
                     break;
                 }
-                let happening = self.events.remove(&(at, seq)).ok_or("lost an event")?;
+                // The key was just read: the event is there.
+                let Some(happening) = self.events.remove(&(at, seq)) else { break };
                 self.happen(happening);
             }
             self.bury_the_dead();
@@ -324,6 +359,9 @@ impl Run {
         // Events armed for a phase the fence never reached never come.
         scenario_done
             && self.exec.is_idle()
+            // A guard bound still running is judged before the run ends: a released machine the world
+            // switched on must be switched off (or reported) whatever else has settled.
+            && !self.checker.pending()
             && self.shared.with(|t| {
                 let wall = t.wall(t.now);
                 t.attestations.values().all(|a| {
@@ -347,7 +385,7 @@ impl Run {
             })
     }
 
-    fn check(&mut self) -> Result<(), String> {
+    fn check(&mut self) -> Result<(), invariants::Violation> {
         let shared = self.shared.clone();
         let mut entered = Vec::new();
         let lines = shared.with(|truth| {

@@ -95,6 +95,9 @@ pub struct Shared {
     pub stats: Mutex<Stats>,
     pub bmc_request_timeout: Micros,
     pub bmc_read_retries: u32,
+    /// Test builds only: how this run's product is sabotaged ([`crate::sabotage`]).
+    #[cfg(test)]
+    pub sabotage: crate::sabotage::Sabotage,
 }
 
 impl Shared {
@@ -556,6 +559,11 @@ impl Devices for Process {
 }
 
 impl World for Process {
+    #[cfg(test)]
+    fn sabotage(&self) -> crate::sabotage::Sabotage {
+        self.shared.sabotage
+    }
+
     fn settings(&self) -> &LoopSettings {
         &self.settings
     }

@@ -107,7 +107,14 @@ fn sim_soak() {
 #[ignore = "a tool: runs the seed in SIM_SEED"]
 fn sim_one() {
     let seed = std::env::var("SIM_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0);
-    let story = std::thread::Builder::new().stack_size(crate::WORKER_STACK).spawn(move || super::story(seed));
+    // SIM_SABOTAGE=<name>: the same seed on a sabotaged product (crate::sabotage).
+    let sabotage = std::env::var("SIM_SABOTAGE").ok().map(|name| {
+        crate::sabotage::Sabotage::ALL.iter().copied().find(|s| format!("{s:?}") == name).unwrap_or_default()
+    });
+    let story = std::thread::Builder::new().stack_size(crate::WORKER_STACK).spawn(move || match sabotage {
+        Some(sabotage) => super::story_sabotaged(seed, sabotage),
+        None => super::story(seed),
+    });
     println!("{}", story.expect("a thread for the seed").join().expect("the seed's story"));
 }
 
