@@ -1003,6 +1003,7 @@ fn a_failed_fence_records_the_lease_as_it_was_when_it_failed() {
         memory: &memory,
         timing: crate::fence::Timing { request_timeout: StdDuration::from_secs(5), read_retries: 1 },
         levels: None,
+        sabotage: crate::sabotage::Sabotage::None,
     };
     let refused = crate::fence::Verdict::Refuse { reason: Reason::NoBmcBinding, message: "none".into() };
     let decision = crate::fence::next(

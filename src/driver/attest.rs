@@ -124,7 +124,14 @@ struct Seen {
 impl Seen {
     async fn read<W: World>(world: &W, local: &Local, attestation: &CoronerAttestation) -> Result<Self, Error> {
         let node_name = &attestation.spec.node_name;
-        let remediations = world.remediations(Listing::Stored).await?;
+        #[allow(unused_mut)]
+        let mut remediations = world.remediations(Listing::Stored).await?;
+        #[cfg(test)]
+        if world.sabotage() == crate::sabotage::Sabotage::AttestationIgnoresLife {
+            for progress in remediations.iter_mut().filter_map(|r| r.status.as_mut()?.progress.as_mut()) {
+                progress.last_power_state = None;
+            }
+        }
         let nodes = world.nodes(Listing::Stored).await?;
         let instance = world.instance();
         let remembered_power = remediations
@@ -132,6 +139,10 @@ impl Seen {
             .filter_map(|r| {
                 let uid = r.uid()?;
                 let power = local.remembered(&instance, &uid).last_power?;
+                #[cfg(test)]
+                if world.sabotage() == crate::sabotage::Sabotage::AttestationIgnoresLife {
+                    return None;
+                }
                 Some((uid, power))
             })
             .collect();
@@ -262,6 +273,8 @@ async fn release<W: World>(
     // read since the checks (a guard reading of life between them and the Node write).
     let fence = world.remediation(&plan.remediation).await?;
     let remembered = local.remembered(&world.instance(), &plan.remediation_uid).last_power;
+    #[cfg(test)]
+    let fence = fence.filter(|_| world.sabotage() != crate::sabotage::Sabotage::AttestationIgnoresLife);
     let life = match &fence {
         Some(fence) => attestation::no_life_in_fence(fence, remembered.as_deref())
             .err()

@@ -28,6 +28,10 @@ impl<W: World> Fence<'_, W> {
     pub(super) async fn check_boot_id(&mut self, node: &Node) -> Result<(), Error> {
         let status = self.status();
         let snapshot = NodeSnapshot::new(node, None, &self.uid);
+        #[cfg(test)]
+        if sabotaged(self.world, crate::sabotage::Sabotage::BootIdUnchecked) {
+            return Ok(());
+        }
         let Some(message) = crate::guard::fence_did_not_take_effect(&status, &snapshot) else { return Ok(()) };
         let memory = self.remembered();
         if let Some(decision) = crate::guard::record_did_not_take_effect(&status, &memory, &message, self.world.now()) {
@@ -101,6 +105,8 @@ impl<W: World> Fence<'_, W> {
         let labels = NodeLabels { node: self.node_name.clone() };
         let id = crate::guard::release_id(&self.uid, &status);
         let value = node.annotations().get(crate::guard::APPROVAL_ANNOTATION).map(String::as_str);
+        #[cfg(test)]
+        let value = value.filter(|_| !sabotaged(self.world, crate::sabotage::Sabotage::ApprovalUnseen));
         let approval = crate::guard::approval(id.as_deref(), value);
         if let Some(new) = crate::guard::returned_without_approval(&status, &snapshot, approval, self.world.now()) {
             let notice = crate::guard::returned_notice(&self.node_name, id.as_deref());

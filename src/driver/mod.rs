@@ -52,6 +52,12 @@ use crate::{
     verification::{self, FenceFinding},
 };
 
+/// Test builds only: whether the simulated world sabotages this process that way ([`crate::sabotage`]).
+#[cfg(test)]
+fn sabotaged<W: World>(world: &W, sabotage: crate::sabotage::Sabotage) -> bool {
+    world.sabotage() == sabotage
+}
+
 /// Steps one reconcile may take back to back (admission → identity → first reading …).
 const MAX_STEPS: usize = 8;
 /// A node that changes this often under us is being written by something else; try again later.
@@ -330,7 +336,13 @@ pub async fn cleanup<W: World>(world: &W, local: &Local, remediation: &CoronerRe
             let on_node = crate::guard::unconfirmed_release(&found);
             let reported_here = local.remembered(&instance, &uid).finalizer_reported;
             let name = remediation.name_any();
-            let decided = crate::guard::at_deletion(&status, &snapshot, on_node.as_ref(), &name, &uid, reported_here);
+            #[allow(unused_mut)]
+            let mut decided =
+                crate::guard::at_deletion(&status, &snapshot, on_node.as_ref(), &name, &uid, reported_here);
+            #[cfg(test)]
+            if sabotaged(world, crate::sabotage::Sabotage::BootIdUnchecked) {
+                decided.report = None;
+            }
             if let Some(message) = decided.report {
                 // Published first (a status write whose answer is lost must not lose the report),
                 // then recorded on the remediation, so a retry in another process does not repeat it.
@@ -406,7 +418,41 @@ impl<'a, W: World> Fence<'a, W> {
 
     /// What this instance knows of the fence ([`Local::remembered`]).
     fn remembered(&self) -> Memory {
-        self.local.remembered(&self.world.instance(), &self.uid)
+        let memory = self.local.remembered(&self.world.instance(), &self.uid);
+        #[cfg(test)]
+        if sabotaged(self.world, crate::sabotage::Sabotage::ProofResumed) && memory.proof.is_none() {
+            return self.resumed(memory);
+        }
+        memory
+    }
+
+    /// Test builds only: a fence another process was proving resumes the run its status shows as its
+    /// own, unbroken up to now, and in `Releasing` as its proof (`Sabotage::ProofResumed`: what "the
+    /// proof lives in one process" forbids).
+    #[cfg(test)]
+    fn resumed(&self, memory: Memory) -> Memory {
+        let status = self.status();
+        let Some(shown) = status.progress.as_ref().and_then(|p| p.off_run.as_ref()) else { return memory };
+        let phase = fence::phase_of(&status);
+        let Some(first) = shown.first.first() else { return memory };
+        if !matches!(phase, Phase::ConfirmingOff | Phase::Releasing) || shown.instance == self.world.instance() {
+            return memory;
+        }
+        let (wall, now) = (self.world.now(), self.world.mono());
+        let answered = now.saturating_sub(wall.duration_since(first.at.0).unsigned_abs());
+        let first = Sampled { requested: answered, answered };
+        let run = fence::Run { first, last: Sampled { requested: now, answered: now }, count: shown.count };
+        let proof = (phase == Phase::Releasing).then_some(run);
+        Memory { run: Some(run), proof, ..memory }
+    }
+
+    /// How long ago this process saw the node's Lease change.
+    fn lease_sighting(&self) -> gates::LeaseSighting {
+        #[cfg(test)]
+        if sabotaged(self.world, crate::sabotage::Sabotage::LeaseUnchecked) {
+            return gates::LeaseSighting::Missing;
+        }
+        self.world.lease_sighting(&self.node_name, self.world.mono())
     }
 
     fn remember(&self, memory: Memory) {
@@ -452,6 +498,8 @@ impl<'a, W: World> Fence<'a, W> {
             memory,
             timing: timing(self.world),
             levels: None,
+            #[cfg(test)]
+            sabotage: self.world.sabotage(),
         }
     }
 
@@ -525,10 +573,7 @@ impl<'a, W: World> Fence<'a, W> {
             let snapshot = NodeSnapshot::new(&node, lease, &self.uid);
             let instance = self.world.instance();
             let spec = self.spec();
-            let hold = match gates::lease_stale(
-                self.world.lease_sighting(&self.node_name, self.world.mono()),
-                spec.lease_freshness.get(),
-            ) {
+            let hold = match gates::lease_stale(self.lease_sighting(), spec.lease_freshness.get()) {
                 Gate::Wait(reason, message) | Gate::Refuse(reason, message) => Some((reason, message)),
                 Gate::Admit => None,
             };
@@ -627,6 +672,13 @@ impl<'a, W: World> Fence<'a, W> {
                 && fence::phase_of(&decision.status) == Phase::VerifyingIdentity
             {
                 history.times.insert(self.uid.clone(), context.now);
+            }
+            #[cfg(test)]
+            if sabotaged(self.world, crate::sabotage::Sabotage::ResetBeforeIntent)
+                && reset == Some(ResetType::ForceOff)
+                && !to_outlets
+            {
+                self.send_reset(ResetType::ForceOff, aim.clone(), &node).await?;
             }
             self.commit(decision, Some(&node)).await?;
             // A change held for the next write (W1) wakes the fence as its write would have.
@@ -796,10 +848,16 @@ impl<'a, W: World> Fence<'a, W> {
         // The remediations from the store; a queue decision is taken again on a fresh list (a wake-up
         // by the queue moving may come before the store shows the move), so waiting costs reads only
         // when woken.
-        let lease = self.world.lease_sighting(&self.node_name, self.world.mono());
+        let lease = self.lease_sighting();
         let mut listing = Listing::Stored;
         loop {
-            let remediations = self.world.remediations(listing).await?;
+            #[allow(unused_mut)]
+            let mut remediations = self.world.remediations(listing).await?;
+            #[cfg(test)]
+            if sabotaged(self.world, crate::sabotage::Sabotage::SiblingsUnseen) {
+                let uid = self.uid.clone();
+                remediations.retain(|r| r.uid().as_ref() == Some(&uid) || node_of(r).as_ref() != Some(&self.node_name));
+            }
             // A store may not show this leader's last admissions yet.
             let remediations: Vec<CoronerRemediation> = remediations
                 .into_iter()
@@ -988,6 +1046,8 @@ impl<'a, W: World> Fence<'a, W> {
                     levels: &b.spec.pdu_levels,
                     confirmed: &confirmed,
                 }),
+                #[cfg(test)]
+                sabotage: world.sabotage(),
             };
             fence::next(&spec, status, observation.clone(), context)
         })

@@ -135,10 +135,24 @@ impl<W: World> Fence<'_, W> {
         };
         let (spec, status, uid, name) = (self.spec(), self.status(), self.uid.clone(), self.node_name.clone());
         let mut seen = None;
+        #[cfg(test)]
+        let sabotage = self.world.sabotage();
         let allows = |now: Option<&Node>, lease| {
             seen = now.cloned();
             let Some(now) = now else { return Err(NodeRefusal::Gone { node: name }) };
-            let snapshot = NodeSnapshot::new(now, lease, &uid);
+            #[allow(unused_mut)]
+            let mut snapshot = NodeSnapshot::new(now, lease, &uid);
+            #[cfg(test)]
+            match sabotage {
+                crate::sabotage::Sabotage::OnUnderTaint => snapshot.out_of_service = None,
+                crate::sabotage::Sabotage::LeaseUnchecked => {
+                    if let Some(admitted) = status.evidence.as_ref().and_then(|e| e.node.as_ref()) {
+                        snapshot.lease_present = admitted.lease_present;
+                        snapshot.lease_renew_time = admitted.lease_renew_time.as_ref().map(|t| t.0);
+                    }
+                }
+                _ => {}
+            }
             match reset {
                 ResetType::ForceOff => fence::may_power_off(&spec, &status, &snapshot),
                 ResetType::On => fence::may_power_on(&snapshot),
@@ -181,7 +195,17 @@ impl<W: World> Fence<'_, W> {
             return Ok(());
         }
         let (status, uid) = (self.status(), self.uid.clone());
-        let allows = |now: Option<&Node>, _lease| crate::guard::may_enforce(&status, now, &uid);
+        #[cfg(test)]
+        let unseen = sabotaged(self.world, crate::sabotage::Sabotage::ApprovalUnseen);
+        let allows = |now: Option<&Node>, _lease| {
+            #[cfg(test)]
+            if unseen && let Some(node) = now {
+                let mut without = node.clone();
+                without.annotations_mut().remove(crate::guard::APPROVAL_ANNOTATION);
+                return crate::guard::may_enforce(&status, Some(&without), &uid);
+            }
+            crate::guard::may_enforce(&status, now, &uid)
+        };
         let result = match self.checked_action(&aim, ResetType::ForceOff, guard_reset_still_wanted, allows).await? {
             Ok(result) => result,
             Err(Unsent::NotWanted) => {

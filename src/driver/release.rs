@@ -76,6 +76,8 @@ pub(super) async fn align_taints<W: World>(
     fencing: bool,
     out_of_service_ends: bool,
 ) -> Result<Option<Node>, Error> {
+    #[cfg(test)]
+    let out_of_service_ends = out_of_service_ends || sabotaged(world, crate::sabotage::Sabotage::ReleaseUndone);
     let now = world.now();
     updated_node(world, name, |node| {
         let mut unwanted = Vec::new();
@@ -109,6 +111,15 @@ pub(super) async fn remove_owned_taints<W: World>(
 ) -> Result<(), Error> {
     update_node(world, name, |node| {
         let mut updated = taints::without_owned(node, &[CoronerTaint::Fencing, CoronerTaint::OutOfService], owner_uid);
+        #[cfg(test)]
+        if sabotaged(world, crate::sabotage::Sabotage::TaintsByKey) {
+            let keys = [CoronerTaint::Fencing.key(), CoronerTaint::OutOfService.key()];
+            let mut all = updated.clone().unwrap_or_else(|| node.clone());
+            if let Some(taints) = all.spec.as_mut().and_then(|s| s.taints.as_mut()) {
+                taints.retain(|t| !keys.contains(&t.key.as_str()));
+            }
+            updated = Some(all);
+        }
         if crate::guard::approval_ends(status, node, owner_uid) {
             updated.get_or_insert_with(|| node.clone()).annotations_mut().remove(crate::guard::APPROVAL_ANNOTATION);
         }
@@ -130,6 +141,10 @@ pub(super) async fn silent_node<W: World>(
         return Ok(Err(NodeRefusal::Gone { node: node_name.to_owned() }));
     };
     let snapshot = NodeSnapshot::new(&node, world.node_lease(node_name).await?, owner_uid);
+    #[cfg(test)]
+    if sabotaged(world, crate::sabotage::Sabotage::ReleaseUnchecked) {
+        return Ok(Ok((node, snapshot)));
+    }
     Ok(fence::release_check(spec, status, &snapshot).map(|()| (node, snapshot)))
 }
 
@@ -140,6 +155,10 @@ pub(super) async fn may_write_release<W: World>(
     deadline: Mono,
 ) -> Result<Result<(), ReleaseRefusal>, Error> {
     world.ensure_leader(world.settings().request_timeout).await?;
+    #[cfg(test)]
+    if sabotaged(world, crate::sabotage::Sabotage::ReleaseNeverWritten) {
+        return Ok(Err(ReleaseRefusal::ProofExpired));
+    }
     // Last, right before the write: the leader check itself takes time.
     if world.mono() >= deadline {
         return Ok(Err(ReleaseRefusal::ProofExpired));

@@ -82,6 +82,7 @@ impl Fence {
                 levels: &self.levels,
                 confirmed: &self.confirmed,
             }),
+            sabotage: crate::sabotage::Sabotage::None,
         }
     }
 

@@ -200,6 +200,9 @@ pub struct Context<'a> {
     pub timing: Timing,
     /// The node's binding's PDU levels (from the store), for a fence that may move on to one.
     pub levels: Option<LevelsView<'a>>,
+    /// Test builds only: what the simulated world sabotages ([`crate::sabotage`]).
+    #[cfg(test)]
+    pub sabotage: crate::sabotage::Sabotage,
 }
 
 pub fn phase_of(status: &CoronerRemediationStatus) -> Phase {
@@ -950,6 +953,10 @@ impl<'a> Step<'a> {
         let changed_reason =
             conditions::find(&self.status.conditions, contract::PROCESSING).is_none_or(|c| c.reason != reason.as_str());
         let changed = self.status.phase != Some(phase) || changed_reason;
+        #[cfg(test)]
+        if self.ctx.sabotage == crate::sabotage::Sabotage::SucceededFlips {
+            self.status.conditions.retain(|c| c.type_ != contract::SUCCEEDED);
+        }
         contract::record(&mut self.status.conditions, reason, &message, self.ctx.now);
         self.status.phase = Some(phase);
         // One Event per transition: a step that already announced this message with its own reason
@@ -1592,6 +1599,13 @@ impl<'a> Step<'a> {
             Ok(reading) if !self.same_system(&reading) => return,
             Ok(reading) if reading.power_state == PowerState::Off => {
                 let (run, gap) = extended(self.memory.run, reading.sampled, self.spec);
+                #[cfg(test)]
+                let (run, gap) = match self.memory.run {
+                    Some(old) if self.ctx.sabotage == crate::sabotage::Sabotage::BrokenRunAccepted && gap.is_some() => {
+                        (Run { last: reading.sampled, count: old.count + 1, ..old }, None)
+                    }
+                    _ => (run, gap),
+                };
                 if let Some(gap) = gap {
                     self.progress.last_error = Some(gap.advice(self.spec));
                 }
@@ -2198,6 +2212,10 @@ impl<'a> Step<'a> {
             self.memory.attempt_started = Some(self.ctx.mono);
         }
         let since = self.progress.attempt_started_at.as_ref().map(|t| t.0);
+        #[cfg(test)]
+        if self.ctx.sabotage == crate::sabotage::Sabotage::DeadlineNeverPasses {
+            return false;
+        }
         past_deadline(
             self.memory.attempt_started,
             self.ctx.mono,
@@ -2244,7 +2262,17 @@ impl<'a> Step<'a> {
                 self.power_on_waits(message.clone(), message);
             }
             Ok(_) if (!decided || self.unsent(PowerAction::On)) && !self.attempt_deadline_passed() => {
-                if let Err(refusal) = may_power_on(self.ctx.node) {
+                let allowed = may_power_on(self.ctx.node);
+                #[cfg(test)]
+                let allowed = match allowed {
+                    Err(NodeRefusal::OutOfService { .. })
+                        if self.ctx.sabotage == crate::sabotage::Sabotage::OnUnderTaint =>
+                    {
+                        Ok(())
+                    }
+                    allowed => allowed,
+                };
+                if let Err(refusal) = allowed {
                     return self.power_on_blocked(&refusal);
                 }
                 self.decide(PowerAction::On);

@@ -385,6 +385,7 @@ impl<'a> Run<'a> {
             memory,
             timing: TIMING,
             levels: None,
+            sabotage: crate::sabotage::Sabotage::None,
         }
     }
 

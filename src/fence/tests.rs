@@ -78,6 +78,7 @@ fn ctx(now: i64, node: &NodeSnapshot) -> Context<'_> {
         memory: &FORGOTTEN,
         timing: TIMING,
         levels: None,
+        sabotage: crate::sabotage::Sabotage::None,
     }
 }
 

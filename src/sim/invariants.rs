@@ -562,7 +562,10 @@ impl Checker {
                     let judged = if attested {
                         attestation_holds(truth, scenario, by, &release).map_err(|e| Invariant::AttestedRelease.says(e))
                     } else {
-                        released_on_proof(truth, scenario, by, node, *sent, *at)
+                        released_on_proof(truth, scenario, by, node, *sent, *at).and_then(|()| {
+                            silent_at_release(truth, scenario, by, node, *sent, *at)
+                                .map_err(|e| Invariant::SilentAtRelease.says(e))
+                        })
                     };
                     judged.map_err(|v| {
                         v.reworded(|e| format!("p{pid} added the out-of-service taint to {node} at {}: {e}", show(*at)))
@@ -593,9 +596,14 @@ impl Checker {
                 }
             }
             Record::PodDeleted { at, sent, by, node } => {
-                released_on_proof(truth, scenario, by, node, *sent, *at).map_err(|v| {
-                    v.reworded(|e| format!("p{} force-deleted a pod of {node} at {}: {e}", by.pid, show(*at)))
-                })?;
+                released_on_proof(truth, scenario, by, node, *sent, *at)
+                    .and_then(|()| {
+                        silent_at_release(truth, scenario, by, node, *sent, *at)
+                            .map_err(|e| Invariant::SilentAtRelease.says(e))
+                    })
+                    .map_err(|v| {
+                        v.reworded(|e| format!("p{} force-deleted a pod of {node} at {}: {e}", by.pid, show(*at)))
+                    })?;
                 if !self.releases.iter().any(|r| r.remediation == by.task && r.node == *node) {
                     let uid = uid_of(truth, &by.task).unwrap_or_default();
                     let release =
@@ -1214,6 +1222,71 @@ fn released_on_proof(
             Invariant::LevelProof.says(format!("{outlets}; nor by its BMC after its last outlet reading: {bmc}"))
         })
     })
+}
+
+/// Silence at release (docs/safety.md, "What counts as proof"): a fence writes its release (the
+/// taint, or a pod's deletion) sent at `sent` and in effect at `at` only on the Node it admitted, not
+/// replaced since; silent as the releasing process last read it before the write (`Ready=Unknown`, or
+/// anything but `True` with `remediateReadyFalse`); and its Lease not renewed between the power-off
+/// (the fence's first reading that proved the machine off, through its BMC or an outlet; admission
+/// when there is none) and that read. A renewal after the read is the check after the write's to see.
+fn silent_at_release(
+    truth: &Truth,
+    scenario: &Scenario,
+    by: &Caller,
+    node: &str,
+    sent: Micros,
+    at: Micros,
+) -> Result<(), String> {
+    let admitted = admitted_at(truth, &by.task).unwrap_or(0);
+    let read = truth
+        .node_reads
+        .get(&(by.pid, by.task.clone(), node.to_owned()))
+        .and_then(|reads| reads.iter().rev().find(|read| **read <= sent).copied())
+        .unwrap_or(sent);
+    let life = truth.life.get(node).map(Vec::as_slice).unwrap_or_default();
+    if let Some((replaced, _)) = life.iter().find(|(t, kind)| *kind == Life::Replaced && *t > admitted && *t <= at) {
+        return Err(format!("the Node was replaced at {} after the fence admitted it", show(*replaced)));
+    }
+    let ready = truth
+        .ready_history
+        .get(node)
+        .and_then(|history| history.iter().rev().find(|(t, _)| *t <= read))
+        .map(|(_, status)| status.as_str());
+    let silent = match ready {
+        Some(status) if scenario.spec.remediate_ready_false => status != conditions::TRUE,
+        Some(status) => status == conditions::UNKNOWN,
+        None => true,
+    };
+    if !silent {
+        return Err(format!(
+            "the Node showed Ready={ready:?} when the releasing process last read it ({})",
+            show(read)
+        ));
+    }
+    let machine = truth.machine_of_node(node);
+    let proved_off =
+        truth.log.iter().filter_map(|r| match r {
+            Record::Answer {
+                by: who, machine: m, sampled, said: Answered::System { reported_off: true, .. }, ..
+            } if who.task == by.task && *m == machine && machine.is_some() && *sampled >= admitted => Some(*sampled),
+            Record::OutletAnswer { by: who, sampled, proves_off: true, .. }
+                if who.task == by.task && *sampled >= admitted =>
+            {
+                Some(*sampled)
+            }
+            _ => None,
+        });
+    let power_off = proved_off.min().unwrap_or(admitted);
+    if let Some((renewed, _)) = life.iter().find(|(t, kind)| *kind == Life::Lease && *t > power_off && *t <= read) {
+        return Err(format!(
+            "its Lease was renewed at {}, after the power-off ({}) and before the releasing process last read the Node ({})",
+            show(*renewed),
+            show(power_off),
+            show(read)
+        ));
+    }
+    Ok(())
 }
 
 /// A2: an attested release only on a binding verified at the content it had when the fence was

@@ -681,7 +681,12 @@ impl crate::driver::ports::Level for SimLevel {
     }
 
     async fn switch_off(&self, index: usize) -> Result<(), crate::pdu::PduError> {
-        self.request(index, |t, outlet, by| t.switch_outlet(outlet, false, by)).await
+        // Test builds only: a client that switches the outlet On instead (`Sabotage::OutletSwitchedOn`).
+        #[cfg(test)]
+        let on = self.shared.sabotage == crate::sabotage::Sabotage::OutletSwitchedOn;
+        #[cfg(not(test))]
+        let on = false;
+        self.request(index, move |t, outlet, by| t.switch_outlet(outlet, on, by)).await
     }
 }
 
@@ -1033,8 +1038,16 @@ impl Bmc for SimDevice {
         let delay = self.shared.with(|t| t.bmcs[bmc].reset_delay);
         let delay = self.shared.between(delay);
         let by = self.caller();
+        // Test builds only: a client that resets the BMC's first system, whatever it is asked
+        // (`Sabotage::ResetToFirstSystem`).
+        #[cfg(test)]
+        let first = self.shared.sabotage == crate::sabotage::Sabotage::ResetToFirstSystem;
+        #[cfg(not(test))]
+        let first = false;
         self.request(Some(reset == ResetType::On), &system.path.clone(), None, move |t, _| {
-            let Some(index) = Self::find_system(t, bmc, &path) else {
+            let found = Self::find_system(t, bmc, &path);
+            let found = if first { found.map(|_| 0) } else { found };
+            let Some(index) = found else {
                 let missing =
                     BmcError::Status { method: "POST", path: path.clone(), status: 404, detail: String::new() };
                 return (Err(missing), Look::error());

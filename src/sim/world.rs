@@ -393,6 +393,9 @@ pub struct Truth {
     /// When each process read each Node, by (process, the remediation it reconciled, Node): what it
     /// could have known before acting.
     pub node_reads: BTreeMap<(u32, String, String), Vec<Micros>>,
+    /// The `Ready` status each Node showed, from when (its kubelet's reports and
+    /// kube-controller-manager's `Unknown`): what a read of the Node at a moment saw.
+    pub ready_history: BTreeMap<String, Vec<(Micros, String)>>,
     /// When each process read each remediation, by (process, task, remediation), as `node_reads`.
     pub remediation_reads: BTreeMap<(u32, String, String), Vec<Micros>>,
     /// When each taint (by `key=value:effect@time`) was put on its Node, in true time.
@@ -531,6 +534,7 @@ impl Truth {
             now: 0,
             life: BTreeMap::new(),
             node_reads: BTreeMap::new(),
+            ready_history: BTreeMap::new(),
             remediation_reads: BTreeMap::new(),
             boot_at_release: BTreeMap::new(),
             taint_added: BTreeMap::new(),
@@ -651,6 +655,7 @@ impl Truth {
         };
         self.nodes.insert(name.into(), roundtrip(&node));
         self.leases.insert(name.into(), Some(stale));
+        self.ready_history.entry(name.into()).or_default().push((self.now, ready.into()));
     }
 
     /// A binding of `node` to the BMC at `origin`: an IPMI one for an `ipmi://host:port` origin, a
@@ -1009,6 +1014,7 @@ impl Truth {
             }
             condition.status = status.into();
             condition.last_heartbeat_time = Some(now);
+            self.ready_history.entry(node.into()).or_default().push((self.now, status.into()));
         }
         if let (Some(boot), Some(info)) = (boot_id, s.node_info.as_mut()) {
             info.boot_id = boot.into();
