@@ -300,11 +300,10 @@ impl Checker {
         // A fence's level release (not an attested one) whose statement is right: its outlets are the
         // guard's device too, while the binding is as it was at the release (an edit leaves the level
         // unknown to the guard).
-        let level_release = released_through_level(truth, release) && !release.attested;
-        if level_release && scenario.levels.is_some_and(|l| l.wrong_mapping) {
-            // L5's named risk: outlets of another machine prove nothing either way.
-            return Some(Ok(()));
-        }
+        // A level whose mapping was stated wrongly (L5's named risk) names another machine's outlets:
+        // they are no device of this machine's guard, its BMC is, and R2 judges by what that answers.
+        let stated_wrongly = scenario.levels.is_some_and(|l| l.wrong_mapping);
+        let level_release = released_through_level(truth, release) && !release.attested && !stated_wrongly;
         let edited = truth.log.iter().any(
             |r| matches!(r, Record::BindingEdited { at, node: of, .. } if of == node && *at > release.at && *at <= on),
         );
@@ -732,53 +731,19 @@ impl Checker {
                         show(*at)
                     )));
                 }
-                // L6: never the power of a node that is not being fenced (admitted, its release not yet
-                // written, its remediation not being deleted) nor released by a fence whose power-on
-                // nobody approved: the machines the outlet feeds in truth, not the bindings. As R3, an
-                // approval counts when it names that release and stands on the Node, given before the
-                // switching task last read that Node (looser than L6 on "stands": any written release).
-                let fed = truth.outlets[*outlet].machines().map(|m| truth.machines[m].node.clone());
-                let approved = |node: &str, uid: &str| {
-                    let seen = truth
-                        .node_reads
-                        .get(&(by.pid, by.task.clone(), node.to_owned()))
-                        .and_then(|reads| reads.iter().rev().find(|read| **read <= *at).copied())
-                        .unwrap_or(*at);
-                    let current = truth
-                        .nodes
-                        .get(node)
-                        .and_then(|n| n.annotations().get(crate::guard::APPROVAL_ANNOTATION).cloned());
-                    truth.log.iter().any(|r| {
-                        matches!(r, Record::Approved { at: given, node: of, value } if of == node && *given <= seen
-                            && names_release(value, uid) && current.as_deref() == Some(value.as_str()))
-                    })
-                };
-                // The switching fence's own node: a deletion after its checked Off's last read of the
-                // remediation (right before the request, P1) is the power action's race, not L6's; one
-                // that read could have seen is L6's.
-                let last_read = truth
-                    .remediation_reads
-                    .get(&(by.pid, by.task.clone(), by.task.clone()))
-                    .and_then(|reads| reads.iter().rev().find(|read| **read <= *at).copied());
-                let unseen = |uid: &str| {
-                    truth.log.iter().any(|r| {
-                        matches!(r, Record::Deleted { at: deleted, uid: of, .. }
-                            if of == uid && last_read.is_some_and(|read| *deleted > read))
-                    })
-                };
-                let may_lose = |node: &str| {
-                    truth.remediations.values().filter(|r| contract::node_name(&r.metadata) == Some(node)).any(|r| {
-                        let released =
-                            r.status.as_ref().and_then(|s| s.evidence.as_ref()).is_some_and(|e| e.release.is_some());
-                        let uid = r.uid().unwrap_or_default();
-                        let racing = r.metadata.name.as_deref() == Some(&by.task) && unseen(&uid);
-                        let deleting = r.metadata.deletion_timestamp.is_some() && !racing;
-                        crate::levels::may_lose_shared_outlet(Phase::of(r), released && !approved(node, &uid), deleting)
-                    })
-                };
-                if let Some(node) = fed.filter(|n| truth.nodes.contains_key(n)).find(|n| !may_lose(n)) {
+                // L6, judged on the world by the oracle's own reading of it: an Off never takes the
+                // power of a machine (the outlet feeds it in truth, whatever the bindings say) whose
+                // node a power action is not permitted on at that moment.
+                let fed: Vec<String> = truth.outlets[*outlet]
+                    .machines()
+                    .map(|m| truth.machines[m].node.clone())
+                    .filter(|n| truth.nodes.contains_key(n))
+                    .collect();
+                if let Some((node, why)) =
+                    fed.iter().find_map(|n| shared_off_refused(truth, scenario, by, n, *at).map(|why| (n.clone(), why)))
+                {
                     return Err(Invariant::SharedOutlet.says(format!(
-                        "p{} switched off outlet {outlet} at {}, which feeds node {node}, neither being fenced nor released",
+                        "p{} switched off outlet {outlet} at {}, which feeds node {node}: {why}",
                         by.pid,
                         show(*at)
                     )));
@@ -859,22 +824,32 @@ impl Checker {
             }
             entered
         };
+        let spec = &scenario.spec;
+        let fresh = micros(fence::freshness(spec, timing()));
         // A release that keeps failing ends its attempt at the deadline, `ReleaseNotWritten` when none
-        // is left (docs/safety.md, Crash safety): the apiserver failing requests from when that fence
-        // last entered `Releasing` to its end may end a fence whose proof stood.
+        // is left (docs/safety.md, Crash safety): excused when the apiserver kept failing that fence's
+        // own requests from when it last entered `Releasing` to its end, never leaving it twice the
+        // proof's freshness to write in. One fault, or another process's, excuses nothing.
         let release_refused = ended_for(contract::Reason::ReleaseNotWritten).is_some_and(|(name, end)| {
             last_entered(&name, Phase::Releasing, end).is_some_and(|since| {
-                truth.log.iter().any(|r| matches!(r, Record::ApiFault { at, .. } if *at >= since && *at <= end))
+                let faults = truth.log.iter().filter_map(|r| match r {
+                    Record::ApiFault { at, by } if by.task == name => Some(*at),
+                    _ => None,
+                });
+                kept_failing(faults, since, end, 2 * fresh)
             })
         });
-        // A level could not prove Off within its attempts on a PDU that did not answer that fence in
-        // the level it ended at (L2 names timeouts among a level's ways to fail), as an unreliable
-        // BMC may exhaust its own.
+        // A level fails on timeouts too (L2: the gap an unanswered read leaves breaks the run, P2):
+        // excused when that fence's own PDU requests kept timing out in the level it ended at, never
+        // leaving it the time of a proof (settle, two gap bounds, the Off and L7's question).
+        let proof_time = micros(spec.settle.get()) + 2 * micros(fence::gap_bound(spec)) + 2 * super::REQUEST_TIMEOUT;
         let pdu_unreliable = ended_for(contract::Reason::PowerOffNotConfirmed).is_some_and(|(name, end)| {
             last_entered(&name, Phase::PoweringOffOutlets, end).is_some_and(|since| {
-                truth.log.iter().any(
-                    |r| matches!(r, Record::PduTimeout { at, by, .. } if by.task == name && *at >= since && *at <= end),
-                )
+                let timeouts = truth.log.iter().filter_map(|r| match r {
+                    Record::PduTimeout { at, by, .. } if by.task == name => Some(*at),
+                    _ => None,
+                });
+                kept_failing(timeouts, since, end, proof_time)
             })
         });
         match scenario.expect {
@@ -929,6 +904,24 @@ impl Checker {
         }
         Ok(())
     }
+}
+
+/// Whether failures at `times` kept coming from `since` to `end`: at least one, and no stretch
+/// without one (from `since`, between two, to `end`) longer than `stretch`.
+fn kept_failing(times: impl Iterator<Item = Micros>, since: Micros, end: Micros, stretch: Micros) -> bool {
+    let mut times: Vec<Micros> = times.filter(|at| *at >= since && *at <= end).collect();
+    if times.is_empty() {
+        return false;
+    }
+    times.sort_unstable();
+    let mut last = since;
+    for at in times.into_iter().chain(std::iter::once(end)) {
+        if at - last > stretch {
+            return false;
+        }
+        last = at;
+    }
+    true
 }
 
 fn show(at: Micros) -> String {
@@ -1222,6 +1215,86 @@ fn released_on_proof(
             Invariant::LevelProof.says(format!("{outlets}; nor by its BMC after its last outlet reading: {bmc}"))
         })
     })
+}
+
+/// L6 on the world: why an outlet Off by `by` at `at` may not take the power of `node`'s machine, if
+/// it may not. A power action is permitted on a node only while it is silent — no Lease renewal
+/// within `leaseFreshness` (but the last moment, which the watch may not have brought), `Ready` not
+/// `True` (nor anything but `Unknown`, unless `remediateReadyFalse`) when the switching task last read
+/// it — not excluded, and fenced: a remediation of it admitted and not being deleted whose release is
+/// not yet written, or one whose release stands and nobody approved to power on. The switching fence's
+/// own remediation, deleted after that task last read it before the Off (right before the request,
+/// P1), is the power action's race, not L6's. As R3, an approval counts when it names that release and
+/// stands on the Node, given before the task last read that Node; any written release counts as
+/// standing (looser than L6, which judges it on the Node it reads).
+fn shared_off_refused(truth: &Truth, scenario: &Scenario, by: &Caller, node: &str, at: Micros) -> Option<String> {
+    let read = truth
+        .node_reads
+        .get(&(by.pid, by.task.clone(), node.to_owned()))
+        .and_then(|reads| reads.iter().rev().find(|read| **read <= at).copied());
+    // What the switching task last read of the Node; one it did not read, as it was at the Off and
+    // for the moment before it (a change in the last moment it could not have seen).
+    let seen = read.unwrap_or(at);
+    let freshness = micros(scenario.spec.lease_freshness.get());
+    let life = truth.life.get(node).map(Vec::as_slice).unwrap_or_default();
+    if let Some((renewed, _)) =
+        life.iter().find(|(t, kind)| *kind == Life::Lease && *t >= at - freshness && *t <= at - UNSEEN_LEASE)
+    {
+        return Some(format!("its kubelet renewed its Lease at {}", show(*renewed)));
+    }
+    let ready_at = |t: Micros| truth.ready_history.get(node).and_then(|h| h.iter().rev().find(|(at, _)| *at <= t));
+    let silent = |status: &str| match scenario.spec.remediate_ready_false {
+        true => status != conditions::TRUE,
+        false => status == conditions::UNKNOWN,
+    };
+    let showed = match read {
+        Some(read) => ready_at(read).map(|(_, s)| s.clone()),
+        None => ready_at(at)
+            .zip(ready_at(at - UNSEEN_LEASE))
+            .and_then(|((_, now), (_, before))| (!silent(now) && !silent(before)).then(|| now.clone())),
+    };
+    if let Some(status) = showed.filter(|s| !silent(s)) {
+        let when = if read.is_some() { "when the switching task last read it" } else { "at the Off" };
+        return Some(format!("it showed Ready={status} {when}"));
+    }
+    if let Some((excluded, _)) = life.iter().find(|(t, kind)| *kind == Life::Excluded && *t <= seen) {
+        return Some(format!("it was labelled {} at {}", contract::EXCLUDE_LABEL, show(*excluded)));
+    }
+    let current = truth.nodes.get(node).and_then(|n| n.annotations().get(crate::guard::APPROVAL_ANNOTATION).cloned());
+    let approved = |uid: &str| {
+        truth.log.iter().any(|r| {
+            matches!(r, Record::Approved { at: given, node: of, value } if of == node && *given <= seen
+                && names_release(value, uid) && current.as_deref() == Some(value.as_str()))
+        })
+    };
+    let last_read = truth
+        .remediation_reads
+        .get(&(by.pid, by.task.clone(), by.task.clone()))
+        .and_then(|reads| reads.iter().rev().find(|read| **read <= at).copied());
+    let racing = |uid: &str| {
+        truth.log.iter().any(|r| {
+            matches!(r, Record::Deleted { at: deleted, uid: of, .. }
+                if of == uid && last_read.is_some_and(|read| *deleted > read))
+        })
+    };
+    let fenced = truth.remediations.values().filter(|r| contract::node_name(&r.metadata) == Some(node)).any(|r| {
+        let uid = r.uid().unwrap_or_default();
+        let own = r.metadata.name.as_deref() == Some(by.task.as_str());
+        if r.metadata.deletion_timestamp.is_some() && !(own && racing(&uid)) {
+            return false;
+        }
+        let released = r.status.as_ref().and_then(|s| s.evidence.as_ref()).is_some_and(|e| e.release.is_some());
+        match Phase::of(r) {
+            Phase::VerifyingIdentity
+            | Phase::PoweringOff
+            | Phase::ConfirmingOff
+            | Phase::PoweringOffOutlets
+            | Phase::Releasing => true,
+            Phase::Done | Phase::Failed => released && !approved(&uid),
+            Phase::Pending | Phase::WaitingForRelease | Phase::PoweringOn | Phase::WaitingForNode => false,
+        }
+    });
+    (!fenced).then(|| "neither being fenced nor released by a fence whose power-on nobody approved".to_owned())
 }
 
 /// Silence at release (docs/safety.md, "What counts as proof"): a fence writes its release (the

@@ -227,8 +227,8 @@ impl Process {
 
     /// The world's record of a request it failed (the liveness oracle reads it: R/P, `ReleaseNotWritten`).
     fn fault_recorded(&self) {
-        let pid = self.pid;
-        self.shared.with(|t| t.log.push(Record::ApiFault { at: t.now, pid }));
+        let by = self.caller_now();
+        self.shared.with(|t| t.log.push(Record::ApiFault { at: t.now, by }));
     }
 
     /// Who makes the call taking effect now.

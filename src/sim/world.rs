@@ -293,7 +293,7 @@ pub enum Record {
     /// A person edited a node's binding: the BMC its endpoint leads to since (none: nowhere known).
     BindingEdited { at: Micros, node: String, bmc: Option<usize> },
     /// The world failed an apiserver request of coroner's (a 503, a conflict, an answer lost).
-    ApiFault { at: Micros, pid: u32 },
+    ApiFault { at: Micros, by: Caller },
     /// A request to a BMC timed out (the world logs it: the oracle tells "asked, no answer" from
     /// "never asked").
     BmcTimeout { at: Micros, by: Caller, bmc: usize },
