@@ -47,8 +47,6 @@ pub const UNGUARDED_NODE_DELETED: &str = "ReleaseUnguardedNodeDeleted";
 pub const RETURNED_WITHOUT_APPROVAL: &str = "ReturnedWithoutApproval";
 /// A ForceOff the guard decided and then did not send, with the typed cause.
 pub const GUARD_HELD: &str = "GuardHeld";
-/// An approval an earlier version accepted (it names no release), honoured once for its release.
-pub const APPROVAL_FROM_BEFORE_UPGRADE: &str = "ApprovalFromBeforeUpgrade";
 
 /// R1: whether this fence's release stands, judged from its record in status — never from a taint
 /// or an annotation on the Node, which anything may rewrite or remove. It stands from the release
@@ -281,8 +279,8 @@ pub fn release_id(remediation_uid: &str, status: &CoronerRemediationStatus) -> O
 }
 
 /// R3: `new` with its release's id recorded, when the write makes the release (`stored` has none) or
-/// moves its time (an attested release confirmed at its Node update). A record an earlier version
-/// wrote keeps none until the guard's first round under this version ([`from_before_upgrade`]).
+/// moves its time (an attested release confirmed at its Node update). An approval must name that id:
+/// one that names none is never honoured, whenever it was written.
 pub fn with_release_id(
     mut new: CoronerRemediationStatus,
     stored: &CoronerRemediationStatus,
@@ -295,72 +293,6 @@ pub fn with_release_id(
         release.release_id = Some(release_id_at(remediation_uid, release.released_at.0));
     }
     new
-}
-
-/// Whether an approval's value starts with a release id (`<uid>@<seconds>`), whichever release.
-fn names_a_release(value: &str) -> bool {
-    let first = value.split_whitespace().next().unwrap_or_default();
-    first
-        .rsplit_once('@')
-        .is_some_and(|(uid, secs)| !uid.is_empty() && !secs.is_empty() && secs.bytes().all(|b| b.is_ascii_digit()))
-}
-
-/// When the approval annotation was last written, as the Node's managedFields say (the latest
-/// entry that owns it).
-pub fn approval_set_at(node: &Node) -> Option<Timestamp> {
-    let pointer = format!("/f:metadata/f:annotations/f:{}", APPROVAL_ANNOTATION.replace('~', "~0").replace('/', "~1"));
-    node.metadata
-        .managed_fields
-        .iter()
-        .flatten()
-        .filter(|m| m.fields_v1.as_ref().is_some_and(|f| f.0.pointer(&pointer).is_some()))
-        .filter_map(|m| m.time.as_ref().map(|t| t.0))
-        .max()
-}
-
-/// What the guard's first round under this version makes of a standing release an earlier version
-/// recorded (no `releaseId`).
-#[derive(Clone, Debug, PartialEq)]
-pub struct Upgrade {
-    /// The record with its id: the guard judges it as this version's from now on.
-    pub status: CoronerRemediationStatus,
-    /// The approval rewritten to name this release, with what it announces.
-    pub approval: Option<(String, Notice)>,
-}
-
-/// R3/R7, once per release: a record an earlier version wrote gets its id; an approval that names no
-/// release, written (its managedFields time) after the release, was given under the earlier
-/// version's rule and is honoured for this release — rewritten to name it, announced
-/// `ApprovalFromBeforeUpgrade`. Any later approval must name its release.
-pub fn from_before_upgrade(
-    status: &CoronerRemediationStatus,
-    remediation_uid: &str,
-    value: Option<&str>,
-    set_at: Option<Timestamp>,
-) -> Option<Upgrade> {
-    let release = status.evidence.as_ref()?.release.as_ref()?;
-    if release.release_id.is_some() {
-        return None;
-    }
-    let id = release_id_at(remediation_uid, release.released_at.0);
-    let mut new = status.clone();
-    if let Some(release) = new.evidence.as_mut().and_then(|e| e.release.as_mut()) {
-        release.release_id = Some(id.clone());
-    }
-    // One the previous version already judged and reported as naming no release stays refused: it
-    // had approval ids too (R3), and carrying it over would disarm a guard that was enforcing.
-    let refused_before = status.guard.as_ref().and_then(|g| g.ignored_approval.as_deref()) == value;
-    let approval = match (value, set_at) {
-        (Some(value), Some(at)) if at > release.released_at.0 && !names_a_release(value) && !refused_before => {
-            let rewritten = format!("{id} from-before-upgrade: {value}");
-            let message = format!(
-                "the approval {value:?} (written {at}) names no release; it was given after release {id} under the rule of an earlier coroner, and is honoured for this release once, rewritten as {rewritten:?}; approvals now name their release (coroner approve NODE)"
-            );
-            Some((rewritten, Notice { warning: true, reason: APPROVAL_FROM_BEFORE_UPGRADE.into(), message }))
-        }
-        _ => None,
-    };
-    Some(Upgrade { status: new, approval })
 }
 
 /// R3: the id of the release `remediation_uid` made at `released_at`.
@@ -521,7 +453,9 @@ pub fn identity_target(status: &CoronerRemediationStatus, node: &NodeSnapshot) -
 /// An attested release proved no system: nothing tells the guard which machine to read. It takes the
 /// fence's way to one in what the BMC answers now (the binding naming the node, the system whose UUID
 /// is `node_uuid`, no other claim on that UUID: [`identity::prove`]) and records it as the release's
-/// identity, through which it reads, and enforces, from then on.
+/// identity, through which it reads, and enforces, from then on. R2: the identity read is the guard's
+/// device answering: a machine it finds not Off is a sighting ([`GuardStatus::sighted_at`], and
+/// [`Memory::sighted_on`] in the process, [`identified_sighting`]), acted on at once.
 pub fn identify(
     status: &CoronerRemediationStatus,
     found: Result<IdentityFound, IdentityProblem>,
@@ -548,8 +482,22 @@ pub fn identify(
         binding_generation: Some(found.through.generation),
         binding_content: Some(crate::access::content_hex(found.through.serial)),
     });
+    if found.system.power_state != PowerState::Off {
+        new.guard.get_or_insert_with(Default::default).sighted_at = Some(MicroTime(now));
+    }
     new.last_update_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now));
     Ok((new, Notice { warning: false, reason: "GuardIdentityVerified".into(), message }))
+}
+
+/// R2: what the guard remembers of the machine its identification found: a power that is not Off is
+/// its own sighting ([`identify`]).
+pub fn identified_sighting(memory: &Memory, found: &Result<IdentityFound, IdentityProblem>) -> Memory {
+    match found {
+        Ok(found) if found.system.power_state != PowerState::Off => {
+            Memory { sighted_on: Some(found.system.power_state.clone()), guarded_at: None, ..memory.clone() }
+        }
+        _ => memory.clone(),
+    }
 }
 
 /// What one guard step knows besides the reading.

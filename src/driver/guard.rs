@@ -43,62 +43,9 @@ impl<W: World> Fence<'_, W> {
         Ok(())
     }
 
-    /// A standing release an earlier version recorded (no `releaseId`). Not async: the status it
-    /// clones stays out of the guard's future and its frame.
-    fn recorded_before_upgrade(&self, node: &Node) -> bool {
-        let status = self.status();
-        let recorded = status.evidence.as_ref().and_then(|e| e.release.as_ref());
-        recorded.is_some_and(|r| r.release_id.is_none())
-            && crate::guard::release_stands(&status, &NodeSnapshot::new(node, None, &self.uid))
-    }
-
-    /// R3/R7: the first guard round over a release an earlier version recorded gives the record its
-    /// id and honours an approval given after the release under the earlier rule
-    /// ([`crate::guard::from_before_upgrade`]): the approval is rewritten to name the release first,
-    /// then the record written, so a crash between the two loses nothing. Returns the Node as
-    /// written, if it was.
-    async fn upgrade_record(&mut self, node: &Node) -> Result<Option<Node>, Error> {
-        let status = self.status();
-        let value = node.annotations().get(crate::guard::APPROVAL_ANNOTATION).cloned();
-        let set_at = crate::guard::approval_set_at(node);
-        let Some(upgrade) = crate::guard::from_before_upgrade(&status, &self.uid, value.as_deref(), set_at) else {
-            return Ok(None);
-        };
-        let mut written = None;
-        let mut notices = Vec::new();
-        if let Some((rewritten, notice)) = upgrade.approval {
-            self.world.ensure_leader(self.world.settings().request_timeout).await?;
-            written = release::update_node(self.world, &self.node_name, |current| {
-                // Only the approval judged: one changed since is judged under this version's rule.
-                if current.annotations().get(crate::guard::APPROVAL_ANNOTATION) != value.as_ref() {
-                    return None;
-                }
-                let mut updated = current.clone();
-                let annotations = updated.metadata.annotations.get_or_insert_with(Default::default);
-                annotations.insert(crate::guard::APPROVAL_ANNOTATION.into(), rewritten.clone());
-                Some(updated)
-            })
-            .await?;
-            if written.is_some() {
-                warn!(node = %self.node_name, "{}", notice.message);
-                self.world.metrics().safety_override(crate::guard::APPROVAL_FROM_BEFORE_UPGRADE);
-                notices.push(notice);
-            }
-        }
-        let decision = self.recording(upgrade.status, notices);
-        self.commit(decision, Some(written.as_ref().unwrap_or(node))).await?;
-        Ok(written)
-    }
-
     /// The guard after the release, on every reconcile while this fence's release stands
     /// ([`crate::guard::release_stands`]). Returns when the guard reads again.
     pub(super) async fn guard(&mut self, node: &Node) -> Result<Option<StdDuration>, Error> {
-        // Boxed: once per release an earlier version recorded, kept out of every round's future.
-        let upgraded = match self.recorded_before_upgrade(node) {
-            true => Box::pin(self.upgrade_record(node)).await?.map(Box::new),
-            false => None,
-        };
-        let node = upgraded.as_deref().unwrap_or(node);
         let status = self.status();
         let Some(release) = status.evidence.as_ref().and_then(|e| e.release.as_ref()) else { return Ok(None) };
         let snapshot = NodeSnapshot::new(node, None, &self.uid);
@@ -176,15 +123,18 @@ impl<W: World> Fence<'_, W> {
             // An attested release, or a binding edited since: the machine is found first, through
             // the binding, as a fence does.
             _ => {
+                let mut sighted = memory.clone();
                 let identified = match crate::guard::identity_target(&status, &snapshot) {
                     Ok(uuid) => {
-                        crate::guard::identify(&status, self.identity(&snapshot).await?, &uuid, self.world.now())
+                        let found = self.identity(&snapshot).await?;
+                        sighted = crate::guard::identified_sighting(&memory, &found);
+                        crate::guard::identify(&status, found, &uuid, self.world.now())
                     }
                     Err(why) => Err(why),
                 };
                 match identified {
                     Ok((status, notice)) => {
-                        let memory = memory.clone();
+                        let memory = sighted;
                         let decision = Decision { status, memory, reset: None, requeue: None, notices: vec![notice] };
                         self.commit(decision, Some(node)).await?;
                         return Ok(Some(StdDuration::ZERO));

@@ -591,6 +591,14 @@ pub fn reader_unnamed(status: &CoronerRemediationStatus, instance: &str) -> bool
         && status.progress.as_ref().and_then(|p| p.reader.as_deref()) != Some(instance)
 }
 
+/// R1: this fence's release is on the Node (its exact owned taint) while its status, still in
+/// `Releasing`, does not record it (the process that wrote it stopped first). It is recorded before
+/// anything else is decided, whatever the attempt's deadline: an attempt ended instead would forget a
+/// release that stands, and leave it unguarded.
+pub fn release_unrecorded(status: &CoronerRemediationStatus, node: &NodeSnapshot) -> bool {
+    phase_of(status) == Phase::Releasing && node.released_at.is_some() && !is_released(status)
+}
+
 /// What to observe next in the current phase.
 pub fn plan(spec: &CoronerRemediationSpec, status: &CoronerRemediationStatus, ctx: Context<'_>) -> Plan {
     let spec = spec_of(spec, status);
@@ -604,7 +612,7 @@ pub fn plan(spec: &CoronerRemediationSpec, status: &CoronerRemediationStatus, ct
         None => system_path().map_or(Plan::VerifyIdentity, |system_path| Plan::ReadPower { system_path }),
     };
     let phase = phase_of(status);
-    if phase == Phase::Releasing && ctx.node.released_at.is_some() && !is_released(status) {
+    if release_unrecorded(status, ctx.node) {
         return Plan::RecordRelease;
     }
     match phase {
@@ -1104,7 +1112,7 @@ impl<'a> Step<'a> {
             }
             Phase::PoweringOff | Phase::ConfirmingOff | Phase::PoweringOffOutlets | Phase::Releasing => {
                 self.progress.last_error = Some(cause);
-                if !self.check_attempt_deadline() {
+                if release_unrecorded(self.old, self.ctx.node) || !self.check_attempt_deadline() {
                     self.requeue = Some(self.spec.poll_interval.get());
                 }
             }

@@ -1419,6 +1419,24 @@ fn an_adopted_release_with_reboot_ends_as_an_off_release_and_never_waits_for_a_p
 }
 
 #[test]
+fn a_release_on_the_node_that_status_does_not_record_outlives_the_attempts_deadline() {
+    let spec = CoronerRemediationSpec { retry: crate::api::Retry { count: 1, ..spec().retry }, ..spec() };
+    let releasing = releasing(&spec);
+    // The process that wrote the release stopped before its status write; the next one's look at the
+    // Node finds the release, long past the attempt's deadline, and its reads then fail.
+    let on_node = NodeSnapshot { released_at: Some(t(5)), ..node() };
+    let late = ctx(600, &on_node);
+    assert_eq!(plan_of(&spec, &releasing, late), Plan::RecordRelease);
+    let failed = step(&spec, &releasing, Observation::Unavailable("the apiserver answered 503".into()), late);
+    assert_eq!(failed.status.phase, Some(Phase::Releasing), "the release stands: recorded first, never forgotten");
+    let recorded = step(&spec, &State::from(&failed), released(), late);
+    assert!(recorded.status.evidence.as_ref().unwrap().release.is_some());
+    // Without the release on the Node, the same failure at that time ends the attempt.
+    let none = step(&spec, &releasing, Observation::Unavailable("503".into()), ctx(600, &node()));
+    assert_eq!(succeeded(&none.status).1, "ReleaseNotWritten");
+}
+
+#[test]
 fn a_release_that_keeps_expiring_ends_the_attempt_at_its_deadline() {
     let spec = CoronerRemediationSpec { retry: crate::api::Retry { count: 1, ..spec().retry }, ..spec() };
     let expired = Observation::Release(Err(ReleaseRefusal::ProofExpired));

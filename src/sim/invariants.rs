@@ -301,8 +301,11 @@ impl Checker {
         // guard's device too, while the binding is as it was at the release (an edit leaves the level
         // unknown to the guard).
         // A level whose mapping was stated wrongly (L5's named risk) names another machine's outlets:
-        // they are no device of this machine's guard, its BMC is, and R2 judges by what that answers.
+        // they are no device of this machine's guard; its BMC is, and R2 judges the guard once the BMC
+        // answers. While the BMC is dark, those outlets reading Off are what L9 rests on: no
+        // `GuardBlind` is owed (the guard cannot know the statement is wrong).
         let stated_wrongly = scenario.levels.is_some_and(|l| l.wrong_mapping);
+        let wrong_level = released_through_level(truth, release) && !release.attested && stated_wrongly;
         let level_release = released_through_level(truth, release) && !release.attested && !stated_wrongly;
         let edited = truth.log.iter().any(
             |r| matches!(r, Record::BindingEdited { at, node: of, .. } if of == node && *at > release.at && *at <= on),
@@ -333,6 +336,17 @@ impl Checker {
                 // A later dark spell is judged only if the machine still runs when it begins.
                 if end <= deadline || (start != on && !truth.machines[machine].on_at(start)) {
                     return Some(Ok(()));
+                }
+                if wrong_level {
+                    let still_on = truth.machines[machine].on_at(truth.now) && end > truth.now;
+                    return match guard_sees_from(truth, node, machine, deadline, truth.now, outlets) {
+                        Some(again) if still_on || again < end => {
+                            start = again;
+                            continue;
+                        }
+                        None if still_on => None,
+                        _ => Some(Ok(())),
+                    };
                 }
                 // A GuardBlind already reported for this dark spell of the guard's device stands (R2).
                 // As `ReleasedMachinePoweredOn`, the report is the Guard condition written to the status;

@@ -602,6 +602,18 @@ pub const REGRESSIONS: &[(u64, &str)] = &[
         580271,
         "liveness, P4 (soak 573000-582999): a PDU-level fence with settle 1.86 s and pollInterval 366 ms on an apiserver failing 5% of requests: the error policy's backoff (0.5 s, then 1 s) after failed reconciles put readings further apart than the request bound in every run of its one attempt (PowerOffNotConfirmed); a fence that reads the machine now retries a conflict or an unavailable API server after at most its pollInterval or 250 ms (fence::retry_within)",
     ),
+    (
+        700698,
+        "R1 (soak 698000-707999, on the oracle of issue 46): a release written by a process that died before its status write was forgotten when the next process's look at the Node failed on the apiserver past the attempt's deadline: the attempt ended (PowerOffNotConfirmed, \"nothing released\") with the taint left on the Node, unguarded, and a second remediation fenced the machine under guard: Alert. A release on the Node that status does not record is now recorded whatever the deadline (fence::release_unrecorded)",
+    ),
+    (
+        707405,
+        "R2 (soak 698000-707999, on the oracle of issue 46): after the binding's systemId was edited, the guard found the released machine again through it, and that identity read answered On; the guard dropped it and read again an interval later, after the glitch had ended. The identity read is the guard's device answering: a machine it finds not Off is now a sighting (guard::identified_sighting)",
+    ),
+    (
+        707667,
+        "oracle stricter than L9 (soak 698000-707999): a release through a wrongly stated level, its BMC dead, was judged by R2 through that BMC and a GuardBlind asked for; while the BMC is dark the level's outlets reading Off are what L9 rests on (the guard cannot know the statement is wrong). R2 judges such a release once its BMC answers",
+    ),
 ];
 
 const GUARD_SHARED_OFF: &str = "L6/L9: the guard switches off a shared outlet, switched on by hand after the release, while the other node it feeds is fenced too";

@@ -13,6 +13,7 @@ pub mod invariants;
 mod known;
 pub mod lab;
 pub mod process;
+pub mod reach;
 #[cfg(test)]
 mod sabotage;
 pub mod scenario;
@@ -64,6 +65,8 @@ pub struct Outcome {
     pub failure: Option<String>,
     /// Which invariant that was.
     pub broken: Option<invariants::Invariant>,
+    /// The shapes of [`reach::Shape`] asked for that the run reached.
+    pub reached: Vec<reach::Shape>,
 }
 
 /// A world event at a time.
@@ -140,7 +143,16 @@ struct Run {
 
 /// Runs one schedule from its seed.
 pub fn run(seed: u64) -> Outcome {
-    outcome(seed, Run::new(Scenario::generate(seed)))
+    reaching(seed, &[])
+}
+
+/// Runs one schedule from its seed, and tells which of `shapes` it reached.
+pub fn reaching(seed: u64, shapes: &[reach::Shape]) -> Outcome {
+    let mut run = Run::new(Scenario::generate(seed));
+    let mut outcome = outcome(seed, &mut run);
+    outcome.reached =
+        run.shared.with(|t| shapes.iter().copied().filter(|shape| shape.reached(t, &run.scenario)).collect());
+    outcome
 }
 
 /// Test builds only: one schedule from its seed, on a product sabotaged one way ([`crate::sabotage`]).
@@ -151,10 +163,10 @@ pub fn run_sabotaged(seed: u64, sabotage: crate::sabotage::Sabotage) -> Outcome 
     if let Some(shared) = Arc::get_mut(&mut run.shared) {
         shared.sabotage = sabotage;
     }
-    outcome(seed, run)
+    outcome(seed, &mut run)
 }
 
-fn outcome(seed: u64, mut run: Run) -> Outcome {
+fn outcome(seed: u64, run: &mut Run) -> Outcome {
     let violation = run.go().err();
     let broken = violation.as_ref().map(|v| v.invariant);
     let failure = violation.map(|why| run.report(&why.to_string()));
@@ -216,7 +228,7 @@ fn outcome(seed: u64, mut run: Run) -> Outcome {
     stats.looks = looks.len() as u64;
     stats.proven_again = looks.iter().filter(|(found, _)| again(found)).count() as u64;
     stats.released_after_look = looks.iter().filter(|(found, released)| again(found) && *released).count() as u64;
-    Outcome { seed, stats, failure, broken }
+    Outcome { seed, stats, failure, broken, reached: Vec::new() }
 }
 
 /// The full report of a seed, failing or not (for reading a schedule).

@@ -176,3 +176,41 @@ fn sabotage_shared_outlet() {
     let fits = |s: &Scenario| s.levels.is_some_and(|l| l.shared.is_some());
     shown(Sabotage::SharedUnchecked, Invariant::SharedOutlet, 0..8000, fits);
 }
+
+#[test]
+#[ignore]
+fn scratch_shapes() {
+    use super::known::{COVERAGE, KNOWN_FAILURES, REGRESSIONS};
+    let seeds: Vec<(u64, &str)> = KNOWN_FAILURES.iter().chain(REGRESSIONS).chain(COVERAGE).copied().collect();
+    let h = std::thread::Builder::new()
+        .stack_size(crate::WORKER_STACK)
+        .spawn(move || {
+            let mut out = String::new();
+            for (seed, desc) in seeds {
+                let o = super::reaching(seed, super::reach::Shape::ALL);
+                out += &format!("{seed}\t{:?}\t{}\n", o.reached, &desc[..desc.len().min(70)]);
+            }
+            std::fs::write("/tmp/shapes.tsv", out).unwrap();
+        })
+        .unwrap();
+    h.join().unwrap();
+}
+
+#[test]
+#[ignore]
+fn scratch_scan() {
+    let from: u64 = std::env::var("FROM").unwrap().parse().unwrap();
+    let to: u64 = std::env::var("TO").unwrap().parse().unwrap();
+    let h = std::thread::Builder::new()
+        .stack_size(crate::WORKER_STACK)
+        .spawn(move || {
+            let mut out = String::new();
+            for seed in from..to {
+                let o = super::reaching(seed, super::reach::Shape::ALL);
+                out += &format!("{seed}\t{}\t{:?}\n", o.failure.is_none(), o.reached);
+            }
+            std::fs::write(format!("/tmp/scan-{from}.tsv"), out).unwrap();
+        })
+        .unwrap();
+    h.join().unwrap();
+}

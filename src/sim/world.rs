@@ -396,6 +396,8 @@ pub struct Truth {
     /// The `Ready` status each Node showed, from when (its kubelet's reports and
     /// kube-controller-manager's `Unknown`): what a read of the Node at a moment saw.
     pub ready_history: BTreeMap<String, Vec<(Micros, String)>>,
+    /// Every remediation created: its name, its node and when (kept past its deletion).
+    pub created: Vec<(String, String, Micros)>,
     /// When each process read each remediation, by (process, task, remediation), as `node_reads`.
     pub remediation_reads: BTreeMap<(u32, String, String), Vec<Micros>>,
     /// When each taint (by `key=value:effect@time`) was put on its Node, in true time.
@@ -535,6 +537,7 @@ impl Truth {
             life: BTreeMap::new(),
             node_reads: BTreeMap::new(),
             ready_history: BTreeMap::new(),
+            created: Vec::new(),
             remediation_reads: BTreeMap::new(),
             boot_at_release: BTreeMap::new(),
             taint_added: BTreeMap::new(),
@@ -789,6 +792,18 @@ impl Truth {
             Some([(contract::NODE_NAME_ANNOTATION.to_owned(), node.to_owned())].into_iter().collect());
         self.remediations.insert(name.into(), roundtrip(&remediation));
         self.changes.push(Change::Remediation(name.into()));
+        self.created.push((name.into(), node.into(), self.now));
+    }
+
+    /// The node a remediation (alive or deleted) fences.
+    pub fn remediation_node(&self, name: &str) -> Option<String> {
+        self.created.iter().rev().find(|(of, ..)| of == name).map(|(_, node, _)| node.clone())
+    }
+
+    /// Whether remediation `older` was first created before `younger`.
+    pub fn created_before(&self, older: &str, younger: &str) -> bool {
+        let first = |name: &str| self.created.iter().find(|(of, ..)| of == name).map(|(.., at)| *at);
+        matches!((first(older), first(younger)), (Some(a), Some(b)) if a < b)
     }
 
     /// NHC's or a person's delete: the object goes once no finalizer holds it.

@@ -85,7 +85,7 @@ pub struct Metrics {
     pub fence_did_not_take_effect: Family<NodeLabels, Counter>,
     pub returned_without_approval: Family<NodeLabels, Counter>,
     /// Every way around a rule that was taken, by kind (`ApprovalPolicyMissing`,
-    /// `ApprovalFromBeforeUpgrade`, `Acknowledged<Reason>`, `ReturnedWithoutApproval`).
+    /// `Acknowledged<Reason>`, `ReturnedWithoutApproval`).
     pub safety_overrides: Family<KindLabels, Counter>,
     /// 1 while a CRD coroner serves is older than it needs: it acts on nothing.
     pub crd_outdated: Gauge,
@@ -207,7 +207,7 @@ impl Metrics {
         );
         registry.register(
             "safety_overrides",
-            "Ways around a safety rule that were taken, by kind (ApprovalPolicyMissing: an approval honoured with no admission policy guarding it; ApprovalFromBeforeUpgrade: an approval naming no release, honoured once after an upgrade; Acknowledged<Reason>: an attestation released on evidence its attester acknowledged; ReturnedWithoutApproval)",
+            "Ways around a safety rule that were taken, by kind (ApprovalPolicyMissing: an approval honoured with no admission policy guarding it; Acknowledged<Reason>: an attestation released on evidence its attester acknowledged; ReturnedWithoutApproval)",
             m.safety_overrides,
         );
         (metrics, registry)
