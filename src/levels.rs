@@ -12,7 +12,7 @@ use kube::ResourceExt;
 use crate::{
     api::{BmcBinding, BmcBindingSpec, FenceAction, LevelConfirmation, MappingProof, PduLevel, Phase},
     contract::Reason,
-    pdu::{NotOff, OutletReading, PduError, proves_off},
+    pdu::{NotOff, OutletReading, OutletState, PduError, proves_off},
 };
 
 /// L2: why a fence whose level ended with `reason` stops there instead of trying the next level.
@@ -90,6 +90,32 @@ pub fn level_proves_off(outlets: &[OutletOutcome]) -> Result<(), LevelNotOff> {
         }
     }
     unread.map_or(Ok(()), Err)
+}
+
+/// L4 within one fence: [`level_proves_off`], and an outlet whose meter gave a reading earlier in
+/// this fence (`metered`: the outlets that did, [`metered_now`], kept in the fence's
+/// `status.progress.meteredOutlets`) proves nothing once it gives none:
+/// a PDU that drops the sensor may hide a draw as a silent one does.
+pub fn level_proves_off_since(outlets: &[OutletOutcome], metered: &[String]) -> Result<(), LevelNotOff> {
+    let fell_silent = outlets.iter().find(|o| {
+        metered.contains(&o.outlet)
+            && o.reading.as_ref().is_ok_and(|r| r.state == OutletState::Off && r.watts.is_none())
+    });
+    match fell_silent {
+        Some(outlet) => Err(LevelNotOff::NotOff { outlet: outlet.outlet.clone(), cause: NotOff::MeterSilent }),
+        None => level_proves_off(outlets),
+    }
+}
+
+/// The outlets whose meter has given a reading in this fence: `before`, and those that give one now.
+pub fn metered_now(before: &[String], outlets: &[OutletOutcome]) -> Vec<String> {
+    let mut metered = before.to_vec();
+    for outcome in outlets {
+        if outcome.reading.as_ref().is_ok_and(|r| r.watts.is_some()) && !metered.contains(&outcome.outlet) {
+            metered.push(outcome.outlet.clone());
+        }
+    }
+    metered
 }
 
 /// What a level's mapping rests on.
@@ -460,7 +486,7 @@ mod tests {
     }
 
     fn off(watts: Option<f64>) -> OutletReading {
-        OutletReading { state: OutletState::Off, pending: false, watts }
+        OutletReading { state: OutletState::Off, pending: false, watts, metered: watts.is_some() }
     }
 
     fn outcome(outlet: &str, reading: Result<OutletReading, PduError>) -> OutletOutcome {
@@ -511,7 +537,7 @@ mod tests {
     fn a_level_proves_off_only_when_every_outlet_does() {
         let both = [outcome("a", Ok(off(Some(0.0)))), outcome("b", Ok(off(None)))];
         assert_eq!(level_proves_off(&both), Ok(()));
-        let on = OutletReading { state: OutletState::On, pending: false, watts: None };
+        let on = OutletReading { state: OutletState::On, pending: false, watts: None, metered: false };
         let one_on = [outcome("a", Ok(off(None))), outcome("b", Ok(on))];
         assert_eq!(
             level_proves_off(&one_on),
@@ -529,7 +555,7 @@ mod tests {
 
     #[test]
     fn an_outlet_read_on_is_named_before_one_that_could_not_be_read_so_it_is_switched_off() {
-        let on = OutletReading { state: OutletState::On, pending: false, watts: None };
+        let on = OutletReading { state: OutletState::On, pending: false, watts: None, metered: false };
         let levels = [outcome("a", Err(PduError::Unreachable("no route".into()))), outcome("b", Ok(on))];
         assert_eq!(
             level_proves_off(&levels),
@@ -541,6 +567,23 @@ mod tests {
     fn a_welded_relay_that_still_draws_is_not_off() {
         let levels = [outcome("a", Ok(off(Some(120.0))))];
         assert!(matches!(level_proves_off(&levels), Err(LevelNotOff::NotOff { cause: NotOff::Drawing { .. }, .. })));
+    }
+
+    #[test]
+    fn an_outlet_whose_meter_read_earlier_in_the_fence_and_reads_nothing_now_proves_nothing() {
+        let metered = metered_now(&[], &[outcome("a", Ok(off(Some(0.0)))), outcome("b", Ok(off(None)))]);
+        assert_eq!(metered, ["a"], "only an outlet that gave a reading");
+        // Its sensor dropped from the answer (no meter reported): the relay alone says Off.
+        let dropped = OutletReading { state: OutletState::Off, pending: false, watts: None, metered: false };
+        let now = [outcome("a", Ok(dropped)), outcome("b", Ok(off(None)))];
+        assert_eq!(level_proves_off(&now), Ok(()), "on its own, this reading would prove Off");
+        assert_eq!(
+            level_proves_off_since(&now, &metered),
+            Err(LevelNotOff::NotOff { outlet: "a".into(), cause: NotOff::MeterSilent })
+        );
+        // An outlet that never gave a reading in this fence is judged as it reads.
+        assert_eq!(level_proves_off_since(&now, &["c".to_owned()]), Ok(()));
+        assert_eq!(level_proves_off_since(&[outcome("a", Ok(off(Some(0.0))))], &metered), Ok(()));
     }
 
     #[test]
@@ -746,11 +789,9 @@ mod tests {
         let state = prop_oneof![Just(OutletState::On), Just(OutletState::Off)];
         let watts = proptest::option::of(prop_oneof![Just(0.0), Just(5.0), Just(300.0)]);
         prop_oneof![
-            (state, any::<bool>(), watts).prop_map(|(state, pending, watts)| Ok(OutletReading {
-                state,
-                pending,
-                watts
-            })),
+            (state, any::<bool>(), watts, any::<bool>()).prop_map(|(state, pending, watts, metered)| {
+                Ok(OutletReading { state, pending, watts, metered: metered || watts.is_some() })
+            }),
             Just(Err(PduError::Unreachable("down".into()))),
         ]
     }

@@ -69,14 +69,14 @@ async fn a_redfish_outlet_reads_switches_off_proves_off_and_switches_on_over_ver
     let started = Instant::now();
     let on = pdu.read(&a1()).await.unwrap();
     let read_time = started.elapsed();
-    assert_eq!(on, OutletReading { state: OutletState::On, pending: false, watts: Some(180.0) });
+    assert_eq!(on, OutletReading { state: OutletState::On, pending: false, watts: Some(180.0), metered: true });
     assert_eq!(proves_off(&on, FLOOR_WATTS), Err(NotOff::Reads(OutletState::On)));
 
     let started = Instant::now();
     pdu.switch(&a1(), OutletCommand::Off).await.unwrap();
     let switch_time = started.elapsed();
     let (off, waited) = until_off(&pdu, &a1(), Duration::from_secs(3)).await;
-    assert_eq!(off, OutletReading { state: OutletState::Off, pending: false, watts: Some(0.0) });
+    assert_eq!(off, OutletReading { state: OutletState::Off, pending: false, watts: Some(0.0), metered: true });
     assert_eq!(peer.outlets()["A2"]["state"], "On", "only the addressed outlet switched");
 
     pdu.switch(&a1(), OutletCommand::On).await.unwrap();
@@ -186,7 +186,7 @@ async fn an_snmpv3_outlet_reads_switches_off_proves_off_and_switches_on_as_snmpg
     let started = Instant::now();
     assert_eq!(pdu.read(&outlet(2)).await.unwrap(), on);
     let read_time = started.elapsed();
-    assert_eq!(on, OutletReading { state: OutletState::On, pending: false, watts: None });
+    assert_eq!(on, OutletReading { state: OutletState::On, pending: false, watts: None, metered: false });
     assert_eq!(peer.fence_apc_snmp_status(2, true).0, 0, "fence_apc_snmp reads it on");
 
     let started = Instant::now();
@@ -196,7 +196,7 @@ async fn an_snmpv3_outlet_reads_switches_off_proves_off_and_switches_on_as_snmpg
     assert!(pending.pending, "a command pending is read as such: {pending:?}");
     assert!(proves_off(&pending, FLOOR_WATTS).is_err());
     let (off, waited) = until_off(&pdu, &outlet(2), Duration::from_secs(3)).await;
-    assert_eq!(off, OutletReading { state: OutletState::Off, pending: false, watts: None });
+    assert_eq!(off, OutletReading { state: OutletState::Off, pending: false, watts: None, metered: false });
     let seen = peer.snmpget(&[".1.3.6.1.4.1.318.1.1.12.3.5.1.1.4.2", ".1.3.6.1.4.1.318.1.1.12.3.5.1.1.5.2"]);
     assert!(seen.contains(".4.2 = INTEGER: 2") && seen.contains(".5.2 = INTEGER: 2"), "{seen}");
     let started = Instant::now();

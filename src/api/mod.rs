@@ -23,7 +23,7 @@ pub const GROUP: &str = "coroner.dev";
 /// nothing until every CRD carries at least [`SCHEMA_REVISION`] (`crd_outdated`).
 pub const SCHEMA_REVISION_ANNOTATION: &str = "coroner.dev/schema-revision";
 /// Raised whenever a field a safety rule reads is added to a CRD.
-pub const SCHEMA_REVISION: u32 = 4;
+pub const SCHEMA_REVISION: u32 = 5;
 
 /// Every CRD coroner serves, in a stable order, each marked with [`SCHEMA_REVISION`].
 pub fn crds() -> Vec<CustomResourceDefinition> {

@@ -379,6 +379,10 @@ pub struct GuardFinding {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Progress {
+    /// L4: the outlets whose meter gave a reading in this fence: one that later gives none proves
+    /// nothing (a PDU that drops its sensor may hide a draw).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub metered_outlets: Vec<String>,
     /// The fencing level the fence is at: absent for the BMC (level 1), 2 for the binding's first
     /// `pduLevels` entry, and so on. Each level has its own `retry.count` attempts.
     #[serde(default, skip_serializing_if = "Option::is_none")]

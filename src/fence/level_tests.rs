@@ -140,7 +140,7 @@ impl Fence {
             .map(|(i, state)| OutletOutcome {
                 outlet: format!("snmp:pdu-a:161|{}", i + 1),
                 floor_watts: 5.0,
-                reading: Ok(OutletReading { state: state.clone(), pending: false, watts: None }),
+                reading: Ok(OutletReading { state: state.clone(), pending: false, watts: None, metered: false }),
             })
             .collect();
         let sampled = Sampled { requested: mono(millis), answered: mono(millis) };

@@ -167,6 +167,9 @@ impl Step<'_> {
         };
         self.memory.last_requested = Some(reading.sampled.requested);
         self.memory.outlets = describe(&reading.outcomes);
+        // L4: persisted, so a process that takes over owes these meters a reading too.
+        let metered = self.progress.metered_outlets.clone();
+        self.progress.metered_outlets = rules::metered_now(&metered, &reading.outcomes);
         if self.begun_release_shows_life_at_level(&reading) {
             return;
         }
@@ -176,7 +179,7 @@ impl Step<'_> {
             self.progress.off_run = None;
         }
         self.memory.through = Some(reading.through);
-        match rules::level_proves_off(&reading.outcomes) {
+        match rules::level_proves_off_since(&reading.outcomes, &metered) {
             Ok(()) => {
                 let (run, gap) = extended(self.memory.run, reading.sampled, self.spec);
                 if let Some(gap) = gap {
@@ -442,11 +445,14 @@ impl Step<'_> {
         };
         self.memory.last_requested = Some(reading.sampled.requested);
         self.memory.outlets = describe(&reading.outcomes);
+        // L4: persisted, so a process that takes over owes these meters a reading too.
+        let metered = self.progress.metered_outlets.clone();
+        self.progress.metered_outlets = rules::metered_now(&metered, &reading.outcomes);
         if self.begun_release_shows_life_at_level(&reading) {
             return;
         }
         let same_device = self.memory.through.is_none_or(|through| through == reading.through);
-        match rules::level_proves_off(&reading.outcomes) {
+        match rules::level_proves_off_since(&reading.outcomes, &metered) {
             Ok(()) => match self.memory.proof {
                 Some(proof) if same_device && dense(&proof.last, &reading.sampled, self.spec).is_ok() => {
                     self.memory.proof = Some(Run { last: reading.sampled, count: proof.count + 1, ..proof });

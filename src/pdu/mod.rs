@@ -52,6 +52,9 @@ pub struct OutletReading {
     pub pending: bool,
     /// The outlet's power draw in watts, when it is metered and the meter answers.
     pub watts: Option<f64>,
+    /// The outlet reports a meter (a Redfish `PowerWatts` sensor): one that gives no reading is
+    /// silent, not idle.
+    pub metered: bool,
 }
 
 /// The only commands coroner sends to an outlet.
@@ -70,16 +73,24 @@ pub enum NotOff {
     CommandPending,
     #[error("the outlet reads Off but draws {watts} W, above the {floor} W floor (a welded relay?)")]
     Drawing { watts: f64, floor: f64 },
+    /// L4: a meter that gives no reading (or no longer gives one, [`crate::levels::level_proves_off_since`])
+    /// may hide a draw.
+    #[error("the outlet reads Off but its meter gives no reading (it may hide a draw)")]
+    MeterSilent,
 }
 
 /// Whether `reading` proves the outlet Off: it reads Off, no command is pending, and a metered draw is
-/// at most `floor_watts`. A draw or a floor that is not a number proves nothing.
+/// at most `floor_watts`. A draw or a floor that is not a number proves nothing, and neither does a
+/// meter that gives no reading.
 pub fn proves_off(reading: &OutletReading, floor_watts: f64) -> Result<(), NotOff> {
     if reading.state != OutletState::Off {
         return Err(NotOff::Reads(reading.state.clone()));
     }
     if reading.pending {
         return Err(NotOff::CommandPending);
+    }
+    if reading.metered && reading.watts.is_none() {
+        return Err(NotOff::MeterSilent);
     }
     match reading.watts {
         // A floor or a draw that is not a number compares as neither: above the floor.
@@ -175,7 +186,16 @@ mod tests {
     use super::*;
 
     fn reading(state: OutletState, pending: bool, watts: Option<f64>) -> OutletReading {
-        OutletReading { state, pending, watts }
+        OutletReading { state, pending, watts, metered: watts.is_some() }
+    }
+
+    #[test]
+    fn a_metered_outlet_whose_meter_gives_no_reading_proves_nothing() {
+        let silent = OutletReading { state: OutletState::Off, pending: false, watts: None, metered: true };
+        assert_eq!(proves_off(&silent, 5.0), Err(NotOff::MeterSilent));
+        // An outlet without a meter has no draw to give: the relay's state is all there is.
+        let unmetered = OutletReading { metered: false, ..silent };
+        assert_eq!(proves_off(&unmetered, 5.0), Ok(()));
     }
 
     #[test]
@@ -247,10 +267,13 @@ mod tests {
     proptest! {
         #[test]
         fn proves_off_accepts_exactly_a_settled_off_within_the_floor(
-            state in state(), pending in any::<bool>(), watts in proptest::option::of(number()), floor in number()
+            state in state(), pending in any::<bool>(), watts in proptest::option::of(number()), floor in number(),
+            metered in any::<bool>()
         ) {
-            let reading = reading(state.clone(), pending, watts);
-            let expected = state == OutletState::Off && !pending && watts.is_none_or(|w| w <= floor);
+            let reading = OutletReading { metered: metered || watts.is_some(), ..reading(state.clone(), pending, watts) };
+            let expected = state == OutletState::Off
+                && !pending
+                && watts.map_or(!reading.metered, |w| w <= floor);
             prop_assert_eq!(proves_off(&reading, floor).is_ok(), expected);
         }
     }

@@ -151,6 +151,8 @@ fn parse_outlet(origin: &Url, at: &str, outlet: &Value) -> Result<Outlet, PduErr
         Some(Value::Bool(pending)) => *pending,
         Some(_) => return Err(problem("PowerStateInTransition is not a boolean".into())),
     };
+    // A `PowerWatts` sensor excerpt says the outlet is metered, whatever its `Reading` holds (L4).
+    let metered = matches!(outlet.get("PowerWatts"), Some(Value::Object(_)));
     let watts = match outlet.get("PowerWatts") {
         None | Some(Value::Null) => None,
         Some(sensor @ Value::Object(_)) => match sensor.get("Reading") {
@@ -186,7 +188,7 @@ fn parse_outlet(origin: &Url, at: &str, outlet: &Value) -> Result<Outlet, PduErr
         Some(Value::String(target)) => Some(resolve("PowerControl target", target)?),
         Some(_) => return Err(problem("the PowerControl target is not a string".into())),
     };
-    Ok(Outlet { reading: OutletReading { state, pending, watts }, control_target })
+    Ok(Outlet { reading: OutletReading { state, pending, watts, metered }, control_target })
 }
 
 #[cfg(test)]
@@ -217,25 +219,42 @@ mod tests {
             "Actions": {"#Outlet.PowerControl": {"target": format!("{AT}/Actions/Outlet.PowerControl"),
                 "PowerState@Redfish.AllowableValues": ["On", "Off"]}}});
         let outlet = parse(&body).unwrap();
-        assert_eq!(outlet.reading, OutletReading { state: OutletState::Off, pending: false, watts: Some(0.0) });
+        assert_eq!(
+            outlet.reading,
+            OutletReading { state: OutletState::Off, pending: false, watts: Some(0.0), metered: true }
+        );
         assert_eq!(outlet.control_target.as_deref(), Some(&*format!("{AT}/Actions/Outlet.PowerControl")));
         let on = reading(&json!({"PowerState": "On", "PowerStateInTransition": true, "PowerWatts": {"Reading": 231}}));
-        assert_eq!(on, OutletReading { state: OutletState::On, pending: true, watts: Some(231.0) });
+        assert_eq!(on, OutletReading { state: OutletState::On, pending: true, watts: Some(231.0), metered: true });
     }
 
     #[test]
-    fn absent_or_unreadable_metering_and_transition_read_as_none() {
+    fn absent_metering_and_transition_read_as_none() {
         for body in [
             json!({"PowerState": "Off"}),
             json!({"PowerState": "Off", "PowerWatts": null, "PowerStateInTransition": null}),
-            json!({"PowerState": "Off", "PowerWatts": {"DataSourceUri": "/x"}}),
-            json!({"PowerState": "Off", "PowerWatts": {"Reading": null}}),
         ] {
             assert_eq!(
                 reading(&body),
-                OutletReading { state: OutletState::Off, pending: false, watts: None },
+                OutletReading { state: OutletState::Off, pending: false, watts: None, metered: false },
                 "{body}"
             );
+        }
+    }
+
+    #[test]
+    fn a_power_watts_sensor_with_a_null_or_missing_reading_is_a_silent_meter() {
+        for body in [
+            json!({"PowerState": "Off", "PowerWatts": {"DataSourceUri": "/x"}}),
+            json!({"PowerState": "Off", "PowerWatts": {"Reading": null}}),
+        ] {
+            let read = reading(&body);
+            assert_eq!(
+                read,
+                OutletReading { state: OutletState::Off, pending: false, watts: None, metered: true },
+                "{body}"
+            );
+            assert_eq!(crate::pdu::proves_off(&read, 5.0), Err(crate::pdu::NotOff::MeterSilent), "{body}");
         }
     }
 
@@ -358,6 +377,7 @@ mod tests {
                 prop_assert_eq!(outlet.reading.state == OutletState::Off, lenient["PowerState"] == "Off");
                 prop_assert_eq!(outlet.reading.pending, lenient["PowerStateInTransition"] == true);
                 prop_assert_eq!(outlet.reading.watts, lenient.pointer("/PowerWatts/Reading").and_then(Value::as_f64));
+                prop_assert_eq!(outlet.reading.metered, lenient["PowerWatts"].is_object());
             }
         }
     }

@@ -401,7 +401,7 @@ fn decode_reading(table: &Table, outlet: OutletNumber, varbinds: &[VarBind]) -> 
         Value::Integer(2) => false,
         other => return Err(PduError::Protocol(format!("answer: {outlet}'s command pending is {}", shown(other)))),
     };
-    Ok(OutletReading { state, pending, watts: None })
+    Ok(OutletReading { state, pending, watts: None, metered: false })
 }
 
 /// The answer to a SET echoes the binding that was set; anything else is not that command taken.
@@ -451,7 +451,7 @@ mod tests {
     #[test]
     fn states_and_pending_flags_read_as_the_mib_defines_them() {
         let read = |state, pending| decode_reading(&RPDU, one(), &answer(state, pending));
-        let settled = |state| OutletReading { state, pending: false, watts: None };
+        let settled = |state| OutletReading { state, pending: false, watts: None, metered: false };
         assert_eq!(read(Value::Integer(1), Value::Integer(2)).unwrap(), settled(OutletState::On));
         assert_eq!(read(Value::Integer(2), Value::Integer(2)).unwrap(), settled(OutletState::Off));
         assert!(read(Value::Integer(2), Value::Integer(1)).unwrap().pending);

@@ -1222,7 +1222,18 @@ fn add_level(truth: &mut Truth, machine: usize, spare: usize, other: usize, leve
             let welded = levels.welded && number == 1;
             let pdu = crate::api::host_port(PDU, 161);
             let also_feeds = (levels.shared.is_some() && feeds == machine && number == 1).then_some(other);
-            truth.outlets.push(world::SimOutlet { pdu, number, on: true, welded, metered: true, feeds, also_feeds });
+            let silent_off = levels.silent_meter.filter(|_| number == 1 && feeds == machine);
+            let metered = true;
+            truth.outlets.push(world::SimOutlet {
+                pdu,
+                number,
+                on: true,
+                welded,
+                metered,
+                silent_off,
+                feeds,
+                also_feeds,
+            });
         }
     }
     let named = if levels.wrong_mapping { 11 } else { 1 };

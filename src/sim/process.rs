@@ -665,9 +665,13 @@ impl crate::driver::ports::Level for SimLevel {
                 let drawing = o.machines().any(|m| t.machines[m].on);
                 // Only an outlet that feeds a machine (on, or welded) shows its draw.
                 let feeding = drawing && (o.on || o.welded);
-                let watts = o.metered.then_some(if feeding { super::world::MACHINE_WATTS } else { 0.0 });
+                let (watts, metered) = match o.silent_off {
+                    // L4: a meter silent once the outlet is off (a sensor with no reading, or none).
+                    Some(sensor) if !o.on => (None, sensor),
+                    _ => (o.metered.then_some(if feeding { super::world::MACHINE_WATTS } else { 0.0 }), o.metered),
+                };
                 let state = if o.on { crate::pdu::OutletState::On } else { crate::pdu::OutletState::Off };
-                let reading = crate::pdu::OutletReading { state, pending: false, watts };
+                let reading = crate::pdu::OutletReading { state, pending: false, watts, metered };
                 (reading, outlet, by, t.now, truly_on)
             })
             .await?;

@@ -94,6 +94,8 @@ pub enum Shape {
     PduTimeoutMidLevel,
     /// A level whose mapping was stated wrongly, and the fence switched its outlets.
     WrongStatementSwitched,
+    /// A level outlet whose meter fell silent once switched off was read again by the fence (L4).
+    MeterFellSilent,
 }
 
 impl Shape {
@@ -136,6 +138,7 @@ impl Shape {
         Shape::ReleaseRanOut,
         Shape::PduTimeoutMidLevel,
         Shape::WrongStatementSwitched,
+        Shape::MeterFellSilent,
     ];
 
     /// Whether the run whose world is `truth` reached this shape.
@@ -346,6 +349,15 @@ impl Shape {
                     })
             }
             Self::PduTimeoutMidLevel => log.iter().any(|r| matches!(r, Record::PduTimeout { .. })),
+            Self::MeterFellSilent => log.iter().any(|r| match r {
+                Record::OutletSwitched { at, outlet, on: false, .. } if truth.outlets[*outlet].silent_off.is_some() => {
+                    log.iter().any(|later| {
+                        matches!(later, Record::OutletAnswer { by, outlet: o, requested, .. }
+                            if o == outlet && *requested > *at && fence_task(&by.task))
+                    })
+                }
+                _ => false,
+            }),
             Self::WrongStatementSwitched => {
                 scenario.levels.is_some_and(|l| l.wrong_mapping)
                     && log.iter().any(|r| matches!(r, Record::OutletSwitched { on: false, .. }))

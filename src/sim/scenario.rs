@@ -180,6 +180,10 @@ pub struct Levels {
     /// NodeHealthCheck remediates it, so L6 may switch the outlet while that fence runs or its release
     /// stands, and the guard's L6 check is reached.
     pub other_fenced: bool,
+    /// The first outlet's meter gives no reading once it is switched off (L4): its `PowerWatts` sensor
+    /// still reported (`Some(true)`), or dropped (`Some(false)`). Drawn with a welded relay only, where
+    /// taking the silence for an idle outlet releases a running machine.
+    pub silent_meter: Option<bool>,
 }
 
 #[derive(Clone, Debug)]
@@ -409,6 +413,7 @@ impl Scenario {
             wrong_mapping: fifth.u8(..6) == 0,
             shared: None,
             other_fenced: false,
+            silent_meter: None,
         });
         // Issue 21's L6: in one level seed in four, outlet 1 is the other node's too (its own stream).
         let mut tenth = fastrand::Rng::with_seed(seed ^ 0x21_0221);
@@ -423,6 +428,10 @@ impl Scenario {
             true => Levels { other_fenced: true, bmc_dead: true, ..l },
             false => l,
         });
+        // Issue 46's L4: in half the seeds with a welded relay, its meter falls silent once the outlet
+        // is switched off (its own stream).
+        let mut twelfth = fastrand::Rng::with_seed(seed ^ 0x46_0046);
+        let levels = levels.map(|l| Levels { silent_meter: (l.welded && twelfth.bool()).then(|| twelfth.bool()), ..l });
         // Issue 18's: half the attesters acknowledge what the preflight offers (its own stream).
         let mut sixth = fastrand::Rng::with_seed(seed ^ 0x18_0018);
         for (_, event) in &mut events {

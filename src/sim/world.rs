@@ -124,6 +124,9 @@ pub struct SimOutlet {
     pub on: bool,
     pub welded: bool,
     pub metered: bool,
+    /// Its meter gives no reading once it is switched off (L4): still reporting a `PowerWatts` sensor
+    /// (`Some(true)`), or no sensor at all (`Some(false)`, a PDU that drops it).
+    pub silent_off: Option<bool>,
     /// The machine it feeds.
     pub feeds: usize,
     /// A second machine on the same outlet (a twin chassis; L6's shared outlet).
