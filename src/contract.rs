@@ -160,6 +160,7 @@ reasons! {
     IdentityAmbiguous => Final, None, "the UUID also belongs to another Node, another BmcBinding's verified system or another system of the same BMC, or a member of the BMC's Systems collection could not be read";
     IdentityChanged => Final, None, "a later response of the pinned system carried a different UUID, or one path answered as two UUIDs within one discovery";
     PowerOffNotConfirmed => Final, PowerOffTimeout, "no attempt proved the power Off within powerOffTimeout; nothing released, unless the message names pods a ResourceDeletion release force-deleted before it stopped (those stay released and guarded)";
+    PowerActionHeld => Final, PowerOffTimeout, "a gate held the power action (NodeLeaseFresh: something on the node renewed its Lease; the message names it) until the last attempt ran out; nothing released, and no PDU level is tried: a hold is not silence (docs/safety.md L2)";
     NodeAliveAfterPowerOff => Final, None, "after the proven power-off the node renewed its Lease: the machine switched off is not this node";
     NodeReplaced => Final, None, "the Node object was replaced (a new UID) since admission: the node coroner was asked to fence is gone";
     NodeLeaseChanged => Final, None, "right before a power action the node's Lease was no longer as admission saw it (renewed, created or deleted): something on the node is alive";

@@ -59,12 +59,14 @@ struct Fence {
     levels: Vec<PduLevel>,
     confirmed: Vec<Option<i64>>,
     node: NodeSnapshot,
+    /// A gate holding the power action.
+    hold: Option<(Reason, String)>,
 }
 
 impl Fence {
     fn new(spec: CoronerRemediationSpec, levels: Vec<PduLevel>) -> Self {
         let status = CoronerRemediationStatus::default();
-        Self { spec, status, memory: Memory::default(), levels, confirmed: Vec::new(), node: node() }
+        Self { spec, status, memory: Memory::default(), levels, confirmed: Vec::new(), node: node(), hold: None }
     }
 
     fn ctx(&self, millis: i64) -> Context<'_> {
@@ -73,7 +75,7 @@ impl Fence {
             mono: mono(millis),
             instance: ME,
             node: &self.node,
-            hold_power_action: None,
+            hold_power_action: self.hold.as_ref(),
             memory: &self.memory,
             timing: TIMING,
             levels: Some(LevelsView {
@@ -210,6 +212,55 @@ fn a_bmc_that_stayed_silent_hands_the_fence_to_the_next_pdu_level() {
     // The statement is a Warning every time it is relied on.
     assert!(decision.notices.iter().any(|n| n.reason == OUTLET_MAPPING_UNPROVEN && n.warning));
     assert_eq!(fence.plan(100), Plan::ReadOutlets { level: 2 });
+}
+
+#[test]
+fn an_attempt_that_ends_while_a_gate_holds_its_power_action_ends_on_the_hold_and_hands_no_level_on() {
+    let mut fence = Fence::new(off_once(), vec![level(true, 2)]);
+    fence.step(-20_000, Observation::Admission(Verdict::Admit(Box::new(node().evidence(t(-20_000))))));
+    fence.hold = Some((Reason::NodeLeaseFresh, "coroner saw the node's Lease renewed 2s ago".into()));
+    let identity = |power| {
+        Observation::Identity(Ok(IdentityFound {
+            binding: "worker-1".into(),
+            endpoint: "https://bmc".into(),
+            tls_verified: Some(true),
+            system: SystemReading {
+                id: "1".into(),
+                path: "/redfish/v1/Systems/1".into(),
+                uuid: NODE_UUID.into(),
+                power_state: power,
+                reset_target: None,
+                aliases: Vec::new(),
+            },
+            claims: Vec::new(),
+            through: DeviceMark::default(),
+            sampled: Sampled::default(),
+            origin: "https://bmc".into(),
+        }))
+    };
+    let held = fence.step(-19_800, identity(PowerState::On));
+    assert_eq!((fence.phase(), held.reset), (Phase::PoweringOff, None), "the gate holds the ForceOff");
+    let power = |power| {
+        Observation::Power(Ok(PowerReading::of(
+            &SystemReading {
+                id: "1".into(),
+                path: "/redfish/v1/Systems/1".into(),
+                uuid: NODE_UUID.into(),
+                power_state: power,
+                reset_target: None,
+                aliases: Vec::new(),
+            },
+            Sampled::default(),
+            DeviceMark::default(),
+        )))
+    };
+    // The hold never lifts: the only attempt runs out on it.
+    let over = fence.step(200_000, power(PowerState::On));
+    assert_eq!(over.reset, None);
+    assert_eq!(fence.phase(), Phase::Failed);
+    assert_eq!(fence.reason(), Reason::PowerActionHeld.as_str());
+    assert_eq!(fence.status.progress.as_ref().unwrap().level, None, "no level: the BMC answered, the gate held");
+    assert!(fence.message().contains("renewed 2s ago"), "{}", fence.message());
 }
 
 #[test]

@@ -591,6 +591,16 @@ pub fn reader_unnamed(status: &CoronerRemediationStatus, instance: &str) -> bool
         && status.progress.as_ref().and_then(|p| p.reader.as_deref()) != Some(instance)
 }
 
+/// L2: an attempt ends held when a gate holds its power action at its deadline (the step that found
+/// the deadline past had entered the hold: its `Processing` reason is the gate's). It ends with
+/// `PowerActionHeld`, never `PowerOffNotConfirmed`, and hands the fence to no level: the BMC was not
+/// silent, coroner chose to wait. Deadlines and slots run as for any attempt.
+pub fn ended_held(status: &CoronerRemediationStatus, hold: Option<&(Reason, String)>) -> bool {
+    hold.is_some_and(|(reason, _)| {
+        conditions::find(&status.conditions, contract::PROCESSING).is_some_and(|c| c.reason == reason.as_str())
+    })
+}
+
 /// R1: this fence's release is on the Node (its exact owned taint) while its status, still in
 /// `Releasing`, does not record it (the process that wrote it stopped first). It is recorded before
 /// anything else is decided, whatever the attempt's deadline: an attempt ended instead would forget a
@@ -1672,9 +1682,12 @@ impl<'a> Step<'a> {
             return false;
         }
         // A proof that stood, with a release the API server would not take, is a different failure,
-        // also when it lapsed meanwhile (`release_ran_out`).
+        // also when it lapsed meanwhile (`release_ran_out`); so is an attempt that ends while a gate
+        // holds its power action (`ended_held`): neither is silence (L2).
         let (reason, none) = if phase_of(&self.status) == Phase::Releasing || self.release_ran_out() {
             (Reason::ReleaseNotWritten, "the proof lapsed before the release got through")
+        } else if ended_held(&self.status, self.ctx.hold_power_action) {
+            (Reason::PowerActionHeld, "a gate held the power action")
         } else {
             (Reason::PowerOffNotConfirmed, "no unbroken run of Off readings")
         };
@@ -1696,6 +1709,10 @@ impl<'a> Step<'a> {
             let message = match reason {
                 Reason::ReleaseNotWritten => format!(
                     "the machine was proven Off but the Node could not be updated within {} {tried} (last: {last}); nothing released",
+                    self.spec.power_off_timeout
+                ),
+                Reason::PowerActionHeld => format!(
+                    "a gate held the power action until the last attempt ran out ({} {tried}; {last}); nothing released",
                     self.spec.power_off_timeout
                 ),
                 _ => format!(

@@ -96,6 +96,8 @@ pub enum Shape {
     WrongStatementSwitched,
     /// A level outlet whose meter fell silent once switched off was read again by the fence (L4).
     MeterFellSilent,
+    /// A fence's last attempt ran out while a gate held its power action (`PowerActionHeld`, L2).
+    EndedHeld,
 }
 
 impl Shape {
@@ -139,6 +141,7 @@ impl Shape {
         Shape::PduTimeoutMidLevel,
         Shape::WrongStatementSwitched,
         Shape::MeterFellSilent,
+        Shape::EndedHeld,
     ];
 
     /// Whether the run whose world is `truth` reached this shape.
@@ -349,6 +352,11 @@ impl Shape {
                     })
             }
             Self::PduTimeoutMidLevel => log.iter().any(|r| matches!(r, Record::PduTimeout { .. })),
+            Self::EndedHeld => truth.remediations.values().any(|r| {
+                let conditions = r.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
+                crate::api::conditions::find(conditions, crate::contract::SUCCEEDED)
+                    .is_some_and(|c| c.reason == crate::contract::Reason::PowerActionHeld.as_str())
+            }),
             Self::MeterFellSilent => log.iter().any(|r| match r {
                 Record::OutletSwitched { at, outlet, on: false, .. } if truth.outlets[*outlet].silent_off.is_some() => {
                     log.iter().any(|later| {
