@@ -118,11 +118,10 @@ pub fn metered_now(before: &[String], outlets: &[OutletOutcome]) -> Vec<String> 
     metered
 }
 
-/// What a level's mapping rests on.
+/// What a level's mapping rests on. (A confirmation by the machine's own observations is not relied
+/// on yet: [`MappingRefusal::PassiveNotRelied`].)
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MappingBasis {
-    /// The machine confirmed it at the binding's current generation.
-    Confirmed,
     /// A person stated it (`mappingProof: OperatorStatement`): usable, a Warning every time
     /// (`OutletMappingUnproven`), counted as a safety override.
     OperatorStatement,
@@ -139,18 +138,25 @@ pub enum MappingRefusal {
         "the mapping was confirmed at generation {confirmed}, and the binding was edited since (generation {current}): unconfirmed until the machine confirms it again"
     )]
     EditedSince { confirmed: i64, current: i64 },
+    /// L5: the binding verifier confirmed the mapping from what it saw (the machine running with every
+    /// outlet drawing, then off with every outlet at its floor), and no level rests on that yet.
+    #[error(
+        "the machine's observations confirmed this mapping, but no level rests on a passive confirmation in this version: it cannot show these outlets are all of the machine's supplies, nor that two agreements were one machine's; state the mapping (mappingProof: OperatorStatement) to use the level"
+    )]
+    PassiveNotRelied,
 }
 
 /// L5: what a level's mapping rests on. `confirmed_at` is the binding generation at which the machine
-/// confirmed it ([`confirms`], on a confirmation coroner sealed).
+/// confirmed it ([`confirms`], on a confirmation coroner sealed). Only an operator's statement makes a
+/// level usable in this version; a passive confirmation is reported, and relied on by nothing.
 pub fn mapping_basis(
     level: &PduLevel,
     confirmed_at: Option<i64>,
     generation: Option<i64>,
 ) -> Result<MappingBasis, MappingRefusal> {
     match (confirmed_at, generation) {
-        (Some(confirmed), Some(current)) if confirmed == current => Ok(MappingBasis::Confirmed),
         _ if level.mapping_proof == Some(MappingProof::OperatorStatement) => Ok(MappingBasis::OperatorStatement),
+        (Some(confirmed), Some(current)) if confirmed == current => Err(MappingRefusal::PassiveNotRelied),
         (Some(confirmed), Some(current)) => Err(MappingRefusal::EditedSince { confirmed, current }),
         _ => Err(MappingRefusal::Unconfirmed),
     }
@@ -587,9 +593,10 @@ mod tests {
     }
 
     #[test]
-    fn a_mapping_is_confirmed_only_at_the_current_generation() {
+    fn a_passive_confirmation_makes_no_level_usable_yet_and_says_why() {
         let level = PduLevel { outlets: vec![outlet("pdu", 1, &[])], mapping_proof: None };
-        assert_eq!(mapping_basis(&level, Some(3), Some(3)), Ok(MappingBasis::Confirmed));
+        assert_eq!(mapping_basis(&level, Some(3), Some(3)), Err(MappingRefusal::PassiveNotRelied));
+        assert!(MappingRefusal::PassiveNotRelied.to_string().contains("OperatorStatement"));
         assert_eq!(
             mapping_basis(&level, Some(2), Some(3)),
             Err(MappingRefusal::EditedSince { confirmed: 2, current: 3 })
@@ -603,8 +610,7 @@ mod tests {
             PduLevel { outlets: vec![outlet("pdu", 1, &[])], mapping_proof: Some(MappingProof::OperatorStatement) };
         assert_eq!(mapping_basis(&level, None, Some(3)), Ok(MappingBasis::OperatorStatement));
         assert_eq!(mapping_basis(&level, Some(2), Some(3)), Ok(MappingBasis::OperatorStatement));
-        // A confirmation at the current generation needs no statement.
-        assert_eq!(mapping_basis(&level, Some(3), Some(3)), Ok(MappingBasis::Confirmed));
+        assert_eq!(mapping_basis(&level, Some(3), Some(3)), Ok(MappingBasis::OperatorStatement), "stated: as today");
     }
 
     #[test]

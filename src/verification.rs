@@ -279,7 +279,6 @@ pub fn record_levels(
     let mut mapping = Vec::new();
     for (index, level) in binding.spec.pdu_levels.iter().enumerate() {
         match levels::mapping_basis(level, confirmed.get(index).copied().flatten(), generation) {
-            Ok(MappingBasis::Confirmed) => {}
             Ok(MappingBasis::OperatorStatement) => mapping.push(format!(
                 "level {}: stated by an operator (mappingProof: OperatorStatement), not confirmed by the machine",
                 index + 2
@@ -661,11 +660,13 @@ mod tests {
     }
 
     #[test]
-    fn a_level_the_machine_confirmed_at_the_current_generation_is_proven() {
+    fn a_level_the_machine_confirmed_is_reported_not_usable_yet_and_why() {
         let binding = with_level(binding(false), snmp_level("pdu-1", "V3", false));
         let mut status = BmcBindingStatus::default();
         record_levels(&mut status, &binding, std::slice::from_ref(&binding), &[Some(3)], Timestamp::UNIX_EPOCH);
-        assert_eq!(condition(&status, OUTLET_MAPPING_PROVEN), ("True", "Confirmed"));
+        assert_eq!(condition(&status, OUTLET_MAPPING_PROVEN), ("False", "OutletMappingUnproven"));
+        let message = &conditions::find(&status.conditions, OUTLET_MAPPING_PROVEN).unwrap().message;
+        assert!(message.contains("no level rests on a passive confirmation"), "{message}");
     }
 
     #[test]

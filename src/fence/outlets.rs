@@ -358,7 +358,6 @@ impl Step<'_> {
             rules::mapping_basis(&v.levels[index], v.confirmed.get(index).copied().flatten(), v.generation)
         });
         let mapping = match basis {
-            Some(Ok(MappingBasis::Confirmed)) => "Confirmed",
             Some(Ok(MappingBasis::OperatorStatement)) => "OperatorStatement",
             // L2: a mapping that lapsed is no silence: no next level.
             Some(Err(refusal)) => {
