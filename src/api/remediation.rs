@@ -716,6 +716,9 @@ pub struct ResetRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("format" = "int32"))]
     pub level: Option<u32>,
+    /// The device accepted it (P7: a rejection of the credentials after an accepted ForceOff passes).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub accepted: bool,
 }
 
 /// What a release rests on.

@@ -1180,6 +1180,7 @@ fn an_on_reading_from_a_bmc_dark_since_may_be_acknowledged_and_one_from_a_bmc_th
         sent_at: MicroTime(t(-95)),
         result: "HTTP 204".into(),
         level: None,
+        accepted: true,
     });
     acknowledging(&mut world, AcknowledgedReason::BmcReportedOn, -90);
     let Verdict::Refuse(after) = world.evaluate(t(0)).0 else { panic!("On after the ForceOff") };

@@ -23,7 +23,8 @@ impl<W: World> Fence<'_, W> {
     /// One power reading of the verified system, stamped with when it was asked for and when it was
     /// answered, with what a power action right after it aims at. A rejection of the credentials is
     /// taken once as a sign that they changed: the client is built again from the Secret and read
-    /// with once more.
+    /// with once more; after an accepted ForceOff of this fence, a rejection that stays passes
+    /// ([`fence::rejection_passes`]): the next reading reads the Secret again.
     pub(super) async fn read_power(&self, system_path: &str) -> Result<Result<(Aim, PowerReading), BmcFailure>, Error> {
         let binding = self.binding_name();
         for fresh in [false, true] {
@@ -45,6 +46,7 @@ impl<W: World> Fence<'_, W> {
                         self.world.forget_target(&binding);
                     }
                 }
+                Err(BmcError::Unauthorized(401)) => break,
                 Ok(system) => {
                     self.remember_power(&system);
                     let reading = PowerReading::of(&system, Sampled { requested, answered }, through);
@@ -53,11 +55,17 @@ impl<W: World> Fence<'_, W> {
                 Err(error) => return Ok(Err(BmcFailure::from(&error))),
             }
         }
-        Ok(Err(BmcFailure {
-            transient: false,
-            reason: Reason::BmcAuthenticationFailed,
-            message: "the BMC rejected the credentials, also after they were read again".into(),
-        }))
+        let passes = fence::rejection_passes(&self.status());
+        if passes && let Some(binding) = self.world.binding(&binding).await? {
+            self.world.forget_target(&binding);
+        }
+        let message = match passes {
+            true => {
+                "the BMC rejected the credentials, also after they were read again; after coroner's accepted ForceOff (a rotation under way?) they are read again at the next reading"
+            }
+            false => "the BMC rejected the credentials, also after they were read again",
+        };
+        Ok(Err(BmcFailure { transient: passes, reason: Reason::BmcAuthenticationFailed, message: message.into() }))
     }
 
     /// P1, the one checked power action: the checks right before a request, in their order. The

@@ -601,6 +601,20 @@ pub fn ended_held(status: &CoronerRemediationStatus, hold: Option<&(Reason, Stri
     })
 }
 
+/// P7: a rejection of the credentials (HTTP 401) after a ForceOff of this fence that the BMC accepted,
+/// or one persisted whose answer is not recorded (it may have been sent, and accepted), passes: a
+/// password rotated mid-proof, the Secret's update lagging the BMC's. The Secret is read again at every
+/// reading and the fence keeps reading until the attempt's deadline. Before any such ForceOff, a
+/// rejection read again from the Secret is a fast, final configuration error.
+pub fn rejection_passes(status: &CoronerRemediationStatus) -> bool {
+    let resets = status.evidence.as_ref().and_then(|e| e.power_off.as_ref()).map(|p| p.resets.as_slice());
+    let accepted = resets.unwrap_or_default().iter().any(|r| r.accepted && r.level.is_none());
+    let intent = status.progress.as_ref().and_then(|p| p.intent.as_ref());
+    let unanswered = intent.is_some_and(|i| i.action == PowerAction::ForceOff && i.result.is_none())
+        && status.progress.as_ref().is_some_and(|p| p.level.is_none());
+    accepted || unanswered
+}
+
 /// R1: this fence's release is on the Node (its exact owned taint) while its status, still in
 /// `Releasing`, does not record it (the process that wrote it stopped first). It is recorded before
 /// anything else is decided, whatever the attempt's deadline: an attempt ended instead would forget a
@@ -1256,6 +1270,7 @@ impl<'a> Step<'a> {
                 sent_at: intent.decided_at,
                 result,
                 level: unanswered_level,
+                accepted: false,
             };
             self.power_off_evidence().resets.push(record);
         }
@@ -1879,7 +1894,14 @@ impl<'a> Step<'a> {
             let (attempt, at) = (self.progress.attempt, self.progress.level);
             // A level's attempts count from 1 again: only its own Offs count in its attempt (P7).
             let resets = &mut self.power_off_evidence().resets;
-            let record = crate::api::ResetRecord { attempt, sent_at: sent_at.clone(), result: text.clone(), level: at };
+            let accepted = result.is_ok();
+            let record = crate::api::ResetRecord {
+                attempt,
+                sent_at: sent_at.clone(),
+                result: text.clone(),
+                level: at,
+                accepted,
+            };
             resets.push(record);
             let in_attempt = resets.iter().filter(|r| r.attempt == attempt && r.level == at).count();
             again = force_off_again(&result, in_attempt);

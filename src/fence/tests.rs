@@ -787,6 +787,22 @@ fn a_force_off_refused_for_rotated_credentials_is_sent_again_and_a_forbidden_one
 }
 
 #[test]
+fn credentials_rejected_after_an_accepted_force_off_are_read_again_until_the_deadline_but_not_before_any() {
+    use crate::sim::script::Read;
+    let spec = CoronerRemediationSpec { retry: crate::api::Retry { count: 1, ..spec().retry }, ..off_spec() };
+    let rejected = || Read::Fails(BmcError::Unauthorized(401));
+    // The password rotated right after the ForceOff; the Secret follows the BMC three readings later.
+    let rotated = lab(spec.clone(), machine(true).reads(std::iter::repeat_with(rejected).take(6)));
+    let status = run(&rotated);
+    assert_eq!(phase_of(&status), Phase::Done, "{:?}", succeeded(&status));
+    assert_eq!(rotated.device().resets(), [ResetType::ForceOff]);
+    // Before any ForceOff the BMC accepted, a rejection read again from the Secret is final at once.
+    let wrong = lab(spec, machine(false).reads(std::iter::repeat_with(rejected).take(6)));
+    let status = run(&wrong);
+    assert_eq!(succeeded(&status), ("False".into(), "BmcAuthenticationFailed".into()));
+}
+
+#[test]
 fn a_bmc_that_fails_every_force_off_gets_three_per_attempt_and_the_fence_fails() {
     let lab = lab(off_spec(), machine(true).resets(std::iter::repeat_with(|| ResetAnswer::Fails(busy())).take(20)));
     let status = run(&lab);

@@ -307,8 +307,24 @@ impl Checker {
         let stated_wrongly = scenario.levels.is_some_and(|l| l.wrong_mapping);
         let wrong_level = released_through_level(truth, release) && !release.attested && stated_wrongly;
         let level_release = released_through_level(truth, release) && !release.attested && !stated_wrongly;
+        // L9: an edit of the binding since the level's proof (its last outlet reading before the
+        // release) leaves the level unknown to the guard, as the guard judges it on the generation
+        // its proof read through.
+        let proven = truth
+            .log
+            .iter()
+            .filter_map(|r| match r {
+                Record::OutletAnswer { by, requested, .. }
+                    if by.task == release.remediation && *requested <= release.at =>
+                {
+                    Some(*requested)
+                }
+                _ => None,
+            })
+            .max()
+            .unwrap_or(release.at);
         let edited = truth.log.iter().any(
-            |r| matches!(r, Record::BindingEdited { at, node: of, .. } if of == node && *at > release.at && *at <= on),
+            |r| matches!(r, Record::BindingEdited { at, node: of, .. } if of == node && *at > proven && *at <= on),
         );
         let outlets = level_release && !edited;
         let event = |reason: &str, from: Micros, until: Micros| {
@@ -866,9 +882,22 @@ impl Checker {
                 kept_failing(timeouts, since, end, proof_time)
             })
         });
+        // P7: the BMC's password changed before its Secret; a rejection that came before the fence's
+        // own ForceOff reached the BMC is a final configuration error (`BmcAuthenticationFailed`).
+        // One after it is read through until the attempt's deadline: no excuse.
+        let rotated = scenario.events.iter().any(|(_, e)| matches!(e, super::scenario::Event::RotateBmcFirst { .. }));
+        let rejected_first = rotated
+            && ended_for(contract::Reason::BmcAuthenticationFailed).is_some_and(|(name, _)| {
+                let first = |wanted: &dyn Fn(&Record) -> bool| truth.log.iter().position(wanted);
+                let rejected =
+                    first(&|r| matches!(r, Record::Answer { by, said: Answered::Error, .. } if by.task == name));
+                let reset =
+                    first(&|r| matches!(r, Record::Reset { by, on: false, guard: false, .. } if by.task == name));
+                rejected.is_some_and(|rejected| reset.is_none_or(|reset| rejected < reset))
+            });
         match scenario.expect {
             _ if cut_short || timed_out || crash_loop => {}
-            Expect::Release if release_refused || pdu_unreliable => {}
+            Expect::Release if release_refused || pdu_unreliable || rejected_first => {}
             Expect::Release => match decided(conditions::TRUE) {
                 Some(at) if at <= start + bound => {}
                 Some(at) => {

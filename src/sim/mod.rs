@@ -605,6 +605,20 @@ impl Run {
                 t.create_remediation(&format!("{TARGET}-second"), TARGET, &spec);
             }),
             Event::BmcDown => self.shared.with(|t| t.set_bmc_alive(0, false)),
+            Event::RotateBmcFirst { lag } => {
+                self.shared.with(|t| {
+                    let secret =
+                        t.bindings.get(TARGET).map(|b| b.spec.credentials_secret_ref.name.clone()).unwrap_or_default();
+                    t.bmcs[0].credentials = t.secrets.get(&secret).copied().unwrap_or(1) + 1;
+                });
+                self.at(now + lag, Happening::Scenario(Event::SecretFollows));
+            }
+            Event::SecretFollows => self.shared.with(|t| {
+                let secret =
+                    t.bindings.get(TARGET).map(|b| b.spec.credentials_secret_ref.name.clone()).unwrap_or_default();
+                let version = t.bmcs[0].credentials;
+                t.secrets.insert(secret, version);
+            }),
             Event::RotateCredentials => self.shared.with(|t| {
                 let secret =
                     t.bindings.get(TARGET).map(|b| b.spec.credentials_secret_ref.name.clone()).unwrap_or_default();

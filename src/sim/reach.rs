@@ -98,6 +98,9 @@ pub enum Shape {
     MeterFellSilent,
     /// A fence's last attempt ran out while a gate held its power action (`PowerActionHeld`, L2).
     EndedHeld,
+    /// The BMC rejected a fence's reading after that fence's accepted ForceOff (its password changed
+    /// before its Secret), and the fence read on and released (P7).
+    ReleasedThroughRotation,
 }
 
 impl Shape {
@@ -142,6 +145,7 @@ impl Shape {
         Shape::WrongStatementSwitched,
         Shape::MeterFellSilent,
         Shape::EndedHeld,
+        Shape::ReleasedThroughRotation,
     ];
 
     /// Whether the run whose world is `truth` reached this shape.
@@ -352,6 +356,16 @@ impl Shape {
                     })
             }
             Self::PduTimeoutMidLevel => log.iter().any(|r| matches!(r, Record::PduTimeout { .. })),
+            Self::ReleasedThroughRotation => {
+                event_fired(|e| matches!(e, Event::RotateBmcFirst { .. }))
+                    && released_by_proof()
+                    && log.iter().enumerate().any(|(i, r)| match r {
+                        Record::Reset { by, on: false, guard: false, .. } => log[i..].iter().any(|later| {
+                            matches!(later, Record::Answer { by: of, said: Answered::Error, .. } if of.task == by.task)
+                        }),
+                        _ => false,
+                    })
+            }
             Self::EndedHeld => truth.remediations.values().any(|r| {
                 let conditions = r.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
                 crate::api::conditions::find(conditions, crate::contract::SUCCEEDED)

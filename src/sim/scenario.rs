@@ -75,6 +75,11 @@ pub enum Event {
     BmcDown,
     /// The credentials are rotated: the Secret and the BMC change together.
     RotateCredentials,
+    /// The BMC's password is changed first, and its Secret follows `lag` later (a secret-sync that
+    /// trails the rotation): the BMC rejects the credentials meanwhile (P7).
+    RotateBmcFirst { lag: Micros },
+    /// The Secret catches up with the BMC's password ([`Event::RotateBmcFirst`]).
+    SecretFollows,
     /// The leader's renewals stall; the standby takes over.
     LeaderMove,
     /// The leader process dies.
@@ -432,6 +437,12 @@ impl Scenario {
         // is switched off (its own stream).
         let mut twelfth = fastrand::Rng::with_seed(seed ^ 0x46_0046);
         let levels = levels.map(|l| Levels { silent_meter: (l.welded && twelfth.bool()).then(|| twelfth.bool()), ..l });
+        // Issue 46's P7: in one seed in ten, the BMC's password changes a moment after the fence starts
+        // confirming the power-off, and its Secret follows 1-8 s later (its own stream).
+        if twelfth.u8(..10) == 0 {
+            let lag = twelfth.i64(SECOND..8 * SECOND);
+            events.push((When::After(Phase::ConfirmingOff, twelfth.i64(0..SECOND)), Event::RotateBmcFirst { lag }));
+        }
         // Issue 18's: half the attesters acknowledge what the preflight offers (its own stream).
         let mut sixth = fastrand::Rng::with_seed(seed ^ 0x18_0018);
         for (_, event) in &mut events {
@@ -672,6 +683,9 @@ impl Excuse {
             // Judged from the world's record: NHC's stamp before the outcome excuses (`finish`).
             | Event::NhcTimesOut => return None,
             Event::BmcBack { .. } => Self::BmcBack,
+            // Judged from the world's record: a rejection before the fence's accepted ForceOff is
+            // final (P7), one after it is read through (`finish`).
+            Event::RotateBmcFirst { .. } | Event::SecretFollows => return None,
         })
     }
 }

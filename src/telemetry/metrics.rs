@@ -383,7 +383,13 @@ mod tests {
         let run = OffRun { instance: "i".into(), count: 3, first: vec![], last: vec![] };
         proven.evidence.as_mut().unwrap().power_off = Some(PowerOffEvidence {
             attempts: 1,
-            resets: vec![ResetRecord { attempt: 1, sent_at: t(400), result: "HTTP 204".into(), level: None }],
+            resets: vec![ResetRecord {
+                attempt: 1,
+                sent_at: t(400),
+                result: "HTTP 204".into(),
+                level: None,
+                accepted: true,
+            }],
             already_off: false,
             proof: Some(run),
             proven_at: Some(t(2500)),
