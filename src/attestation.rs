@@ -720,8 +720,13 @@ pub fn no_life_in_fence(remediation: &CoronerRemediation, remembered: Option<&st
         && admitted != failed
     {
         // Life after coroner's power action has no override (the binding may reach another machine).
+        // It is dated by when the fence first saw the Lease change (coroner's clock), never by the
+        // kubelet's renewTime: a kubelet clock behind would move a renewal after the power action
+        // before it. A change no step of the fence saw is after it.
         let power_action = first_power_action(remediation);
-        let before = failed != Timestamp::UNIX_EPOCH && before_power_action(failed, power_action);
+        let seen = progress.and_then(|p| p.lease_change_seen_at.as_ref()).map(|t| t.0);
+        let before =
+            failed != Timestamp::UNIX_EPOCH && seen.is_some_and(|seen| before_power_action(seen, power_action));
         let after = match power_action.filter(|_| !before) {
             Some(at) => format!(
                 "; it changed after coroner's first power action ({at}): the machine switched off may not be this node, and there is no override"
@@ -738,7 +743,7 @@ pub fn no_life_in_fence(remediation: &CoronerRemediation, remembered: Option<&st
                     describe_mark(failed)
                 ),
             )
-            .acknowledgeable(before.then_some(failed)),
+            .acknowledgeable(seen.filter(|_| before)),
         );
     }
     if !refusals.is_empty() {
@@ -874,9 +879,22 @@ pub fn admitted_boot_id(remediation: &CoronerRemediation) -> &str {
     remediation.status.as_ref().and_then(|s| s.evidence.as_ref()?.node.as_ref()).map_or("", |n| n.boot_id.as_str())
 }
 
+/// A1: when the failed fence first saw the node report a new bootID, on coroner's clock
+/// ([`crate::fence::note_life_seen`]); none when no step of the fence saw it.
+pub fn boot_seen_at(remediation: &CoronerRemediation) -> Option<Timestamp> {
+    remediation.status.as_ref()?.progress.as_ref()?.boot_change_seen_at.as_ref().map(|t| t.0)
+}
+
 /// A1: a Node whose kubelet reported a bootID other than the one the fence admitted the node with
-/// booted since: something ran on that machine, whatever it reads now (`FenceSawLife`).
-pub fn no_new_boot(admitted: &str, node: &Node, power_action: Option<Timestamp>) -> Result<String, Refusal> {
+/// booted since: something ran on that machine, whatever it reads now (`FenceSawLife`). It is dated
+/// by when the fence first saw it (`seen`, coroner's clock), never by the kubelet's heartbeat time: a
+/// boot the fence never saw is first seen now, after the power action, and has no override.
+pub fn no_new_boot(
+    admitted: &str,
+    node: &Node,
+    power_action: Option<Timestamp>,
+    seen: Option<Timestamp>,
+) -> Result<String, Refusal> {
     let now = node.status.as_ref().and_then(|s| s.node_info.as_ref()).map_or("", |i| i.boot_id.as_str());
     if admitted.is_empty() || now == admitted {
         return Ok(if admitted.is_empty() {
@@ -885,25 +903,20 @@ pub fn no_new_boot(admitted: &str, node: &Node, power_action: Option<Timestamp>)
             format!("bootID {now} as at admission")
         });
     }
-    // The kubelet's last report of that boot: the last sign of life it gave.
-    let reported = node
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
-        .and_then(|c| c.last_heartbeat_time.as_ref())
-        .map(|t| t.0);
-    // A boot reported after coroner's power action has no override.
-    let before = reported.is_some_and(|at| before_power_action(at, power_action));
-    let after =
-        if before { "" } else { "; reported after coroner's first power action (or when unknown): no override" };
+    // A boot first seen after coroner's power action (or never seen by the fence) has no override.
+    let before = seen.is_some_and(|at| before_power_action(at, power_action));
+    let after = if before {
+        ""
+    } else {
+        "; first seen after coroner's first power action (or never by the fence): no override"
+    };
     Err(Refusal::new(
         AttestationReason::FenceSawLife,
         format!(
             "the node reports bootID {now}, not {admitted} as when its fence was admitted: the machine booted since, and its kubelet ran{after}"
         ),
     )
-    .acknowledgeable(reported.filter(|_| before)))
+    .acknowledgeable(seen.filter(|_| before)))
 }
 
 /// How far a kubelet's clock may be from coroner's when a sign of life is placed before or after
@@ -1102,6 +1115,8 @@ pub struct ReleasePlan {
     pub acknowledged: Vec<Acknowledgement>,
     /// When the fence's power action may first have reached a device ([`first_power_action`]).
     pub power_action: Option<Timestamp>,
+    /// When the fence first saw a new bootID (`progress.bootChangeSeenAt`, coroner's clock).
+    pub boot_seen_at: Option<Timestamp>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -1187,7 +1202,7 @@ pub fn evaluate<'a>(inputs: &Inputs<'a>) -> Evaluation<'a> {
     push(
         Precondition::NoNewBoot,
         match (node, remediation) {
-            (Some(n), Some(r)) => result(no_new_boot(admitted_boot_id(r), n, first_power_action(r))),
+            (Some(n), Some(r)) => result(no_new_boot(admitted_boot_id(r), n, first_power_action(r), boot_seen_at(r))),
             _ => skipped("needs the node and its failed fence"),
         },
     );
@@ -1337,6 +1352,7 @@ pub fn plan_of(attestation: &CoronerAttestation, remediation: &CoronerRemediatio
         lease_baseline: lease_at_fence_end(remediation)?,
         acknowledged: Vec::new(),
         power_action: first_power_action(remediation),
+        boot_seen_at: boot_seen_at(remediation),
     })
 }
 
@@ -1364,7 +1380,7 @@ pub fn recheck_node(plan: &ReleasePlan, node: Option<&Node>, lease: Option<Optio
     node_is_the_attested_one(node, &plan.node_name, &plan.node_uid)?;
     let node = node.ok_or_else(|| Refusal::new(AttestationReason::NodeNotFound, "the node disappeared"))?;
     node_unreachable(node)?;
-    no_new_boot(&plan.boot_id, node, plan.power_action)
+    no_new_boot(&plan.boot_id, node, plan.power_action, plan.boot_seen_at)
         .or_else(|r| if acknowledged_in(plan, &r) { Ok(String::new()) } else { Err(r) })?;
     lease_unchanged_since_fence(Some(plan.lease_baseline), lease)?;
     from_gate(gates::not_excluded(node), "")?;

@@ -369,6 +369,7 @@ fn plan_for(r: &CoronerRemediation) -> ReleasePlan {
         remediation_uid: r.uid().unwrap(),
         lease_baseline: lease_at_fence_end(r).unwrap(),
         power_action: first_power_action(r),
+        boot_seen_at: boot_seen_at(r),
     }
 }
 
@@ -720,6 +721,7 @@ fn a_dead_node_whose_fence_failed_is_released_when_every_precondition_holds() {
             remediation_uid: "uid-w1".into(),
             lease_baseline: t(-300),
             power_action: first_power_action(&World::dead_node().remediations[0]),
+            boot_seen_at: None,
         }
     );
 }
@@ -1069,23 +1071,22 @@ fn a_node_that_booted_since_its_fence_was_admitted_refuses_the_attestation() {
     let mut booted = node("Unknown");
     booted.status.as_mut().unwrap().node_info =
         Some(k8s_openapi::api::core::v1::NodeSystemInfo { boot_id: "boot-2".into(), ..Default::default() });
-    assert!(no_new_boot("", &booted, None).is_ok(), "no bootID recorded: nothing to compare");
-    assert!(no_new_boot("boot-2", &booted, None).is_ok());
-    let refusal = no_new_boot("boot-1", &booted, None).unwrap_err();
+    assert!(no_new_boot("", &booted, None, None).is_ok(), "no bootID recorded: nothing to compare");
+    assert!(no_new_boot("boot-2", &booted, None, None).is_ok());
+    let refusal = no_new_boot("boot-1", &booted, None, None).unwrap_err();
     assert_eq!(refusal.reason, AttestationReason::FenceSawLife);
     assert!(refusal.message.contains("boot-2") && refusal.message.contains("boot-1"), "{}", refusal.message);
 }
 
 #[test]
 fn life_reported_after_coroner_s_power_action_has_no_override() {
-    // A boot whose kubelet reported before the power action may be acknowledged; after it, not.
+    // A boot the fence first saw before the power action may be acknowledged; after it, not.
     let mut booted = node("Unknown");
     let status = booted.status.as_mut().unwrap();
     status.node_info =
         Some(k8s_openapi::api::core::v1::NodeSystemInfo { boot_id: "boot-2".into(), ..Default::default() });
-    status.conditions.as_mut().unwrap()[0].last_heartbeat_time = Some(Time(t(-100)));
-    assert_eq!(no_new_boot("boot-1", &booted, Some(t(-50))).unwrap_err().evidence_at, Some(t(-100)));
-    let after = no_new_boot("boot-1", &booted, Some(t(-103))).unwrap_err();
+    assert_eq!(no_new_boot("boot-1", &booted, Some(t(-50)), Some(t(-100))).unwrap_err().evidence_at, Some(t(-100)));
+    let after = no_new_boot("boot-1", &booted, Some(t(-103)), Some(t(-100))).unwrap_err();
     assert_eq!(after.evidence_at, None, "within the clock margin counts as after: {}", after.message);
     assert!(after.message.contains("no override"), "{}", after.message);
 
@@ -1123,8 +1124,35 @@ fn renewed_while_the_fence_ran() -> World {
     let mut world = World::dead_node();
     let progress = world.remediations[0].status.as_mut().unwrap().progress.as_mut().unwrap();
     progress.lease_renew_time_at_failure = Some(MicroTime(t(-200)));
+    progress.lease_change_seen_at = Some(MicroTime(t(-200)));
     world.lease = Some(Some(t(-200)));
     world
+}
+
+#[test]
+fn life_is_dated_by_coroners_first_sight_of_it_never_by_the_kubelets_clock() {
+    // The kubelet's clock runs two minutes behind: its renewal after coroner's ForceOff (decided at
+    // t(-250)) carries renewTime t(-370), "before" it. The fence saw the change at t(-150): after.
+    let mut world = renewed_while_the_fence_ran();
+    let progress = world.remediations[0].status.as_mut().unwrap().progress.as_mut().unwrap();
+    progress.lease_renew_time_at_failure = Some(MicroTime(t(-370)));
+    progress.lease_change_seen_at = Some(MicroTime(t(-150)));
+    progress.intent = Some(crate::api::Intent {
+        action: crate::api::PowerAction::ForceOff,
+        attempt: 1,
+        decided_at: MicroTime(t(-250)),
+        instance: "p1/1".into(),
+        result: None,
+    });
+    world.lease = Some(Some(t(-370)));
+    let Verdict::Refuse(refusal) = world.evaluate(t(0)).0 else { panic!("a renewal after the ForceOff") };
+    assert_eq!((refusal.reason, refusal.evidence_at), (AttestationReason::FenceSawLife, None), "{}", refusal.message);
+    // A change no step of the fence saw (it ended first, or its process restarted) is after it too.
+    let progress = world.remediations[0].status.as_mut().unwrap().progress.as_mut().unwrap();
+    progress.lease_change_seen_at = None;
+    progress.intent = None;
+    let Verdict::Refuse(unseen) = world.evaluate(t(0)).0 else { panic!("unseen life") };
+    assert_eq!((unseen.reason, unseen.evidence_at), (AttestationReason::FenceSawLife, None), "{}", unseen.message);
 }
 
 fn acknowledging(world: &mut World, reason: AcknowledgedReason, at: i64) {

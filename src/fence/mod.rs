@@ -961,6 +961,7 @@ impl<'a> Step<'a> {
         if self.status.phase != self.old.phase && self.progress.last_error.as_ref() == carried {
             self.progress.last_error = None;
         }
+        note_life_seen(&mut self.progress, self.evidence.node.as_ref(), self.ctx.node, self.ctx.now);
         if phase.is_terminal() {
             // The fence is over; the guard after the release is not.
             self.memory = Memory {
@@ -1284,6 +1285,8 @@ impl<'a> Step<'a> {
             unrecorded_reader: old.unrecorded_reader.clone(),
             // L4: an outlet's meter that read once in this fence is owed a reading in every attempt.
             metered_outlets: old.metered_outlets.clone(),
+            lease_change_seen_at: old.lease_change_seen_at.clone(),
+            boot_change_seen_at: old.boot_change_seen_at.clone(),
             ..Progress::default()
         };
         self.memory = Memory {
@@ -2387,6 +2390,27 @@ impl<'a> Step<'a> {
         let message = format!("node is Ready again with bootID {}; coroner's taints are removed", node.boot_id);
         self.notify(false, "NodeRecovered", message.clone());
         self.enter(Phase::Done, Reason::RemediationComplete, message);
+    }
+}
+
+/// A1: life is dated by when coroner first saw it, never by the node's clock: the first step that sees
+/// the admitted node's Lease other than admission recorded it, or its bootID changed, records that
+/// moment on coroner's clock (`progress.leaseChangeSeenAt`, `progress.bootChangeSeenAt`). A change
+/// no step of the fence saw is dated when an attestation first sees it, after the fence: no override.
+pub fn note_life_seen(
+    progress: &mut Progress,
+    admitted: Option<&crate::api::NodeEvidence>,
+    node: &NodeSnapshot,
+    now: Timestamp,
+) {
+    let Some(admitted) = admitted.filter(|a| a.uid == node.uid) else { return };
+    let then = (admitted.lease_present, admitted.lease_renew_time.as_ref().map(|t| t.0));
+    if then != (node.lease_present, node.lease_renew_time) && progress.lease_change_seen_at.is_none() {
+        progress.lease_change_seen_at = Some(MicroTime(now));
+    }
+    let booted = !admitted.boot_id.is_empty() && !node.boot_id.is_empty() && node.boot_id != admitted.boot_id;
+    if booted && progress.boot_change_seen_at.is_none() {
+        progress.boot_change_seen_at = Some(MicroTime(now));
     }
 }
 

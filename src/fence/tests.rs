@@ -1398,6 +1398,29 @@ fn proof_boundary_is_inclusive_at_exactly_settle() {
 }
 
 #[test]
+fn a_fence_dates_life_by_its_own_first_sight_of_it_never_by_the_nodes_clock() {
+    let spec = spec();
+    let verified = verified(&spec);
+    // The kubelet's clock runs behind: a renewal coroner first sees at t(5) carries renewTime t(-400).
+    let renewed = NodeSnapshot { lease_renew_time: Some(t(-400)), ..node() };
+    let seen = step(&spec, &verified, power(PowerState::On), ctx(5, &renewed));
+    let progress = seen.status.progress.clone().unwrap();
+    assert_eq!(progress.lease_change_seen_at, Some(MicroTime(t(5))));
+    assert_eq!(progress.boot_change_seen_at, None);
+    // Later sights keep the first; a new boot is dated when first seen.
+    let booted = NodeSnapshot { boot_id: "boot-2".into(), ..renewed };
+    let later = step(&spec, &State::from(&seen), power(PowerState::On), ctx(9, &booted));
+    let progress = later.status.progress.unwrap();
+    assert_eq!(
+        (progress.lease_change_seen_at, progress.boot_change_seen_at),
+        (Some(MicroTime(t(5))), Some(MicroTime(t(9))))
+    );
+    // The Lease as admitted is no sight of anything.
+    let quiet = step(&spec, &verified, power(PowerState::On), ctx(5, &node()));
+    assert_eq!(quiet.status.progress.unwrap().lease_change_seen_at, None);
+}
+
+#[test]
 fn a_machine_already_off_is_judged_against_the_lease_admission_saw() {
     let spec = spec();
     let renewed = NodeSnapshot { lease_renew_time: Some(t(0)), ..node() };

@@ -1793,13 +1793,13 @@ fn seen_until(
 /// node's Lease was renewed after the owning remediation was created (no fence's power-off comes
 /// before that), whatever coroner recorded.
 fn taken_back_on_life(truth: &Truth, node: &str, owner: Option<&str>) -> bool {
-    let Some(Some(renewed)) = truth.leases.get(node) else { return false };
-    let created = truth
-        .remediations
-        .values()
-        .find(|r| r.uid().as_deref() == owner)
-        .and_then(|r| r.metadata.creation_timestamp.as_ref().map(|t| t.0));
-    created.is_some_and(|created| *renewed > created)
+    // In true time: a kubelet's renewTime may run behind the world's clock.
+    let Some(name) = truth.remediations.values().find(|r| r.uid().as_deref() == owner).map(|r| r.name_any()) else {
+        return false;
+    };
+    let created = truth.created.iter().rev().find(|(of, ..)| *of == name).map(|(.., at)| *at);
+    let renewed = truth.life.get(node).and_then(|life| life.iter().rev().find(|(_, k)| *k == Life::Lease));
+    created.zip(renewed).is_some_and(|(created, (renewed, _))| *renewed > created)
 }
 
 fn release_may_end(truth: &Truth, owner: Option<&str>) -> bool {

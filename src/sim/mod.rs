@@ -1153,6 +1153,7 @@ pub async fn reconcile<W: World + Finalizer>(
 /// The target node, its machine and BMC as the scenario says; a healthy second node with its own.
 fn build_world(truth: &mut Truth, scenario: &Scenario) {
     truth.store_lag = scenario.store_lag;
+    truth.kubelet_behind.insert(TARGET.into(), scenario.kubelet_behind);
     let (on, reach) = match scenario.death {
         Death::PowerLoss | Death::PowerLossWithBmc => (false, Reach::Connected),
         Death::KernelHang => (true, Reach::Connected),

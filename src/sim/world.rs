@@ -401,6 +401,8 @@ pub struct Truth {
     pub ready_history: BTreeMap<String, Vec<(Micros, String)>>,
     /// Every remediation created: its name, its node and when (kept past its deletion).
     pub created: Vec<(String, String, Micros)>,
+    /// How far each node's kubelet clock runs behind the world's.
+    pub kubelet_behind: BTreeMap<String, Micros>,
     /// When each process read each remediation, by (process, task, remediation), as `node_reads`.
     pub remediation_reads: BTreeMap<(u32, String, String), Vec<Micros>>,
     /// When each taint (by `key=value:effect@time`) was put on its Node, in true time.
@@ -541,6 +543,7 @@ impl Truth {
             node_reads: BTreeMap::new(),
             ready_history: BTreeMap::new(),
             created: Vec::new(),
+            kubelet_behind: BTreeMap::new(),
             remediation_reads: BTreeMap::new(),
             boot_at_release: BTreeMap::new(),
             taint_added: BTreeMap::new(),
@@ -1045,6 +1048,10 @@ impl Truth {
     }
 
     pub(super) fn renew_lease(&mut self, node: &str, wall: Timestamp) {
+        // A kubelet whose clock runs behind writes a renewTime from its past (A1: coroner dates life
+        // by its own first sight of it).
+        let behind = self.kubelet_behind.get(node).copied().unwrap_or(0);
+        let wall = wall.checked_sub(jiff::SignedDuration::from_micros(behind)).unwrap_or(wall);
         self.leases.insert(node.into(), Some(wall));
         self.lease_changes.push(node.into());
         self.life.entry(node.into()).or_default().push((self.now, Life::Lease));
@@ -1195,12 +1202,16 @@ impl Truth {
                 (true, Reach::LeaseOnly) if beat => self.renew_lease(&node, wall),
                 _ => {}
             }
-            // kube-controller-manager: no heartbeat for 40 s → Unknown.
-            let silent = self
-                .leases
-                .get(&node)
-                .and_then(|l| *l)
-                .is_none_or(|renewed| wall.duration_since(renewed) > SignedDuration::from_secs(40));
+            // kube-controller-manager: no heartbeat for 40 s → Unknown, by when it saw the Lease
+            // change (its own clock), not the renewTime a kubelet's clock wrote.
+            let renewed =
+                self.life.get(&node).and_then(|l| l.iter().rev().find(|(_, k)| *k == Life::Lease)).map(|(t, _)| *t);
+            // A Lease the world began with, no kubelet's renewal since: its renewTime is the world's.
+            let initial = || {
+                let at = self.leases.get(&node).copied().flatten()?;
+                Some(at.duration_since(self.wall(0)).as_micros() as Micros)
+            };
+            let silent = renewed.or_else(initial).is_none_or(|renewed| now - renewed > 40 * SECOND);
             if silent && self.ready_of(&node).as_deref() == Some(conditions::TRUE) {
                 self.set_ready(&node, conditions::UNKNOWN, None);
             }
