@@ -879,21 +879,23 @@ pub fn admitted_boot_id(remediation: &CoronerRemediation) -> &str {
     remediation.status.as_ref().and_then(|s| s.evidence.as_ref()?.node.as_ref()).map_or("", |n| n.boot_id.as_str())
 }
 
-/// A1: when the failed fence first saw the node report a new bootID, on coroner's clock
-/// ([`crate::fence::note_life_seen`]); none when no step of the fence saw it.
-pub fn boot_seen_at(remediation: &CoronerRemediation) -> Option<Timestamp> {
-    remediation.status.as_ref()?.progress.as_ref()?.boot_change_seen_at.as_ref().map(|t| t.0)
+/// A1: the last new bootID the failed fence saw the node report, and when it first saw it, on
+/// coroner's clock ([`crate::fence::note_life_seen`]); none when no step of the fence saw one.
+pub fn boot_seen(remediation: &CoronerRemediation) -> Option<(String, Timestamp)> {
+    let progress = remediation.status.as_ref()?.progress.as_ref()?;
+    Some((progress.boot_seen.clone()?, progress.boot_change_seen_at.as_ref()?.0))
 }
 
 /// A1: a Node whose kubelet reported a bootID other than the one the fence admitted the node with
 /// booted since: something ran on that machine, whatever it reads now (`FenceSawLife`). It is dated
-/// by when the fence first saw it (`seen`, coroner's clock), never by the kubelet's heartbeat time: a
-/// boot the fence never saw is first seen now, after the power action, and has no override.
+/// by when the fence first saw that boot (`seen`: the bootID and when, coroner's clock), never by the
+/// kubelet's heartbeat time: a boot the fence never saw is first seen now, after the power action,
+/// and has no override.
 pub fn no_new_boot(
     admitted: &str,
     node: &Node,
     power_action: Option<Timestamp>,
-    seen: Option<Timestamp>,
+    seen: Option<(String, Timestamp)>,
 ) -> Result<String, Refusal> {
     let now = node.status.as_ref().and_then(|s| s.node_info.as_ref()).map_or("", |i| i.boot_id.as_str());
     if admitted.is_empty() || now == admitted {
@@ -903,6 +905,7 @@ pub fn no_new_boot(
             format!("bootID {now} as at admission")
         });
     }
+    let seen = seen.filter(|(boot, _)| boot == now).map(|(_, at)| at);
     // A boot first seen after coroner's power action (or never seen by the fence) has no override.
     let before = seen.is_some_and(|at| before_power_action(at, power_action));
     let after = if before {
@@ -1115,8 +1118,8 @@ pub struct ReleasePlan {
     pub acknowledged: Vec<Acknowledgement>,
     /// When the fence's power action may first have reached a device ([`first_power_action`]).
     pub power_action: Option<Timestamp>,
-    /// When the fence first saw a new bootID (`progress.bootChangeSeenAt`, coroner's clock).
-    pub boot_seen_at: Option<Timestamp>,
+    /// The new bootID the fence saw, and when it first saw it (coroner's clock).
+    pub boot_seen: Option<(String, Timestamp)>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -1202,7 +1205,7 @@ pub fn evaluate<'a>(inputs: &Inputs<'a>) -> Evaluation<'a> {
     push(
         Precondition::NoNewBoot,
         match (node, remediation) {
-            (Some(n), Some(r)) => result(no_new_boot(admitted_boot_id(r), n, first_power_action(r), boot_seen_at(r))),
+            (Some(n), Some(r)) => result(no_new_boot(admitted_boot_id(r), n, first_power_action(r), boot_seen(r))),
             _ => skipped("needs the node and its failed fence"),
         },
     );
@@ -1352,7 +1355,7 @@ pub fn plan_of(attestation: &CoronerAttestation, remediation: &CoronerRemediatio
         lease_baseline: lease_at_fence_end(remediation)?,
         acknowledged: Vec::new(),
         power_action: first_power_action(remediation),
-        boot_seen_at: boot_seen_at(remediation),
+        boot_seen: boot_seen(remediation),
     })
 }
 
@@ -1380,7 +1383,7 @@ pub fn recheck_node(plan: &ReleasePlan, node: Option<&Node>, lease: Option<Optio
     node_is_the_attested_one(node, &plan.node_name, &plan.node_uid)?;
     let node = node.ok_or_else(|| Refusal::new(AttestationReason::NodeNotFound, "the node disappeared"))?;
     node_unreachable(node)?;
-    no_new_boot(&plan.boot_id, node, plan.power_action, plan.boot_seen_at)
+    no_new_boot(&plan.boot_id, node, plan.power_action, plan.boot_seen.clone())
         .or_else(|r| if acknowledged_in(plan, &r) { Ok(String::new()) } else { Err(r) })?;
     lease_unchanged_since_fence(Some(plan.lease_baseline), lease)?;
     from_gate(gates::not_excluded(node), "")?;

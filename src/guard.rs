@@ -482,18 +482,24 @@ pub fn identify(
         binding_generation: Some(found.through.generation),
         binding_content: Some(crate::access::content_hex(found.through.serial)),
     });
-    if found.system.power_state != PowerState::Off {
+    if shows_life(&found.system.power_state) {
         new.guard.get_or_insert_with(Default::default).sighted_at = Some(MicroTime(now));
     }
     new.last_update_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now));
     Ok((new, Notice { warning: false, reason: "GuardIdentityVerified".into(), message }))
 }
 
+/// R2: a power state the guard takes for the machine running, as [`assess`] does: anything but `Off`
+/// and an `Off` the BMC does not vouch for (neither Off nor a sign of life).
+fn shows_life(power: &PowerState) -> bool {
+    !matches!(power, PowerState::Off | PowerState::OffUnknown(_))
+}
+
 /// R2: what the guard remembers of the machine its identification found: a power that is not Off is
 /// its own sighting ([`identify`]).
 pub fn identified_sighting(memory: &Memory, found: &Result<IdentityFound, IdentityProblem>) -> Memory {
     match found {
-        Ok(found) if found.system.power_state != PowerState::Off => {
+        Ok(found) if shows_life(&found.system.power_state) => {
             Memory { sighted_on: Some(found.system.power_state.clone()), guarded_at: None, ..memory.clone() }
         }
         _ => memory.clone(),

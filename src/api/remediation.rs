@@ -433,10 +433,12 @@ pub struct Progress {
     /// coroner's clock (never the kubelet's renewTime: a kubelet's clock may be behind).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease_change_seen_at: Option<MicroTime>,
-    /// A1: when this fence first saw the Node report a bootID other than admission recorded, on
-    /// coroner's clock (never the kubelet's heartbeat time).
+    /// A1: when this fence first saw the Node report the bootID `bootSeen`, other than admission
+    /// recorded, on coroner's clock (never the kubelet's heartbeat time).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub boot_change_seen_at: Option<MicroTime>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_seen: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
     /// The coroner process (instance) reading the machine for this fence, named before its first

@@ -369,7 +369,7 @@ fn plan_for(r: &CoronerRemediation) -> ReleasePlan {
         remediation_uid: r.uid().unwrap(),
         lease_baseline: lease_at_fence_end(r).unwrap(),
         power_action: first_power_action(r),
-        boot_seen_at: boot_seen_at(r),
+        boot_seen: boot_seen(r),
     }
 }
 
@@ -721,7 +721,7 @@ fn a_dead_node_whose_fence_failed_is_released_when_every_precondition_holds() {
             remediation_uid: "uid-w1".into(),
             lease_baseline: t(-300),
             power_action: first_power_action(&World::dead_node().remediations[0]),
-            boot_seen_at: None,
+            boot_seen: None,
         }
     );
 }
@@ -1085,8 +1085,12 @@ fn life_reported_after_coroner_s_power_action_has_no_override() {
     let status = booted.status.as_mut().unwrap();
     status.node_info =
         Some(k8s_openapi::api::core::v1::NodeSystemInfo { boot_id: "boot-2".into(), ..Default::default() });
-    assert_eq!(no_new_boot("boot-1", &booted, Some(t(-50)), Some(t(-100))).unwrap_err().evidence_at, Some(t(-100)));
-    let after = no_new_boot("boot-1", &booted, Some(t(-103)), Some(t(-100))).unwrap_err();
+    let seen = || Some(("boot-2".to_owned(), t(-100)));
+    assert_eq!(no_new_boot("boot-1", &booted, Some(t(-50)), seen()).unwrap_err().evidence_at, Some(t(-100)));
+    // A boot other than the one the fence saw was never seen by it: after, whatever was seen before.
+    let other = no_new_boot("boot-1", &booted, Some(t(-50)), Some(("boot-3".to_owned(), t(-100)))).unwrap_err();
+    assert_eq!(other.evidence_at, None, "{}", other.message);
+    let after = no_new_boot("boot-1", &booted, Some(t(-103)), seen()).unwrap_err();
     assert_eq!(after.evidence_at, None, "within the clock margin counts as after: {}", after.message);
     assert!(after.message.contains("no override"), "{}", after.message);
 

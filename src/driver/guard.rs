@@ -196,13 +196,15 @@ impl<W: World> Fence<'_, W> {
         memory: &Memory,
         approval: crate::guard::Approval<'_>,
     ) -> Result<OutletsRound, Error> {
+        // L4: a meter that read in the fence and reads nothing now proves nothing to the guard either.
+        let metered = self.status().progress.map(|p| p.metered_outlets).unwrap_or_default();
         let proven_generation =
             self.status().evidence.and_then(|e| e.power_off).and_then(|p| p.level).map(|l| l.binding_generation);
         let (what, through) = match self.read_outlets(level).await? {
             // P1: a level edited since the release may name other outlets: they say nothing of this
             // machine, and are never switched for it.
             Ok(reading) if Some(reading.through.generation) != proven_generation => return Ok(OutletsRound::Unknown),
-            Ok(reading) => match crate::levels::level_proves_off(&reading.outcomes) {
+            Ok(reading) => match crate::levels::level_proves_off_since(&reading.outcomes, &metered) {
                 Ok(()) => return Ok(OutletsRound::Off),
                 Err(crate::levels::LevelNotOff::NotOff { outlet, cause }) => {
                     (format!("outlet {outlet} of level {level}: {cause}"), reading.through)

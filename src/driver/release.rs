@@ -244,11 +244,13 @@ pub(super) async fn standing_release<W: World>(
         remove_owned_out_of_service(world, &snapshot.name, owner_uid).await?;
         return Ok(Err(ReleaseRefusal::DidNotTakeEffect { node: snapshot.name.clone(), renewed }));
     }
-    let at = snapshot.released_at.unwrap_or_else(|| world.now());
-    let took_over_from = match world.node(&snapshot.name).await? {
-        Some(node) => taints::taken_over_from(&node, owner_uid),
-        None => None,
-    };
+    let node = world.node(&snapshot.name).await?;
+    // R1/R4: a taint someone rewrote since leaves the owner record the releasing update wrote: the
+    // release was made then.
+    let recorded = node.as_ref().and_then(|n| taints::ownership(n, CoronerTaint::OutOfService));
+    let recorded = recorded.filter(|o| o.uid == owner_uid).map(|o| o.time_added.0);
+    let at = snapshot.released_at.or(recorded).unwrap_or_else(|| world.now());
+    let took_over_from = node.as_ref().and_then(|node| taints::taken_over_from(node, owner_uid));
     Ok(Ok(Released { taint_owned: true, took_over_from, ..Released::checked(snapshot, at) }))
 }
 

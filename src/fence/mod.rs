@@ -615,12 +615,15 @@ pub fn rejection_passes(status: &CoronerRemediationStatus) -> bool {
     accepted || unanswered
 }
 
-/// R1: this fence's release is on the Node (its exact owned taint) while its status, still in
-/// `Releasing`, does not record it (the process that wrote it stopped first). It is recorded before
-/// anything else is decided, whatever the attempt's deadline: an attempt ended instead would forget a
-/// release that stands, and leave it unguarded.
+/// R1: this fence's release is on the Node (its exact owned taint, or its owner record of it: a
+/// taint someone rewrote since, R4) while its status, still in `Releasing`, does not record it (the
+/// process that wrote it stopped first). It is recorded before anything else is decided, whatever the
+/// attempt's deadline: an attempt ended instead would forget a release that stands, and leave it
+/// unguarded.
 pub fn release_unrecorded(status: &CoronerRemediationStatus, node: &NodeSnapshot) -> bool {
-    phase_of(status) == Phase::Releasing && node.released_at.is_some() && !is_released(status)
+    phase_of(status) == Phase::Releasing
+        && (node.released_at.is_some() || node.release_recorded)
+        && !is_released(status)
 }
 
 /// What to observe next in the current phase.
@@ -1287,6 +1290,7 @@ impl<'a> Step<'a> {
             metered_outlets: old.metered_outlets.clone(),
             lease_change_seen_at: old.lease_change_seen_at.clone(),
             boot_change_seen_at: old.boot_change_seen_at.clone(),
+            boot_seen: old.boot_seen.clone(),
             ..Progress::default()
         };
         self.memory = Memory {
@@ -2408,9 +2412,11 @@ pub fn note_life_seen(
     if then != (node.lease_present, node.lease_renew_time) && progress.lease_change_seen_at.is_none() {
         progress.lease_change_seen_at = Some(MicroTime(now));
     }
+    // Each new boot is dated when first seen: a later one is not the earlier one's.
     let booted = !admitted.boot_id.is_empty() && !node.boot_id.is_empty() && node.boot_id != admitted.boot_id;
-    if booted && progress.boot_change_seen_at.is_none() {
+    if booted && progress.boot_seen.as_deref() != Some(node.boot_id.as_str()) {
         progress.boot_change_seen_at = Some(MicroTime(now));
+        progress.boot_seen = Some(node.boot_id.clone());
     }
 }
 

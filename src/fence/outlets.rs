@@ -250,7 +250,9 @@ impl Step<'_> {
         if self.progress.release_begun.is_none() || self.memory.begun_untouched {
             return false;
         }
-        let Err(not_off @ LevelNotOff::NotOff { .. }) = rules::level_proves_off(&reading.outcomes) else {
+        let metered = &self.progress.metered_outlets;
+        let Err(not_off @ LevelNotOff::NotOff { .. }) = rules::level_proves_off_since(&reading.outcomes, metered)
+        else {
             return false;
         };
         let message = format!(

@@ -1410,11 +1410,16 @@ fn a_fence_dates_life_by_its_own_first_sight_of_it_never_by_the_nodes_clock() {
     // Later sights keep the first; a new boot is dated when first seen.
     let booted = NodeSnapshot { boot_id: "boot-2".into(), ..renewed };
     let later = step(&spec, &State::from(&seen), power(PowerState::On), ctx(9, &booted));
-    let progress = later.status.progress.unwrap();
+    let progress = later.status.progress.clone().unwrap();
     assert_eq!(
         (progress.lease_change_seen_at, progress.boot_change_seen_at),
         (Some(MicroTime(t(5))), Some(MicroTime(t(9))))
     );
+    // Another new boot is dated when it is first seen, not when the first one was.
+    let again = NodeSnapshot { boot_id: "boot-3".into(), ..node() };
+    let third = step(&spec, &State::from(&later), power(PowerState::On), ctx(12, &again));
+    let progress = third.status.progress.unwrap();
+    assert_eq!((progress.boot_seen.as_deref(), progress.boot_change_seen_at), (Some("boot-3"), Some(MicroTime(t(12)))));
     // The Lease as admitted is no sight of anything.
     let quiet = step(&spec, &verified, power(PowerState::On), ctx(5, &node()));
     assert_eq!(quiet.status.progress.unwrap().lease_change_seen_at, None);

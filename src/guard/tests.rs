@@ -1031,7 +1031,25 @@ fn an_approval_that_names_no_release_is_never_honoured_whenever_it_was_written()
     let fenced = futures::executor::block_on(lab.run());
     assert!(fenced.evidence.as_ref().and_then(|e| e.release.as_ref()).is_some(), "released");
     futures::executor::block_on(lab.clock().sleep(StdDuration::from_secs(5)));
-    lab.world(|t| t.annotate_node("worker-1", APPROVAL_ANNOTATION, "alice: disks checked"));
+    // The shape the removed upgrade step acted on: a record without its id, and an approval naming no
+    // release written (managedFields) after the release.
+    let now = lab.clock().now();
+    lab.world(|t| {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry, Time};
+        let rv = t.next_rv();
+        let r = t.remediations.get_mut("worker-1").unwrap();
+        r.status.as_mut().unwrap().evidence.as_mut().unwrap().release.as_mut().unwrap().release_id = None;
+        r.metadata.resource_version = Some(rv);
+        t.annotate_node("worker-1", APPROVAL_ANNOTATION, "alice: disks checked");
+        t.nodes.get_mut("worker-1").unwrap().metadata.managed_fields = Some(vec![ManagedFieldsEntry {
+            manager: Some("kubectl-annotate".into()),
+            fields_v1: Some(FieldsV1(
+                serde_json::json!({"f:metadata": {"f:annotations": {"f:coroner.dev/power-on-approved": {}}}}),
+            )),
+            time: Some(Time(now)),
+            ..ManagedFieldsEntry::default()
+        }]);
+    });
     let before = lab.device().resets().len();
     lab.device().switch_on("1");
     for _ in 0..2 {

@@ -751,6 +751,7 @@ impl Checker {
             | Record::PduTimeout { .. }
             | Record::OutletOnByHand { .. }
             | Record::BmcTimeout { .. }
+            | Record::CredentialsRejected { .. }
             | Record::OutletAnswer { .. } => {}
             // Only immediate Off is ever sent to an outlet (docs/safety.md L4).
             Record::OutletSwitched { at, by, outlet, on } => {
@@ -889,8 +890,7 @@ impl Checker {
         let rejected_first = rotated
             && ended_for(contract::Reason::BmcAuthenticationFailed).is_some_and(|(name, _)| {
                 let first = |wanted: &dyn Fn(&Record) -> bool| truth.log.iter().position(wanted);
-                let rejected =
-                    first(&|r| matches!(r, Record::Answer { by, said: Answered::Error, .. } if by.task == name));
+                let rejected = first(&|r| matches!(r, Record::CredentialsRejected { by, .. } if by.task == name));
                 let reset =
                     first(&|r| matches!(r, Record::Reset { by, on: false, guard: false, .. } if by.task == name));
                 rejected.is_some_and(|rejected| reset.is_none_or(|reset| rejected < reset))
@@ -1551,8 +1551,10 @@ fn level_proof_holds(
     }
     // P4: the machine truly off at every proving sample, and from the last one until the release took
     // effect, unless the world switched it on after the last proving request (the guard's).
+    // Judged on this machine's own power when the PDU looked: an outlet's record tells the power of
+    // the machine it feeds first, and a shared outlet feeds another too.
     let proving = runs.iter().flatten().filter(|a| a.2 >= began);
-    if let Some(on) = proving.clone().find(|a| a.4) {
+    if let Some(on) = proving.clone().find(|a| m.on_at(a.1)) {
         return Err(format!("{} was on when its PDU sampled a proving outlet reading at {}", m.name, show(on.1)));
     }
     let until = before_injected_power_on(truth, machine, last_requested, at);

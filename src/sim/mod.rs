@@ -160,8 +160,9 @@ pub fn reaching(seed: u64, shapes: &[reach::Shape]) -> Outcome {
 pub fn run_sabotaged(seed: u64, sabotage: crate::sabotage::Sabotage) -> Outcome {
     let mut run = Run::new(Scenario::generate(seed));
     // No process has started yet: the world's settings are still this run's alone.
-    if let Some(shared) = Arc::get_mut(&mut run.shared) {
-        shared.sabotage = sabotage;
+    match Arc::get_mut(&mut run.shared) {
+        Some(shared) => shared.sabotage = sabotage,
+        None => panic!("the world's settings are shared before any process started"),
     }
     outcome(seed, &mut run)
 }
@@ -240,8 +241,9 @@ pub fn story(seed: u64) -> String {
 #[cfg(test)]
 pub fn story_sabotaged(seed: u64, sabotage: crate::sabotage::Sabotage) -> String {
     let mut run = Run::new(Scenario::generate(seed));
-    if let Some(shared) = Arc::get_mut(&mut run.shared) {
-        shared.sabotage = sabotage;
+    match Arc::get_mut(&mut run.shared) {
+        Some(shared) => shared.sabotage = sabotage,
+        None => panic!("the world's settings are shared before any process started"),
     }
     tell_story(run)
 }

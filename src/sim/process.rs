@@ -815,6 +815,8 @@ impl SimDevice {
             shared.count(|s| s.faults += 1);
             Some(BmcError::Status { method: "GET", path: "/redfish/v1".into(), status: 503, detail: String::new() })
         } else if self.credentials != bmc.credentials {
+            let caller = by.clone();
+            shared.with(|t| t.log.push(Record::CredentialsRejected { at: t.now, by: caller }));
             Some(BmcError::Unauthorized(401))
         } else {
             None

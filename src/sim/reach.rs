@@ -361,7 +361,7 @@ impl Shape {
                     && released_by_proof()
                     && log.iter().enumerate().any(|(i, r)| match r {
                         Record::Reset { by, on: false, guard: false, .. } => log[i..].iter().any(|later| {
-                            matches!(later, Record::Answer { by: of, said: Answered::Error, .. } if of.task == by.task)
+                            matches!(later, Record::CredentialsRejected { by: of, .. } if of.task == by.task)
                         }),
                         _ => false,
                     })

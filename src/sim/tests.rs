@@ -126,7 +126,8 @@ fn sim_one() {
     let seed = std::env::var("SIM_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0);
     // SIM_SABOTAGE=<name>: the same seed on a sabotaged product (crate::sabotage).
     let sabotage = std::env::var("SIM_SABOTAGE").ok().map(|name| {
-        crate::sabotage::Sabotage::ALL.iter().copied().find(|s| format!("{s:?}") == name).unwrap_or_default()
+        let known = crate::sabotage::Sabotage::ALL.iter().copied().find(|s| format!("{s:?}") == name);
+        known.unwrap_or_else(|| panic!("no sabotage is called {name:?}: {:?}", crate::sabotage::Sabotage::ALL))
     });
     let story = std::thread::Builder::new().stack_size(crate::WORKER_STACK).spawn(move || match sabotage {
         Some(sabotage) => super::story_sabotaged(seed, sabotage),

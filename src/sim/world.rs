@@ -300,6 +300,8 @@ pub enum Record {
     /// A request to a BMC timed out (the world logs it: the oracle tells "asked, no answer" from
     /// "never asked").
     BmcTimeout { at: Micros, by: Caller, bmc: usize },
+    /// A BMC rejected a request's credentials (the BMC's password changed before its Secret).
+    CredentialsRejected { at: Micros, by: Caller },
     /// A request to a PDU outlet timed out (it may have reached the PDU).
     PduTimeout { at: Micros, by: Caller, outlet: usize },
     /// A person switched an outlet back on.
