@@ -327,6 +327,12 @@ impl Checker {
             |r| matches!(r, Record::BindingEdited { at, node: of, .. } if of == node && *at > proven && *at <= on),
         );
         let outlets = level_release && !edited;
+        // R2 asks for what the device can see: a BMC that lies `Off` shows the guard nothing of a
+        // power-on until it tells the truth, which the world records as a power-on of its own.
+        let lying = scenario.bmc == BmcKind::LiesOff && truth.bmc_truthful_at.is_none_or(|at| at > on);
+        if lying && !outlets {
+            return Some(Ok(()));
+        }
         let event = |reason: &str, from: Micros, until: Micros| {
             truth.log.iter().any(
                 |r| matches!(r, Record::Event { at, reason: said, .. } if *at >= from && *at <= until && said == reason),

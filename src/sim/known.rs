@@ -29,6 +29,11 @@ pub const KNOWN_FAILURES: &[(u64, Kept, &str)] = &[
         Kept::Moved(Shape::GuardSawPowerOn),
         "R2 (soak 718000-727999, on the oracle of issue 46): the guard's reading found the released machine On and its process died 7 ms later, before it could record or act on it; the glitch was over before the next leader's first reading, so nothing sent a ForceOff. The class of 4768, which no longer reproduced; the restarted bound hid it. Closing it needs the guard to name itself reader before it reads, as the fence does (ReadingUnrecorded), and the next leader to act on an unrecorded guard reading",
     ),
+    (
+        732950,
+        Kept::Moved(Shape::GuardSawPowerOn),
+        "R2 (soak 728000-737999): the class of 725773: the guard's reading found the released machine On as its process died, and the glitch was over before the next leader's first reading",
+    ),
 ];
 
 /// Seeds that failed once and pass since their fix: they must pass for ever. Most failed on the
@@ -1312,6 +1317,11 @@ pub const REGRESSIONS: &[(u64, Kept, &str)] = &[
         720607,
         Kept::Reaches(Shape::GuardForceOff),
         "R1 (soak 718000-727999): a release written by a process that died before its status write, and whose taint a webhook then rewrote, was not found on the Node (its exact taint gone), so the next process proved again and left it unguarded; the owner record the releasing update wrote now counts too (fence::release_unrecorded)",
+    ),
+    (
+        730562,
+        Kept::Reaches(Shape::LyingBmcReleased),
+        "oracle stricter than R2 (soak 728000-737999): a machine switched on while its BMC lied Off was judged from the power-on, and the window reached the BMC's first truthful answer; the device shows nothing until the BMC tells the truth, which the world records as a power-on of its own",
     ),
 ];
 

@@ -680,6 +680,7 @@ impl Run {
             }
             Event::BmcTellsTruth => self.shared.with(|t| {
                 t.bmcs[0].answers = world::PowerAnswers::Honest;
+                t.bmc_truthful_at = Some(t.now);
                 if let Some(m) = t.machine_of_node(TARGET)
                     && t.machines[m].on
                 {

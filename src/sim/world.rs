@@ -405,6 +405,8 @@ pub struct Truth {
     pub created: Vec<(String, String, Micros)>,
     /// How far each node's kubelet clock runs behind the world's.
     pub kubelet_behind: BTreeMap<String, Micros>,
+    /// When a BMC that lied `Off` began to tell the truth.
+    pub bmc_truthful_at: Option<Micros>,
     /// When each process read each remediation, by (process, task, remediation), as `node_reads`.
     pub remediation_reads: BTreeMap<(u32, String, String), Vec<Micros>>,
     /// When each taint (by `key=value:effect@time`) was put on its Node, in true time.
@@ -546,6 +548,7 @@ impl Truth {
             ready_history: BTreeMap::new(),
             created: Vec::new(),
             kubelet_behind: BTreeMap::new(),
+            bmc_truthful_at: None,
             remediation_reads: BTreeMap::new(),
             boot_at_release: BTreeMap::new(),
             taint_added: BTreeMap::new(),
