@@ -1034,7 +1034,7 @@ fn bound_bmc(truth: &Truth, node: &str, machine: usize, at: Micros) -> Option<us
             Record::BindingEdited { at: when, node: of, bmc } if of == node && *when <= at => Some(*bmc),
             _ => None,
         })
-        .unwrap_or_else(|| bmc_of(truth, machine))
+        .unwrap_or_else(|| truth.bound_at_start.get(node).copied().or_else(|| bmc_of(truth, machine)))
 }
 
 /// R2: the guard's device sees `machine` at `at` when the node's binding, as it is then, leads to a
@@ -1557,10 +1557,11 @@ fn level_proof_holds(
     }
     // P4: the machine truly off at every proving sample, and from the last one until the release took
     // effect, unless the world switched it on after the last proving request (the guard's).
-    // Judged on this machine's own power when the PDU looked: an outlet's record tells the power of
-    // the machine it feeds first, and a shared outlet feeds another too.
+    // Judged on this machine's own power when the PDU looked (an outlet's record tells the power of the
+    // machine it feeds first, and a shared outlet feeds another too); a wrong statement's outlets on
+    // the power of the machine they feed (L5's named risk, judged on the outlets it names).
     let proving = runs.iter().flatten().filter(|a| a.2 >= began);
-    if let Some(on) = proving.clone().find(|a| m.on_at(a.1)) {
+    if let Some(on) = proving.clone().find(|a| if stated_wrongly { a.4 } else { m.on_at(a.1) }) {
         return Err(format!("{} was on when its PDU sampled a proving outlet reading at {}", m.name, show(on.1)));
     }
     let until = before_injected_power_on(truth, machine, last_requested, at);

@@ -34,6 +34,11 @@ pub const KNOWN_FAILURES: &[(u64, Kept, &str)] = &[
         Kept::Moved(Shape::GuardSawPowerOn),
         "R2 (soak 728000-737999): the class of 725773: the guard's reading found the released machine On as its process died, and the glitch was over before the next leader's first reading",
     ),
+    (
+        741845,
+        Kept::Moved(Shape::GuardSawPowerOn),
+        "R2 (soak 738000-747999): the class of 725773: the guard's reading found the released machine On as its process died, and the glitch was over before the next leader's first reading",
+    ),
 ];
 
 /// Seeds that failed once and pass since their fix: they must pass for ever. Most failed on the
@@ -1322,6 +1327,21 @@ pub const REGRESSIONS: &[(u64, Kept, &str)] = &[
         730562,
         Kept::Reaches(Shape::LyingBmcReleased),
         "oracle stricter than R2 (soak 728000-737999): a machine switched on while its BMC lied Off was judged from the power-on, and the window reached the BMC's first truthful answer; the device shows nothing until the BMC tells the truth, which the world records as a power-on of its own",
+    ),
+    (
+        740385,
+        Kept::Reaches(Shape::WrongStatementSwitched),
+        "oracle (soak 738000-747999): a level stated wrongly released while the node's slow BMC timed out L7's question; its proof was judged on the node's machine instead of the named outlets' (L5's named risk is judged on the outlets it names)",
+    ),
+    (
+        742006,
+        Kept::Moved(Shape::GuardSawPowerOn),
+        "oracle stricter than R2 (soak 738000-747999): the target's binding, a mistyped copy of the other node's, leads to that node's BMC from the start; the oracle took the target's own BMC for the guard's device and asked for a ForceOff, where the guard, reading another machine, is blind",
+    ),
+    (
+        742684,
+        Kept::Moved(Shape::GuardSawPowerOn),
+        "oracle stricter than R2 (soak 738000-747999): the same under guard: Alert (ReleasedMachinePoweredOn asked of a guard whose device reads another machine)",
     ),
 ];
 

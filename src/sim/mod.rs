@@ -1215,6 +1215,9 @@ fn build_world(truth: &mut Truth, scenario: &Scenario) {
     truth.add_binding(TARGET, TARGET, &origin(target_origin), None);
     // With Mismatch, the target's binding is a mistyped copy of the other node's.
     truth.add_binding(OTHER, OTHER, &origin("https://bmc-2.example:443"), None);
+    if scenario.bmc == BmcKind::Mismatch {
+        truth.bound_at_start.insert(TARGET.into(), 1);
+    }
     if let Some(levels) = scenario.levels {
         add_level(truth, target, spare, other, &levels);
     }

@@ -407,6 +407,9 @@ pub struct Truth {
     pub kubelet_behind: BTreeMap<String, Micros>,
     /// When a BMC that lied `Off` began to tell the truth.
     pub bmc_truthful_at: Option<Micros>,
+    /// The BMC a node's binding led to when the world began, where it is not its machine's own (a
+    /// mistyped copy of another node's binding).
+    pub bound_at_start: BTreeMap<String, usize>,
     /// When each process read each remediation, by (process, task, remediation), as `node_reads`.
     pub remediation_reads: BTreeMap<(u32, String, String), Vec<Micros>>,
     /// When each taint (by `key=value:effect@time`) was put on its Node, in true time.
@@ -549,6 +552,7 @@ impl Truth {
             created: Vec::new(),
             kubelet_behind: BTreeMap::new(),
             bmc_truthful_at: None,
+            bound_at_start: BTreeMap::new(),
             remediation_reads: BTreeMap::new(),
             boot_at_release: BTreeMap::new(),
             taint_added: BTreeMap::new(),
