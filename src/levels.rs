@@ -107,6 +107,20 @@ pub fn level_proves_off_since(outlets: &[OutletOutcome], metered: &[String]) -> 
     }
 }
 
+/// L4: a level's outlets are switched off only when every outlet's meter is on record first: the
+/// outlet answered at this reading (the intent's write then keeps its meter in `metered`), or its
+/// meter is on record from an earlier reading. An outlet switched off before anyone on record read
+/// it may have a meter that falls silent once it is off, and a silent meter proves Off only where
+/// no meter was ever seen. Returns the first outlet that is neither.
+pub fn meters_on_record(outlets: &[OutletOutcome], metered: &[String]) -> Result<(), LevelNotOff> {
+    match outlets.iter().find(|o| o.reading.is_err() && !metered.contains(&o.outlet)) {
+        Some(OutletOutcome { outlet, reading: Err(error), .. }) => {
+            Err(LevelNotOff::Unread { outlet: outlet.clone(), error: error.clone() })
+        }
+        _ => Ok(()),
+    }
+}
+
 /// The outlets whose meter has given a reading in this fence: `before`, and those that give one now.
 pub fn metered_now(before: &[String], outlets: &[OutletOutcome]) -> Vec<String> {
     let mut metered = before.to_vec();
@@ -590,6 +604,19 @@ mod tests {
         // An outlet that never gave a reading in this fence is judged as it reads.
         assert_eq!(level_proves_off_since(&now, &["c".to_owned()]), Ok(()));
         assert_eq!(level_proves_off_since(&[outcome("a", Ok(off(Some(0.0))))], &metered), Ok(()));
+    }
+
+    #[test]
+    fn a_level_is_switched_off_only_once_every_outlets_meter_is_on_record() {
+        let timeout = || Err(PduError::Timeout { elapsed: std::time::Duration::from_secs(2), tries: 1 });
+        let on = OutletReading { state: OutletState::On, pending: false, watts: Some(180.0), metered: true };
+        // Outlet a unread, never read before: its meter might fall silent once it is off.
+        let reading = [outcome("a", timeout()), outcome("b", Ok(on.clone()))];
+        assert!(matches!(meters_on_record(&reading, &[]), Err(LevelNotOff::Unread { outlet, .. }) if outlet == "a"));
+        // Its meter on record from an earlier reading of this fence: its silence will be seen.
+        assert_eq!(meters_on_record(&reading, &["a".to_owned()]), Ok(()));
+        // Every outlet answered: what they showed goes into the intent's write.
+        assert_eq!(meters_on_record(&[outcome("a", Ok(on.clone())), outcome("b", Ok(on))], &[]), Ok(()));
     }
 
     #[test]

@@ -428,6 +428,44 @@ fn an_outlet_that_could_not_be_read_is_read_again_and_switches_nothing() {
     assert!(decision.requeue.is_some());
 }
 
+/// Seed 754431: the first process read both outlets metered and lost its write; the next read outlet
+/// 1 not at all and outlet 2 On, switched both off, and outlet 1's meter fell silent once it was off.
+#[test]
+fn outlets_are_switched_off_only_once_every_outlets_meter_is_on_record() {
+    let mut fence = Fence::new(off_once(), vec![level(true, 2)]);
+    fence.bmc_silent();
+    let reading = |millis: i64, first: Result<OutletReading, PduError>| {
+        let on = OutletReading { state: On, pending: false, watts: Some(180.0), metered: true };
+        let outcomes = [first, Ok(on)]
+            .into_iter()
+            .enumerate()
+            .map(|(i, reading)| OutletOutcome {
+                outlet: format!("snmp:pdu-a:161|{}", i + 1),
+                floor_watts: 5.0,
+                reading,
+            })
+            .collect();
+        let sampled = Sampled { requested: mono(millis), answered: mono(millis) };
+        Observation::Outlets(Ok(LevelReading { level: 2, outcomes, sampled, through: DeviceMark::default() }))
+    };
+    let timeout = || Err(PduError::Timeout { elapsed: StdDuration::from_secs(2), tries: 1 });
+    let decision = fence.step(1_000, reading(1_000, timeout()));
+    assert_eq!(decision.reset, None, "outlet 1 unread and its meter not on record");
+    assert!(fence.status.progress.as_ref().unwrap().intent.is_none());
+    let metered = OutletReading { state: On, pending: false, watts: Some(180.0), metered: true };
+    let decision = fence.step(2_000, reading(2_000, Ok(metered)));
+    assert_eq!(decision.reset, Some(ResetType::ForceOff));
+    let progress = fence.status.progress.clone().unwrap();
+    assert_eq!(progress.metered_outlets, ["snmp:pdu-a:161|2", "snmp:pdu-a:161|1"], "on record with the intent");
+    // Once on record, an outlet that cannot be read at a later reading does not stop a P7 send again.
+    assert_eq!(rules_meters(&fence, timeout()), Ok(()));
+}
+
+fn rules_meters(fence: &Fence, first: Result<OutletReading, PduError>) -> Result<(), crate::levels::LevelNotOff> {
+    let outcome = OutletOutcome { outlet: "snmp:pdu-a:161|1".into(), floor_watts: 5.0, reading: first };
+    crate::levels::meters_on_record(&[outcome], &fence.status.progress.clone().unwrap().metered_outlets)
+}
+
 #[test]
 fn a_stale_proof_is_proven_again_through_the_outlets_not_the_bmc() {
     let twice =

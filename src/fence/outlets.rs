@@ -216,6 +216,12 @@ impl Step<'_> {
                 // and again after a failed command (P7). One that could not be read is read again.
                 let wanted = self.progress.intent.is_none() || self.unsent(PowerAction::ForceOff);
                 if !unread && wanted {
+                    // L4: not before every outlet's meter is on record (an unread one is read again).
+                    if let Err(unknown) = rules::meters_on_record(&reading.outcomes, &self.progress.metered_outlets) {
+                        self.progress.last_error =
+                            Some(format!("{unknown}; its meter goes on record before the level is switched off"));
+                        return self.paced_retry();
+                    }
                     if self.held() {
                         self.check_attempt_deadline();
                         return;

@@ -1315,8 +1315,8 @@ pub const REGRESSIONS: &[(u64, Kept, &str)] = &[
     ),
     (
         718276,
-        Kept::Reaches(Shape::LevelRelease),
-        "oracle (soak 718000-727999): the other node's fence released through its level, whose one outlet it shares with the target's machine; the oracle judged its machine's power by the outlet's record, which tells the power of the machine the outlet feeds first (the target's, still on through its second outlet); each machine is now judged on its own power",
+        Kept::Moved(Shape::LevelRelease),
+        "oracle (soak 718000-727999; moved off its shape by L4's meters_on_record): the other node's fence released through its level, whose one outlet it shares with the target's machine; the oracle judged its machine's power by the outlet's record, which tells the power of the machine the outlet feeds first (the target's, still on through its second outlet); each machine is now judged on its own power",
     ),
     (
         720607,
@@ -1342,6 +1342,11 @@ pub const REGRESSIONS: &[(u64, Kept, &str)] = &[
         742684,
         Kept::Moved(Shape::GuardSawPowerOn),
         "oracle stricter than R2 (soak 738000-747999): the same under guard: Alert (ReleasedMachinePoweredOn asked of a guard whose device reads another machine)",
+    ),
+    (
+        754431,
+        Kept::Reaches(Shape::MeterFellSilent),
+        "L4 (soak 748000-757999): a process read both outlets metered and its write failed; the next process, outlet 1 unread and outlet 2 On, switched the level off, and outlet 1's meter, silent once off, was never on record: a welded relay released a running machine. Fixed: levels::meters_on_record, no Off before every outlet's meter is on record",
     ),
 ];
 
