@@ -19,7 +19,7 @@ lint:
 
 ## unit: pure decisions, the simulator's fixed budget of seeds, and generated-file checks (no peers needed)
 unit:
-	$(CARGO) test --lib --test generated --test manifests
+	$(CARGO) test --lib --test generated --test manifests --test floors
 
 ## soak: SEEDS more simulator seeds beyond the budget (default 10000), from seed FROM (default 1000)
 SEEDS ?= 10000

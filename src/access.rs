@@ -18,7 +18,6 @@ use kube::{Api, Client, ResourceExt};
 use crate::{
     api::{BmcBinding, CaBundleKind, IpmiPrivilege, IpmiTarget, SnmpAuthProtocol, SnmpPrivProtocol, SnmpVersion},
     bmc::{BmcError, Credentials, Password, RedfishClient, RedfishConfig, ResetType, SetupError, SystemReading, tls},
-    contract::Reason,
     driver::ports::{Level, Target},
     ipmi::{BmcKey, IpmiClient, IpmiConfig, Privilege},
     pdu::{self, OutletCommand, OutletReading, Outlets, PduError, redfish::RedfishPdu, snmp::SnmpPdu},
@@ -32,75 +31,19 @@ pub struct BmcSettings {
     pub retry_backoff: StdDuration,
 }
 
-/// Why what a binding refers to cannot be used. Nothing was asked of the BMC.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum Cause {
-    #[error("credentials Secret {namespace}/{name} does not exist")]
-    SecretMissing { namespace: String, name: String },
-    #[error("credentials Secret {namespace}/{name} has no non-empty UTF-8 key {key:?}")]
-    KeyMissing { namespace: String, name: String, key: &'static str },
-    #[error("CA bundle {kind:?} {namespace}/{name} does not exist")]
-    CaBundleMissing { kind: CaBundleKind, namespace: String, name: String },
-    #[error("{kind:?} {namespace}/{name} has no key {key:?}")]
-    CaBundleKeyMissing { kind: CaBundleKind, namespace: String, name: String, key: String },
-    /// `tls.certificateSHA256` is not a SHA-256.
-    #[error(transparent)]
-    BadPin(tls::TlsConfigError),
-    /// A bad endpoint, a CA bundle that is not PEM, a bad serverName, no trust at all.
-    #[error(transparent)]
-    Setup(#[from] SetupError),
-    /// An IPMI binding that cannot be spoken (a cipher suite, a key, a name IPMI cannot carry).
-    #[error(transparent)]
-    Ipmi(#[from] crate::ipmi::IpmiError),
-    #[error("credentials Secret {namespace}/{name}: key kg is not hex")]
-    BmcKeyNotHex { namespace: String, name: String },
-    /// The binding has no such PDU level (it was edited since the fence moved to it).
-    #[error("it has no PDU level {level} (levels are numbered from 2)")]
-    NoSuchLevel { level: u32 },
-    /// A PDU outlet that cannot be spoken to as configured (an id, an SNMP setup).
-    #[error("PDU outlet {outlet}: {problem}")]
-    Pdu { outlet: String, problem: String },
-    /// More than one of the above: each is named, so that one edit can fix them all.
-    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
-    Several(Vec<Cause>),
-}
+pub use crate::words::binding::{Cause, Unusable, together};
 
-/// The causes found (at least one), as one: the only one, or all of them ([`Cause::Several`]).
-pub fn together(mut causes: Vec<Cause>) -> Cause {
-    match (causes.pop(), causes.is_empty()) {
-        (Some(only), true) => only,
-        (last, _) => Cause::Several(causes.into_iter().chain(last).collect()),
+/// A client that could not be built for a binding: the binding is what must change.
+impl From<SetupError> for Cause {
+    fn from(error: SetupError) -> Self {
+        Self::Setup(error.to_string())
     }
 }
 
-/// A binding that cannot be used, and why.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("BmcBinding {binding}: {cause}")]
-pub struct Unusable {
-    pub binding: String,
-    pub cause: Cause,
-}
-
-impl Unusable {
-    pub fn new(binding: &BmcBinding, cause: impl Into<Cause>) -> Self {
-        Self { binding: binding.name_any(), cause: cause.into() }
-    }
-
-    /// The condition reason it gives: the binding is what must change.
-    pub fn reason(&self) -> Reason {
-        match self.cause {
-            Cause::SecretMissing { .. }
-            | Cause::KeyMissing { .. }
-            | Cause::CaBundleMissing { .. }
-            | Cause::CaBundleKeyMissing { .. }
-            | Cause::BadPin(_)
-            | Cause::Setup(_)
-            | Cause::Ipmi(_)
-            | Cause::BmcKeyNotHex { .. }
-            | Cause::NoSuchLevel { .. }
-            | Cause::Pdu { .. }
-            | Cause::Several(_) => Reason::BindingInvalid,
-        }
+/// An IPMI binding that cannot be spoken (a cipher suite, a key, a name IPMI cannot carry).
+impl From<crate::ipmi::IpmiError> for Cause {
+    fn from(error: crate::ipmi::IpmiError) -> Self {
+        Self::Ipmi(error.to_string())
     }
 }
 
@@ -210,7 +153,7 @@ async fn trust_of(
         }
     };
     let bytes = ca_bundle.clone().unwrap_or_default();
-    Ok(tls::Trust::from_policy(policy, ca_bundle).map(|trust| (trust, bytes)).map_err(Cause::BadPin))
+    Ok(tls::Trust::from_policy(policy, ca_bundle).map(|trust| (trust, bytes)).map_err(|e| Cause::BadPin(e.to_string())))
 }
 
 /// The key coroner's device digests are keyed with. Only coroner holds it (a Secret in its own
@@ -286,10 +229,7 @@ fn keyed_digest(key: &ContentKey, parts: &[impl AsRef<[u8]>]) -> u64 {
     u64::from_le_bytes(digest[..8].try_into().unwrap_or_default())
 }
 
-/// A device digest as a binding's status and a fence's admission record show it.
-pub fn content_hex(digest: u64) -> String {
-    format!("{digest:016x}")
-}
+pub use crate::words::digest::content_hex;
 
 /// The power target a binding describes: a Redfish service or an IPMI BMC, behind the one trait
 /// the fence loop uses.
@@ -343,6 +283,34 @@ impl Target for Device {
             Self::Redfish(client) => Target::heard(client).await,
             Self::Ipmi { client, .. } => Target::heard(client).await,
         }
+    }
+}
+
+/// An IPMI BMC as the loop's power target: its chassis ([`IpmiClient::find_chassis`]); a power
+/// action unbounded here ([`IpmiClient::act_checked`]). Returns 0, IPMI's normal completion code.
+impl Target for IpmiClient {
+    fn origin(&self) -> String {
+        IpmiClient::origin(self)
+    }
+
+    async fn find(
+        &self,
+        pinned: Option<&str>,
+        node_uuid: &str,
+    ) -> Result<Result<SystemReading, crate::identity::IdentityRefusal>, BmcError> {
+        self.find_chassis(pinned, node_uuid).await.map(Ok)
+    }
+
+    async fn read(&self, path: &str) -> Result<SystemReading, BmcError> {
+        self.read_chassis(path).await
+    }
+
+    async fn act(&self, system: &SystemReading, reset: ResetType) -> Result<u16, BmcError> {
+        self.act_checked(system, reset, None).await.map(|()| 0)
+    }
+
+    async fn heard(&self) -> crate::bmc::Heard {
+        IpmiClient::heard(self).await
     }
 }
 
@@ -629,7 +597,7 @@ impl Clients {
             };
             return Ok(RedfishPdu::new(config)
                 .map(|pdu| OutletClient::Redfish(Box::new(pdu), id))
-                .map_err(Cause::Setup));
+                .map_err(Cause::from));
         }
         let Some(snmp) = &outlet.snmp else { return Ok(Err(pdu_cause("neither redfish nor snmp is set".into()))) };
         let security = match snmp.version {
@@ -713,6 +681,7 @@ mod tests {
 
     use super::*;
     use crate::api::{BmcBindingSpec, RedfishTarget, SecretRef, TlsPolicy};
+    use crate::contract::Reason;
 
     fn binding(version: &str) -> BmcBinding {
         let mut binding = BmcBinding::new(
@@ -886,7 +855,7 @@ mod tests {
         let endpoint =
             Unusable::new(&binding("1"), SetupError::Endpoint("endpoint \"http://x\" must be an https URL".into()));
         assert_eq!(endpoint.to_string(), "BmcBinding b: endpoint \"http://x\" must be an https URL");
-        let pin = Unusable::new(&binding("1"), Cause::BadPin(tls::parse_pin("zz").unwrap_err()));
+        let pin = Unusable::new(&binding("1"), Cause::BadPin(tls::parse_pin("zz").unwrap_err().to_string()));
         assert!(pin.to_string().starts_with("BmcBinding b: certificateSHA256 must be"), "{pin}");
         assert_eq!(pin.reason(), Reason::BindingInvalid);
     }

@@ -19,9 +19,8 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     api,
     bmc::tls,
-    controller::{self, BmcSettings, Context, Settings, VerifySettings},
+    controller::{self, BmcSettings, Context, Election, Settings, VerifySettings},
     gates::StormLimits,
-    leader::Election,
     telemetry::{self, Health, LogFormat, Metrics},
     uninstall,
 };

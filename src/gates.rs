@@ -14,8 +14,8 @@ use crate::{
         RemediationStrategy, conditions,
     },
     contract::{self, Reason},
-    fence::{NodeSnapshot, ready_status},
     identity,
+    node::{NodeSnapshot, ready_status},
 };
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -136,7 +136,7 @@ pub fn origin(endpoint: &str) -> String {
     if endpoint.starts_with("ipmi://") {
         return endpoint.to_owned();
     }
-    reqwest::Url::parse(endpoint).map(|u| u.origin().ascii_serialization()).unwrap_or_else(|_| endpoint.to_owned())
+    url::Url::parse(endpoint).map(|u| u.origin().ascii_serialization()).unwrap_or_else(|_| endpoint.to_owned())
 }
 
 /// The system a binding uses: its pin, or what verification discovered for its current spec.
@@ -427,7 +427,7 @@ pub struct Adoptable {
 }
 
 /// Another remediation of the node finished its fence and its release still stands (R1: judged from
-/// its record, [`crate::guard::release_stands`]); with `OutOfServiceTaint`, its exact taint is still
+/// its record, [`crate::release::release_stands`]); with `OutOfServiceTaint`, its exact taint is still
 /// on the node. A new remediation stands on it ([`crate::fence::Verdict::Adopt`]) rather than fencing
 /// the machine again: under `guard: Alert` a second fence would switch off a released machine the
 /// guard only reports, and under `Enforce` the sibling's guard already switches it off.
@@ -453,7 +453,7 @@ pub fn release_to_adopt(inputs: &GateInputs<'_>) -> Option<Adoptable> {
 
 /// The release of a sibling whose fence ended (`Done`, or `Failed` with a release: attested, or a
 /// deletion interrupted after some pods), while it stands (R1: judged from its record,
-/// [`crate::guard::release_stands`]) on the Node object it admitted (not one re-created under its
+/// [`crate::release::release_stands`]) on the Node object it admitted (not one re-created under its
 /// name, R4).
 fn standing_release<'a>(sibling: &'a CoronerRemediation, inputs: &GateInputs<'_>) -> Option<&'a ReleaseEvidence> {
     if !Phase::of(sibling).is_terminal() || sibling.metadata.deletion_timestamp.is_some() {
@@ -466,7 +466,7 @@ fn standing_release<'a>(sibling: &'a CoronerRemediation, inputs: &GateInputs<'_>
         return None;
     }
     let uid = sibling.uid()?;
-    crate::guard::release_stands(status, &NodeSnapshot::new(inputs.node, None, &uid)).then_some(release)
+    crate::release::release_stands(status, &NodeSnapshot::new(inputs.node, None, &uid)).then_some(release)
 }
 
 /// Whether a release to adopt ([`release_to_adopt`]) may be adopted now: adoption reports the node
@@ -634,7 +634,7 @@ pub fn queued_recheck(inputs: &GateInputs<'_>) -> StdDuration {
 pub struct QueueLook {
     pub resource_version: Option<String>,
     pub fingerprint: u64,
-    pub until: Option<crate::fence::Mono>,
+    pub until: Option<crate::words::Mono>,
 }
 
 /// What the place of `me` in the queue depends on, as the stores show it (no request): each other
@@ -645,7 +645,7 @@ pub fn queue_fingerprint(
     me: &CoronerRemediation,
     remediations: &[CoronerRemediation],
     bindings: &[BmcBinding],
-    lease_changed: Option<crate::fence::Mono>,
+    lease_changed: Option<crate::words::Mono>,
 ) -> u64 {
     use std::hash::{Hash, Hasher};
     // Fixed keys: the same stores give the same number in every process (and every simulator run).
@@ -678,7 +678,7 @@ pub fn queued_look_skipped(
     resource_version: Option<&str>,
     fingerprint: u64,
     poked: bool,
-    mono: crate::fence::Mono,
+    mono: crate::words::Mono,
 ) -> Option<StdDuration> {
     let last = last?;
     if poked || last.resource_version.as_deref() != resource_version || last.fingerprint != fingerprint {

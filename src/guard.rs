@@ -12,14 +12,14 @@ use k8s_openapi::{
         admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding},
         core::v1::Node,
     },
-    apimachinery::pkg::apis::meta::v1::{Condition, MicroTime},
+    apimachinery::pkg::apis::meta::v1::MicroTime,
 };
 use kube::ResourceExt;
 
 use crate::{
     api::{
-        AttestedReleaseState, CoronerRemediationStatus, GuardFinding, GuardPolicy, GuardStatus, IdentityEvidence,
-        Intent, PowerAction, conditions,
+        CoronerRemediationStatus, GuardFinding, GuardPolicy, GuardStatus, IdentityEvidence, Intent, PowerAction,
+        conditions,
     },
     bmc::{PowerState, ResetType},
     fence::{BmcFailure, Decision, IdentityFound, IdentityProblem, Memory, Mono, NodeSnapshot, Notice, PowerReading},
@@ -29,9 +29,6 @@ use crate::{
 /// On a Node: a person approved that the released machine runs again (the value says who and why).
 /// The guard then reports a power-on but does not switch the machine off.
 pub const APPROVAL_ANNOTATION: &str = "coroner.dev/power-on-approved";
-/// The guard's condition: `True` (reads Off), `False` (`ReleasedMachinePoweredOn`), `Unknown`
-/// (`GuardBlind`).
-pub const GUARD: &str = "Guard";
 /// `False` (`FenceDidNotTakeEffect`) when the node reported back with its pre-fence bootID.
 pub const FENCE_TOOK_EFFECT: &str = "FenceTookEffect";
 
@@ -45,50 +42,13 @@ pub const APPROVAL_POLICY: &str = "ApprovalPolicy";
 pub const APPROVAL_POLICY_MISSING: &str = "ApprovalPolicyMissing";
 pub const UNGUARDED_NODE_DELETED: &str = "ReleaseUnguardedNodeDeleted";
 pub const RETURNED_WITHOUT_APPROVAL: &str = "ReturnedWithoutApproval";
-/// A ForceOff the guard decided and then did not send, with the typed cause.
-pub const GUARD_HELD: &str = "GuardHeld";
 
-/// R1: whether this fence's release stands, judged from its record in status — never from a taint
-/// or an annotation on the Node, which anything may rewrite or remove. It stands from the release
-/// until coroner itself ends it to power the machine on (its `On` answered, after its own
-/// out-of-service taint is off the Node), or the node reports `Ready=True`. (The remediation's
-/// deletion ends it too: the finalizer does not guard.) An attested release is one once its Node
-/// update took effect: while its record still says `Releasing` (written before that update, which
-/// may never come: the process died, the attestation was refused), it stands only while the Node
-/// shows that update: its out-of-service taint, or its owner record of that taint (someone removed
-/// the taint in the gap before the record was confirmed: the release was made all the same).
-pub fn release_stands(status: &CoronerRemediationStatus, node: &NodeSnapshot) -> bool {
-    let Some(release) = status.evidence.as_ref().and_then(|e| e.release.as_ref()) else { return false };
-    if !release_made(status, node) {
-        return false;
-    }
-    // A Node replaced under the same name reporting Ready is another machine's kubelet (R4).
-    if node.ready.as_deref() == Some(conditions::TRUE) && !replaced(status, node) {
-        return false;
-    }
-    match release.taint_removed_at {
-        // Decided, but the release ends only once the taint is off the Node (a write refused keeps it);
-        // a Node replaced under the same name never had coroner take it off (R4).
-        Some(_) => node.released_at.is_some() || replaced(status, node) || !power_on_answered(status),
-        None => !power_on_answered(status),
-    }
-}
-
-/// Whether the release status records was made: any recorded release, except an attested one still
-/// `Releasing` whose Node update the Node does not show ([`release_stands`]).
-fn release_made(status: &CoronerRemediationStatus, node: &NodeSnapshot) -> bool {
-    let Some(release) = status.evidence.as_ref().and_then(|e| e.release.as_ref()) else { return false };
-    let unconfirmed = release.attestation.as_ref().is_some_and(|a| a.state == AttestedReleaseState::Releasing);
-    !(unconfirmed && node.released_at.is_none() && !node.release_recorded)
-}
-
-/// The `Reboot`'s `On` was sent and its answer (or its failure) recorded: an `On` decided and not
-/// answered may never have reached the BMC.
-fn power_on_answered(status: &CoronerRemediationStatus) -> bool {
-    let intent = status.progress.as_ref().and_then(|p| p.intent.as_ref());
-    intent.is_some_and(|i| i.action == PowerAction::On && i.result.is_some())
-        || status.evidence.as_ref().and_then(|e| e.power_on.as_ref()).is_some_and(|p| p.sent_at.is_some())
-}
+pub use crate::release::release_stands;
+pub use crate::words::guard::{GUARD, GUARD_HELD, MACHINE_OFF, MACHINE_OFF_MESSAGE, armed_at_release};
+use crate::{
+    node::replaced,
+    release::{power_on_answered, release_made},
+};
 
 /// R3: why no admission policy keeps the approval annotation to the approvers, or `None` when one is
 /// in force: a ValidatingAdmissionPolicy (failurePolicy Fail) sent UPDATEs of Nodes, whose expressions
@@ -223,12 +183,6 @@ pub fn unguarded_by_node_deletion(status: &CoronerRemediationStatus, node: &str)
         "Node {node} was deleted while coroner's release of it stood: nothing guards its machine, {machine}, any more. Keep it switched off, or wipe it before it runs again: its workloads may run elsewhere"
     );
     Some((binding, Notice { warning: true, reason: UNGUARDED_NODE_DELETED.into(), message }))
-}
-
-/// The Node is another object than the one admitted (the same name, a new UID).
-pub fn replaced(status: &CoronerRemediationStatus, node: &NodeSnapshot) -> bool {
-    let admitted = status.evidence.as_ref().and_then(|e| e.node.as_ref()).map(|n| n.uid.as_str());
-    admitted.is_some_and(|uid| !uid.is_empty() && uid != node.uid)
 }
 
 /// R1: the node reports `Ready=True` while coroner's release of it still stood — no `On` of
@@ -515,16 +469,6 @@ pub struct Watch<'a> {
     pub instance: &'a str,
     pub now: Timestamp,
     pub mono: Mono,
-}
-
-pub const MACHINE_OFF: &str = "MachineOff";
-const MACHINE_OFF_MESSAGE: &str = "the released machine reads Off";
-
-/// W1: a release that rests on the proof's readings starts guarded with what they showed: the
-/// machine reads Off (the proof's last reading, taken right before the release). The guard's first
-/// reading then writes and announces only what differs from it.
-pub fn armed_at_release(conditions: &mut Vec<Condition>, now: Timestamp) {
-    conditions::set(conditions, GUARD, conditions::TRUE, MACHINE_OFF, MACHINE_OFF_MESSAGE, now);
 }
 
 /// The guard's step for one reading. It writes status only when the finding changes (or it decides a

@@ -109,9 +109,7 @@ pub struct Claim {
     pub uuid: String,
 }
 
-pub fn parse(text: &str) -> Option<Uuid> {
-    Uuid::try_parse(text.trim()).ok()
-}
+pub use crate::words::uuid::parse;
 
 /// The same UUID with the byte order of its first three fields swapped.
 pub fn byte_swapped(uuid: Uuid) -> Uuid {

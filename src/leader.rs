@@ -1,38 +1,20 @@
-//! Leader election (kube-lease-manager, a Lease in coroner's namespace) and the check that guards
-//! every BMC mutation. A Lease is not a fence: between deciding and sending, leadership may pass to
+//! The check that guards every BMC mutation (the election itself, kube-lease-manager and a Lease in
+//! coroner's namespace, is `controller::leader`'s). A Lease is not a fence: between deciding and sending, leadership may pass to
 //! another replica, so right before a reset the leader renews its Lease itself, conditionally, and
 //! sends only if, by its own monotonic clock since that renewal was sent, the Lease is still its own
 //! for longer than the request can take, plus a margin for clock skew (docs/safety.md P6).
 
-use std::{
-    sync::{Arc, Mutex, PoisonError},
-    time::{Duration as StdDuration, Instant},
-};
+use std::time::Duration as StdDuration;
 
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::{
-    api::{coordination::v1::Lease, core::v1::Pod},
-    apimachinery::pkg::apis::meta::v1::MicroTime,
-};
-use kube::{Api, Client, ResourceExt, api::PostParams};
+use k8s_openapi::api::{coordination::v1::Lease, core::v1::Pod};
+use kube::ResourceExt;
 
-use crate::driver::ApiError;
+use crate::words::api_error::ApiError;
 
 /// Tolerated clock difference between coroner and the API server that stamps nothing here but
 /// whose clients (other replicas) renew the Lease on their own clocks.
 pub const SKEW_MARGIN: StdDuration = StdDuration::from_secs(2);
-
-#[derive(Clone, Debug)]
-pub struct Election {
-    pub lease_name: String,
-    pub namespace: String,
-    /// This replica's holder identity (its pod name).
-    pub identity: String,
-    pub lease_duration: StdDuration,
-    /// This process's last successful renewal request of the current term: when it was sent, on its
-    /// monotonic clock, and the Lease's resourceVersion it wrote (shared by the clones of one process).
-    renewed: Arc<Mutex<Option<(Instant, String)>>>,
-}
 
 /// Why this replica may not send a mutation now. Its Display is what the log and the error say.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -115,52 +97,6 @@ pub fn can_take_over(candidate: &Pod, me: &str, node_to_fence: &str) -> bool {
         && candidate.metadata.deletion_timestamp.is_none()
         && ready
         && node.is_some_and(|n| n != node_to_fence)
-}
-
-impl Election {
-    pub fn new(lease_name: String, namespace: String, identity: String, lease_duration: StdDuration) -> Self {
-        Self { lease_name, namespace, identity, lease_duration, renewed: Arc::default() }
-    }
-
-    fn held(&self, lease: Option<&Lease>) -> Held {
-        let renewed = self.renewed.lock().unwrap_or_else(PoisonError::into_inner).clone();
-        held(lease, renewed.as_ref().map(|(sent, version)| (sent.elapsed(), version.as_str())), Timestamp::now())
-    }
-
-    /// A new term: nothing this process renewed before counts.
-    pub fn new_term(&self) {
-        *self.renewed.lock().unwrap_or_else(PoisonError::into_inner) = None;
-    }
-
-    /// P6, the leader check: reads the Lease, which must still be this replica's as this process
-    /// knows it ([`held`], [`may_mutate`]: a Lease that may have run out is not renewed), renews it
-    /// under its resourceVersion, and judges `need` on the monotonic clock from when that renewal
-    /// was sent.
-    pub async fn ensure_leader(&self, client: &Client, need: StdDuration) -> Result<(), Refusal> {
-        let leases: Api<Lease> = Api::namespaced(client.clone(), &self.namespace);
-        // kube-lease-manager's own renewal may come in between: read again once.
-        for _ in 0..2 {
-            let lease = leases.get_opt(&self.lease_name).await.map_err(|e| Refusal::Unreadable(ApiError::from(e)))?;
-            // Still held, by more than the skew margin: kube-lease-manager renews only at half-life,
-            // so asking `need` of the Lease before renewing it would refuse a healthy leader.
-            may_mutate(lease.as_ref(), &self.identity, self.held(lease.as_ref()), StdDuration::ZERO)?;
-            let Some(mut lease) = lease else { return Err(Refusal::NoLease) };
-            if let Some(spec) = lease.spec.as_mut() {
-                spec.renew_time = Some(MicroTime(Timestamp::now()));
-            }
-            let sent = Instant::now();
-            match leases.replace(&self.lease_name, &PostParams::default(), &lease).await.map_err(ApiError::from) {
-                Ok(renewed) => {
-                    let version = renewed.resource_version().unwrap_or_default();
-                    *self.renewed.lock().unwrap_or_else(PoisonError::into_inner) = Some((sent, version));
-                    return may_mutate(Some(&renewed), &self.identity, Held::Since(sent.elapsed()), need);
-                }
-                Err(ApiError::Conflict(_)) => {}
-                Err(error) => return Err(Refusal::NotRenewed(error)),
-            }
-        }
-        Err(Refusal::NotRenewed(ApiError::Conflict("the leader Lease changed under both renewals".into())))
-    }
 }
 
 #[cfg(test)]
@@ -290,58 +226,5 @@ mod tests {
         renewed.metadata.resource_version = Some("8".into());
         assert_eq!(held(Some(&renewed), last, t(100)), Held::Wall(t(100)), "kube-lease-manager renewed it since");
         assert_eq!(held(Some(&renewed), None, t(100)), Held::Wall(t(100)), "no renewal of its own this term");
-    }
-
-    type Sent = Vec<(String, String, serde_json::Value)>;
-
-    /// A mock apiserver that answers each request with `held` at the next of `versions`, and
-    /// returns what was sent: method, path and query, body.
-    fn serve(held: Lease, versions: &'static [&'static str]) -> (Client, tokio::task::JoinHandle<Sent>) {
-        use http::{Request, Response};
-        use kube::client::Body;
-        let (mock, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-        let server = tokio::spawn(async move {
-            let mut seen = Vec::new();
-            for version in versions {
-                let Some((request, respond)) = handle.next_request().await else { break };
-                let (method, uri) = (request.method().to_string(), request.uri().to_string());
-                let bytes = request.into_body().collect_bytes().await.unwrap();
-                let body =
-                    if bytes.is_empty() { serde_json::Value::Null } else { serde_json::from_slice(&bytes).unwrap() };
-                seen.push((method, uri, body));
-                let mut answer = held.clone();
-                answer.metadata.resource_version = Some((*version).into());
-                respond
-                    .send_response(Response::builder().body(Body::from(serde_json::to_vec(&answer).unwrap())).unwrap());
-            }
-            seen
-        });
-        (Client::new(mock, "default"), server)
-    }
-
-    /// The leader check as sent: a GET of the Lease, then its renewal as a PUT under the
-    /// resourceVersion read (a Lease written in between conflicts instead of being overwritten).
-    #[tokio::test]
-    async fn the_leader_check_renews_the_lease_it_read_under_that_version_and_judges_from_the_renewal() {
-        let election =
-            Election::new("coroner-leader".into(), "coroner-system".into(), "a".into(), StdDuration::from_secs(15));
-        let need = StdDuration::from_secs(5);
-        // Its renewTime long past, and no renewal of this term yet: the wall clock judges, and refuses.
-        let mut held = lease("a", -100_000_000, 15);
-        held.metadata.name = Some("coroner-leader".into());
-        let (client, server) = serve(held.clone(), &["9"]);
-        assert!(matches!(election.ensure_leader(&client, need).await, Err(Refusal::TooLittleLeft { .. })));
-        assert_eq!(server.await.unwrap().len(), 1, "a Lease that may have run out is not renewed");
-        // Renewed by this process at version 9 a moment ago: the monotonic clock judges, whatever
-        // renewTime says, and the renewal goes under version 9.
-        *election.renewed.lock().unwrap() = Some((Instant::now(), "9".into()));
-        let (client, server) = serve(held, &["9", "10"]);
-        assert_eq!(election.ensure_leader(&client, need).await, Ok(()));
-        let seen = server.await.unwrap();
-        let path = "/apis/coordination.k8s.io/v1/namespaces/coroner-system/leases/coroner-leader";
-        assert_eq!((seen[0].0.as_str(), seen[0].1.as_str()), ("GET", path));
-        assert_eq!((seen[1].0.as_str(), seen[1].1.as_str()), ("PUT", format!("{path}?").as_str()));
-        assert_eq!(seen[1].2["metadata"]["resourceVersion"], serde_json::json!("9"), "conditional on the Lease read");
-        assert_eq!(election.renewed.lock().unwrap().as_ref().map(|(_, v)| v.clone()), Some("10".into()));
     }
 }

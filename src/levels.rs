@@ -3,7 +3,10 @@
 //! machine. A level proves Off only when every outlet of it does; the next level is tried only when a
 //! level stayed silent, never when its answers showed the mapping wrong.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::{
+    cmp::Ordering,
+    collections::{BTreeMap, BTreeSet},
+};
 
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -12,7 +15,7 @@ use kube::ResourceExt;
 use crate::{
     api::{BmcBinding, BmcBindingSpec, FenceAction, LevelConfirmation, MappingProof, PduLevel, Phase},
     contract::Reason,
-    pdu::{NotOff, OutletReading, OutletState, PduError, proves_off},
+    words::outlet::{NotOff, OutletReading, OutletState, PduError},
 };
 
 /// L2: why a fence whose level ended with `reason` stops there instead of trying the next level.
@@ -68,6 +71,28 @@ pub enum LevelNotOff {
     NotOff { outlet: String, cause: NotOff },
     #[error("the level has no outlet")]
     Empty,
+}
+
+/// L4, what counts as Off: `reading` proves the outlet Off when it reads Off, no command is pending,
+/// and a metered draw is at most `floor_watts`. A draw or a floor that is not a number proves nothing, and neither does a
+/// meter that gives no reading.
+pub fn proves_off(reading: &OutletReading, floor_watts: f64) -> Result<(), NotOff> {
+    if reading.state != OutletState::Off {
+        return Err(NotOff::Reads(reading.state.clone()));
+    }
+    if reading.pending {
+        return Err(NotOff::CommandPending);
+    }
+    if reading.metered && reading.watts.is_none() {
+        return Err(NotOff::MeterSilent);
+    }
+    match reading.watts {
+        // A floor or a draw that is not a number compares as neither: above the floor.
+        Some(watts) if !matches!(watts.partial_cmp(&floor_watts), Some(Ordering::Less | Ordering::Equal)) => {
+            Err(NotOff::Drawing { watts, floor: floor_watts })
+        }
+        _ => Ok(()),
+    }
 }
 
 /// L1, L4: a level proves Off at one reading only when every outlet of it was read and proves Off
@@ -472,7 +497,6 @@ mod tests {
     use crate::{
         api::{PduOutlet, SecretRef, SnmpOutlet, SnmpVersion},
         contract::Disposition,
-        pdu::OutletState,
     };
 
     fn outlet(address: &str, number: u32, shared_with: &[&str]) -> PduOutlet {
@@ -839,6 +863,65 @@ mod tests {
             let each = !outcomes.is_empty()
                 && outcomes.iter().all(|o| o.reading.as_ref().is_ok_and(|r| proves_off(r, 5.0).is_ok()));
             prop_assert_eq!(level_proves_off(&outcomes).is_ok(), each);
+        }
+    }
+
+    fn settled(state: OutletState, pending: bool, watts: Option<f64>) -> OutletReading {
+        OutletReading { state, pending, watts, metered: watts.is_some() }
+    }
+
+    #[test]
+    fn a_metered_outlet_whose_meter_gives_no_reading_proves_nothing() {
+        let silent = OutletReading { state: OutletState::Off, pending: false, watts: None, metered: true };
+        assert_eq!(proves_off(&silent, 5.0), Err(NotOff::MeterSilent));
+        // An outlet without a meter has no draw to give: the relay's state is all there is.
+        let unmetered = OutletReading { metered: false, ..silent };
+        assert_eq!(proves_off(&unmetered, 5.0), Ok(()));
+    }
+
+    #[test]
+    fn only_a_settled_off_within_the_floor_proves_off() {
+        assert_eq!(proves_off(&settled(OutletState::Off, false, None), 5.0), Ok(()));
+        assert_eq!(proves_off(&settled(OutletState::Off, false, Some(5.0)), 5.0), Ok(()));
+        assert_eq!(proves_off(&settled(OutletState::Off, false, Some(0.0)), 5.0), Ok(()));
+        assert_eq!(proves_off(&settled(OutletState::On, false, None), 5.0), Err(NotOff::Reads(OutletState::On)));
+        let unknown = OutletState::unknown("Standby");
+        assert_eq!(proves_off(&settled(unknown.clone(), false, None), 5.0), Err(NotOff::Reads(unknown)));
+        assert_eq!(proves_off(&settled(OutletState::Off, true, None), 5.0), Err(NotOff::CommandPending));
+        assert_eq!(
+            proves_off(&settled(OutletState::Off, false, Some(230.5)), 5.0),
+            Err(NotOff::Drawing { watts: 230.5, floor: 5.0 })
+        );
+    }
+
+    #[test]
+    fn a_draw_or_a_floor_that_is_not_a_number_proves_nothing() {
+        assert!(proves_off(&settled(OutletState::Off, false, Some(f64::NAN)), 5.0).is_err());
+        assert!(proves_off(&settled(OutletState::Off, false, Some(1.0)), f64::NAN).is_err());
+        assert!(proves_off(&settled(OutletState::Off, false, Some(f64::INFINITY)), 5.0).is_err());
+        // Without a meter there is no draw to compare: the relay's state is all there is.
+        assert_eq!(proves_off(&settled(OutletState::Off, false, None), f64::NAN), Ok(()));
+    }
+
+    fn outlet_state() -> impl Strategy<Value = OutletState> {
+        prop_oneof![Just(OutletState::On), Just(OutletState::Off), "[ -~]{0,12}".prop_map(|t| OutletState::unknown(&t))]
+    }
+
+    fn number() -> impl Strategy<Value = f64> {
+        prop_oneof![any::<f64>(), -10.0..1000.0f64, Just(f64::NAN), Just(0.0)]
+    }
+
+    proptest! {
+        #[test]
+        fn proves_off_accepts_exactly_a_settled_off_within_the_floor(
+            state in outlet_state(), pending in any::<bool>(), watts in proptest::option::of(number()), floor in number(),
+            metered in any::<bool>()
+        ) {
+            let reading = OutletReading { metered: metered || watts.is_some(), ..settled(state.clone(), pending, watts) };
+            let expected = state == OutletState::Off
+                && !pending
+                && watts.map_or(!reading.metered, |w| w <= floor);
+            prop_assert_eq!(proves_off(&reading, floor).is_ok(), expected);
         }
     }
 }

@@ -11,8 +11,9 @@ use std::time::{Duration, Instant};
 
 use coroner::{
     bmc::{Credentials, Password, RedfishConfig, tls},
+    levels::proves_off,
     pdu::{
-        NotOff, OutletCommand, OutletReading, OutletState, Outlets, PduError, proves_off,
+        NotOff, OutletCommand, OutletReading, OutletState, Outlets, PduError,
         redfish::{OutletId, RedfishPdu},
         snmp::{AuthProtocol, CommunityVersion, OutletNumber, PrivProtocol, SnmpConfig, SnmpPdu, SnmpSecurity, Usm},
     },

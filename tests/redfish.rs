@@ -148,15 +148,16 @@ async fn a_uuid_on_two_nodes_is_ambiguous() {
 
 #[tokio::test]
 async fn discovery_picks_the_matching_system_among_several() {
+    use coroner::driver::ports::Target;
     let mut spec = MachineSpec::new(OTHER);
     spec.systems.push(("node-2".into(), UUID.into()));
     let machine = Machine::start(&spec);
-    let found = bmc::find_system(&client(&machine), None, UUID).await.unwrap().unwrap();
+    let found = Target::find(&client(&machine), None, UUID).await.unwrap().unwrap();
     assert_eq!(found.uuid, UUID);
-    let none = bmc::find_system(&client(&machine), None, "7f3b0c1e-0000-4000-8000-0000000000c3").await.unwrap();
+    let none = Target::find(&client(&machine), None, "7f3b0c1e-0000-4000-8000-0000000000c3").await.unwrap();
     assert!(none.is_err());
     // A pinned system by name follows the emulator's same-origin 307 to the UUID URL.
-    let pinned = bmc::find_system(&client(&machine), Some("node-2"), UUID).await.unwrap().unwrap();
+    let pinned = Target::find(&client(&machine), Some("node-2"), UUID).await.unwrap().unwrap();
     assert_eq!(pinned.path, format!("/redfish/v1/Systems/{UUID}"));
 }
 

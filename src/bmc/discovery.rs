@@ -1,85 +1,7 @@
 //! Reading every system a BMC serves, so that identity can be judged on all of them
 //! ([`crate::identity::select`]): a UUID is the node's only if no other system of the same BMC reports it.
 
-use std::collections::BTreeSet;
-
-use super::{Bmc, BmcError, SystemReading, paths};
-
-/// The members of a Systems collection as a set of their paths, one spelling per resource.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct MemberSet(BTreeSet<String>);
-
-impl MemberSet {
-    pub fn contains(&self, path: &str) -> bool {
-        self.0.contains(&key(path))
-    }
-
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    pub fn iter(&self) -> impl Iterator<Item = &str> {
-        self.0.iter().map(String::as_str)
-    }
-}
-
-impl<S: AsRef<str>> FromIterator<S> for MemberSet {
-    fn from_iter<I: IntoIterator<Item = S>>(paths: I) -> Self {
-        Self(paths.into_iter().map(|p| key(p.as_ref())).collect())
-    }
-}
-
-/// One spelling per resource: decoded segments without a trailing slash (the text as given when it
-/// has none, which only makes two listings differ, never agree).
-fn key(path: &str) -> String {
-    paths::segments(path).map_or_else(|_| path.to_owned(), |segments| format!("/{}", segments.join("/")))
-}
-
-/// A member that did not answer with a usable system.
-#[derive(Clone, Debug)]
-pub struct Unreadable {
-    pub member: String,
-    pub error: BmcError,
-}
-
-/// A member that answered, as the system that answered (after same-origin redirects).
-#[derive(Clone, Debug)]
-pub struct Answer {
-    pub member: String,
-    pub system: SystemReading,
-}
-
-/// What discovery read on one BMC.
-#[derive(Clone, Debug)]
-pub struct Discovery {
-    /// Every member of the Systems collection, all pages.
-    pub members: MemberSet,
-    /// The pinned system (`Systems/{systemId}`), as the system that answered; read first, and its
-    /// failure fails the discovery.
-    pub pinned: Option<SystemReading>,
-    /// The members read (the pinned system is not read twice).
-    pub systems: Vec<Answer>,
-    /// The members that could not be read, and why.
-    pub unreadable: Vec<Unreadable>,
-}
-
-impl Discovery {
-    /// Whether `member` answered: read as a member, or the system the pin (or another member) answered as.
-    pub fn answered(&self, member: &str) -> bool {
-        let same = |path: &str| paths::same_resource(path, member);
-        self.pinned.as_ref().is_some_and(|p| same(&p.path))
-            || self.systems.iter().any(|a| same(&a.member) || same(&a.system.path))
-    }
-
-    /// Every system read, the pinned one first.
-    pub fn readings(&self) -> impl Iterator<Item = &SystemReading> {
-        self.pinned.iter().chain(self.systems.iter().map(|a| &a.system))
-    }
-}
+use super::{Answer, Bmc, BmcError, Discovery, MemberSet, Unreadable};
 
 /// Reads the pinned system (if any), lists every member, and reads each member. `Err` only when the
 /// pinned system or the collection cannot be read; a member that cannot be read is recorded in
@@ -102,21 +24,4 @@ pub async fn discover<B: Bmc>(bmc: &B, pinned: Option<&str>) -> Result<Discovery
         }
     }
     Ok(discovery)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_member_set_ignores_order_duplicates_trailing_slashes_and_encoding() {
-        let a: MemberSet =
-            ["/redfish/v1/Systems/2", "/redfish/v1/Systems/1", "/redfish/v1/Systems/1/"].into_iter().collect();
-        let b: MemberSet = ["/redfish/v1/Systems/%31", "/redfish/v1/Systems/2"].into_iter().collect();
-        assert_eq!(a, b);
-        assert_eq!(a.len(), 2);
-        assert!(a.contains("/redfish/v1/Systems/1/"));
-        let c: MemberSet = ["/redfish/v1/Systems/1", "/redfish/v1/Systems/3"].into_iter().collect();
-        assert_ne!(a, c);
-    }
 }

@@ -412,7 +412,7 @@ fn parse_system(origin: &Url, answered: &Url, system: &Value) -> Result<SystemRe
     let at = answered.path();
     let problem = |problem: String| protocol(at, problem);
     let uuid = system.get("UUID").and_then(Value::as_str).ok_or_else(|| problem("no UUID string".into()))?.trim();
-    if crate::identity::parse(uuid).is_none() {
+    if crate::words::uuid::parse(uuid).is_none() {
         return Err(problem(format!("UUID {:?} is not a UUID", bounded(uuid, MAX_VALUE_CHARS))));
     }
     let power =
@@ -889,7 +889,7 @@ mod tests {
         #[test]
         fn arbitrary_bytes_never_panic_and_prove_nothing_without_uuid_and_power(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
             if let Ok(reading) = system_from_bytes(&bytes) {
-                prop_assert!(crate::identity::parse(&reading.uuid).is_some());
+                prop_assert!(crate::words::uuid::parse(&reading.uuid).is_some());
             }
         }
 
@@ -901,7 +901,7 @@ mod tests {
                     prop_assert!(!has_duplicate_key(&text), "a repeated key was accepted: {}", text);
                     let lenient = lenient.unwrap();
                     prop_assert_eq!(lenient["UUID"].as_str().map(str::trim), Some(reading.uuid.as_str()));
-                    prop_assert!(crate::identity::parse(&reading.uuid).is_some());
+                    prop_assert!(crate::words::uuid::parse(&reading.uuid).is_some());
                     let state = lenient.pointer("/Status/State").and_then(Value::as_str);
                     prop_assert_eq!(PowerState::with_state(lenient["PowerState"].as_str().unwrap(), state), reading.power_state.clone());
                     prop_assert!(reading.id.chars().count() <= MAX_ID_CHARS && !reading.id.chars().any(char::is_control));

@@ -45,9 +45,9 @@ use crate::{
         ports::{Cluster, Remediations},
     },
     gates::StormLimits,
-    leader::Election,
     telemetry::{self, Health, Metrics},
 };
+pub use leader::Election;
 
 /// The component name in Events and field managers.
 pub const MANAGER: &str = "coroner";

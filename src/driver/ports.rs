@@ -14,18 +14,17 @@ use k8s_openapi::api::{
 };
 
 use crate::{
-    access::Unusable,
     api::{
         BmcBinding, BmcBindingStatus, CoronerAttestation, CoronerAttestationStatus, CoronerRemediation,
         CoronerRemediationStatus,
     },
     bmc::{self, BmcError, ResetType, SystemReading},
-    cluster::ApiResult,
     fence::{Mono, Notice},
     gates::{LeaseSighting, StormLimits},
     leader,
     pdu::{OutletReading, PduError},
     telemetry::Metrics,
+    words::{api_error::ApiResult, binding::Unusable},
 };
 
 /// This process's clocks.
@@ -180,7 +179,7 @@ impl<B: bmc::Bmc> Target for B {
         pinned: Option<&str>,
         node_uuid: &str,
     ) -> Result<Result<SystemReading, crate::identity::IdentityRefusal>, BmcError> {
-        bmc::find_system(self, pinned, node_uuid).await
+        find_system(self, pinned, node_uuid).await
     }
 
     async fn read(&self, path: &str) -> Result<SystemReading, BmcError> {
@@ -193,6 +192,43 @@ impl<B: bmc::Bmc> Target for B {
 
     async fn heard(&self) -> bmc::Heard {
         bmc::Bmc::heard(self).await
+    }
+}
+
+/// The system a BMC's fence goes through: [`bmc::discover`] and [`crate::identity::select`]. `Ok(Err(refusal))` when the BMC answered and identity is refused with its own
+/// reason (no system is the node's, another system reports the node's UUID, a member could not be
+/// read, a path answered as two UUIDs); a transient member failure is that member's error, so the
+/// fence retries it. A refusal `prove` repeats on the one candidate returns that candidate.
+async fn find_system<B: bmc::Bmc>(
+    bmc: &B,
+    pinned: Option<&str>,
+    node_uuid: &str,
+) -> Result<Result<SystemReading, crate::identity::IdentityRefusal>, BmcError> {
+    use crate::identity::{IdentityRefusal, select};
+
+    let discovery = bmc::discover(bmc, pinned).await?;
+    let refusal = match select(&discovery, node_uuid) {
+        Ok(selected) => return Ok(Ok(selected.system)),
+        Err(refusal) => refusal,
+    };
+    let only = match (&discovery.pinned, discovery.systems.as_slice()) {
+        (Some(pinned), _) => Some(pinned),
+        (None, [only]) => Some(&only.system),
+        _ => None,
+    };
+    let member_error = |transient_only: bool| {
+        let mut unreadable = discovery.unreadable.iter();
+        unreadable.find(|u| !transient_only || u.error.is_transient()).map(|u| Err(u.error.clone()))
+    };
+    match refusal {
+        // No candidate, so no pin: every unread member is unexcused, and its failure is the cause.
+        IdentityRefusal::Unread { .. } => member_error(false).unwrap_or(Ok(Err(refusal))),
+        IdentityRefusal::MemberUnreadable { transient: true, .. } => member_error(true).unwrap_or(Ok(Err(refusal))),
+        IdentityRefusal::SharedOnBmc { .. }
+        | IdentityRefusal::MemberUnreadable { .. }
+        | IdentityRefusal::Unstable { .. } => Ok(Err(refusal)),
+        // `prove` refuses these again, with their own reasons, on the system that is returned.
+        _ => Ok(only.cloned().ok_or(refusal)),
     }
 }
 

@@ -38,9 +38,7 @@ use crate::{
     identity,
 };
 
-/// A reading of this process's monotonic clock: how long after the process started. Only this
-/// process's readings compare; a step of the wall clock moves none of them.
-pub type Mono = StdDuration;
+pub use crate::words::Mono;
 
 /// Readings kept from the start and the end of an Off run; bounds the status size.
 const FIRST_READINGS: usize = 3;
@@ -110,9 +108,9 @@ pub fn for_the_node(notice: &Notice) -> bool {
         "PoweredOn",
         "NodeRecovered",
         "GuardForceOffSent",
-        crate::guard::GUARD_HELD,
+        crate::words::guard::GUARD_HELD,
         "PowerOnApproved",
-        crate::guard::MACHINE_OFF,
+        crate::words::guard::MACHINE_OFF,
     ];
     notice.warning || MILESTONES.contains(&notice.reason.as_str())
 }
@@ -2130,7 +2128,7 @@ impl<'a> Step<'a> {
                 // Only this fence's own proof read the machine right before the release; an adopted
                 // release's guard is the sibling's.
                 if self.evidence.release.as_ref().is_some_and(|r| r.adopted_from.is_none()) {
-                    crate::guard::armed_at_release(&mut self.status.conditions, self.ctx.now);
+                    crate::words::guard::armed_at_release(&mut self.status.conditions, self.ctx.now);
                 }
             }
             FenceAction::Reboot => {

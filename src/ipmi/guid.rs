@@ -81,7 +81,7 @@ impl Guid {
     /// whitespace ignored); empty when none does or the text is no UUID. Whether that UUID can
     /// identify a machine at all (placeholders, all zeros) is [`crate::identity::prove`]'s rule.
     pub fn matches(&self, node_uuid: &str) -> Vec<GuidLayout> {
-        let Some(node) = crate::identity::parse(node_uuid) else { return Vec::new() };
+        let Some(node) = crate::words::uuid::parse(node_uuid) else { return Vec::new() };
         self.spellings().into_iter().filter(|s| s.uuid == node).map(|s| s.layout).collect()
     }
 

@@ -411,6 +411,26 @@ pub enum IpmiError {
     NotSent { waited: Duration },
 }
 
+/// An IPMI failure in the loop's words: its class, what the loop does about it, and its text.
+impl From<IpmiError> for crate::bmc::BmcError {
+    fn from(error: IpmiError) -> Self {
+        let sent_nothing = matches!(
+            error,
+            IpmiError::GuidChanged { .. }
+                | IpmiError::GuidsDiffer { .. }
+                | IpmiError::IdentityUnavailable { .. }
+                | IpmiError::NotSent { .. }
+        );
+        Self::Ipmi(crate::bmc::IpmiFailure {
+            category: error.category(),
+            reason: error.reason(),
+            transient: error.is_transient(),
+            sent_nothing,
+            message: error.to_string(),
+        })
+    }
+}
+
 impl IpmiError {
     /// Used as Event reason suffix and metric label; the words Redfish's errors use where they mean
     /// the same.
@@ -616,8 +636,9 @@ impl IpmiClient {
         let acted = tokio::time::timeout(budget.saturating_sub(started.elapsed()), async {
             let identity = session.identity().await?;
             let now = identity.rakp2_guid.spell(layout).to_string();
-            let same =
-                crate::identity::parse(&now).zip(crate::identity::parse(&system.uuid)).is_some_and(|(a, b)| a == b);
+            let same = crate::words::uuid::parse(&now)
+                .zip(crate::words::uuid::parse(&system.uuid))
+                .is_some_and(|(a, b)| a == b);
             if !same {
                 return Err(IpmiError::GuidChanged { bmc: session.bmc(), was: system.uuid.clone(), now });
             }
@@ -636,23 +657,27 @@ impl IpmiClient {
 /// An IPMI BMC as the fence's power target: one chassis, whose identity is the System GUID proved in
 /// RAKP 2 and repeated in the session. Its path names the layout in which the GUID spells the node's
 /// systemUUID at discovery, and every later reading spells it in that layout: a GUID that changed, or
-/// that matches only in another layout, reads as another UUID (a changed identity).
-impl crate::driver::ports::Target for IpmiClient {
-    fn origin(&self) -> String {
+/// that matches only in another layout, reads as another UUID (a changed identity). The loop's port
+/// over these is the adapters' (`crate::access`).
+impl IpmiClient {
+    /// `ipmi://address:port`: one power action per origin at a time.
+    pub fn origin(&self) -> String {
         crate::api::ipmi_origin(&self.config.address, self.config.port)
     }
 
-    async fn find(
+    /// The chassis, spelled in the layout that names the node's systemUUID (or the pinned one).
+    pub async fn find_chassis(
         &self,
         pinned: Option<&str>,
         node_uuid: &str,
-    ) -> Result<Result<SystemReading, crate::identity::IdentityRefusal>, crate::bmc::BmcError> {
+    ) -> Result<SystemReading, crate::bmc::BmcError> {
         let (identity, power) = self.identity_and_power().await?;
         let layout = discovery_layout(&identity.rakp2_guid, pinned, node_uuid);
-        Ok(Ok(chassis_reading(identity, power, layout)))
+        Ok(chassis_reading(identity, power, layout))
     }
 
-    async fn read(&self, path: &str) -> Result<SystemReading, crate::bmc::BmcError> {
+    /// One reading of the chassis at `path` (its layout named in it).
+    pub async fn read_chassis(&self, path: &str) -> Result<SystemReading, crate::bmc::BmcError> {
         let Some(layout) = layout_of_path(path) else {
             let problem = "not an IPMI chassis path".to_owned();
             return Err(crate::bmc::BmcError::Protocol { path: path.to_owned(), problem });
@@ -661,17 +686,10 @@ impl crate::driver::ports::Target for IpmiClient {
         Ok(chassis_reading(identity, power, layout))
     }
 
-    /// Chassis Control power down or power up, in a session whose GUID, spelled in the layout of
-    /// `system`'s path, is still `system`'s UUID ([`IpmiClient::act_checked`], unbounded here).
-    /// Returns 0, IPMI's normal completion code.
-    async fn act(&self, system: &SystemReading, reset: ResetType) -> Result<u16, crate::bmc::BmcError> {
-        self.act_checked(system, reset, None).await.map(|()| 0)
-    }
-
     /// A fresh session (every operation opens its own): any answer to its first message is an
     /// answer; none at all is silence ([`IpmiError::is_silence`]). A name that does not resolve, no
     /// socket, or this process's own session still open asked nothing.
-    async fn heard(&self) -> crate::bmc::Heard {
+    pub async fn heard(&self) -> crate::bmc::Heard {
         use crate::bmc::Heard;
         match self.session().await {
             Ok(session) => {

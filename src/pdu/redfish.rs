@@ -254,7 +254,7 @@ mod tests {
                 OutletReading { state: OutletState::Off, pending: false, watts: None, metered: true },
                 "{body}"
             );
-            assert_eq!(crate::pdu::proves_off(&read, 5.0), Err(crate::pdu::NotOff::MeterSilent), "{body}");
+            assert_eq!(crate::levels::proves_off(&read, 5.0), Err(crate::pdu::NotOff::MeterSilent), "{body}");
         }
     }
 

@@ -651,7 +651,7 @@ mod tests {
                     prop_assert!(pending == 1 || pending == 2);
                     prop_assert_eq!(reading.state == OutletState::Off, state == 2);
                     prop_assert_eq!(reading.pending, pending == 1);
-                    prop_assert!(super::super::proves_off(&reading, 0.0).is_ok() == (state == 2 && pending == 2));
+                    prop_assert!(crate::levels::proves_off(&reading, 0.0).is_ok() == (state == 2 && pending == 2));
                 }
                 Err(_) => prop_assert!(pending != 1 && pending != 2),
             }

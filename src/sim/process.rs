@@ -676,7 +676,7 @@ impl crate::driver::ports::Level for SimLevel {
             })
             .await?;
         let (reading, outlet, by, sampled, truly_on) = looked;
-        let proves_off = crate::pdu::proves_off(&reading, floor).is_ok();
+        let proves_off = crate::levels::proves_off(&reading, floor).is_ok();
         self.shared.with(|t| {
             let answered = t.now;
             t.log.push(Record::OutletAnswer { by, outlet, requested, sampled, answered, proves_off, truly_on });

@@ -5,9 +5,9 @@
 use std::borrow::Cow;
 
 use percent_encoding::percent_decode_str;
-use reqwest::Url;
+use url::Url;
 
-use super::bounded;
+use super::power::bounded;
 
 /// The longest BMC-supplied path coroner uses; Redfish URIs are far shorter.
 pub const MAX_PATH_CHARS: usize = 512;
