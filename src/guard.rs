@@ -434,7 +434,7 @@ pub fn identify(
         verified_at: MicroTime(now),
         tls_verified: found.tls_verified == Some(true),
         binding_generation: Some(found.through.generation),
-        binding_content: Some(crate::access::content_hex(found.through.serial)),
+        binding_content: Some(crate::words::digest::content_hex(found.through.serial)),
     });
     if shows_life(&found.system.power_state) {
         new.guard.get_or_insert_with(Default::default).sighted_at = Some(MicroTime(now));

@@ -146,7 +146,7 @@ pub fn record(
                     status.last_verification_time = Some(Time(now));
                     status.observed_generation = generation;
                     if let Some(content) = content {
-                        status.verified_content = Some(crate::access::content_hex(content));
+                        status.verified_content = Some(crate::words::digest::content_hex(content));
                     }
                     power = Some(power_state.clone());
                 }
@@ -401,7 +401,7 @@ pub fn at_admission(
 ) -> crate::api::BindingAtAdmission {
     let status = binding.status.as_ref();
     let verified_at = status.and_then(|s| s.last_verification_time.clone());
-    let content = content.map(crate::access::content_hex);
+    let content = content.map(crate::words::digest::content_hex);
     let own_content = verified_at.as_ref().and(status.and_then(|s| s.verified_content.clone()));
     // Only the node's last verified content counts, so never one older than this object's own.
     let own_at = verified_at.as_ref().map(|t| t.0);

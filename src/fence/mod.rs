@@ -1211,7 +1211,7 @@ impl<'a> Step<'a> {
             verified_at: self.now(),
             tls_verified: found.tls_verified == Some(true),
             binding_generation: Some(found.through.generation),
-            binding_content: Some(crate::access::content_hex(found.through.serial)),
+            binding_content: Some(crate::words::digest::content_hex(found.through.serial)),
         });
         let attempt = self.progress.attempt.max(1);
         let last_power_state = self.progress.last_power_state.take();

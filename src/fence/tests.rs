@@ -2456,7 +2456,7 @@ fn a_binding_re_created_identically_keeps_its_kept_verification_and_a_forged_one
         let content = lab.device_content() + u64::from(!same_content);
         lab.world(|t| {
             let mut kept = KeptVerification {
-                content: crate::access::content_hex(content),
+                content: crate::words::digest::content_hex(content),
                 at: t.wall(t.now) - secs(600),
                 uid: "uid-of-the-deleted-binding".into(),
                 seal: String::new(),

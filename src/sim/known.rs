@@ -22,7 +22,7 @@ pub const KNOWN_FAILURES: &[(u64, Kept, &str)] = &[
     (
         710896,
         Kept::Moved(Shape::AttestedAfterLife),
-        "A1 (soak 708000-717999): an attestation's look read the pinned system first and found the released machine On, then the Systems collection timed out: the discovery failed as a whole (bmc::find_system's `?`, and a transient member error likewise) and the On reading, never recorded, let the attestation release a running machine. The device floor applies the identity rule and drops what it read on the way; the fix moves identity::select into the driver, which then sees every reading (issue 47)",
+        "A1 (soak 708000-717999): an attestation's look read the pinned system first and found the released machine On, then the Systems collection timed out: the discovery failed as a whole (find_system's `?`, and a transient member error likewise) and the On reading, never recorded, let the attestation release a running machine. The device floor applies the identity rule and drops what it read on the way; the fix moves identity::select into the driver, which then sees every reading (issue 47)",
     ),
     (
         725773,

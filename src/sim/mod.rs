@@ -1301,7 +1301,7 @@ fn add_level(truth: &mut Truth, machine: usize, spare: usize, other: usize, leve
     }
     // Verified with their levels before the outage, as the binding verifier does (A2).
     for node in std::iter::once(TARGET).chain(levels.shared.map(|_| OTHER)) {
-        let content = truth.binding_content(node).map(crate::access::content_hex);
+        let content = truth.binding_content(node).map(crate::words::digest::content_hex);
         if let Some(status) = truth.bindings.get_mut(node).and_then(|b| b.status.as_mut()) {
             status.verified_content = content;
         }

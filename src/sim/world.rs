@@ -724,7 +724,7 @@ impl Truth {
         binding.status = Some(BmcBindingStatus {
             last_verification_time: Some(Time(self.wall(self.now - SECOND))),
             observed_generation: Some(1),
-            verified_content: Some(crate::access::content_hex(content_of(&binding.spec, 1, &ca_bundle))),
+            verified_content: Some(crate::words::digest::content_hex(content_of(&binding.spec, 1, &ca_bundle))),
             ..BmcBindingStatus::default()
         });
         self.bindings.insert(name.into(), roundtrip(&binding));
@@ -740,7 +740,7 @@ impl Truth {
             if let Some(binding) = self.bindings.get(name) {
                 let node = binding.spec.node_name.clone();
                 let mut kept = crate::verification::KeptVerification {
-                    content: crate::access::content_hex(content),
+                    content: crate::words::digest::content_hex(content),
                     at: self.wall(self.now),
                     uid: binding.metadata.uid.clone().unwrap_or_default(),
                     seal: String::new(),
