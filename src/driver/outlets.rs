@@ -10,7 +10,7 @@ use crate::{
     pdu::PduError,
 };
 use ports::{Level, Target};
-use power::reset_still_wanted;
+use power::{Checks, DeviceCheck, reset_still_wanted};
 
 /// What a PDU's error means to the fence: a silent or unreachable PDU is read again; anything else
 /// is the level's end, with the BMC's reason for the same class.
@@ -172,11 +172,12 @@ impl<W: World> Fence<'_, W> {
         }
     }
 
-    /// Under the PDUs' turns: the binding's level must still be the device the readings came
-    /// through, naming the same outlets, and no outlet may feed a live node (L6); then, right before
-    /// the requests, this replica must lead for their time, the remediation must still want them, and
-    /// the node's Lease and the Node must still allow a power-off. What to record (none: the
-    /// remediation changed), and the Node as read fresh.
+    /// Under the PDUs' turns, through [`Self::checked_power_action`]: before the leader check, the
+    /// binding's level must still be the device the readings came through, naming the same outlets,
+    /// and no outlet may feed a live node (L6); then, right before the requests, this replica must
+    /// lead for their time, the remediation must still want them, and the node's Lease and the Node
+    /// must still allow a power-off. What to record (none: the remediation changed), and the Node as
+    /// read fresh.
     async fn checked_outlets_off(
         &self,
         level: u32,
@@ -184,51 +185,60 @@ impl<W: World> Fence<'_, W> {
     ) -> Result<(Option<Observation>, Option<Node>), Error> {
         let status = self.status();
         let memory = self.remembered();
-        let unsent = |message: &str| {
-            let failure = BmcFailure { transient: true, reason: Reason::BmcUnreachable, message: message.to_owned() };
-            Some(Observation::ActionUnsent(failure))
-        };
-        let (devices, now) = match self.level_devices(level).await? {
-            Ok(found) => found,
-            Err(failure) => return Ok((Some(Observation::ActionUnsent(failure)), None)),
-        };
-        let named: Vec<String> = devices.outlets().into_iter().map(|(key, _)| key).collect();
-        if memory.through.is_some_and(|through| through != now) || named != keys {
-            return Ok((unsent("the BmcBinding's level changed since its outlets were read"), None));
-        }
-        // Two fresh lists: before the checks whose time is bounded (they read one object each).
-        if let Err(message) = self.shared_outlets_allow(level, keys).await? {
-            let refused = BmcFailure { transient: false, reason: Reason::OutletShared, message };
-            return Ok((Some(Observation::Outlets(Err(refused))), None));
-        }
-        let timeout = self.world.settings().request_timeout;
-        let need = timeout * u32::try_from(keys.len()).unwrap_or(u32::MAX) + CHECKS_ALLOWANCE;
-        self.world.ensure_leader(need).await?;
-        let checked = self.world.mono();
-        let name = self.remediation.name_any();
-        let current =
-            self.world.remediation(&name).await?.ok_or_else(|| ApiError::NotFound(format!("remediation {name}")))?;
-        if !reset_still_wanted(&current, &self.remediation) {
-            info!("the remediation changed since the outlets' Off was written; not sending");
-            return Ok((None, None));
-        }
-        let lease = self.world.node_lease(&self.node_name).await?;
-        let fresh = self.world.node(&self.node_name).await?;
         let spec = self.spec();
-        let allowed = match &fresh {
-            None => Err(NodeRefusal::Gone { node: self.node_name.clone() }),
-            Some(now) => fence::may_power_off(&spec, &status, &NodeSnapshot::new(now, lease, &self.uid)),
+        let timeout = self.world.settings().request_timeout;
+        let mut fresh = None;
+        let checks = Checks {
+            need: timeout * u32::try_from(keys.len()).unwrap_or(u32::MAX) + CHECKS_ALLOWANCE,
+            device_check: DeviceCheck::BeforeLeader,
+            wanted: reset_still_wanted,
+            not_wanted: None,
+            reads_lease: true,
+            allows: |now: Option<&Node>, lease| {
+                fresh = now.cloned();
+                let allowed = match now {
+                    None => Err(NodeRefusal::Gone { node: self.node_name.clone() }),
+                    Some(now) => fence::may_power_off(&spec, &status, &NodeSnapshot::new(now, lease, &self.uid)),
+                };
+                allowed.map_err(|refusal| {
+                    info!(%refusal, "the node no longer allows the outlets' Off; not sending");
+                    Some(Box::new(Observation::ActionRefused(refusal)))
+                })
+            },
         };
-        if let Err(refusal) = allowed {
-            info!(%refusal, "the node no longer allows the outlets' Off; not sending");
-            return Ok((Some(Observation::ActionRefused(refusal)), fresh));
+        let device = async || {
+            let unsent = |message: &str| {
+                let failure =
+                    BmcFailure { transient: true, reason: Reason::BmcUnreachable, message: message.to_owned() };
+                Some(Box::new(Observation::ActionUnsent(failure)))
+            };
+            let (devices, now) = match self.level_devices(level).await? {
+                Ok(found) => found,
+                Err(failure) => return Ok(Err(Some(Box::new(Observation::ActionUnsent(failure))))),
+            };
+            let named: Vec<String> = devices.outlets().into_iter().map(|(key, _)| key).collect();
+            if memory.through.is_some_and(|through| through != now) || named != keys {
+                return Ok(Err(unsent("the BmcBinding's level changed since its outlets were read")));
+            }
+            // Two fresh lists: before the checks whose time is bounded (they read one object each).
+            if let Err(message) = self.shared_outlets_allow(level, keys).await? {
+                let refused = BmcFailure { transient: false, reason: Reason::OutletShared, message };
+                return Ok(Err(Some(Box::new(Observation::Outlets(Err(refused))))));
+            }
+            Ok(Ok(devices))
+        };
+        let send = async |devices: W::Level| Ok(Ok(self.switch_outlets_off(&devices, level).await));
+        match self.checked_power_action(checks, device, send).await? {
+            Ok(result) => Ok((Some(Observation::ResetAnswered { action: ResetType::ForceOff, result }), fresh)),
+            Err(None) => {
+                info!("the remediation changed since the outlets' Off was written; not sending");
+                Ok((None, None))
+            }
+            Err(Some(observation)) => match *observation {
+                refused @ Observation::ActionRefused(_) => Ok((Some(refused), fresh)),
+                observation => Ok((Some(observation), None)),
+            },
         }
-        let took = self.world.mono().saturating_sub(checked);
-        if took > CHECKS_ALLOWANCE {
-            return Err(Error::ChecksTooSlow { took, allowance: CHECKS_ALLOWANCE });
-        }
-        let result = self.switch_outlets_off(&devices, level).await;
-        Ok((Some(Observation::ResetAnswered { action: ResetType::ForceOff, result }), fresh))
     }
 
     /// The turn of every PDU the outlets (keys) are on, in one order: taken before the checks that

@@ -68,15 +68,70 @@ impl<W: World> Fence<'_, W> {
         Ok(Err(BmcFailure { transient: passes, reason: Reason::BmcAuthenticationFailed, message: message.into() }))
     }
 
-    /// P1, the one checked power action: the checks right before a request, in their order. The
-    /// origin's turn first (waiting for it must not age what follows); the leader check, asking the
-    /// Lease to outlast the reads that follow and the request; the binding read fresh, whose device
-    /// must be the one the aimed-at reading was taken through ([`fence::DeviceMark`]: the binding's
-    /// generation and the digest of its endpoint, TLS material and credential values); the
+    /// P1, the one checked power action: the checks right before every power request coroner sends
+    /// — the fence's reset, the guard's reset, and the outlets' Off of the fence and the guard — in
+    /// their order, the device's turn held by the caller (waiting for it must not age what follows).
+    /// The device check first where it reads lists whose time is not bounded (a level's L6,
+    /// [`DeviceCheck::BeforeLeader`]); the leader check, asking the Lease to outlast the checks
+    /// that follow and the requests (`need`); the device check here otherwise (one object read); the
     /// remediation read again, which `wanted` judges against the one whose status carries the
-    /// intent; then the node's Lease and the Node, last, which `allows` judges. No apiserver round trip sits
-    /// between the Node read and the request. Returns the answer, or why nothing was sent.
-    async fn checked_action<R>(
+    /// intent; then the node's Lease (where the caller judges it) and the Node, last, which `allows`
+    /// judges. No apiserver round trip sits between the Node read and the request, and a request
+    /// whose checks since the leader check took longer than [`CHECKS_ALLOWANCE`] is not sent.
+    /// Returns the answer, or the caller's why-not.
+    pub(super) async fn checked_power_action<D, R>(
+        &self,
+        checks: Checks<R, impl FnOnce(Option<&Node>, Option<Option<Timestamp>>) -> Result<(), R>>,
+        device: impl AsyncFnOnce() -> Result<Result<D, R>, Error>,
+        send: impl AsyncFnOnce(D) -> Result<Result<Result<u16, BmcFailure>, R>, Error>,
+    ) -> Result<Result<Result<u16, BmcFailure>, R>, Error> {
+        let Checks { need, device_check, wanted, not_wanted, reads_lease, allows } = checks;
+        let (device, checked) = match device_check {
+            DeviceCheck::BeforeLeader => {
+                let found = match device().await? {
+                    Ok(found) => found,
+                    Err(why) => return Ok(Err(why)),
+                };
+                self.world.ensure_leader(need).await?;
+                (found, self.world.mono())
+            }
+            DeviceCheck::AfterLeader => {
+                self.world.ensure_leader(need).await?;
+                let checked = self.world.mono();
+                match device().await? {
+                    Ok(found) => (found, checked),
+                    Err(why) => return Ok(Err(why)),
+                }
+            }
+        };
+        // Late, next to the Node: a write by another process (a deposed one that has not noticed
+        // yet) that withdrew the intent must not be missed while the other checks ran.
+        let name = self.remediation.name_any();
+        let current =
+            self.world.remediation(&name).await?.ok_or_else(|| ApiError::NotFound(format!("remediation {name}")))?;
+        if !wanted(&current, &self.remediation) {
+            return Ok(Err(not_wanted));
+        }
+        let lease = match reads_lease {
+            true => self.world.node_lease(&self.node_name).await?,
+            false => None,
+        };
+        let node = self.world.node(&self.node_name).await?;
+        if let Err(why) = allows(node.as_ref(), lease) {
+            return Ok(Err(why));
+        }
+        let took = self.world.mono().saturating_sub(checked);
+        if took > CHECKS_ALLOWANCE {
+            return Err(Error::ChecksTooSlow { took, allowance: CHECKS_ALLOWANCE });
+        }
+        send(device).await
+    }
+
+    /// The fence's and the guard's reset through [`Self::checked_power_action`]: the origin's turn,
+    /// the binding read fresh after the leader check, whose device must be the one the aimed-at
+    /// reading was taken through ([`fence::DeviceMark`]: the binding's generation and the digest of
+    /// its endpoint, TLS material and credential values), the node's Lease read with the Node.
+    async fn checked_reset<R>(
         &self,
         aim: &Aim,
         reset: ResetType,
@@ -85,51 +140,44 @@ impl<W: World> Fence<'_, W> {
     ) -> Result<Result<Result<u16, BmcFailure>, Unsent<R>>, Error> {
         let _turn = self.local.origins.turn(&aim.origin).await;
         let timeout = self.world.settings().request_timeout;
-        self.world.ensure_leader(timeout + CHECKS_ALLOWANCE).await?;
-        let checked = self.world.mono();
-        let device = match self.device_for_fence().await? {
-            Ok((device, now)) if now == aim.through => device,
-            Ok((_, now)) => return Ok(Err(Unsent::DeviceChanged { proven: aim.through, now })),
-            Err(failure) => return Ok(Err(Unsent::NoDevice(failure))),
+        let checks = Checks {
+            need: timeout + CHECKS_ALLOWANCE,
+            device_check: DeviceCheck::AfterLeader,
+            wanted,
+            not_wanted: Unsent::NotWanted,
+            reads_lease: true,
+            allows: |node: Option<&Node>, lease| allows(node, lease).map_err(Unsent::Refused),
         };
-        // Late, next to the Node: a write by another process (a deposed one that has not noticed
-        // yet) that withdrew the intent must not be missed while the other checks ran.
-        let name = self.remediation.name_any();
-        let current =
-            self.world.remediation(&name).await?.ok_or_else(|| ApiError::NotFound(format!("remediation {name}")))?;
-        if !wanted(&current, &self.remediation) {
-            return Ok(Err(Unsent::NotWanted));
-        }
-        let lease = self.world.node_lease(&self.node_name).await?;
-        let node = self.world.node(&self.node_name).await?;
-        if let Err(refusal) = allows(node.as_ref(), lease) {
-            return Ok(Err(Unsent::Refused(refusal)));
-        }
-        let took = self.world.mono().saturating_sub(checked);
-        if took > CHECKS_ALLOWANCE {
-            return Err(Error::ChecksTooSlow { took, allowance: CHECKS_ALLOWANCE });
-        }
-        info!(reset = reset.as_str(), system = %aim.system.path, "sending reset");
-        let result = device.act(&aim.system, reset).await;
-        let binding = self.binding_name();
-        self.world.metrics().bmc(&binding, "reset", result.as_ref().map_or_else(BmcError::category, |_| "ok"));
-        match result {
-            Err(error) if error.sent_nothing() => Ok(Err(Unsent::NoDevice(BmcFailure::from(&error)))),
-            // P7: a reset refused for its credentials (HTTP 401: rotated since the client was built)
-            // did nothing and passes: the client is built again from the Secret, and the next reading,
-            // through it, is followed by the reset again. A 403 (no power privilege) does not pass.
-            Err(error @ BmcError::Unauthorized(401)) => {
-                if let Some(binding) = self.world.binding(&binding).await? {
-                    self.world.forget_target(&binding);
+        let device = async || match self.device_for_fence().await? {
+            Ok((device, now)) if now == aim.through => Ok(Ok(device)),
+            Ok((_, now)) => Ok(Err(Unsent::DeviceChanged { proven: aim.through, now })),
+            Err(failure) => Ok(Err(Unsent::NoDevice(failure))),
+        };
+        let send = async |device: W::Target| {
+            info!(reset = reset.as_str(), system = %aim.system.path, "sending reset");
+            let result = device.act(&aim.system, reset).await;
+            let binding = self.binding_name();
+            self.world.metrics().bmc(&binding, "reset", result.as_ref().map_or_else(BmcError::category, |_| "ok"));
+            match result {
+                Err(error) if error.sent_nothing() => Ok(Err(Unsent::NoDevice(BmcFailure::from(&error)))),
+                // P7: a reset refused for its credentials (HTTP 401: rotated since the client was
+                // built) did nothing and passes: the client is built again from the Secret, and the
+                // next reading, through it, is followed by the reset again. A 403 (no power
+                // privilege) does not pass.
+                Err(error @ BmcError::Unauthorized(401)) => {
+                    if let Some(binding) = self.world.binding(&binding).await? {
+                        self.world.forget_target(&binding);
+                    }
+                    Ok(Ok(Err(BmcFailure { transient: true, ..BmcFailure::from(&error) })))
                 }
-                Ok(Ok(Err(BmcFailure { transient: true, ..BmcFailure::from(&error) })))
+                result => Ok(Ok(result.map_err(|e| BmcFailure::from(&e)))),
             }
-            result => Ok(Ok(result.map_err(|e| BmcFailure::from(&e)))),
-        }
+        };
+        self.checked_power_action(checks, device, send).await
     }
 
     /// Sends the reset the persisted decision asked for (its intent is already in status) through
-    /// [`Self::checked_action`]: the remediation unchanged ([`reset_still_wanted`]), the node still
+    /// [`Self::checked_reset`]: the remediation unchanged ([`reset_still_wanted`]), the node still
     /// allowing the action ([`fence::may_power_off`], [`fence::may_power_on`]). Records the answer,
     /// or why nothing was sent. `true`: the BMC accepted it.
     pub(super) async fn send_reset(&mut self, reset: ResetType, aim: Option<Aim>, node: &Node) -> Result<bool, Error> {
@@ -166,7 +214,7 @@ impl<W: World> Fence<'_, W> {
                 ResetType::On => fence::may_power_on(&snapshot),
             }
         };
-        let outcome = self.checked_action(&aim, reset, reset_still_wanted, allows).await?;
+        let outcome = self.checked_reset(&aim, reset, reset_still_wanted, allows).await?;
         let node = seen.as_ref().unwrap_or(node);
         let accepted = matches!(outcome, Ok(Ok(_)));
         let observation = match outcome {
@@ -193,7 +241,7 @@ impl<W: World> Fence<'_, W> {
     }
 
     /// The guard's ForceOff to a released machine that reads on again: its intent is persisted, then
-    /// [`Self::checked_action`] with the remediation unchanged ([`guard_reset_still_wanted`]) and the
+    /// [`Self::checked_reset`] with the remediation unchanged ([`guard_reset_still_wanted`]) and the
     /// Node still calling for it ([`crate::guard::may_enforce`]); the reset goes to the system whose
     /// answer (its UUID re-checked) asked for it, through the device it was read through. It takes
     /// no storm-limit slot.
@@ -214,7 +262,7 @@ impl<W: World> Fence<'_, W> {
             }
             crate::guard::may_enforce(&status, now, &uid)
         };
-        let result = match self.checked_action(&aim, ResetType::ForceOff, guard_reset_still_wanted, allows).await? {
+        let result = match self.checked_reset(&aim, ResetType::ForceOff, guard_reset_still_wanted, allows).await? {
             Ok(result) => result,
             Err(Unsent::NotWanted) => {
                 return self.guard_withheld(crate::guard::GuardHold::RemediationChanged, node).await;
@@ -245,6 +293,28 @@ impl<W: World> Fence<'_, W> {
 /// longer is not sent.
 pub const CHECKS_ALLOWANCE: StdDuration = StdDuration::from_secs(2);
 
+/// Where a checked power action checks its device (P1): right after the leader check, inside the
+/// allowance, when it is one object read; before it when it reads lists whose time is not bounded
+/// (a level's outlets with L6's look at every binding and remediation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum DeviceCheck {
+    BeforeLeader,
+    AfterLeader,
+}
+
+/// A caller's checks of [`Fence::checked_power_action`]: what the leader check asks the Lease to
+/// outlast, where the device is checked, whether the remediation read again still wants the request
+/// (and what to say when it does not), whether the node's Lease is read with the Node, and what the
+/// Node (and Lease) must allow. `R`: the caller's why-not.
+pub(super) struct Checks<R, A> {
+    pub need: StdDuration,
+    pub device_check: DeviceCheck,
+    pub wanted: fn(&CoronerRemediation, &CoronerRemediation) -> bool,
+    pub not_wanted: R,
+    pub reads_lease: bool,
+    pub allows: A,
+}
+
 /// What a power request aims at: the system a reading found, the device mark it was read through
 /// and that device's origin.
 #[derive(Clone, Debug)]
@@ -254,7 +324,7 @@ pub struct Aim {
     pub origin: String,
 }
 
-/// Why a checked power action was not sent.
+/// Why a checked reset was not sent.
 enum Unsent<R> {
     /// The remediation changed since the intent was written (or is being deleted, or timed out).
     NotWanted,
