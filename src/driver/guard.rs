@@ -260,8 +260,8 @@ impl<W: World> Fence<'_, W> {
         }
     }
 
-    /// Under the PDUs' turns: the checks of [`Self::send_guard_outlets_off`], then the requests.
-    /// `Err(hold)`: why nothing was sent.
+    /// Under the PDUs' turns, through [`Self::checked_power_action`]: the checks of
+    /// [`Self::send_guard_outlets_off`], then the requests. `Err(hold)`: why nothing was sent.
     async fn checked_guard_outlets_off(
         &self,
         level: u32,
@@ -269,31 +269,32 @@ impl<W: World> Fence<'_, W> {
         keys: &[String],
     ) -> Result<Result<Result<u16, crate::fence::BmcFailure>, crate::guard::GuardHold>, Error> {
         use crate::guard::GuardHold;
-        let devices = match self.level_devices(level).await? {
-            Ok((devices, now)) if now == read => devices,
-            Ok(_) => return Ok(Err(GuardHold::DeviceChanged)),
-            Err(failure) => return Ok(Err(GuardHold::NoDevice(failure.message))),
-        };
-        if devices.outlets().into_iter().map(|(key, _)| key).ne(keys.iter().cloned()) {
-            return Ok(Err(GuardHold::DeviceChanged));
-        }
-        if let Err(message) = self.shared_outlets_allow(level, keys).await? {
-            return Ok(Err(GuardHold::OutletShared(message)));
-        }
+        let status = self.status();
         let timeout = self.world.settings().request_timeout;
-        let need = timeout * u32::try_from(keys.len()).unwrap_or(u32::MAX) + CHECKS_ALLOWANCE;
-        self.world.ensure_leader(need).await?;
-        let name = self.remediation.name_any();
-        let current =
-            self.world.remediation(&name).await?.ok_or_else(|| ApiError::NotFound(format!("remediation {name}")))?;
-        if !power::guard_reset_still_wanted(&current, &self.remediation) {
-            return Ok(Err(GuardHold::RemediationChanged));
-        }
-        let fresh = self.world.node(&self.node_name).await?;
-        if let Err(hold) = crate::guard::may_enforce(&self.status(), fresh.as_ref(), &self.uid) {
-            return Ok(Err(hold));
-        }
-        Ok(Ok(self.switch_outlets_off(&devices, level).await))
+        let checks = power::Checks {
+            need: timeout * u32::try_from(keys.len()).unwrap_or(u32::MAX) + CHECKS_ALLOWANCE,
+            device_check: power::DeviceCheck::BeforeLeader,
+            wanted: power::guard_reset_still_wanted,
+            not_wanted: GuardHold::RemediationChanged,
+            reads_lease: false,
+            allows: |now: Option<&Node>, _lease| crate::guard::may_enforce(&status, now, &self.uid),
+        };
+        let device = async || {
+            let devices = match self.level_devices(level).await? {
+                Ok((devices, now)) if now == read => devices,
+                Ok(_) => return Ok(Err(GuardHold::DeviceChanged)),
+                Err(failure) => return Ok(Err(GuardHold::NoDevice(failure.message))),
+            };
+            if devices.outlets().into_iter().map(|(key, _)| key).ne(keys.iter().cloned()) {
+                return Ok(Err(GuardHold::DeviceChanged));
+            }
+            if let Err(message) = self.shared_outlets_allow(level, keys).await? {
+                return Ok(Err(GuardHold::OutletShared(message)));
+            }
+            Ok(Ok(devices))
+        };
+        let send = async |devices: W::Level| Ok(Ok(self.switch_outlets_off(&devices, level).await));
+        self.checked_power_action(checks, device, send).await
     }
 
     /// R3 and R4, said once each: an approval honoured with no admission policy guarding it, and a
@@ -330,5 +331,67 @@ impl<W: World> Fence<'_, W> {
             self.commit(decision, Some(&fresh)).await?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        api::{
+            CoronerRemediationSpec, FenceAction, MappingProof, PduLevel, PduOutlet, SecretRef, SnmpOutlet, SnmpVersion,
+        },
+        sim::{
+            lab::{Lab, LabClock, LabOutlets, Setup},
+            script::{Script, Scripted},
+        },
+    };
+
+    const UUID: &str = "7f3b0c1e-0000-4000-8000-000000000001";
+    const OUTLET: &str = "snmp:pdu-a:161|1";
+
+    /// L9, P1: the guard's Off to a level's outlets is sent only when its checks since the leader
+    /// check took no longer than [`CHECKS_ALLOWANCE`], as every other power request: otherwise the
+    /// Lease the leader check asked for may no longer cover the requests.
+    #[test]
+    fn the_guards_outlets_off_whose_checks_outlast_their_allowance_is_not_sent() {
+        let spec = CoronerRemediationSpec { action: FenceAction::Off, ..CoronerRemediationSpec::default() };
+        let clock = LabClock::virtual_time();
+        let device = Scripted::new(Script::machine(UUID, true), clock.clone());
+        let outlets = LabOutlets::new(&[OUTLET]);
+        let lab = Lab::with_level(&Setup::new(UUID, spec), clock, device, Some(outlets.clone()));
+        let released = futures::executor::block_on(lab.run());
+        assert!(released.evidence.as_ref().and_then(|e| e.release.as_ref()).is_some(), "{released:?}");
+        let outlet = PduOutlet {
+            redfish: None,
+            snmp: Some(SnmpOutlet {
+                address: "pdu-a".into(),
+                port: None,
+                outlet: 1,
+                version: SnmpVersion::V3,
+                auth_protocol: None,
+                priv_protocol: None,
+                context_name: None,
+            }),
+            credentials_secret_ref: SecretRef { name: "pdu-credentials".into() },
+            tls: None,
+            floor_watts: None,
+            shared_with: Vec::new(),
+        };
+        assert_eq!(outlet.key(), OUTLET);
+        let level = PduLevel { outlets: vec![outlet], mapping_proof: Some(MappingProof::OperatorStatement) };
+        lab.world(|t| t.bindings.get_mut("worker-1").map(|b| b.spec.pdu_levels = vec![level]));
+        let remediation = lab.world(|t| t.remediation("worker-1")).unwrap();
+        let off = futures::executor::block_on(async {
+            let fence = Fence::load(&lab, lab.local(), &remediation).await.unwrap();
+            let (_, read) = fence.level_devices(2).await.unwrap().unwrap();
+            lab.slow_checks_at_the_next_power_action(CHECKS_ALLOWANCE + StdDuration::from_secs(1));
+            let slow = fence.checked_guard_outlets_off(2, read, &[OUTLET.to_owned()]).await;
+            assert!(matches!(slow, Err(Error::ChecksTooSlow { .. })), "{slow:?}");
+            assert!(outlets.is_on(0), "nothing was sent");
+            fence.checked_guard_outlets_off(2, read, &[OUTLET.to_owned()]).await
+        });
+        assert!(matches!(off, Ok(Ok(Ok(_)))), "{off:?}");
+        assert!(!outlets.is_on(0), "checks within their allowance: sent");
     }
 }

@@ -159,6 +159,10 @@ pub struct Lab<D, L = NoLevel> {
     renew_after_taint: std::sync::atomic::AtomicBool,
     /// Someone edits the binding as the next guard intent is persisted.
     edit_at_guard_intent: std::sync::atomic::AtomicBool,
+    /// Set: the first Node read after the next leader check takes this long (micros).
+    slow_after_leader_check: std::sync::atomic::AtomicI64,
+    /// Armed by a leader check: the next Node read takes this long (micros).
+    slow_node_read: std::sync::atomic::AtomicI64,
     /// Requests sent to the API server ([`Lab::requests`]).
     requests: std::sync::atomic::AtomicU64,
     /// How long a run may take before it counts as one that never ends.
@@ -197,6 +201,43 @@ impl Level for NoLevel {
 
     async fn switch_off(&self, index: usize) -> Result<(), PduError> {
         Err(PduError::NoSuchOutlet(index.to_string()))
+    }
+}
+
+/// A level's outlets in memory: each On or Off, unmetered, every answer at once. A test gives it to
+/// [`Lab::with_level`] and names the same keys in the binding's level.
+#[derive(Clone, Debug)]
+pub struct LabOutlets {
+    keys: Vec<String>,
+    on: Arc<Mutex<Vec<bool>>>,
+}
+
+impl LabOutlets {
+    /// Outlets named `keys`, all On.
+    pub fn new(keys: &[&str]) -> Self {
+        Self { keys: keys.iter().map(|k| (*k).to_owned()).collect(), on: Arc::new(Mutex::new(vec![true; keys.len()])) }
+    }
+
+    pub fn is_on(&self, index: usize) -> bool {
+        lock(&self.on)[index]
+    }
+}
+
+impl Level for LabOutlets {
+    fn outlets(&self) -> Vec<(String, f64)> {
+        self.keys.iter().map(|k| (k.clone(), crate::api::DEFAULT_FLOOR_WATTS)).collect()
+    }
+
+    async fn read(&self, index: usize) -> Result<OutletReading, PduError> {
+        let on = *lock(&self.on).get(index).ok_or_else(|| PduError::NoSuchOutlet(index.to_string()))?;
+        let state = if on { crate::pdu::OutletState::On } else { crate::pdu::OutletState::Off };
+        Ok(OutletReading { state, pending: false, watts: None, metered: false })
+    }
+
+    async fn switch_off(&self, index: usize) -> Result<(), PduError> {
+        let mut on = lock(&self.on);
+        *on.get_mut(index).ok_or_else(|| PduError::NoSuchOutlet(index.to_string()))? = false;
+        Ok(())
     }
 }
 
@@ -248,6 +289,8 @@ impl<D: Target + Clone, L: Level + Clone> Lab<D, L> {
             edit_at_leader_check: std::sync::atomic::AtomicBool::new(false),
             renew_after_taint: std::sync::atomic::AtomicBool::new(false),
             edit_at_guard_intent: std::sync::atomic::AtomicBool::new(false),
+            slow_after_leader_check: std::sync::atomic::AtomicI64::new(0),
+            slow_node_read: std::sync::atomic::AtomicI64::new(0),
             requests: std::sync::atomic::AtomicU64::new(0),
             limit,
         }
@@ -389,6 +432,12 @@ impl<D: Target + Clone, L: Level + Clone> Lab<D, L> {
     /// taint: between the release write and the Lease read that follows it.
     pub fn renew_lease_right_after_the_release(&self) {
         self.renew_after_taint.store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// The API server is slow right before the next power action: the first Node read after the
+    /// next leader check takes `by` (a request's checks that outlast their allowance).
+    pub fn slow_checks_at_the_next_power_action(&self, by: StdDuration) {
+        self.slow_after_leader_check.store(micros(by), std::sync::atomic::Ordering::Release);
     }
 
     /// The errors reconciles returned, in order.
@@ -548,6 +597,10 @@ impl<D: Target + Clone, L: Level + Clone> Remediations for Lab<D, L> {
 
 impl<D: Target + Clone, L: Level + Clone> Nodes for Lab<D, L> {
     async fn node(&self, name: &str) -> ApiResult<Option<Node>> {
+        let slow = self.slow_node_read.swap(0, std::sync::atomic::Ordering::AcqRel);
+        if slow > 0 {
+            self.clock.sleep(StdDuration::from_micros(slow.unsigned_abs())).await;
+        }
         Ok(self.request(|t| t.node(name)))
     }
 
@@ -601,6 +654,8 @@ impl<D: Target + Clone, L: Level + Clone> Leadership for Lab<D, L> {
 
     /// The lab's process is the only replica and always leads.
     async fn ensure_leader(&self, _need: StdDuration) -> Result<(), crate::leader::Refusal> {
+        let slow = self.slow_after_leader_check.swap(0, std::sync::atomic::Ordering::AcqRel);
+        self.slow_node_read.store(slow, std::sync::atomic::Ordering::Release);
         if self.edit_at_leader_check.swap(false, std::sync::atomic::Ordering::AcqRel) {
             let name = self.name.clone();
             self.world(|t| t.edit_binding(&name, super::scenario::BindingEdit::Endpoint));
