@@ -119,8 +119,9 @@ def make_handler(args, state, log):
             self.send_header('Content-Length', str(len(data)))
             self.send_header('Connection', 'close')
             self.end_headers()
-            self.wfile.write(data)
+            # Logged before the answer goes out: a client that saw the answer finds it in the log.
             log(method=self.command, path=self.path, status=status, power_state=power_state)
+            self.wfile.write(data)
 
         def authorized(self):
             given = self.headers.get('Authorization', '')
