@@ -52,7 +52,7 @@ pub const POLICY_SETTLE: StdDuration = StdDuration::from_secs(5);
 /// The attestation's one condition; on a remediation, set by an attested release (A3).
 pub const RELEASED: &str = "Released";
 /// The `Released` condition's reason on a remediation released by attestation.
-pub const OPERATOR_ATTESTED: &str = "OperatorAttested";
+pub const OPERATOR_ATTESTED: &str = crate::words::event::Event::OperatorAttested.as_str();
 
 const RESOURCE: &str = "coronerattestations";
 

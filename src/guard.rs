@@ -32,18 +32,19 @@ pub const APPROVAL_ANNOTATION: &str = "coroner.dev/power-on-approved";
 /// `False` (`FenceDidNotTakeEffect`) when the node reported back with its pre-fence bootID.
 pub const FENCE_TOOK_EFFECT: &str = "FenceTookEffect";
 
-pub const POWERED_ON: &str = "ReleasedMachinePoweredOn";
-pub const BLIND: &str = "GuardBlind";
+pub const POWERED_ON: &str = Event::ReleasedMachinePoweredOn.as_str();
+pub const BLIND: &str = Event::GuardBlind.as_str();
 pub const DID_NOT_TAKE_EFFECT: &str = "FenceDidNotTakeEffect";
-pub const APPROVAL_NOT_FOR_THIS_RELEASE: &str = "ApprovalNotForThisRelease";
-pub const RECORD_DIVERGED: &str = "ReleaseRecordDiverged";
+pub const APPROVAL_NOT_FOR_THIS_RELEASE: &str = Event::ApprovalNotForThisRelease.as_str();
+pub const RECORD_DIVERGED: &str = Event::ReleaseRecordDiverged.as_str();
 /// The remediation's condition that says whether approvals are guarded by an admission policy.
 pub const APPROVAL_POLICY: &str = "ApprovalPolicy";
-pub const APPROVAL_POLICY_MISSING: &str = "ApprovalPolicyMissing";
-pub const UNGUARDED_NODE_DELETED: &str = "ReleaseUnguardedNodeDeleted";
-pub const RETURNED_WITHOUT_APPROVAL: &str = "ReturnedWithoutApproval";
+pub const APPROVAL_POLICY_MISSING: &str = Event::ApprovalPolicyMissing.as_str();
+pub const UNGUARDED_NODE_DELETED: &str = Event::ReleaseUnguardedNodeDeleted.as_str();
+pub const RETURNED_WITHOUT_APPROVAL: &str = Event::ReturnedWithoutApproval.as_str();
 
 pub use crate::release::release_stands;
+use crate::words::event::Event;
 pub use crate::words::guard::{GUARD, GUARD_HELD, MACHINE_OFF, MACHINE_OFF_MESSAGE, armed_at_release};
 use crate::{
     node::replaced,
@@ -440,7 +441,7 @@ pub fn identify(
         new.guard.get_or_insert_with(Default::default).sighted_at = Some(MicroTime(now));
     }
     new.last_update_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now));
-    Ok((new, Notice { warning: false, reason: "GuardIdentityVerified".into(), message }))
+    Ok((new, Notice { warning: false, reason: Event::GuardIdentityVerified.as_str().into(), message }))
 }
 
 /// R2: a power state the guard takes for the machine running, as [`assess`] does: anything but `Off`
@@ -547,7 +548,7 @@ pub fn next(status: &CoronerRemediationStatus, memory: &Memory, finding: &Findin
             }
             (GuardPolicy::Enforce, Approval::ForThisRelease(approved)) if changed => notices.push(Notice {
                 warning: false,
-                reason: "PowerOnApproved".into(),
+                reason: Event::PowerOnApproved.as_str().into(),
                 message: format!(
                     "the Node carries {APPROVAL_ANNOTATION} for this release: {approved:?}; the guard leaves the machine on"
                 ),
@@ -686,7 +687,7 @@ fn answered_by(
         ),
     };
     new.last_update_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now));
-    let notice = Notice { warning: true, reason: "GuardForceOffSent".into(), message };
+    let notice = Notice { warning: true, reason: Event::GuardForceOffSent.as_str().into(), message };
     Decision { status: new, memory: memory.clone(), reset: None, requeue: None, notices: vec![notice] }
 }
 

@@ -17,12 +17,14 @@ use crate::{
     fence::Notice,
 };
 
+use crate::words::event::Event;
+
 pub const REACHABLE: &str = "Reachable";
 pub const IDENTITY_VERIFIED: &str = "IdentityVerified";
 pub const TLS_VERIFIED: &str = "TLSVerified";
 /// Whether the BMC answers a power reading fast enough for a dense proof (docs/safety.md P4).
 pub const READS_FIT: &str = "ReadsFitPollInterval";
-pub const SETTLE_TOO_SHORT: &str = "SettleTooShortForBmc";
+pub const SETTLE_TOO_SHORT: &str = Event::SettleTooShortForBmc.as_str();
 
 /// The outcome of one look at a binding.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -188,7 +190,7 @@ pub fn record(
         let good = verified.status == conditions::TRUE;
         notices.push(Notice {
             warning: !good,
-            reason: if good { "BindingVerified".into() } else { verified.reason.clone() },
+            reason: if good { Event::BindingVerified.as_str().into() } else { verified.reason.clone() },
             message: format!("{}: {}", verified.reason, verified.message),
         });
     }
@@ -197,7 +199,7 @@ pub fn record(
         let good = reachable.status == conditions::TRUE;
         notices.push(Notice {
             warning: !good,
-            reason: if good { "BmcReachable".into() } else { "BmcUnreachable".into() },
+            reason: if good { Event::BmcReachable.as_str().into() } else { Reason::BmcUnreachable.as_str().into() },
             message: format!("{}: {}", reachable.reason, reachable.message),
         });
     }
@@ -299,7 +301,13 @@ pub fn record_levels(
         })
         .collect();
     let verdicts = [
-        (OUTLET_MAPPING_PROVEN, "Confirmed", "OutletMappingUnproven", "every level's mapping is confirmed", mapping),
+        (
+            OUTLET_MAPPING_PROVEN,
+            "Confirmed",
+            Event::OutletMappingUnproven.as_str(),
+            "every level's mapping is confirmed",
+            mapping,
+        ),
         (
             OUTLETS_EXCLUSIVE,
             "NotShared",
@@ -310,7 +318,7 @@ pub fn record_levels(
         (
             PDU_TRANSPORT_SECURE,
             "Secure",
-            "InsecurePduTransport",
+            Event::InsecurePduTransport.as_str(),
             "every outlet is reached over SNMPv3 authPriv or verified TLS",
             insecure,
         ),

@@ -25,3 +25,11 @@ fn docs_safety_carries_the_attestation_reason_table_of_the_code() {
     let table = coroner::attestation::reason_table();
     assert!(docs.contains(&table), "docs/safety.md lacks the current attestation reason table; paste this:\n{table}");
 }
+
+#[test]
+fn docs_operations_carries_the_event_table_of_the_code() {
+    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/operations.md"))
+        .expect("docs/operations.md exists");
+    let table = coroner::words::event::table();
+    assert!(docs.contains(&table), "docs/operations.md lacks the current Event table; paste this:\n{table}");
+}

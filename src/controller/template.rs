@@ -42,7 +42,11 @@ pub async fn reconcile(template: Arc<CoronerRemediationTemplate>, ctx: Arc<Conte
     let patch = serde_json::json!({ "status": status });
     api.patch_status(&template.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
     if !supported {
-        let notice = Notice { warning: true, reason: "MultipleTemplatesSupportMissing".into(), message };
+        let notice = Notice {
+            warning: true,
+            reason: crate::words::event::Event::MultipleTemplatesSupportMissing.as_str().into(),
+            message,
+        };
         ctx.publish(&template.object_ref(&()), &notice, "Validate").await;
     }
     Ok(Action::await_change())

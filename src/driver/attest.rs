@@ -385,7 +385,7 @@ async fn finish<W: World>(
     world.publish(&node_ref, &attested, "Release").await;
     let done = Notice {
         warning: false,
-        reason: "Released".into(),
+        reason: crate::words::event::Event::Released.as_str().into(),
         message: format!("node {} released through remediation {}", attestation.spec.node_name, remediation.name_any()),
     };
     world.publish(&attestation.object_ref(&()), &done, "Release").await;

@@ -8,9 +8,9 @@ use super::*;
 use crate::taints::{Orphan, OrphanHeld};
 
 /// The Event reason when coroner removed a taint whose remediation is gone.
-pub const REMOVED: &str = "StaleTaintRemoved";
+pub const REMOVED: &str = crate::words::event::Event::StaleTaintRemoved.as_str();
 /// The Event reason while an out-of-service taint whose remediation is gone must stay.
-pub const HELD: &str = "StaleReleaseHeld";
+pub const HELD: &str = crate::words::event::Event::StaleReleaseHeld.as_str();
 
 /// Sweeps the Node `name`: removes the records (and their exact taints) [`taints::orphaned`] lets
 /// go, and reports once per owner and cause what it holds; judges a release left to watch past its

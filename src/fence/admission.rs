@@ -2,6 +2,7 @@
 //! system is this node), the attempts, and a binding changed under the fence.
 
 use super::*;
+use crate::words::event::Event;
 
 impl Step<'_> {
     pub(super) fn admission(&mut self, verdict: Verdict) {
@@ -143,13 +144,13 @@ impl Step<'_> {
             let message =
                 format!("BmcBinding {} sets insecureSkipVerify: the BMC's certificate is not verified", found.binding);
             self.set_condition(contract::TLS_VERIFIED, false, "InsecureSkipVerify", &message);
-            self.notify(true, "InsecureSkipVerify", message);
+            self.notify(true, Event::InsecureSkipVerify.as_str(), message);
         }
         let message = format!(
             "BMC system {} at {} has UUID {} ({:?} match with the node's systemUUID {node_uuid}); its power reads {}",
             found.system.id, found.endpoint, found.system.uuid, matched, found.system.power_state
         );
-        self.notify(false, "IdentityVerified", message.clone());
+        self.notify(false, Event::IdentityVerified.as_str(), message.clone());
         let first_reading = PowerReading::of(&found.system, found.sampled, found.through);
         self.evidence.identity = Some(IdentityEvidence {
             binding: found.binding,
@@ -324,7 +325,7 @@ impl Step<'_> {
     pub(super) fn binding_changed_after_release(&mut self) {
         let message = "the BmcBinding's spec changed (a new generation) since the identity was proven; no On is sent through it, the machine stays off".to_owned();
         self.set_condition(contract::POWERED_ON, false, "BindingChanged", &message);
-        self.notify(true, "BindingChanged", message.clone());
+        self.notify(true, Event::BindingChanged.as_str(), message.clone());
         self.enter(Phase::WaitingForNode, Reason::WaitingForNode, message);
     }
 

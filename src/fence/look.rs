@@ -228,4 +228,4 @@ pub fn as_proving_again(
 }
 
 /// The Event reason when an attestation's look found the node's machine and the fence proves again.
-pub const LOOK_ANSWERED: &str = "ProvingAgainOnAnswer";
+pub const LOOK_ANSWERED: &str = crate::words::event::Event::ProvingAgainOnAnswer.as_str();

@@ -101,7 +101,7 @@ pub struct Notice {
 }
 
 /// The Event reason when a release took over an out-of-service taint whose remediation is gone (R4).
-pub const STALE_TAINT_ADOPTED: &str = "StaleTaintAdopted";
+pub const STALE_TAINT_ADOPTED: &str = crate::words::event::Event::StaleTaintAdopted.as_str();
 
 /// What a node's operator must see on the Node, not only on the remediation: every warning (a
 /// refusal, a failure, a wait that holds the fence, the guard's alarms, a split-brain), the release
@@ -109,18 +109,10 @@ pub const STALE_TAINT_ADOPTED: &str = "StaleTaintAdopted";
 /// of the fence, the ForceOff that the release then reports included, is an Event on the
 /// remediation only: every Event is an apiserver write.
 pub fn for_the_node(notice: &Notice) -> bool {
-    const MILESTONES: &[&str] = &[
-        "NodeFenced",
-        STALE_TAINT_ADOPTED,
-        "PowerOnSent",
-        "PoweredOn",
-        "NodeRecovered",
-        "GuardForceOffSent",
-        crate::words::guard::GUARD_HELD,
-        "PowerOnApproved",
-        crate::words::guard::MACHINE_OFF,
-    ];
-    notice.warning || MILESTONES.contains(&notice.reason.as_str())
+    use crate::words::event::{Also, Event};
+    notice.warning
+        || notice.reason == Reason::NodeFenced.as_str()
+        || Event::parse(&notice.reason).is_some_and(|event| event.also() == Also::Node)
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -239,7 +231,7 @@ pub fn ignored_spec_edit(
     }
     Some(Notice {
         warning: true,
-        reason: "SpecEditIgnored".into(),
+        reason: crate::words::event::Event::SpecEditIgnored.as_str().into(),
         message: format!(
             "the spec changed after admission (generation {}): this fence follows the spec it was admitted with; a new spec applies to the next remediation (edit the CoronerRemediationTemplate)",
             generation.unwrap_or_default()

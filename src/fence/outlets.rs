@@ -5,6 +5,7 @@
 //! asked once: it must not answer, or read the machine Off. Only then is the node released.
 
 use super::*;
+use crate::words::event::Event;
 use crate::{
     api::{LevelProof, OutletProof},
     levels::{self as rules, BmcAfterOutletsOff, LevelNotOff, MappingBasis},
@@ -412,7 +413,7 @@ impl Step<'_> {
         self.memory.run = None;
         self.memory.proof = Some(run);
         self.progress.last_error = None;
-        self.notify(false, "PowerOffProven", message.clone());
+        self.notify(false, Event::PowerOffProven.as_str(), message.clone());
         self.enter(Phase::Releasing, Reason::Releasing, message);
         self.requeue = Some(StdDuration::ZERO);
     }
@@ -516,4 +517,4 @@ impl Step<'_> {
 
 /// The Warning (and safety-override kind) of a fence through a level whose mapping only an operator
 /// stated (docs/safety.md L5).
-pub const OUTLET_MAPPING_UNPROVEN: &str = "OutletMappingUnproven";
+pub const OUTLET_MAPPING_UNPROVEN: &str = crate::words::event::Event::OutletMappingUnproven.as_str();

@@ -2,6 +2,7 @@
 //! of Off readings that proves the machine off (P2-P5), and each attempt's deadline.
 
 use super::*;
+use crate::words::event::Event;
 
 impl Step<'_> {
     pub(super) fn start_attempt_if_needed(&mut self) {
@@ -411,7 +412,7 @@ impl Step<'_> {
         self.memory.run = None;
         self.memory.proof = Some(run);
         self.progress.last_error = None;
-        self.notify(false, "PowerOffProven", message.clone());
+        self.notify(false, Event::PowerOffProven.as_str(), message.clone());
         self.enter(Phase::Releasing, Reason::Releasing, message);
         self.requeue = Some(StdDuration::ZERO);
     }

@@ -1,6 +1,7 @@
 //! A `Reboot`'s power-on after the release, and waiting for the node to come back.
 
 use super::*;
+use crate::words::event::Event;
 
 impl Step<'_> {
     pub(super) fn power_on_after_release(&mut self) {
@@ -102,7 +103,7 @@ impl Step<'_> {
                 let message = "power reads On again".to_owned();
                 self.evidence.power_on.get_or_insert_with(PowerOnEvidence::default).confirmed_at = Some(self.now());
                 self.set_condition(contract::POWERED_ON, true, "PoweredOn", &message);
-                self.notify(false, "PoweredOn", message.clone());
+                self.notify(false, Event::PoweredOn.as_str(), message.clone());
                 self.enter(
                     Phase::WaitingForNode,
                     Reason::WaitingForNode,
@@ -160,7 +161,7 @@ impl Step<'_> {
             self.power_on_given_up(meanwhile);
         } else if self.attempt_deadline_passed() {
             self.set_condition(contract::POWERED_ON, false, "PowerOnNotConfirmed", &at_deadline);
-            self.notify(true, "PowerOnNotConfirmed", at_deadline.clone());
+            self.notify(true, Event::PowerOnNotConfirmed.as_str(), at_deadline.clone());
             self.enter(Phase::WaitingForNode, Reason::WaitingForNode, at_deadline);
         } else {
             self.progress.last_error = Some(meanwhile);
@@ -196,7 +197,7 @@ impl Step<'_> {
         power_on.new_boot_id = Some(node.boot_id.clone());
         power_on.node_ready_at = Some(MicroTime(self.ctx.now));
         let message = format!("node is Ready again with bootID {}; coroner's taints are removed", node.boot_id);
-        self.notify(false, "NodeRecovered", message.clone());
+        self.notify(false, Event::NodeRecovered.as_str(), message.clone());
         self.enter(Phase::Done, Reason::RemediationComplete, message);
     }
 }

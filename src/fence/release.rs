@@ -2,6 +2,7 @@
 //! action, and waiting for the node's workloads (R1, W2).
 
 use super::*;
+use crate::words::event::Event;
 
 impl Step<'_> {
     /// A reading in Releasing: the proof had gone stale (or was taken by another process). Off, and
@@ -128,8 +129,10 @@ impl Step<'_> {
                 // The answer proves nothing either way; only readings do. A rejection is still worth a Warning.
                 let then = if again { "; sent again after the next reading that is not Off" } else { "" };
                 let (reason, what) = match level {
-                    Some(level) => ("OutletsOffSent", format!("Off sent to the outlets of level {level}")),
-                    None => ("ForceOffSent", "ForceOff sent".to_owned()),
+                    Some(level) => {
+                        (Event::OutletsOffSent.as_str(), format!("Off sent to the outlets of level {level}"))
+                    }
+                    None => (Event::ForceOffSent.as_str(), "ForceOff sent".to_owned()),
                 };
                 self.notify(result.is_err(), reason, format!("{what} ({}): {text}{then}", self.attempt_label()));
             }
@@ -137,7 +140,7 @@ impl Step<'_> {
                 let power_on = self.evidence.power_on.get_or_insert_with(PowerOnEvidence::default);
                 power_on.sent_at = Some(sent_at);
                 power_on.result = Some(text.clone());
-                self.notify(result.is_err(), "PowerOnSent", format!("On sent: {text}"));
+                self.notify(result.is_err(), Event::PowerOnSent.as_str(), format!("On sent: {text}"));
             }
         }
         self.requeue = Some(self.spec.poll_interval.get());
@@ -386,7 +389,7 @@ impl Step<'_> {
         }
         let message = format!("after {}: {holding}; powering on regardless", self.spec.release_timeout);
         self.set_condition(contract::WORKLOADS_RELEASED, false, "ReleaseTimeout", &message);
-        self.notify(true, "ReleaseTimeout", message);
+        self.notify(true, Event::ReleaseTimeout.as_str(), message);
         if let Some(release) = self.evidence.release.as_mut() {
             release.release_timed_out = true;
         }

@@ -70,6 +70,16 @@ pub struct Outcome {
     pub broken: Option<invariants::Invariant>,
     /// The shapes of [`reach::Shape`] asked for that the run reached.
     pub reached: Vec<reach::Shape>,
+    /// Event reasons the run published that no table holds (`words::event`, the condition and
+    /// attestation reasons): each must be a row of one.
+    pub unknown_reasons: Vec<String>,
+}
+
+/// Whether an Event's reason is a row of one of the reason tables.
+fn tabled(reason: &str) -> bool {
+    crate::words::event::Event::parse(reason).is_some()
+        || crate::contract::Reason::ALL.iter().any(|r| r.as_str() == reason)
+        || crate::attestation::AttestationReason::ALL.iter().any(|r| r.as_str() == reason)
 }
 
 /// A world event at a time.
@@ -232,7 +242,19 @@ fn outcome(seed: u64, run: &mut Run) -> Outcome {
     stats.looks = looks.len() as u64;
     stats.proven_again = looks.iter().filter(|(found, _)| again(found)).count() as u64;
     stats.released_after_look = looks.iter().filter(|(found, released)| again(found) && *released).count() as u64;
-    Outcome { seed, stats, failure, broken, reached: Vec::new() }
+    let unknown_reasons = run.shared.with(|t| {
+        let mut unknown: Vec<String> = t
+            .log
+            .iter()
+            .filter_map(|r| match r {
+                world::Record::Event { reason, .. } if !tabled(reason) => Some(reason.clone()),
+                _ => None,
+            })
+            .collect();
+        unknown.dedup();
+        unknown
+    });
+    Outcome { seed, stats, failure, broken, reached: Vec::new(), unknown_reasons }
 }
 
 /// The full report of a seed, failing or not (for reading a schedule).

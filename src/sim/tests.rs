@@ -79,6 +79,12 @@ fn explore(seeds: Vec<u64>) -> Vec<String> {
                 outcome.seed
             ));
         }
+        if !outcome.unknown_reasons.is_empty() {
+            failures.push(format!(
+                "seed {} published Events whose reason no table holds (add a row to words::event): {:?}",
+                outcome.seed, outcome.unknown_reasons
+            ));
+        }
         match (&outcome.failure, known.contains(&outcome.seed)) {
             (Some(failure), false) => failures.push(failure.clone()),
             (None, true) => failures.push(format!(

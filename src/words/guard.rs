@@ -9,8 +9,8 @@ use crate::api::conditions;
 /// (`GuardBlind`).
 pub const GUARD: &str = "Guard";
 /// A ForceOff the guard decided and then did not send, with the typed cause.
-pub const GUARD_HELD: &str = "GuardHeld";
-pub const MACHINE_OFF: &str = "MachineOff";
+pub const GUARD_HELD: &str = super::event::Event::GuardHeld.as_str();
+pub const MACHINE_OFF: &str = super::event::Event::MachineOff.as_str();
 pub const MACHINE_OFF_MESSAGE: &str = "the released machine reads Off";
 
 /// W1: a release that rests on the proof's readings starts guarded with what they showed: the

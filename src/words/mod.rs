@@ -6,6 +6,7 @@ pub mod api_error;
 pub mod binding;
 pub mod digest;
 pub mod discovery;
+pub mod event;
 pub mod guard;
 pub mod outlet;
 pub mod paths;
