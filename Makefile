@@ -40,7 +40,7 @@ integration: peers
 	$(CARGO) test --test ipmi
 	$(CARGO) test --test pdu
 
-## e2e: real control plane + NHC + emulated machines + the coroner binary; ONLY=c,o runs only those scenarios
+## e2e: real control plane + NHC + emulated machines + the coroner binary; ONLY=storm_limits,cli_verify runs only those scenarios (names in tests/e2e/main.rs)
 e2e: harness peers build
 	CORONER_E2E_ONLY="$(ONLY)" tests/e2e/run.sh
 
