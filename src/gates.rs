@@ -601,6 +601,52 @@ pub fn storm(inputs: &GateInputs<'_>) -> Gate {
     Gate::Admit
 }
 
+/// The admission's answer, before the driver fills an admission's evidence.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Admission {
+    Admit,
+    /// Another remediation of this node released it and that release stands: stand on it.
+    Adopt(Adoptable),
+    /// Such a release stands, and the node's Lease holds the adoption back ([`adoption_waits`]).
+    AdoptionWaits {
+        reason: Reason,
+        message: String,
+    },
+    Wait {
+        reason: Reason,
+        message: String,
+        /// A queued remediation: when to look again ([`queued_recheck`]), and when the window frees
+        /// ([`window_frees_at`]).
+        recheck: Option<StdDuration>,
+        frees_at: Option<Timestamp>,
+    },
+    Refuse {
+        reason: Reason,
+        message: String,
+    },
+}
+
+/// The admission verdict from what the gates answered (`gate`, [`evaluate`] on `inputs`): a final
+/// refusal wins; else a release another remediation of the node made stands ([`release_to_adopt`]),
+/// whatever a storm limit says, unless the node's Lease holds it ([`adoption_waits`]); else the gates'
+/// own answer, a queued wait saying when to look again.
+pub fn verdict(gate: Gate, inputs: &GateInputs<'_>) -> Admission {
+    match (gate, release_to_adopt(inputs)) {
+        (Gate::Refuse(reason, message), _) => Admission::Refuse { reason, message },
+        (_, Some(adoptable)) => match adoption_waits(inputs) {
+            Some((reason, message)) => Admission::AdoptionWaits { reason, message },
+            None => Admission::Adopt(adoptable),
+        },
+        (Gate::Admit, None) => Admission::Admit,
+        (Gate::Wait(reason, message), None) => {
+            let queued = reason == Reason::Queued;
+            let recheck = queued.then(|| queued_recheck(inputs));
+            let frees_at = window_frees_at(inputs).filter(|_| queued);
+            Admission::Wait { reason, message, recheck, frees_at }
+        }
+    }
+}
+
 /// When the fence window has room again, if it is full now: the moment the oldest admission that
 /// fills it leaves the window.
 pub fn window_frees_at(inputs: &GateInputs<'_>) -> Option<Timestamp> {

@@ -2,6 +2,7 @@
 //! in this process's history before its status write).
 
 use super::*;
+use crate::gates::Admission;
 
 impl<W: World> Fence<'_, W> {
     /// A4: whether the look asked for may be taken now ([`fence::look_may_be_taken`]), on fresh
@@ -107,15 +108,16 @@ impl<W: World> Fence<'_, W> {
                 listing = Listing::Fresh;
                 continue;
             }
-            // A release another remediation of the node did stands, whatever a storm limit says; a
-            // final refusal still wins, and a fresh Lease holds it (gates::adoption_waits).
-            return Ok(match (gate, gates::release_to_adopt(&inputs)) {
-                (Gate::Refuse(reason, message), _) => Verdict::Refuse { reason, message },
-                (_, Some(adoptable)) => match gates::adoption_waits(&inputs) {
-                    Some((reason, message)) => Verdict::Wait { reason, message, recheck: None },
-                    None => Verdict::Adopt(adoptable),
-                },
-                (Gate::Admit, None) => {
+            return Ok(match gates::verdict(gate, &inputs) {
+                Admission::Refuse { reason, message } => Verdict::Refuse { reason, message },
+                Admission::Adopt(adoptable) => Verdict::Adopt(adoptable),
+                Admission::AdoptionWaits { reason, message } => Verdict::Wait { reason, message, recheck: None },
+                Admission::Wait { reason, message, recheck, frees_at } => {
+                    let frees = frees_at.map(|at| StdDuration::try_from(at.duration_since(now)).unwrap_or_default());
+                    *self.window_frees_in.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = frees;
+                    Verdict::Wait { reason, message, recheck }
+                }
+                Admission::Admit => {
                     let mut evidence = snapshot.evidence(now);
                     // A2: the binding as admission found it, for an attestation to judge.
                     let named: Vec<&BmcBinding> =
@@ -141,14 +143,6 @@ impl<W: World> Fence<'_, W> {
                         });
                     }
                     Verdict::Admit(Box::new(evidence))
-                }
-                (Gate::Wait(reason, message), None) => {
-                    let recheck = (reason == Reason::Queued).then(|| gates::queued_recheck(&inputs));
-                    let frees = gates::window_frees_at(&inputs)
-                        .filter(|_| reason == Reason::Queued)
-                        .map(|at| StdDuration::try_from(at.duration_since(now)).unwrap_or_default());
-                    *self.window_frees_in.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = frees;
-                    Verdict::Wait { reason, message, recheck }
                 }
             });
         }

@@ -866,3 +866,41 @@ fn only_a_pending_fence_whose_succeeded_reason_is_queued_counts_as_queued() {
     assert!(!queued(Some(&status(Phase::PoweringOff, Reason::Queued))), "admitted since: the reason is stale");
     assert!(!queued(None));
 }
+
+#[test]
+fn a_final_refusal_wins_over_a_release_to_adopt() {
+    let mut world = World::new(node("w-9", Some("Unknown"), &[]));
+    let i = sibling(&mut world, 50, Phase::Done);
+    released_at_900(&mut world, i, crate::api::RemediationStrategy::ResourceDeletion);
+    admitted_here(&mut world, i);
+    let refused = Gate::Refuse(Reason::NodeNotFound, "gone".into());
+    assert_eq!(
+        verdict(refused, &world.inputs()),
+        Admission::Refuse { reason: Reason::NodeNotFound, message: "gone".into() }
+    );
+}
+
+#[test]
+fn a_standing_release_is_adopted_whatever_a_storm_limit_says_unless_the_lease_holds_it() {
+    let mut world = World::new(node("w-9", Some("Unknown"), &[]));
+    let i = sibling(&mut world, 50, Phase::Done);
+    released_at_900(&mut world, i, crate::api::RemediationStrategy::ResourceDeletion);
+    admitted_here(&mut world, i);
+    let queued = Gate::Wait(Reason::Queued, "the window is full".into());
+    assert!(matches!(verdict(queued.clone(), &world.inputs()), Admission::Adopt(a) if a.from == "w-9-sib-50"));
+    world.lease = LeaseSighting::Seen { age: StdDuration::from_secs(5) };
+    assert!(matches!(
+        verdict(queued, &world.inputs()),
+        Admission::AdoptionWaits { reason: Reason::NodeLeaseFresh, .. }
+    ));
+}
+
+#[test]
+fn only_a_queued_wait_says_when_to_look_again() {
+    let world = World::new(node("w", Some("Unknown"), &[]));
+    let fresh = verdict(Gate::Wait(Reason::NodeLeaseFresh, "renewing".into()), &world.inputs());
+    assert!(matches!(fresh, Admission::Wait { recheck: None, frees_at: None, .. }), "{fresh:?}");
+    let queued = verdict(Gate::Wait(Reason::Queued, "full".into()), &world.inputs());
+    assert!(matches!(queued, Admission::Wait { recheck: Some(_), .. }), "{queued:?}");
+    assert_eq!(verdict(Gate::Admit, &world.inputs()), Admission::Admit);
+}
