@@ -465,15 +465,26 @@ impl Checker {
         });
         // P7: the BMC's password changed before its Secret; a rejection that came before the fence's
         // own ForceOff reached the BMC is a final configuration error (`BmcAuthenticationFailed`).
-        // One after it is read through until the attempt's deadline: no excuse.
+        // One after it is read through until the attempt's deadline: no excuse. L2: such a rejection
+        // hands a fence with PDU levels to them, and its end is then theirs (a level's own
+        // invariants judge it): excused as the rejection itself is.
         let rotated = scenario.events.iter().any(|(_, e)| matches!(e, super::scenario::Event::RotateBmcFirst { .. }));
         let rejected_first = rotated
-            && ended_for(contract::Reason::BmcAuthenticationFailed).is_some_and(|(name, _)| {
+            && ended.clone().is_some_and(|(name, _)| {
                 let first = |wanted: &dyn Fn(&Record) -> bool| truth.log.iter().position(wanted);
                 let rejected = first(&|r| matches!(r, Record::CredentialsRejected { by, .. } if by.task == name));
                 let reset =
                     first(&|r| matches!(r, Record::Reset { by, on: false, guard: false, .. } if by.task == name));
-                rejected.is_some_and(|rejected| reset.is_none_or(|reset| rejected < reset))
+                let at_level = |after: usize| {
+                    truth.log[after..].iter().any(|r| {
+                        matches!(r, Record::Status { remediation, phase, .. }
+                            if *remediation == name && phase == Phase::PoweringOffOutlets.as_str())
+                    })
+                };
+                let ended_here = ended_for(contract::Reason::BmcAuthenticationFailed).is_some();
+                rejected.is_some_and(|rejected| {
+                    reset.is_none_or(|reset| rejected < reset) && (ended_here || at_level(rejected))
+                })
             });
         match scenario.expect {
             _ if cut_short || timed_out || crash_loop => {}

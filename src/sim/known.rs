@@ -39,6 +39,16 @@ pub const KNOWN_FAILURES: &[(u64, Kept, &str)] = &[
         Kept::Moved(Shape::GuardSawPowerOn),
         "R2 (soak 738000-747999): the class of 725773: the guard's reading found the released machine On as its process died, and the glitch was over before the next leader's first reading",
     ),
+    (
+        767866,
+        Kept::Reaches(Shape::CrashAfterReleaseWrite),
+        "R1 (soak 758000-777999; fails the same on 3de12a8, before issue 47's moves): the new leader wrote the release (the out-of-service taint) and died; the deposed leader, not yet aware, wrote its ConfirmingOff over the new leader's Releasing, and the fence ended Failed PowerOffNotConfirmed saying nothing was released while the taint stayed on the Node (its Node writes denied by a webhook for 35 s): no guard watched the machine a power glitch switched on. A release on the Node that status does not record must be found by the fence that ends (fence::release_unrecorded) in this order of writes too",
+    ),
+    (
+        776567,
+        Kept::Reaches(Shape::PowerOnAfterDeletionRelease),
+        "R2 under guard: Alert (soak 758000-777999; fails the same on 3de12a8): the fence of a ResourceDeletion release read the machine On after its deletion began (a power glitch) and ended Failed PowerOffNotConfirmed, recording the begun release; no ReleasedMachinePoweredOn was published, since the guard's first reading came after the glitch (MachineOff). The fence's own reading of life after a begun release must raise the guard's alarm at once",
+    ),
 ];
 
 /// Seeds that failed once and pass since their fix: they must pass for ever. Most failed on the
@@ -1347,6 +1357,11 @@ pub const REGRESSIONS: &[(u64, Kept, &str)] = &[
         754431,
         Kept::Reaches(Shape::MeterFellSilent),
         "L4 (soak 748000-757999): a process read both outlets metered and its write failed; the next process, outlet 1 unread and outlet 2 On, switched the level off, and outlet 1's meter, silent once off, was never on record: a welded relay released a running machine. Fixed: levels::meters_on_record, no Off before every outlet's meter is on record",
+    ),
+    (
+        765772,
+        Kept::Reaches(Shape::CredentialsChangedMidFence),
+        "oracle stricter than L2 (soak 758000-777999): the BMC's password changed before its Secret and rejected the fence's reading before any ForceOff; L2 handed the fence to its PDU level, which L6 rightly refused for an outlet shared undeclared; the oracle excused a credentials rejection only when the fence ended BmcAuthenticationFailed. docs/simulation.md",
     ),
 ];
 
