@@ -26,9 +26,6 @@ use crate::{
     identity,
 };
 
-/// On a Node: a person approved that the released machine runs again (the value says who and why).
-/// The guard then reports a power-on but does not switch the machine off.
-pub const APPROVAL_ANNOTATION: &str = "coroner.dev/power-on-approved";
 /// `False` (`FenceDidNotTakeEffect`) when the node reported back with its pre-fence bootID.
 pub const FENCE_TOOK_EFFECT: &str = "FenceTookEffect";
 
@@ -43,7 +40,9 @@ pub const APPROVAL_POLICY_MISSING: &str = Event::ApprovalPolicyMissing.as_str();
 pub const UNGUARDED_NODE_DELETED: &str = Event::ReleaseUnguardedNodeDeleted.as_str();
 pub const RETURNED_WITHOUT_APPROVAL: &str = Event::ReturnedWithoutApproval.as_str();
 
-pub use crate::release::release_stands;
+pub use crate::release::{
+    APPROVAL_ANNOTATION, Approval, approval, release_id, release_id_at, release_stands, with_release_id,
+};
 use crate::words::event::Event;
 pub use crate::words::guard::{GUARD, GUARD_HELD, MACHINE_OFF, MACHINE_OFF_MESSAGE, armed_at_release};
 use crate::{
@@ -224,56 +223,6 @@ fn power_on_decided(status: &CoronerRemediationStatus) -> bool {
     let intent = status.progress.as_ref().and_then(|p| p.intent.as_ref());
     intent.is_some_and(|i| i.action == PowerAction::On)
         || status.evidence.as_ref().and_then(|e| e.power_on.as_ref()).is_some_and(|p| p.sent_at.is_some())
-}
-
-/// R3: a release's id — the releasing remediation's UID and its `releasedAt`, to the second — which
-/// an approval must name.
-pub fn release_id(remediation_uid: &str, status: &CoronerRemediationStatus) -> Option<String> {
-    let release = status.evidence.as_ref()?.release.as_ref()?;
-    Some(release_id_at(remediation_uid, release.released_at.0))
-}
-
-/// R3: `new` with its release's id recorded, when the write makes the release (`stored` has none) or
-/// moves its time (an attested release confirmed at its Node update). An approval must name that id:
-/// one that names none is never honoured, whenever it was written.
-pub fn with_release_id(
-    mut new: CoronerRemediationStatus,
-    stored: &CoronerRemediationStatus,
-    remediation_uid: &str,
-) -> CoronerRemediationStatus {
-    let before = stored.evidence.as_ref().and_then(|e| e.release.as_ref()).map(|r| &r.released_at);
-    if let Some(release) = new.evidence.as_mut().and_then(|e| e.release.as_mut())
-        && (release.release_id.is_some() || before != Some(&release.released_at))
-    {
-        release.release_id = Some(release_id_at(remediation_uid, release.released_at.0));
-    }
-    new
-}
-
-/// R3: the id of the release `remediation_uid` made at `released_at`.
-pub fn release_id_at(remediation_uid: &str, released_at: Timestamp) -> String {
-    format!("{remediation_uid}@{}", released_at.as_second())
-}
-
-/// What the Node's `coroner.dev/power-on-approved` says about this release (R3). Its value is
-/// `<release-id> <who>: <why>`; one that names another release, or none, counts for nothing.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Approval<'a> {
-    None,
-    /// Who approved, and why.
-    ForThisRelease(&'a str),
-    /// The whole value, reported once.
-    NotForThisRelease(&'a str),
-}
-
-/// Judges the approval annotation's value against this release's id.
-pub fn approval<'a>(release_id: Option<&str>, value: Option<&'a str>) -> Approval<'a> {
-    let Some(value) = value else { return Approval::None };
-    match (release_id, value.split_once(' ')) {
-        // Who and why are part of the approval: a bare id approves nothing.
-        (Some(id), Some((named, rest))) if named == id && rest.contains(':') => Approval::ForThisRelease(rest.trim()),
-        _ => Approval::NotForThisRelease(value),
-    }
 }
 
 /// The guard's period for one remediation: `interval` ± 10 %, drawn from the remediation's UID and
