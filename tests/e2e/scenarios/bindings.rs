@@ -119,23 +119,23 @@ pub(crate) async fn admission_explains_bad_bindings(world: &World) {
     let pin = json!({"certificateSHA256": peers().pin("leaf")});
     let cases = [
         (
-            binding("n-http", json!({"endpoint": "http://10.0.0.12/redfish/v1"}), pin.clone()),
+            binding("n-http", json!({"endpoint": "http://127.0.0.12/redfish/v1"}), pin.clone()),
             "endpoint must be an https URL",
         ),
         (
-            binding("n-userinfo", json!({"endpoint": "https://admin:pw@10.0.0.12"}), pin.clone()),
+            binding("n-userinfo", json!({"endpoint": "https://admin:pw@127.0.0.12"}), pin.clone()),
             "endpoint must not carry credentials",
         ),
         (
             binding(
                 "n-uri",
-                json!({"endpoint": "https://10.0.0.12", "systemId": "/redfish/v1/Systems/1"}),
+                json!({"endpoint": "https://127.0.0.12", "systemId": "/redfish/v1/Systems/1"}),
                 pin.clone(),
             ),
             "systemId is the last path segment of the system's URI, e.g. 1 or System.Embedded.1",
         ),
         (
-            binding("n-pin", json!({"endpoint": "https://10.0.0.12"}), json!({"certificateSHA256": "4f:8e"})),
+            binding("n-pin", json!({"endpoint": "https://127.0.0.12"}), json!({"certificateSHA256": "4f:8e"})),
             "certificateSHA256 is the SHA-256 of the BMC's certificate",
         ),
     ];
@@ -159,17 +159,17 @@ pub(crate) async fn admission_explains_bad_bindings(world: &World) {
         (
             ipmi(
                 "n-both",
-                json!({"redfish": {"endpoint": "https://10.0.0.12"}, "ipmi": {"address": "10.0.0.13"}, "tls": pin}),
+                json!({"redfish": {"endpoint": "https://127.0.0.12"}, "ipmi": {"address": "127.0.0.13"}, "tls": pin}),
             ),
             Some("set exactly one of spec.redfish"),
         ),
-        (ipmi("n-ipmi-tls", json!({"ipmi": {"address": "10.0.0.13"}, "tls": pin})), Some("an IPMI BMC speaks no TLS")),
-        (ipmi("n-suite", json!({"ipmi": {"address": "10.0.0.13", "cipherSuite": 17}})), Some("cipherSuite must be 3")),
+        (ipmi("n-ipmi-tls", json!({"ipmi": {"address": "127.0.0.13"}, "tls": pin})), Some("an IPMI BMC speaks no TLS")),
+        (ipmi("n-suite", json!({"ipmi": {"address": "127.0.0.13", "cipherSuite": 17}})), Some("cipherSuite must be 3")),
         (
-            ipmi("n-redfish-no-tls", json!({"redfish": {"endpoint": "https://10.0.0.12"}})),
+            ipmi("n-redfish-no-tls", json!({"redfish": {"endpoint": "https://127.0.0.12"}})),
             Some("set spec.tls.caBundleRef"),
         ),
-        (ipmi("n-ipmi", json!({"ipmi": {"address": "10.0.0.13", "port": 6230, "privilege": "Operator"}})), None),
+        (ipmi("n-ipmi", json!({"ipmi": {"address": "127.0.0.13", "port": 6230, "privilege": "Operator"}})), None),
     ];
     for (i, (object, message)) in ipmi_cases.iter().enumerate() {
         let file = world.dir.join(format!("n-ipmi-{i}.json"));
