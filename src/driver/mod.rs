@@ -382,22 +382,18 @@ impl<'a, W: World> Fence<'a, W> {
         if timed_out.is_some() && !fence::runs_past_nhc_timeout(&self.status(), timed_out) {
             // NHC gave up on the remediation, not on the released machine: a release already on the
             // Node is recorded first, so the guard and the bootID check keep watching it.
-            let node = self.world.node(&self.node_name).await?;
-            if let Some(node) = &node {
-                self.record_standing_release(node).await?;
-            }
-            if let Some(decision) = fence::timed_out(&self.status(), self.world.now()) {
-                self.commit(fence::keeping_last_reading(decision, &self.remembered()), None).await?;
-            }
-            if let Some(node) = &node {
-                self.check_boot_id(node).await?;
-            }
-            self.settle_taints().await?;
-            let guard = match node {
-                Some(node) => self.guard(&node).await?,
-                None => None,
+            let Some(node) = self.world.node(&self.node_name).await? else {
+                if let Some(decision) = fence::timed_out(&self.status(), self.world.now()) {
+                    self.commit(fence::keeping_last_reading(decision, &self.remembered()), None).await?;
+                }
+                return Ok(Next::AwaitChange);
             };
-            return Ok(sooner(Next::AwaitChange, guard));
+            let ended = self.end_timed_out(&node).await;
+            // R2: the guard watches the released machine even while ending keeps failing (a denied
+            // Node write), as it does while a step of the fence does.
+            let guard = self.guard(&node).await;
+            ended?;
+            return Ok(sooner(Next::AwaitChange, guard?));
         }
         let Some(node) = self.world.node(&self.node_name).await? else {
             if let Some(decision) = fence::node_missing(&self.status(), &self.node_name, now) {
@@ -428,6 +424,18 @@ impl<'a, W: World> Fence<'a, W> {
         // The guard watches the released machine even while a step keeps failing (a denied Node write).
         let guard = self.guard(&node).await;
         Ok(sooner(next?, guard?))
+    }
+
+    /// The end of a fence NHC timed out: a release already on the Node recorded first (the guard
+    /// and the bootID check keep watching it), the fence ended, the bootID checked, the taints
+    /// settled.
+    async fn end_timed_out(&mut self, node: &Node) -> Result<(), Error> {
+        self.record_standing_release(node).await?;
+        if let Some(decision) = fence::timed_out(&self.status(), self.world.now()) {
+            self.commit(fence::keeping_last_reading(decision, &self.remembered()), None).await?;
+        }
+        self.check_boot_id(node).await?;
+        self.settle_taints().await.map(drop)
     }
 
     /// The fence's steps, back to back while the state machine asks for no wait.

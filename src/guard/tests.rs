@@ -1091,3 +1091,33 @@ fn a_sighting_the_fence_recorded_is_acted_on_by_a_process_that_takes_over_until_
     let handled = answered(&decision.status, &decision.memory, &Ok(204), t(21)).status;
     assert_eq!(with_sighting(&handled, &Finding::Off, &fresh), Finding::Off);
 }
+
+/// R2, through the loop (soak seed 800655): NHC times the remediation out while its `Reboot`'s
+/// taint removal is denied by an admission webhook, and someone switches the released machine on.
+/// Every reconcile then fails on the denied Node write; the guard still reads the machine and sends
+/// its ForceOff.
+#[test]
+fn the_guard_switches_a_released_machine_off_while_a_timed_out_fence_cannot_write_its_node() {
+    use crate::{
+        api::{CoronerRemediationSpec, Phase},
+        sim::{
+            lab::{Lab, Setup},
+            script::Script,
+        },
+    };
+    let lab = Lab::scripted(&Setup::new(UUID, CoronerRemediationSpec::default()), Script::machine(UUID, true));
+    futures::executor::block_on(async {
+        lab.run_until(|s| s.phase == Some(Phase::WaitingForRelease)).await;
+        lab.world(|t| t.node_writes_denied_until = i64::MAX);
+        let _ = lab.reconcile().await;
+        assert_eq!(lab.status().phase, Some(Phase::PoweringOn), "its taint removal was decided, then denied");
+        lab.world(|t| t.annotate_remediation("worker-1", crate::contract::TIMED_OUT_ANNOTATION, "now"));
+        lab.device().switch_on("1");
+        for _ in 0..3 {
+            let ended = lab.reconcile().await;
+            assert!(matches!(ended, Err(crate::driver::Error::Api(_))), "the Node write is still denied: {ended:?}");
+        }
+    });
+    assert_eq!(lab.status().phase, Some(Phase::Done), "NHC's timeout ended the fence");
+    assert!(!lab.device().is_on("1"), "the guard switched the machine off: {:?}", lab.device().resets());
+}

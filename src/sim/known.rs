@@ -1383,6 +1383,11 @@ pub const REGRESSIONS: &[(u64, Kept, &str)] = &[
         Kept::Reaches(Shape::CredentialsChangedMidFence),
         "oracle stricter than L2 (soak 758000-777999): the BMC's password changed before its Secret and rejected the fence's reading before any ForceOff; L2 handed the fence to its PDU level, which L6 rightly refused for an outlet shared undeclared; the oracle excused a credentials rejection only when the fence ended BmcAuthenticationFailed. docs/simulation.md",
     ),
+    (
+        800655,
+        Kept::Reaches(Shape::GuardSawPowerOn),
+        "R2 (soak 798000-802999; the same code on 3de12a8): NHC timed a Reboot out while an admission webhook denied its taint removal, and a power glitch switched the released machine on; every reconcile failed on the denied Node write before the guard's round, so no ForceOff went. The guard now runs whether the timed-out fence's end fails or not",
+    ),
 ];
 
 const GUARD_SHARED_OFF: &str = "L6/L9: the guard switches off a shared outlet, switched on by hand after the release, while the other node it feeds is fenced too";
