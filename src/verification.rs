@@ -362,6 +362,12 @@ impl KeptVerification {
         ["kept-verification".into(), node.into(), self.content.clone(), self.at.to_string(), self.uid.clone()]
     }
 
+    /// Which verification this is: its content and binding object (what a process remembers having
+    /// kept).
+    pub fn id(&self) -> (String, String) {
+        (self.content.clone(), self.uid.clone())
+    }
+
     /// The ConfigMap value: `<content> <time> <binding UID> <seal>`.
     pub fn to_value(&self) -> String {
         format!("{} {} {} {}", self.content, self.at, self.uid, self.seal)
@@ -579,6 +585,17 @@ pub fn fresh_check(
     status.verified_content.as_ref()?;
     let ago = StdDuration::try_from(now.duration_since(status.last_verification_time.as_ref()?.0)).ok()?;
     (ago < interval / 2).then_some(ago)
+}
+
+/// The shortest `pollInterval` and the shortest `settle` of the namespace's templates (the defaults
+/// without one): what a binding's read latency must fit (docs/safety.md P4), and the window of an
+/// Off agreement (L5).
+pub fn shortest_timing(templates: &[crate::api::CoronerRemediationTemplate]) -> (StdDuration, StdDuration) {
+    let specs = || templates.iter().map(|t| &t.spec.template.spec);
+    let defaults = crate::api::CoronerRemediationSpec::default();
+    let poll = specs().map(|s| s.poll_interval.get()).min().unwrap_or_else(|| defaults.poll_interval.get());
+    let settle = specs().map(|s| s.settle.get()).min().unwrap_or_else(|| defaults.settle.get());
+    (poll, settle)
 }
 
 /// How soon a BMC that did not answer is asked again: a binding that failed during an outage turns

@@ -106,9 +106,6 @@ pub struct Context {
     failures: retry::Failures,
     /// What the fence loop reads instead of LISTs, set by each leadership term.
     stores: stores::Stores,
-    /// A2: the verification this process last kept for each node (content, binding UID), so that it
-    /// writes the ConfigMap only when that changes.
-    kept_verifications: std::sync::Mutex<std::collections::HashMap<String, (String, String)>>,
 }
 
 impl Context {
@@ -139,7 +136,6 @@ impl Context {
             clients,
             stores: stores::Stores::default(),
             failures: retry::Failures::default(),
-            kept_verifications: std::sync::Mutex::default(),
         }
     }
 
@@ -320,8 +316,6 @@ async fn run_controllers(ctx: Arc<Context>, stop: CancellationToken) {
     let namespace = ctx.namespace().to_owned();
     let remediations: Api<CoronerRemediation> = Api::namespaced(client.clone(), &namespace);
     ctx.stores.clear();
-    // Another replica may have kept other verifications while this one did not lead.
-    ctx.kept_verifications.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clear();
     // The controller's own watch, its store stripped of managed fields (kube-runtime's
     // `unstable-runtime-stream-control`, as `watches_stream` below).
     let (remediation_store, remediation_writer) = reflector::store::<CoronerRemediation>();

@@ -20,7 +20,7 @@ use kube::{
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
-use super::{Context, Error, binding};
+use super::{Context, Error};
 use crate::{
     api::{
         BmcBinding, CoronerRemediation, CoronerRemediationSpec, CoronerRemediationTemplate, CoronerVerification,
@@ -255,6 +255,6 @@ impl Cluster {
             Err(unusable) => return Ok(Check::Invalid(unusable.to_string())),
         };
         let _turn = ctx.local.origins.turn(&origin).await;
-        Ok(binding::identify(ctx, binding, &self.bindings).await?.0)
+        Ok(crate::driver::verifier::identify(ctx, binding, &self.bindings).await?.0)
     }
 }

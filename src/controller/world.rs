@@ -5,7 +5,7 @@ use std::time::Duration as StdDuration;
 use jiff::Timestamp;
 use k8s_openapi::api::{
     admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding},
-    core::v1::{Node, ObjectReference, Pod},
+    core::v1::{ConfigMap, Node, ObjectReference, Pod},
     storage::v1::VolumeAttachment,
 };
 use kube::{
@@ -20,7 +20,7 @@ use crate::{
     access::{Device, LevelDevices, Unusable},
     api::{
         BmcBinding, BmcBindingStatus, CoronerAttestation, CoronerAttestationStatus, CoronerRemediation,
-        CoronerRemediationStatus,
+        CoronerRemediationStatus, CoronerRemediationTemplate,
     },
     cluster,
     driver::{
@@ -60,6 +60,10 @@ impl Clock for Context {
 
     fn mono(&self) -> Mono {
         self.started.elapsed()
+    }
+
+    async fn sleep(&self, duration: StdDuration) {
+        tokio::time::sleep(duration).await;
     }
 }
 
@@ -183,6 +187,39 @@ impl Cluster for Context {
         let api: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(self.client.clone(), self.namespace());
         let kept = api.get_opt(verification::KEPT_VERIFICATIONS).await?;
         Ok(kept.and_then(|c| c.data?.get(node).and_then(|v| verification::KeptVerification::parse(v))))
+    }
+
+    async fn kept_record(&self, node: &str) -> ApiResult<(Option<verification::KeptVerification>, Option<String>)> {
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), self.namespace());
+        let Some(map) = api.get_opt(verification::KEPT_VERIFICATIONS).await? else { return Ok((None, None)) };
+        let kept = map.data.as_ref().and_then(|d| d.get(node)).and_then(|v| verification::KeptVerification::parse(v));
+        Ok((kept, map.metadata.resource_version))
+    }
+
+    async fn write_kept(
+        &self,
+        node: &str,
+        kept: &verification::KeptVerification,
+        version: Option<&str>,
+    ) -> ApiResult<()> {
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), self.namespace());
+        let name = verification::KEPT_VERIFICATIONS;
+        let value = kept.to_value();
+        let Some(version) = version else {
+            let mut map = ConfigMap {
+                data: Some(std::collections::BTreeMap::from([(node.to_owned(), value)])),
+                ..ConfigMap::default()
+            };
+            map.metadata.name = Some(name.into());
+            return Ok(api.create(&PostParams::default(), &map).await.map(drop)?);
+        };
+        let patch = serde_json::json!({ "metadata": { "resourceVersion": version }, "data": { node: value } });
+        Ok(api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await.map(drop)?)
+    }
+
+    async fn templates(&self) -> ApiResult<Vec<CoronerRemediationTemplate>> {
+        let api: Api<CoronerRemediationTemplate> = Api::namespaced(self.client.clone(), self.namespace());
+        Ok(api.list(&ListParams::default()).await?.items)
     }
 
     async fn write_binding_status(

@@ -36,6 +36,9 @@ impl Origins {
     }
 }
 
+/// A kept verification's content and binding UID ([`crate::verification::KeptVerification::id`]).
+pub type KeptId = (String, String);
+
 /// What one process keeps in memory beside the world it talks to: never persisted, gone with the
 /// process (a new process, or a new leadership term of the same one, starts from what is persisted).
 #[derive(Debug, Default)]
@@ -54,12 +57,26 @@ pub struct Local {
     orphans: std::sync::Mutex<BTreeMap<(String, &'static str), taints::OrphanHeld>>,
     /// Each queued remediation's last full look, by UID, with the instance that took it.
     queue_looks: std::sync::Mutex<BTreeMap<String, (String, gates::QueueLook)>>,
+    /// A2: the verification this process last kept for each node (its content and binding UID), with
+    /// the instance that kept it: written again only when that changes or leadership moved.
+    kept: std::sync::Mutex<BTreeMap<String, (String, KeptId)>>,
     /// Remediations something woke on purpose (their node, an etcd Pod, the queue moving) since their
     /// last look, by name.
     pokes: std::sync::Mutex<std::collections::BTreeSet<String>>,
 }
 
 impl Local {
+    /// A2: the verification `instance` last kept for `node` (its content and binding UID).
+    pub fn kept(&self, node: &str, instance: &str) -> Option<KeptId> {
+        let kept = self.kept.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        kept.get(node).filter(|(by, _)| by == instance).map(|(_, id)| id.clone())
+    }
+
+    pub fn remember_kept(&self, node: &str, instance: &str, id: KeptId) {
+        let mut kept = self.kept.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        kept.insert(node.to_owned(), (instance.to_owned(), id));
+    }
+
     /// What this instance knows of the fence: a new leadership term of the same replica starts afresh
     /// (its proof, its attempt clock), as a new process would.
     pub fn remembered(&self, instance: &str, uid: &str) -> Memory {

@@ -19,6 +19,7 @@ mod outlets;
 pub mod ports;
 mod power;
 mod release;
+pub mod verifier;
 
 use std::{collections::BTreeMap, time::Duration as StdDuration};
 

@@ -16,7 +16,7 @@ use k8s_openapi::api::{
 use crate::{
     api::{
         BmcBinding, BmcBindingStatus, CoronerAttestation, CoronerAttestationStatus, CoronerRemediation,
-        CoronerRemediationStatus,
+        CoronerRemediationStatus, CoronerRemediationTemplate,
     },
     bmc::{self, BmcError, ResetType, SystemReading},
     fence::{Mono, Notice},
@@ -33,6 +33,8 @@ pub trait Clock {
     fn now(&self) -> Timestamp;
     /// The monotonic clock, for every duration coroner decides on.
     fn mono(&self) -> Mono;
+    /// Waits `duration` on the monotonic clock.
+    fn sleep(&self, duration: StdDuration) -> impl Future<Output = ()> + Send;
 }
 
 /// Where a list comes from: a reflector store, which trails the API server by its watch's delay
@@ -104,6 +106,22 @@ pub trait Cluster {
         &self,
         node: &str,
     ) -> impl Future<Output = ApiResult<Option<crate::verification::KeptVerification>>> + Send;
+    /// A2: the node's entry of [`crate::verification::KEPT_VERIFICATIONS`] (`None`: none, or one
+    /// that does not parse) with the ConfigMap's resourceVersion (`None`: no ConfigMap yet).
+    fn kept_record(
+        &self,
+        node: &str,
+    ) -> impl Future<Output = ApiResult<(Option<crate::verification::KeptVerification>, Option<String>)>> + Send;
+    /// Writes the node's entry under the ConfigMap's `version` as [`Cluster::kept_record`] read it
+    /// (`None`: creates the ConfigMap). `Conflict`: another writer came first.
+    fn write_kept(
+        &self,
+        node: &str,
+        kept: &crate::verification::KeptVerification,
+        version: Option<&str>,
+    ) -> impl Future<Output = ApiResult<()>> + Send;
+    /// Every CoronerRemediationTemplate in coroner's namespace, from the API server.
+    fn templates(&self) -> impl Future<Output = ApiResult<Vec<CoronerRemediationTemplate>>> + Send;
     /// Writes a binding's status (a merge patch from `old` to `new`: a field `new` lacks is cleared).
     fn write_binding_status(
         &self,

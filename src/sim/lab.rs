@@ -562,6 +562,11 @@ impl<D, L> Clock for Lab<D, L> {
     fn mono(&self) -> Mono {
         micros_to_mono(self.clock.micros() - *lock(&self.started))
     }
+
+    fn sleep(&self, duration: StdDuration) -> impl Future<Output = ()> + Send {
+        let clock = self.clock.clone();
+        async move { clock.sleep(duration).await }
+    }
 }
 
 fn micros_to_mono(micros: Micros) -> Mono {
@@ -706,6 +711,26 @@ impl<D: Target + Clone, L: Level + Clone> Cluster for Lab<D, L> {
 
     async fn kept_verification(&self, node: &str) -> ApiResult<Option<crate::verification::KeptVerification>> {
         Ok(self.request(|t| t.kept_verifications.get(node).cloned()))
+    }
+
+    async fn kept_record(
+        &self,
+        node: &str,
+    ) -> ApiResult<(Option<crate::verification::KeptVerification>, Option<String>)> {
+        Ok(self.request(|t| t.kept_record(node)))
+    }
+
+    async fn write_kept(
+        &self,
+        node: &str,
+        kept: &crate::verification::KeptVerification,
+        version: Option<&str>,
+    ) -> ApiResult<()> {
+        self.request(|t| t.write_kept(node, kept, version))
+    }
+
+    async fn templates(&self) -> ApiResult<Vec<crate::api::CoronerRemediationTemplate>> {
+        Ok(self.request(|t| t.templates()))
     }
 
     async fn write_binding_status(

@@ -270,6 +270,10 @@ impl Clock for Process {
             super::exec::duration(t.now - started)
         })
     }
+
+    async fn sleep(&self, duration: std::time::Duration) {
+        self.shared.sched.sleep(super::exec::micros(duration)).await;
+    }
 }
 
 impl Remediations for Process {
@@ -421,6 +425,26 @@ impl Cluster for Process {
 
     async fn kept_verification(&self, node: &str) -> ApiResult<Option<crate::verification::KeptVerification>> {
         self.api(false, |t| Ok(t.kept_verifications.get(node).cloned())).await
+    }
+
+    async fn kept_record(
+        &self,
+        node: &str,
+    ) -> ApiResult<(Option<crate::verification::KeptVerification>, Option<String>)> {
+        self.api(false, |t| Ok(t.kept_record(node))).await
+    }
+
+    async fn write_kept(
+        &self,
+        node: &str,
+        kept: &crate::verification::KeptVerification,
+        version: Option<&str>,
+    ) -> ApiResult<()> {
+        self.api(true, |t| t.write_kept(node, kept, version)).await
+    }
+
+    async fn templates(&self) -> ApiResult<Vec<crate::api::CoronerRemediationTemplate>> {
+        self.api(false, |t| Ok(t.templates())).await
     }
 
     async fn stored_binding(&self, name: &str) -> ApiResult<Option<BmcBinding>> {

@@ -102,6 +102,8 @@ pub struct Truth {
     pub binding_verifications: Vec<(Micros, String, u64)>,
     /// The ConfigMap of verifications kept beyond their binding objects, by node (A2).
     pub kept_verifications: BTreeMap<String, crate::verification::KeptVerification>,
+    /// That ConfigMap's resourceVersion (it exists once it holds an entry).
+    pub kept_version: u64,
     /// Chance an outlet request gets no answer (the seed's).
     pub pdu_timeout_rate: f64,
     pub leader: LeaderLease,
@@ -262,6 +264,7 @@ impl Truth {
             binding_contents: Vec::new(),
             binding_verifications: Vec::new(),
             kept_verifications: BTreeMap::new(),
+            kept_version: 0,
             pdu_timeout_rate: 0.0,
             leader: LeaderLease { holder: None, renewed: 0, duration: 15 * SECOND },
             processes: BTreeMap::new(),
@@ -476,6 +479,7 @@ impl Truth {
                 };
                 kept.seal = seal_kept(&node, &kept);
                 self.kept_verifications.insert(node, kept);
+                self.kept_version += 1;
             }
         }
     }

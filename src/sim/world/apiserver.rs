@@ -3,6 +3,36 @@
 use super::*;
 
 impl Truth {
+    /// A2's ConfigMap: the node's entry and the ConfigMap's resourceVersion (`None`: none yet).
+    pub fn kept_record(&self, node: &str) -> (Option<crate::verification::KeptVerification>, Option<String>) {
+        let version = (!self.kept_verifications.is_empty()).then(|| self.kept_version.to_string());
+        (self.kept_verifications.get(node).cloned(), version)
+    }
+
+    /// Writes the node's entry under the ConfigMap's `version` (`None`: a create).
+    pub fn write_kept(
+        &mut self,
+        node: &str,
+        kept: &crate::verification::KeptVerification,
+        version: Option<&str>,
+    ) -> ApiResult<()> {
+        if self.kept_record(node).1.as_deref() != version {
+            return Err(ApiError::Conflict(crate::verification::KEPT_VERIFICATIONS.into()));
+        }
+        self.kept_verifications.insert(node.to_owned(), kept.clone());
+        self.kept_version += 1;
+        Ok(())
+    }
+
+    /// The namespace's one template: NodeHealthCheck's (its remediations' spec).
+    pub fn templates(&self) -> Vec<crate::api::CoronerRemediationTemplate> {
+        let body = crate::api::RemediationTemplateBody { spec: self.nhc_spec.clone() };
+        let spec = crate::api::CoronerRemediationTemplateSpec { template: body };
+        let mut template = crate::api::CoronerRemediationTemplate::new("coroner", spec);
+        template.metadata.namespace = Some(self.namespace.clone());
+        vec![template]
+    }
+
     pub fn remediation(&self, name: &str) -> Option<CoronerRemediation> {
         self.remediations.get(name).cloned()
     }
