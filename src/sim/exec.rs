@@ -125,15 +125,18 @@ struct Task {
     woken: Arc<Flag>,
 }
 
-/// The executor: runs tasks in an order drawn from the seed.
+/// The executor: runs tasks in an order drawn from the seed. Background tasks (the binding
+/// verifier's) are kept apart and chosen from their own stream, so that adding them leaves the order
+/// the seed draws for the others as it was.
 pub struct Executor {
     pub sched: Arc<Sched>,
     tasks: Vec<Task>,
+    background: Vec<Task>,
 }
 
 impl Executor {
     pub fn new() -> Self {
-        Self { sched: Arc::new(Sched::default()), tasks: Vec::new() }
+        Self { sched: Arc::new(Sched::default()), tasks: Vec::new(), background: Vec::new() }
     }
 
     pub fn spawn(&mut self, pid: u32, tag: String, future: TaskFuture) {
@@ -141,19 +144,27 @@ impl Executor {
         self.tasks.push(Task { pid, tag, future, runnable_at: Some(now), woken: Arc::default() });
     }
 
+    /// A background task: chosen by [`Executor::step`]'s own stream, and never keeping the run
+    /// from being idle.
+    pub fn spawn_background(&mut self, pid: u32, tag: String, future: TaskFuture) {
+        let now = self.sched.now();
+        self.background.push(Task { pid, tag, future, runnable_at: Some(now), woken: Arc::default() });
+    }
+
     /// Drops every task of a dead process: whatever it would have done next never happens.
     pub fn kill(&mut self, pid: u32) {
         self.tasks.retain(|t| t.pid != pid);
+        self.background.retain(|t| t.pid != pid);
     }
 
     pub fn has_tasks_of(&self, pid: u32) -> bool {
         self.tasks.iter().any(|t| t.pid == pid)
     }
 
-    fn runnable(&self, now: Micros) -> Vec<usize> {
-        (0..self.tasks.len())
+    fn runnable(tasks: &[Task], now: Micros) -> Vec<usize> {
+        (0..tasks.len())
             .filter(|&i| {
-                let task = &self.tasks[i];
+                let task = &tasks[i];
                 task.woken.0.load(Ordering::Acquire) || task.runnable_at.is_some_and(|at| at <= now)
             })
             .collect()
@@ -161,18 +172,23 @@ impl Executor {
 
     /// The earliest time a parked task becomes runnable.
     pub fn next_wake(&self) -> Option<Micros> {
-        self.tasks.iter().filter_map(|t| t.runnable_at).min()
+        self.tasks.iter().chain(&self.background).filter_map(|t| t.runnable_at).min()
     }
 
-    /// Polls one runnable task chosen by `rng`; returns whether there was one.
-    pub fn step(&mut self, rng: &mut fastrand::Rng) -> bool {
+    /// Polls one runnable task — a background one chosen by `background_rng` (which also decides,
+    /// when both kinds can run, which goes first), else one chosen by `rng` —; returns whether there
+    /// was one.
+    pub fn step(&mut self, rng: &mut fastrand::Rng, background_rng: &mut fastrand::Rng) -> bool {
         let now = self.sched.now();
-        let runnable = self.runnable(now);
-        if runnable.is_empty() {
-            return false;
-        }
-        let index = runnable[rng.usize(..runnable.len())];
-        let task = &mut self.tasks[index];
+        let runnable = Self::runnable(&self.tasks, now);
+        let waiting = Self::runnable(&self.background, now);
+        let background = !waiting.is_empty() && (runnable.is_empty() || background_rng.bool());
+        let (tasks, index) = match background {
+            true => (&mut self.background, waiting[background_rng.usize(..waiting.len())]),
+            false if runnable.is_empty() => return false,
+            false => (&mut self.tasks, runnable[rng.usize(..runnable.len())]),
+        };
+        let task = &mut tasks[index];
         task.woken.0.store(false, Ordering::Release);
         self.sched.with(|s| {
             s.parked_until = None;
@@ -187,7 +203,7 @@ impl Executor {
         });
         match polled {
             Poll::Ready(()) => {
-                self.tasks.swap_remove(index);
+                tasks.swap_remove(index);
             }
             Poll::Pending => task.runnable_at = parked,
         }

@@ -1396,6 +1396,16 @@ const GUARD_SHARED_OFF: &str = "L6/L9: the guard switches off a shared outlet, s
 /// soaks, which print them): the guard switching a shared outlet off after the release, which each
 /// must still do (the budget fails a seed that no longer does).
 pub const COVERAGE: &[(u64, Kept, &str)] = &[
+    (
+        5,
+        Kept::Reaches(Shape::VerifierKept),
+        "coverage (issue 47): the binding verifier keeps a verification it made during the run, which the world counts as true (A2)",
+    ),
+    (
+        64,
+        Kept::Reaches(Shape::LevelObserved),
+        "coverage (issue 47): the binding verifier reads a level's outlets and records what their draws say of the mapping (L5)",
+    ),
     (8591, Kept::Reaches(Shape::SharedOutletOffAfterRelease), GUARD_SHARED_OFF),
     (15694, Kept::Reaches(Shape::SharedOutletOffAfterRelease), GUARD_SHARED_OFF),
     (15781, Kept::Reaches(Shape::SharedOutletOffAfterRelease), GUARD_SHARED_OFF),
@@ -1433,9 +1443,9 @@ pub const COVERAGE: &[(u64, Kept, &str)] = &[
         "coverage (issue 46): reaches ReadyMidFence, which no regression seed reaches any more, or a new rule's shape",
     ),
     (
-        1028,
+        28,
         Kept::Reaches(Shape::ReleaseRanOut),
-        "coverage (issue 46): reaches ReleaseRanOut, which no regression seed reaches any more, or a new rule's shape",
+        "coverage (issue 47, for 1028 which the binding verifier moved off it): reaches ReleaseRanOut, which no regression seed reaches any more",
     ),
     (
         1084,

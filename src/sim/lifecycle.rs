@@ -51,6 +51,7 @@ impl Run {
             controller.trigger(&name, now);
         }
         self.controllers.insert(pid, controller);
+        self.start_verifier(pid);
         self.tell(format!("p{pid} leads"));
     }
 
@@ -90,6 +91,7 @@ impl Run {
             self.exec.kill(pid);
             self.processes.remove(&pid);
             self.controllers.remove(&pid);
+            self.stop_verifier(pid);
             let restart = self.now() + self.rng.i64(SECOND..5 * SECOND);
             self.at(restart, Happening::StartProcess);
             self.tell(format!("p{pid} died"));

@@ -21,6 +21,7 @@ pub mod reach;
 mod sabotage;
 pub mod scenario;
 pub mod script;
+mod verifier;
 pub mod world;
 
 use std::{
@@ -152,6 +153,8 @@ struct Run {
     told: usize,
     /// Events waiting for the fence to enter a phase.
     armed: Vec<(Phase, Micros, Event)>,
+    /// The leaders' binding verifiers.
+    verifiers: verifier::Verifiers,
 }
 
 /// Runs one schedule from its seed.
@@ -288,6 +291,7 @@ impl Run {
             sched: exec.sched.clone(),
             truth: Mutex::new(truth),
             rng: Mutex::new(fastrand::Rng::with_seed(scenario.seed ^ 0x5eed)),
+            verifier_rng: Mutex::new(fastrand::Rng::with_seed(scenario.seed ^ 0xb1d5)),
             faults: scenario.faults.clone(),
             stats: Mutex::default(),
             bmc_request_timeout: request_timeout,
@@ -305,6 +309,7 @@ impl Run {
         let nhc = NhcPolicy { timeout: scenario.nhc_timeout };
         let mut run = Self {
             rng: fastrand::Rng::with_seed(scenario.seed),
+            verifiers: verifier::Verifiers::new(scenario.seed),
             scenario,
             shared,
             exec,
@@ -323,6 +328,8 @@ impl Run {
             told: 0,
             armed: Vec::new(),
         };
+        // What the world was built with is no change the verifier's watches see.
+        run.verifiers.seen = run.shared.with(|t| t.binding_contents.len());
         run.at(0, Happening::StartProcess);
         run.at(0, Happening::StartProcess);
         run.at(0, Happening::Tick);
@@ -366,10 +373,13 @@ impl Run {
             }
             self.bury_the_dead();
             self.finish_reconciles();
+            self.finish_verifications();
             self.deliver_changes();
+            self.notice_binding_changes();
             self.spawn_due();
+            self.spawn_due_verifications();
             self.check()?;
-            if self.exec.step(&mut self.rng) {
+            if self.exec.step(&mut self.rng, &mut self.verifiers.rng) {
                 self.check()?;
                 continue;
             }
@@ -377,6 +387,7 @@ impl Run {
                 self.events.first_key_value().map(|(k, _)| k.0),
                 self.exec.next_wake(),
                 self.controllers.values().flat_map(|c| c.due.values().copied()).min(),
+                self.verifiers.next_due(),
             ]
             .into_iter()
             .flatten()
@@ -530,6 +541,7 @@ impl Run {
             Happening::StartProcess => self.start_process(),
             Happening::StopLeading(pid) => {
                 self.controllers.remove(&pid);
+                self.stop_verifier(pid);
                 self.shared.with(|t| {
                     if let Some(p) = t.processes.get_mut(&pid) {
                         p.leading = false;
@@ -633,6 +645,16 @@ mod task {
     pub const SETTLE: &str = "settle-dangling-records";
     const ATTESTATION: &str = "attestation/";
     const SWEEP: &str = "sweep/";
+    const VERIFY: &str = "verify/";
+
+    /// The binding verifier's verification of a binding (`verify/<binding>`, [`super::verifier`]).
+    pub fn verification(binding: &str) -> String {
+        format!("{VERIFY}{binding}")
+    }
+
+    pub fn is_verification(task: &str) -> bool {
+        task.starts_with(VERIFY)
+    }
 
     pub fn attestation(name: &str) -> String {
         format!("{ATTESTATION}{name}")

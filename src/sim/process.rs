@@ -95,6 +95,9 @@ pub struct Shared {
     pub sched: Arc<Sched>,
     pub truth: Mutex<Truth>,
     pub rng: Mutex<fastrand::Rng>,
+    /// What the binding verifier's calls draw (their faults, latencies): its own stream, so that
+    /// running it leaves the fence's draws as they were.
+    pub verifier_rng: Mutex<fastrand::Rng>,
     pub faults: Faults,
     pub stats: Mutex<Stats>,
     pub bmc_request_timeout: Micros,
@@ -114,15 +117,24 @@ impl Shared {
         f(&mut truth)
     }
 
+    /// The stream the current task draws from.
+    fn stream(&self) -> std::sync::MutexGuard<'_, fastrand::Rng> {
+        let rng = match super::task::is_verification(&self.sched.current()) {
+            true => &self.verifier_rng,
+            false => &self.rng,
+        };
+        rng.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn chance(&self, p: f64) -> bool {
-        p > 0.0 && self.rng.lock().unwrap_or_else(PoisonError::into_inner).f64() < p
+        p > 0.0 && self.stream().f64() < p
     }
 
     fn between(&self, (low, high): (Micros, Micros)) -> Micros {
         if high <= low {
             return low;
         }
-        self.rng.lock().unwrap_or_else(PoisonError::into_inner).i64(low..high)
+        self.stream().i64(low..high)
     }
 
     fn count(&self, f: impl FnOnce(&mut Stats)) {
@@ -148,6 +160,9 @@ pub struct Process {
     /// Its last successful leader Lease renewal: the term, when it was sent on this process's clock
     /// and the version it wrote.
     renewed: Mutex<Option<(u64, crate::fence::Mono, String)>>,
+    /// The bindings whose references changed since their last verification (production's binding
+    /// controller keeps the same marks).
+    references_changed: Mutex<std::collections::BTreeSet<String>>,
 }
 
 impl Process {
@@ -161,7 +176,17 @@ impl Process {
             clients: Mutex::default(),
             local: Local::default(),
             renewed: Mutex::default(),
+            references_changed: Mutex::default(),
         }
+    }
+
+    pub fn mark_references_changed(&self, binding: &str) {
+        self.references_changed.lock().unwrap_or_else(PoisonError::into_inner).insert(binding.to_owned());
+    }
+
+    /// Whether the binding's references changed since its last verification (and clears the mark).
+    pub fn take_references_changed(&self, binding: &str) -> bool {
+        self.references_changed.lock().unwrap_or_else(PoisonError::into_inner).remove(binding)
     }
 
     fn alive(&self) -> bool {

@@ -101,6 +101,12 @@ pub enum Shape {
     /// The BMC rejected a fence's reading after that fence's accepted ForceOff (its password changed
     /// before its Secret), and the fence read on and released (P7).
     ReleasedThroughRotation,
+    /// The binding verifier read a level's outlets and recorded what their draws say of the
+    /// mapping (L5).
+    LevelObserved,
+    /// The binding verifier kept a verification it made during the run beyond the binding object,
+    /// and the world counts it as true (A2).
+    VerifierKept,
 }
 
 impl Shape {
@@ -146,6 +152,8 @@ impl Shape {
         Shape::MeterFellSilent,
         Shape::EndedHeld,
         Shape::ReleasedThroughRotation,
+        Shape::LevelObserved,
+        Shape::VerifierKept,
     ];
 
     /// Whether the run whose world is `truth` reached this shape.
@@ -366,6 +374,16 @@ impl Shape {
                         _ => false,
                     })
             }
+            Self::LevelObserved => truth.bindings.values().any(|b| {
+                let confirmations = b.status.as_ref().map(|s| s.level_confirmations.as_slice()).unwrap_or_default();
+                confirmations.iter().any(|c| c.on_seen_at.is_some() || c.off_seen_at.is_some())
+            }),
+            Self::VerifierKept => truth.kept_verifications.values().any(|kept| {
+                let made_in_run = |(at, of, _): &(Micros, String, u64)| {
+                    *at > 0 && truth.bindings.get(of).and_then(|b| b.metadata.uid.as_deref()) == Some(kept.uid.as_str())
+                };
+                kept.at > truth.wall(0) && truth.binding_verifications.iter().any(made_in_run)
+            }),
             Self::EndedHeld => truth.remediations.values().any(|r| {
                 let conditions = r.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
                 crate::api::conditions::find(conditions, crate::contract::SUCCEEDED)

@@ -250,8 +250,9 @@ pub(super) fn silent_at_release(
 /// A2: an attested release only on a binding verified at the content it had when the fence was
 /// admitted (unless the attestation acknowledges `BindingUnverified`): judged from the world's record
 /// of the binding's content, at some moment between the fence's last status write before its
-/// admission (when it read the binding for it) and the admission. The simulated binding verifier
-/// verifies once, before the outage.
+/// admission (when it read the binding for it) and the admission. The world verifies once, before
+/// the outage, and counts the verifier's verifications its truth confirms
+/// ([`super::super::world::Truth::note_verification_if_true`]).
 pub(super) fn binding_verified_at_admission(
     truth: &Truth,
     attestation: &crate::api::CoronerAttestation,
@@ -262,7 +263,7 @@ pub(super) fn binding_verified_at_admission(
     if attestation.spec.acknowledge.iter().any(|a| a.reason == AcknowledgedReason::BindingUnverified) {
         return Ok(());
     }
-    // The world's own verifications up to the admission: one coroner made since counts for nothing.
+    // The verifications the world counts up to the admission: what coroner's status says counts for nothing.
     let verified: Vec<u64> = truth
         .binding_verifications
         .iter()
