@@ -243,6 +243,8 @@ pub enum Device {
     },
 }
 
+use crate::words::discovery::Interrupted;
+
 impl Target for Device {
     fn origin(&self) -> String {
         match self {
@@ -255,7 +257,7 @@ impl Target for Device {
         &self,
         pinned: Option<&str>,
         node_uuid: &str,
-    ) -> Result<Result<SystemReading, crate::identity::IdentityRefusal>, BmcError> {
+    ) -> Result<Result<SystemReading, crate::identity::IdentityRefusal>, Interrupted> {
         match self {
             Self::Redfish(client) => client.find(pinned, node_uuid).await,
             Self::Ipmi { client, .. } => client.find(pinned, node_uuid).await,
@@ -297,8 +299,8 @@ impl Target for IpmiClient {
         &self,
         pinned: Option<&str>,
         node_uuid: &str,
-    ) -> Result<Result<SystemReading, crate::identity::IdentityRefusal>, BmcError> {
-        self.find_chassis(pinned, node_uuid).await.map(Ok)
+    ) -> Result<Result<SystemReading, crate::identity::IdentityRefusal>, Interrupted> {
+        Ok(Ok(self.find_chassis(pinned, node_uuid).await?))
     }
 
     async fn read(&self, path: &str) -> Result<SystemReading, BmcError> {

@@ -334,7 +334,10 @@ pub enum Unidentified {
     #[error("the Node now reports systemUUID {now:?}, not {admitted}, which it had when the fence was admitted")]
     OtherHardware { admitted: String, now: String },
     /// The binding, its Secret or the BMC did not lead to a system.
-    #[error("{}", match .0 { IdentityProblem::Binding { message, .. } => message, IdentityProblem::Bmc(f) => &f.message })]
+    #[error("{}", match .0 {
+        IdentityProblem::Binding { message, .. } => message,
+        IdentityProblem::Bmc(f) | IdentityProblem::SeenThenFailed { failure: f, .. } => &f.message,
+    })]
     NotReached(IdentityProblem),
     #[error(transparent)]
     Refused(#[from] identity::IdentityRefusal),
@@ -405,6 +408,10 @@ pub fn identified_sighting(memory: &Memory, found: &Result<IdentityFound, Identi
     match found {
         Ok(found) if shows_life(&found.system.power_state) => {
             Memory { sighted_on: Some(found.system.power_state.clone()), guarded_at: None, ..memory.clone() }
+        }
+        // What answered before the device failed saw the machine alive (A1's life, R2's sighting).
+        Err(IdentityProblem::SeenThenFailed { seen_on, .. }) => {
+            Memory { sighted_on: Some(PowerState::parse(seen_on)), guarded_at: None, ..memory.clone() }
         }
         _ => memory.clone(),
     }

@@ -82,8 +82,7 @@ impl<W: World> Fence<'_, W> {
                 let _turn = self.local.origins.turn(&device.origin()).await;
                 node_system(self.world, binding, &device, &snapshot.system_uuid, "read").await
             };
-            let unauthorized =
-                matches!(&found, Err(IdentityProblem::Bmc(f)) if f.reason == Reason::BmcAuthenticationFailed);
+            let unauthorized = matches!(&found, Err(IdentityProblem::Bmc(f) | IdentityProblem::SeenThenFailed { failure: f, .. }) if f.reason == Reason::BmcAuthenticationFailed);
             if unauthorized && !asked_again {
                 self.world.forget_target(binding);
                 asked_again = true;
@@ -197,7 +196,8 @@ pub async fn node_system<W: World>(
 ) -> Result<SystemReading, IdentityProblem> {
     let pinned = crate::verification::pinned_system(binding);
     let found = device.find(pinned, node_uuid).await;
-    world.metrics().bmc(&binding.name_any(), operation, found.as_ref().map_or_else(BmcError::category, |_| "ok"));
+    let category = |interrupted: &crate::words::discovery::Interrupted| interrupted.error.category();
+    world.metrics().bmc(&binding.name_any(), operation, found.as_ref().map_or_else(category, |_| "ok"));
     match found {
         Ok(Ok(system)) => Ok(system),
         Ok(Err(refusal)) => Err(IdentityProblem::Binding {
@@ -205,7 +205,23 @@ pub async fn node_system<W: World>(
             seen_on: refusal.seen_on(),
             message: format!("{refusal} (BMC {})", device.origin()),
         }),
-        Err(error) => Err(IdentityProblem::Bmc(BmcFailure::from(&error))),
+        Err(interrupted) => {
+            let failure = BmcFailure::from(&interrupted.error);
+            let names_node = |system: &&SystemReading| {
+                crate::identity::parse(node_uuid)
+                    .zip(crate::identity::parse(&system.uuid))
+                    .is_some_and(|(node, bmc)| crate::identity::same_machine(node, bmc).is_some())
+            };
+            let alive = interrupted
+                .answered
+                .iter()
+                .filter(names_node)
+                .find(|s| s.power_state != crate::words::power::PowerState::Off);
+            Err(match alive {
+                Some(system) => IdentityProblem::SeenThenFailed { failure, seen_on: system.power_state.to_string() },
+                None => IdentityProblem::Bmc(failure),
+            })
+        }
     }
 }
 

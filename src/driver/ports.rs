@@ -24,7 +24,7 @@ use crate::{
     leader,
     pdu::{OutletReading, PduError},
     telemetry::Metrics,
-    words::{api_error::ApiResult, binding::Unusable},
+    words::{api_error::ApiResult, binding::Unusable, discovery::Interrupted},
 };
 
 /// This process's clocks.
@@ -171,11 +171,12 @@ pub trait Target: Send + Sync {
     fn origin(&self) -> String;
     /// The target the fence goes through: the pinned one, the only one, or the one whose UUID names
     /// the node. `Ok(Err(refusal))` when the device answered and identity is refused.
+    /// `Err`: the device failed, with what answered before it ([`Interrupted`]).
     fn find(
         &self,
         pinned: Option<&str>,
         node_uuid: &str,
-    ) -> impl Future<Output = Result<Result<SystemReading, crate::identity::IdentityRefusal>, BmcError>> + Send;
+    ) -> impl Future<Output = Result<Result<SystemReading, crate::identity::IdentityRefusal>, Interrupted>> + Send;
     /// One reading of the target at `path`: its identity and power, from the same answer.
     fn read(&self, path: &str) -> impl Future<Output = Result<SystemReading, BmcError>> + Send;
     /// One power action, never retried. Returns the device's status code: the HTTP status, or 0
@@ -196,7 +197,7 @@ impl<B: bmc::Bmc> Target for B {
         &self,
         pinned: Option<&str>,
         node_uuid: &str,
-    ) -> Result<Result<SystemReading, crate::identity::IdentityRefusal>, BmcError> {
+    ) -> Result<Result<SystemReading, crate::identity::IdentityRefusal>, Interrupted> {
         find_system(self, pinned, node_uuid).await
     }
 
@@ -216,12 +217,13 @@ impl<B: bmc::Bmc> Target for B {
 /// The system a BMC's fence goes through: [`bmc::discover`] and [`crate::identity::select`]. `Ok(Err(refusal))` when the BMC answered and identity is refused with its own
 /// reason (no system is the node's, another system reports the node's UUID, a member could not be
 /// read, a path answered as two UUIDs); a transient member failure is that member's error, so the
-/// fence retries it. A refusal `prove` repeats on the one candidate returns that candidate.
+/// fence retries it, with every system that answered. A refusal `prove` repeats on the one candidate
+/// returns that candidate.
 async fn find_system<B: bmc::Bmc>(
     bmc: &B,
     pinned: Option<&str>,
     node_uuid: &str,
-) -> Result<Result<SystemReading, crate::identity::IdentityRefusal>, BmcError> {
+) -> Result<Result<SystemReading, crate::identity::IdentityRefusal>, Interrupted> {
     use crate::identity::{IdentityRefusal, select};
 
     let discovery = bmc::discover(bmc, pinned).await?;
@@ -234,9 +236,12 @@ async fn find_system<B: bmc::Bmc>(
         (None, [only]) => Some(&only.system),
         _ => None,
     };
+    let answered = || discovery.pinned.iter().chain(discovery.systems.iter().map(|a| &a.system)).cloned().collect();
     let member_error = |transient_only: bool| {
         let mut unreadable = discovery.unreadable.iter();
-        unreadable.find(|u| !transient_only || u.error.is_transient()).map(|u| Err(u.error.clone()))
+        unreadable
+            .find(|u| !transient_only || u.error.is_transient())
+            .map(|u| Err(Interrupted { error: u.error.clone(), answered: answered() }))
     };
     match refusal {
         // No candidate, so no pin: every unread member is unexcused, and its failure is the cause.

@@ -244,7 +244,7 @@ pub async fn identify<W: World>(
         Err(IdentityProblem::Binding { reason, message, .. }) => {
             return Ok((Check::Refused { reason, message }, None, content, asked));
         }
-        Err(IdentityProblem::Bmc(failure)) => {
+        Err(IdentityProblem::Bmc(failure) | IdentityProblem::SeenThenFailed { failure, .. }) => {
             return Ok((Check::Failed { reason: failure.reason, message: failure.message }, None, content, asked));
         }
     };
@@ -308,6 +308,34 @@ mod tests {
         let kept = lab.world(|t| t.kept_verifications.get("worker-1").cloned()).expect("kept beyond the object");
         assert_eq!(Some(&kept.content), status.verified_content.as_ref());
         assert_eq!(kept.seal, crate::sim::world::seal_kept("worker-1", &kept), "sealed");
+    }
+
+    /// A1 (soak seed 710896): what answered before a BMC failed travels with the failure. The pinned
+    /// system, the node's, answered On and the Systems collection then failed: the identity step
+    /// reads that as the machine seen alive, not as a BMC that said nothing.
+    #[test]
+    fn the_nodes_system_seen_on_before_the_collection_failed_is_a_sighting_not_silence() {
+        let script = Script::machine(UUID, true).list_fails(crate::bmc::BmcError::Unreachable("timed out".into()));
+        let lab = Lab::scripted(&Setup::new(UUID, CoronerRemediationSpec::default()), script);
+        let mut binding = lab.world(|t| t.bindings["worker-1"].clone());
+        binding.spec.redfish.as_mut().unwrap().system_id = Some("1".into());
+        let found = futures::executor::block_on(async {
+            let (target, _) = super::super::ports::Devices::target(&lab, &binding).await.unwrap().unwrap();
+            node_system(&lab, &binding, &target, UUID, "read").await
+        });
+        match found {
+            Err(IdentityProblem::SeenThenFailed { failure, seen_on }) => {
+                assert_eq!((failure.reason, seen_on.as_str()), (Reason::BmcUnreachable, "On"));
+            }
+            other => panic!("the sighting was lost: {other:?}"),
+        }
+        let off = Script::machine(UUID, false).list_fails(crate::bmc::BmcError::Unreachable("timed out".into()));
+        let lab = Lab::scripted(&Setup::new(UUID, CoronerRemediationSpec::default()), off);
+        let found = futures::executor::block_on(async {
+            let (target, _) = super::super::ports::Devices::target(&lab, &binding).await.unwrap().unwrap();
+            node_system(&lab, &binding, &target, UUID, "read").await
+        });
+        assert!(matches!(found, Err(IdentityProblem::Bmc(_))), "Off is no sighting: {found:?}");
     }
 
     /// A good check less than half a period ago is not asked again; a change of what the binding

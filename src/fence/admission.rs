@@ -111,6 +111,10 @@ impl Step<'_> {
                 }
                 return self.fail(reason, message);
             }
+            Err(IdentityProblem::SeenThenFailed { failure, seen_on }) => {
+                self.saw_power(&seen_on);
+                return self.identity(Err(IdentityProblem::Bmc(failure)));
+            }
             Err(IdentityProblem::Bmc(failure)) if failure.transient => {
                 return self.identity_attempt_failed(failure.message);
             }

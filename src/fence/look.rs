@@ -55,6 +55,15 @@ impl Step<'_> {
             self.evidence.node.as_ref().map_or_else(|| self.ctx.node.system_uuid.clone(), |n| n.system_uuid.clone());
         let (kind, message) = match found {
             Err(IdentityProblem::Bmc(failure)) => (LookFound::NoAnswer, failure.message),
+            // What answered before the failure saw the machine alive: life, whatever failed after.
+            Err(IdentityProblem::SeenThenFailed { failure, seen_on }) => {
+                self.progress.last_answer_at = Some(self.now());
+                self.saw_power(&seen_on);
+                (
+                    LookFound::NoAnswer,
+                    format!("{} (a system naming the node answered {seen_on} first)", failure.message),
+                )
+            }
             Err(IdentityProblem::Binding { reason, message, seen_on: Some(seen_on) }) => {
                 self.progress.last_answer_at = Some(self.now());
                 self.saw_power(&seen_on);

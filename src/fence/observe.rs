@@ -152,6 +152,12 @@ pub enum IdentityProblem {
         seen_on: Option<String>,
     },
     Bmc(BmcFailure),
+    /// The BMC failed after a system that names the node answered with a power reading not `Off`
+    /// (`seen_on`): the machine was seen alive, whatever failed after (A1).
+    SeenThenFailed {
+        failure: BmcFailure,
+        seen_on: String,
+    },
 }
 
 /// When a reading was asked for and when its answer came, on this process's monotonic clock: the

@@ -312,6 +312,10 @@ impl Step<'_> {
                 Err(message)
             }
             Some(Err(IdentityProblem::Bmc(failure))) => Err(failure.message),
+            Some(Err(IdentityProblem::SeenThenFailed { failure, seen_on })) => {
+                self.saw_power(&seen_on);
+                Err(failure.message)
+            }
             Some(Ok(found)) => {
                 let node_uuid = self.evidence.node.as_ref().map(|n| n.system_uuid.clone()).unwrap_or_default();
                 match identity::prove(&node_uuid, &found.system.uuid, &found.claims) {

@@ -20,11 +20,6 @@ pub enum Kept {
 
 pub const KNOWN_FAILURES: &[(u64, Kept, &str)] = &[
     (
-        710896,
-        Kept::Moved(Shape::AttestedAfterLife),
-        "A1 (soak 708000-717999): an attestation's look read the pinned system first and found the released machine On, then the Systems collection timed out: the discovery failed as a whole (find_system's `?`, and a transient member error likewise) and the On reading, never recorded, let the attestation release a running machine. The device floor applies the identity rule and drops what it read on the way; the fix moves identity::select into the driver, which then sees every reading (issue 47)",
-    ),
-    (
         725773,
         Kept::Moved(Shape::GuardSawPowerOn),
         "R2 (soak 718000-727999, on the oracle of issue 46): the guard's reading found the released machine On and its process died 7 ms later, before it could record or act on it; the glitch was over before the next leader's first reading, so nothing sent a ForceOff. The class of 4768, which no longer reproduced; the restarted bound hid it. Closing it needs the guard to name itself reader before it reads, as the fence does (ReadingUnrecorded), and the next leader to act on an unrecorded guard reading",
@@ -1382,6 +1377,11 @@ pub const REGRESSIONS: &[(u64, Kept, &str)] = &[
         765772,
         Kept::Reaches(Shape::CredentialsChangedMidFence),
         "oracle stricter than L2 (soak 758000-777999): the BMC's password changed before its Secret and rejected the fence's reading before any ForceOff; L2 handed the fence to its PDU level, which L6 rightly refused for an outlet shared undeclared; the oracle excused a credentials rejection only when the fence ended BmcAuthenticationFailed. docs/simulation.md",
+    ),
+    (
+        710896,
+        Kept::Moved(Shape::AttestedAfterLife),
+        "A1 (soak 708000-717999; fixed in issue 47): an attestation's look read the pinned system, the node's, On, then the Systems collection timed out, and the discovery's failure dropped the reading: the attestation released a running machine. Discovery now fails with what answered before (words::discovery::Interrupted), and the identity step takes the node's system seen alive as a sighting (IdentityProblem::SeenThenFailed)",
     ),
     (
         800655,

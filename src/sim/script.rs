@@ -56,6 +56,8 @@ pub struct Script {
     pub reset_delay: StdDuration,
     /// How long every request takes.
     pub latency: StdDuration,
+    /// What listing the Systems collection fails with, if it does.
+    pub list_fails: Option<BmcError>,
 }
 
 impl Script {
@@ -69,6 +71,7 @@ impl Script {
             resets: VecDeque::new(),
             reset_delay: StdDuration::ZERO,
             latency: StdDuration::ZERO,
+            list_fails: None,
         }
     }
 
@@ -95,6 +98,12 @@ impl Script {
 
     pub fn latency(mut self, latency: StdDuration) -> Self {
         self.latency = latency;
+        self
+    }
+
+    /// Listing the Systems collection fails with `error` (a timeout, an error status).
+    pub fn list_fails(mut self, error: BmcError) -> Self {
+        self.list_fails = Some(error);
         self
     }
 }
@@ -228,8 +237,9 @@ impl Bmc for Scripted {
     }
 
     async fn systems(&self) -> Result<Vec<String>, BmcError> {
-        self.request(Request::List, |s, _| {
-            Ok(s.script.systems.iter().map(|system| format!("/redfish/v1/Systems/{}", system.id)).collect())
+        self.request(Request::List, |s, _| match &s.script.list_fails {
+            Some(error) => Err(error.clone()),
+            None => Ok(s.script.systems.iter().map(|system| format!("/redfish/v1/Systems/{}", system.id)).collect()),
         })
         .await
     }

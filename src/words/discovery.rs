@@ -42,6 +42,21 @@ fn key(path: &str) -> String {
     paths::segments(path).map_or_else(|_| path.to_owned(), |segments| format!("/{}", segments.join("/")))
 }
 
+/// A search for the node's system that failed: the error, and every system that answered before
+/// it (the pinned one, members read before another failed). What answered still tells whether the
+/// machine is alive, whatever failed after it.
+#[derive(Clone, Debug)]
+pub struct Interrupted {
+    pub error: BmcError,
+    pub answered: Vec<SystemReading>,
+}
+
+impl From<BmcError> for Interrupted {
+    fn from(error: BmcError) -> Self {
+        Self { error, answered: Vec::new() }
+    }
+}
+
 /// A member that did not answer with a usable system.
 #[derive(Clone, Debug)]
 pub struct Unreadable {

@@ -314,3 +314,21 @@ fn a_proof_taken_again_that_released_is_done_when_nhc_times_it_out_or_its_node_g
     assert_eq!(timed_out(&status, t(30)).unwrap().status.phase, Some(Phase::Done));
     assert_eq!(node_missing(&status, "worker-1", t(30)).unwrap().status.phase, Some(Phase::Done));
 }
+
+/// A1 (soak seed 710896): the look's discovery read the pinned system, the node's, On, then the
+/// Systems collection failed: no identity, but the machine was seen alive, and that is recorded as
+/// the look's reading (an attestation then refuses on it).
+#[test]
+fn a_look_whose_bmc_failed_after_the_nodes_system_answered_on_records_that_life() {
+    let node = node();
+    let seen = Observation::Looked {
+        found: Err(IdentityProblem::SeenThenFailed { failure: unreachable(), seen_on: "On".into() }),
+        nhc_timed_out: None,
+    };
+    let decision = step(&spec(), &failed_with_look(true, None), seen, ctx(11, &node));
+    assert_eq!((decision.status.phase, decision.reset), (Some(Phase::Failed), None), "nothing proven, nothing sent");
+    assert_eq!(look(&decision.status).found, Some(LookFound::NoAnswer));
+    let progress = decision.status.progress.unwrap();
+    assert_eq!(progress.last_power_state.as_deref(), Some("On"), "the life seen is the look's reading");
+    assert_eq!(progress.last_answer_at, Some(MicroTime(t(11))));
+}

@@ -156,12 +156,12 @@ impl Target for SimTarget {
         &self,
         pinned: Option<&str>,
         node_uuid: &str,
-    ) -> Result<Result<SystemReading, crate::identity::IdentityRefusal>, BmcError> {
+    ) -> Result<Result<SystemReading, crate::identity::IdentityRefusal>, crate::words::discovery::Interrupted> {
         match self {
             Self::Redfish(device) => Target::find(device, pinned, node_uuid).await,
             Self::Ipmi(device) => {
                 let layout = pinned.and_then(crate::ipmi::layout_of_path);
-                device.chassis(layout, Some(node_uuid.to_owned())).await.map(Ok)
+                Ok(Ok(device.chassis(layout, Some(node_uuid.to_owned())).await?))
             }
         }
     }
