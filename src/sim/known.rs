@@ -20,6 +20,16 @@ pub enum Kept {
 
 pub const KNOWN_FAILURES: &[(u64, Kept, &str)] = &[
     (
+        803732,
+        Kept::Moved(Shape::GuardSawPowerOn),
+        "R2 (soak 803000-812999, the first with the binding verifier in the world): a 17 s power glitch of the released machine began 1.6 s after the guard's round; 0.6 s later the leader died in a verification's call, and no leader existed until after the glitch ended, so no guard ever read the machine on: no ReleasedMachinePoweredOn. The class of 725773 and 741845 (a glitch hidden by a leader's death); passes without the verifier, whose call drew the crash",
+    ),
+    (
+        808062,
+        Kept::Moved(Shape::GuardSawPowerOn),
+        "R2 (soak 803000-812999): the released machine glitched on for 17 s while Node writes were denied; the leader died in its guard round's call 6.5 s in, and the next leader's first round came after the glitch ended: no ForceOff. The class of 725773 (a guard reading lost with its process); passes without the verifier, which moved the schedule",
+    ),
+    (
         725773,
         Kept::Moved(Shape::GuardSawPowerOn),
         "R2 (soak 718000-727999, on the oracle of issue 46): the guard's reading found the released machine On and its process died 7 ms later, before it could record or act on it; the glitch was over before the next leader's first reading, so nothing sent a ForceOff. The class of 4768, which no longer reproduced; the restarted bound hid it. Closing it needs the guard to name itself reader before it reads, as the fence does (ReadingUnrecorded), and the next leader to act on an unrecorded guard reading",
