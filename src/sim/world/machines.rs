@@ -263,3 +263,113 @@ impl Truth {
 
     // The node's life: kubelet, kube-controller-manager, NodeHealthCheck ------------------------------
 }
+
+/// The cluster's life, one tick at a time: kubelets, kube-controller-manager, NodeHealthCheck.
+impl Truth {
+    /// One second of the cluster's own life.
+    pub fn tick(&mut self, nhc: &NhcPolicy) {
+        self.apply_power();
+        let now = self.now;
+        let wall = self.wall(now);
+        for i in 0..self.machines.len() {
+            let m = &self.machines[i];
+            let node = m.node.clone();
+            let kubelet_up = m.on && m.booted_at.is_some_and(|at| at <= now);
+            let boot = m.boot_id.clone();
+            // Heartbeats every 10 s, staggered by machine.
+            let beat = (now / SECOND + i as i64) % 10 == 0;
+            match (kubelet_up, m.reach) {
+                (true, Reach::Connected) if beat || self.ready_of(&node).as_deref() != Some(conditions::TRUE) => {
+                    self.renew_lease(&node, wall);
+                    self.set_ready(&node, conditions::TRUE, Some(&boot));
+                }
+                (true, Reach::LeaseOnly) if beat => self.renew_lease(&node, wall),
+                _ => {}
+            }
+            // kube-controller-manager: no heartbeat for 40 s → Unknown, by when it saw the Lease
+            // change (its own clock), not the renewTime a kubelet's clock wrote.
+            let renewed =
+                self.life.get(&node).and_then(|l| l.iter().rev().find(|(_, k)| *k == Life::Lease)).map(|(t, _)| *t);
+            // A Lease the world began with, no kubelet's renewal since: its renewTime is the world's.
+            let initial = || {
+                let at = self.leases.get(&node).copied().flatten()?;
+                Some(at.duration_since(self.wall(0)).as_micros() as Micros)
+            };
+            let silent = renewed.or_else(initial).is_none_or(|renewed| now - renewed > 40 * SECOND);
+            if silent && self.ready_of(&node).as_deref() == Some(conditions::TRUE) {
+                self.set_ready(&node, conditions::UNKNOWN, None);
+            }
+        }
+        self.evict_out_of_service();
+        self.nhc(nhc);
+    }
+
+    /// kube-controller-manager with `node.kubernetes.io/out-of-service`: pods that do not tolerate it
+    /// go, and volumes are detached.
+    fn evict_out_of_service(&mut self) {
+        let tainted: BTreeSet<String> = self
+            .nodes
+            .iter()
+            .filter(|(_, n)| taints_of(n).iter().any(|t| t.key == CoronerTaint::OutOfService.key()))
+            .map(|(name, _)| name.clone())
+            .collect();
+        self.pods.retain(|p| {
+            let node = p.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
+            !(tainted.contains(&node) && crate::fence::pod_blocks_release(p))
+        });
+        for node in &tainted {
+            self.attachments.remove(node);
+        }
+    }
+
+    fn nhc(&mut self, policy: &NhcPolicy) {
+        let now = self.now;
+        // An unhealthy node without a remediation gets one (again, after a deletion).
+        let watched: Vec<(String, u32)> = self.nhc_nodes.iter().map(|(n, c)| (n.clone(), *c)).collect();
+        for (node, created) in watched {
+            let has = self.remediations.values().any(|r| contract::node_name(&r.metadata) == Some(node.as_str()));
+            let exists = self.nodes.contains_key(&node);
+            if exists && !has && self.ready_of(&node).as_deref() != Some(conditions::TRUE) {
+                let name = if created == 0 { node.clone() } else { format!("{node}-{}", created + 1) };
+                let spec = self.nhc_spec.clone();
+                self.create_remediation(&name, &node, &spec);
+                self.nhc_nodes.insert(node, created + 1);
+            }
+        }
+        let names: Vec<String> = self.remediations.keys().cloned().collect();
+        for name in names {
+            let Some(r) = self.remediations.get(&name).cloned() else { continue };
+            let node = contract::node_name(&r.metadata).unwrap_or_default().to_owned();
+            let created = r.metadata.creation_timestamp.as_ref().map(|t| t.0).unwrap_or(self.epoch);
+            let age = self.wall(now).duration_since(created);
+            let succeeded = r
+                .status
+                .as_ref()
+                .and_then(|s| conditions::status_of(&s.conditions, contract::SUCCEEDED).map(str::to_owned));
+            let deleting = r.metadata.deletion_timestamp.is_some();
+            // A remediation whose node is gone is an orphan: NHC deletes it.
+            if !self.nodes.contains_key(&node) && !deleting {
+                self.delete_remediation(&name);
+                continue;
+            }
+            if self.ready_of(&node).as_deref() == Some(conditions::TRUE) {
+                let since = *self.healthy_since.entry(name.clone()).or_insert(now);
+                // NHC deletes the remediation about two seconds after the node is healthy.
+                if now - since >= 2 * SECOND && !deleting {
+                    self.delete_remediation(&name);
+                }
+            } else {
+                self.healthy_since.remove(&name);
+            }
+            if let Some(timeout) = policy.timeout
+                && age >= SignedDuration::from_micros(timeout)
+                && succeeded.as_deref() != Some(conditions::TRUE)
+                && !contract::timed_out_by_nhc(&r.metadata)
+                && !deleting
+            {
+                let stamp = self.wall(now).to_string();
+                self.annotate_remediation(&name, contract::TIMED_OUT_ANNOTATION, &stamp);
+            }
+        }
+    }
+}
