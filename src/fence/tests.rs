@@ -8,6 +8,7 @@ mod deletion;
 mod endings;
 mod look;
 mod power_off;
+mod records;
 mod release;
 
 use std::time::Duration as StdDuration;
