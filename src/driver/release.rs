@@ -366,3 +366,64 @@ pub(super) async fn workloads<W: World>(world: &W, node_name: &str) -> Result<Wo
 pub(super) fn count(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::{
+        api::{CoronerRemediationSpec, FenceAction},
+        sim::{
+            lab::{Lab, Setup, WorldChange},
+            script::Script,
+            world::Truth,
+        },
+        taints::{CoronerTaint, ownership},
+    };
+
+    const UUID: &str = "7f3b0c1e-0000-4000-8000-000000000001";
+
+    /// The release's re-checks, table-driven (docs/safety.md R1, P5): each change of the node made
+    /// right before the release re-reads it (or, for the Lease, right after the write) refuses the
+    /// release, and coroner's out-of-service taint is not on the Node at the end. Today's BMC release
+    /// re-checks the Node's UID, its Ready condition and its Lease; the exclusion label, the bootID
+    /// and a foreign out-of-service taint are checked before the ForceOff, not again here.
+    #[test]
+    fn every_re_check_of_the_release_refuses_it_when_the_node_changed() {
+        let cases: Vec<(&str, Option<WorldChange>, &str)> = vec![
+            (
+                "the Node replaced under the same name",
+                Some(Box::new(|t: &mut Truth| t.replace_node("worker-1"))),
+                "Replaced",
+            ),
+            (
+                "the node Ready again",
+                Some(Box::new(|t: &mut Truth| t.set_ready("worker-1", "True", None))),
+                "Ready=True",
+            ),
+            (
+                "its Lease renewed since the power-off",
+                Some(Box::new(|t: &mut Truth| {
+                    let now = t.wall(t.now);
+                    t.renew_lease("worker-1", now);
+                })),
+                "Lease",
+            ),
+            ("its Lease renewed right after the release write", None, "Lease"),
+        ];
+        for (case, change, said) in cases {
+            let spec = CoronerRemediationSpec { action: FenceAction::Off, ..CoronerRemediationSpec::default() };
+            let lab = Lab::scripted(&Setup::new(UUID, spec), Script::machine(UUID, true));
+            match change {
+                Some(change) => lab.change_before_the_release(change),
+                None => lab.renew_lease_right_after_the_release(),
+            }
+            let status = futures::executor::block_on(lab.run());
+            let released = status.evidence.as_ref().and_then(|e| e.release.as_ref());
+            assert!(released.is_none(), "{case}: the release stands: {status:?}");
+            let uid = lab.world(|t| t.remediation("worker-1").and_then(|r| r.metadata.uid)).unwrap_or_default();
+            let taint = lab.world(|t| t.node("worker-1")).and_then(|n| ownership(&n, CoronerTaint::OutOfService));
+            assert!(taint.is_none_or(|o| o.uid != uid), "{case}: coroner's out-of-service taint stayed");
+            let said_why = serde_json::to_string(&status).unwrap_or_default();
+            assert!(said_why.contains(said), "{case}: the status does not say why ({said}): {said_why}");
+        }
+    }
+}

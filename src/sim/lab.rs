@@ -69,6 +69,9 @@ impl Setup {
     }
 }
 
+/// A change a test makes to the lab's world at a moment the lab picks.
+pub type WorldChange = Box<dyn FnOnce(&mut Truth) + Send>;
+
 /// The lab's time: the machine's clock, or a virtual one that moves only when the loop (or a
 /// scripted device's latency) sleeps.
 #[derive(Clone, Debug)]
@@ -148,6 +151,9 @@ pub struct Lab<D, L = NoLevel> {
     errors: Mutex<Vec<String>>,
     /// Every binding status coroner wrote, in order: the binding's name and the status.
     binding_history: Mutex<Vec<(String, BmcBindingStatus)>>,
+    /// A change of the world made at the first Node read while the remediation is `Releasing` (right
+    /// before the release's re-checks read the Node).
+    before_release: Mutex<Option<WorldChange>>,
     /// While set, the API server refuses binding status writes.
     binding_writes_refused: std::sync::atomic::AtomicBool,
     /// While set, the API server refuses every read of a credentials Secret.
@@ -284,6 +290,7 @@ impl<D: Target + Clone, L: Level + Clone> Lab<D, L> {
             events: Mutex::default(),
             errors: Mutex::default(),
             binding_history: Mutex::default(),
+            before_release: Mutex::default(),
             binding_writes_refused: std::sync::atomic::AtomicBool::new(false),
             secret_reads_refused: std::sync::atomic::AtomicBool::new(false),
             edit_at_leader_check: std::sync::atomic::AtomicBool::new(false),
@@ -426,6 +433,12 @@ impl<D: Target + Clone, L: Level + Clone> Lab<D, L> {
     /// after the reading that asked for the power action, before the action's checks.
     pub fn edit_binding_as_the_guard_persists_its_intent(&self) {
         self.edit_at_guard_intent.store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// `change` happens to the world right before the release re-checks the Node: at the first Node
+    /// read while the remediation is `Releasing`.
+    pub fn change_before_the_release(&self, change: impl FnOnce(&mut Truth) + Send + 'static) {
+        *lock(&self.before_release) = Some(Box::new(change));
     }
 
     /// The node's kubelet renews its Lease right after the next Node write that adds an out-of-service
@@ -602,6 +615,14 @@ impl<D: Target + Clone, L: Level + Clone> Remediations for Lab<D, L> {
 
 impl<D: Target + Clone, L: Level + Clone> Nodes for Lab<D, L> {
     async fn node(&self, name: &str) -> ApiResult<Option<Node>> {
+        let releasing =
+            || self.world(|t| t.remediation(&self.name).and_then(|r| r.status?.phase)) == Some(Phase::Releasing);
+        if lock(&self.before_release).is_some() && releasing() {
+            let change = lock(&self.before_release).take();
+            if let Some(change) = change {
+                self.world(change);
+            }
+        }
         let slow = self.slow_node_read.swap(0, std::sync::atomic::Ordering::AcqRel);
         if slow > 0 {
             self.clock.sleep(StdDuration::from_micros(slow.unsigned_abs())).await;

@@ -474,7 +474,7 @@ impl Truth {
         self.changes.push(Change::Node(node.into()));
     }
 
-    pub(in crate::sim) fn renew_lease(&mut self, node: &str, wall: Timestamp) {
+    pub fn renew_lease(&mut self, node: &str, wall: Timestamp) {
         // A kubelet whose clock runs behind writes a renewTime from its past (A1: coroner dates life
         // by its own first sight of it).
         let behind = self.kubelet_behind.get(node).copied().unwrap_or(0);
