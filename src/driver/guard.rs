@@ -69,25 +69,20 @@ impl<W: World> Fence<'_, W> {
         // Boxed: rare paths, kept out of the size of every guard round's future.
         Box::pin(self.say_how_the_release_stands(node, &snapshot, approval)).await?;
         let status = self.status();
-        // One guard per release: an adopted release is its sibling's to guard while the sibling exists.
-        if let Some(sibling) = &release.adopted_from
-            && self.world.remediation(sibling).await?.is_some()
-        {
-            return Ok(None);
-        }
+        let sibling_guards = match &release.adopted_from {
+            Some(sibling) => self.world.remediation(sibling).await?.is_some(),
+            None => false,
+        };
         let interval = self.world.settings().guard_interval;
         let memory = self.remembered();
-        if let Some(wait) = crate::guard::due(&status, &memory, self.world.mono(), interval, &self.uid) {
-            return Ok(Some(wait));
-        }
-        // A1: a process that knows it was deposed reads no more; the new leader's guard reads.
-        if !self.world.leading() {
-            return Ok(None);
-        }
-        // L9: after a level release, the level's outlets first; an outlet that may feed the machine
-        // again is the finding, whatever its BMC says.
-        let level = status.evidence.as_ref().and_then(|e| e.power_off.as_ref()).and_then(|p| p.level.as_ref());
-        let (outlets_off, outlet_finding) = match level.map(|l| l.level) {
+        let timing = (self.world.mono(), interval, self.uid.as_str());
+        let outlets = match crate::guard::plan(&status, &memory, sibling_guards, self.world.leading(), timing) {
+            crate::guard::Plan::Nothing => return Ok(None),
+            crate::guard::Plan::Wait(wait) => return Ok(Some(wait)),
+            crate::guard::Plan::Round { outlets } => outlets,
+        };
+        // L9: an outlet that may feed the machine again is the finding, whatever its BMC says.
+        let (outlets_off, outlet_finding) = match outlets {
             Some(level) => match Box::pin(self.guard_outlets(level, node, &memory, approval)).await? {
                 OutletsRound::Off => (true, None),
                 OutletsRound::Unknown => (false, None),
@@ -97,22 +92,15 @@ impl<W: World> Fence<'_, W> {
         };
         let status = self.status();
         let memory = self.remembered();
-        let identity = status.evidence.as_ref().and_then(|e| e.identity.as_ref());
-        // P1: a binding whose spec changed since the machine was proven (or a proof that recorded no
-        // generation) leads to no proof's machine until it is found and proven again through the
-        // binding as it is now; judged on the binding itself, so a reading that fails through the
-        // edited binding does not leave the guard blind for good.
-        let edited = match identity {
-            Some(identity) => {
-                let now = self.world.binding(&identity.binding).await?.and_then(|b| b.metadata.generation);
-                now.is_some() && identity.binding_generation != now
-            }
-            None => false,
-        };
-        let path = identity.filter(|_| !edited).map(|i| i.system_path.clone());
-        let read = match path {
-            Some(path) => Some(self.read_power(&path).await?),
+        // P1: judged on the binding itself, so a reading that fails through an edited binding does
+        // not leave the guard blind for good.
+        let generation_now = match status.evidence.as_ref().and_then(|e| e.identity.as_ref()) {
+            Some(identity) => self.world.binding(&identity.binding).await?.and_then(|b| b.metadata.generation),
             None => None,
+        };
+        let read = match crate::guard::machine(&status, generation_now) {
+            crate::guard::Machine::Read(path) => Some(self.read_power(&path).await?),
+            crate::guard::Machine::Identify => None,
         };
         let (read, finding) = match read {
             Some(read) => {

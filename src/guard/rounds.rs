@@ -34,6 +34,66 @@ pub fn due(
     (next > now).then(|| next - now)
 }
 
+/// What a guard round does once a release stands ([`release_stands`]): the guard's plan, as the
+/// fence's (`fence::plan`); [`next`] decides on what the round found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Plan {
+    /// Nothing: the release is its sibling's to guard (one guard per release), or this process knows
+    /// it was deposed (A1: the new leader's guard reads).
+    Nothing,
+    /// Not due yet: read again after this.
+    Wait(StdDuration),
+    /// A round: L9's outlets of the level that proved the release first (`Some(level)`), then the
+    /// machine ([`machine`]).
+    Round { outlets: Option<u32> },
+}
+
+/// The guard's plan for this reconcile. `sibling_guards`: the release was adopted from a sibling
+/// remediation that still exists; `leading`: this process believes it still leads.
+pub fn plan(
+    status: &CoronerRemediationStatus,
+    memory: &Memory,
+    sibling_guards: bool,
+    leading: bool,
+    (now, interval, uid): (Mono, StdDuration, &str),
+) -> Plan {
+    if sibling_guards {
+        return Plan::Nothing;
+    }
+    if let Some(wait) = due(status, memory, now, interval, uid) {
+        return Plan::Wait(wait);
+    }
+    if !leading {
+        return Plan::Nothing;
+    }
+    let level = status.evidence.as_ref().and_then(|e| e.power_off.as_ref()).and_then(|p| p.level.as_ref());
+    Plan::Round { outlets: level.map(|l| l.level) }
+}
+
+/// How a round reaches the machine.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Machine {
+    /// The system the proof went through, at its path.
+    Read(String),
+    /// Found first through the binding, as a fence does ([`identity_target`], [`identify`]): an
+    /// attested release (no proof's system), or a binding whose spec changed since the proof (P1: it
+    /// leads to no proof's machine until it is found and proven again through the binding as it is
+    /// now; a proof that recorded no generation counts as changed).
+    Identify,
+}
+
+/// [`Machine`] for the proof's binding at `generation_now` (its generation as read now; `None`:
+/// the binding is gone, judged on the reading itself).
+pub fn machine(status: &CoronerRemediationStatus, generation_now: Option<i64>) -> Machine {
+    let identity = status.evidence.as_ref().and_then(|e| e.identity.as_ref());
+    match identity {
+        Some(identity) if generation_now.is_none() || identity.binding_generation == generation_now => {
+            Machine::Read(identity.system_path.clone())
+        }
+        _ => Machine::Identify,
+    }
+}
+
 /// What one guard reading says.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Finding {

@@ -338,3 +338,47 @@ fn the_guard_switches_a_released_machine_off_while_a_timed_out_fence_cannot_writ
     assert_eq!(lab.status().phase, Some(Phase::Done), "NHC's timeout ended the fence");
     assert!(!lab.device().is_on("1"), "the guard switched the machine off: {:?}", lab.device().resets());
 }
+
+/// The guard's plan: a round when due and leading; nothing for a release its sibling guards or in a
+/// deposed process; a wait while not due; a level release's outlets first (L9).
+#[test]
+fn the_guard_s_plan_reads_when_due_and_leads_and_leaves_an_adopted_release_to_its_sibling() {
+    let (now, interval) = (StdDuration::from_secs(100), StdDuration::from_secs(10));
+    let timing = (now, interval, "uid");
+    let fresh = Memory::default();
+    assert_eq!(plan(&released(), &fresh, false, true, timing), Plan::Round { outlets: None });
+    assert_eq!(plan(&released(), &fresh, true, true, timing), Plan::Nothing, "the sibling guards it");
+    assert_eq!(plan(&released(), &fresh, false, false, timing), Plan::Nothing, "deposed: the new leader reads");
+    let read_just_now = Memory { guarded_at: Some(now), ..Memory::default() };
+    assert!(matches!(plan(&released(), &read_just_now, false, true, timing), Plan::Wait(_)));
+    let mut through_level = released();
+    let evidence = through_level.evidence.as_mut().unwrap();
+    evidence.power_off = Some(crate::api::PowerOffEvidence {
+        level: Some(crate::api::LevelProof {
+            level: 2,
+            binding: "worker-1".into(),
+            binding_generation: 1,
+            mapping: "OperatorStatement".into(),
+            outlets: Vec::new(),
+            bmc_after: "no answer".into(),
+        }),
+        ..crate::api::PowerOffEvidence::default()
+    });
+    assert_eq!(plan(&through_level, &fresh, false, true, timing), Plan::Round { outlets: Some(2) });
+}
+
+/// The guard reaches the machine through the proof's system; after an attested release (no such
+/// system) or an edit of the binding since the proof (P1), it finds the machine first.
+#[test]
+fn the_guard_reads_the_proofs_system_unless_the_release_was_attested_or_the_binding_changed() {
+    let mut proven = released();
+    proven.evidence.as_mut().unwrap().identity.as_mut().unwrap().binding_generation = Some(3);
+    let path = Machine::Read("/redfish/v1/Systems/1".into());
+    assert_eq!(machine(&proven, Some(3)), path);
+    assert_eq!(machine(&proven, None), path, "a binding gone: judged on the reading");
+    assert_eq!(machine(&proven, Some(4)), Machine::Identify, "edited since the proof");
+    assert_eq!(machine(&released(), Some(1)), Machine::Identify, "a proof that recorded no generation");
+    let mut attested = released();
+    attested.evidence.as_mut().unwrap().identity = None;
+    assert_eq!(machine(&attested, Some(1)), Machine::Identify);
+}
