@@ -16,7 +16,10 @@ use k8s_openapi::api::{
 use kube::{Resource, ResourceExt};
 use tracing::{info, warn};
 
-use super::{ApiError, Error, Listing, Local, MAX_CONFLICTS, Next, World, release::update_node};
+use super::{
+    ApiError, Error, Listing, Local, MAX_CONFLICTS, Next, World,
+    release::{After, Before, NodeRelease, update_node, write_release},
+};
 use crate::{
     api::{
         AttestationPhase, AttestedRelease, AttestedReleaseState, BmcBinding, CoronerAttestation,
@@ -469,42 +472,70 @@ pub async fn settle_dangling_records<W: World>(world: &W) -> Result<(), Error> {
 }
 
 /// Reads the Node and its Lease, re-checks them ([`attestation::recheck_node`]) and adds the
-/// out-of-service taint owned by the remediation in one update under the Node's resourceVersion; a
-/// conflict reads and checks again. A taint this remediation already owns is the release done before
-/// (nothing is written).
+/// out-of-service taint owned by the remediation in one update under the Node's resourceVersion
+/// ([`write_release`]); a conflict reads and checks again. A taint this remediation already owns is
+/// the release done before (nothing is written).
 pub async fn release_node<W: World>(world: &W, plan: &ReleasePlan) -> Result<Result<AttestedRelease, Refusal>, Error> {
-    for _ in 0..MAX_CONFLICTS {
+    write_release(world, &AttestedNodeRelease(plan), &plan.node_name).await
+}
+
+/// The attested release as [`write_release`] runs it: no check right before the write (the leader
+/// check came before the Node was read, A3), and the Lease read again right after it, as the BMC
+/// release does.
+struct AttestedNodeRelease<'a>(&'a ReleasePlan);
+
+impl<W: World> NodeRelease<W> for AttestedNodeRelease<'_> {
+    type Done = AttestedRelease;
+    type Refusal = Refusal;
+    /// The Lease as read before the write, and when the release was decided.
+    type Read = (Option<Option<Timestamp>>, Timestamp);
+
+    async fn decide(&self, world: &W) -> Result<Before<AttestedRelease, Refusal, Self::Read>, Error> {
+        let plan = self.0;
         let node = world.node(&plan.node_name).await?;
         let lease = world.node_lease(&plan.node_name).await?;
         if let Err(refusal) = attestation::recheck_node(plan, node.as_ref(), lease) {
-            return Ok(Err(refusal));
+            return Ok(Before::Refused(refusal));
         }
-        let Some(node) = node else { continue };
+        let Some(node) = node else { return Ok(Before::Again) };
+        if let Some(done) = attestation::release_on_node(&node, &plan.remediation, &plan.remediation_uid, lease, None) {
+            return Ok(Before::Done(done));
+        }
         let now = world.now();
-        let found = |n: &Node, at| attestation::release_on_node(n, &plan.remediation, &plan.remediation_uid, lease, at);
-        if let Some(done) = found(&node, None) {
-            return Ok(Ok(done));
-        }
-        let Some(updated) = taints::with_taint(&node, CoronerTaint::OutOfService, &plan.remediation_uid, now) else {
-            continue;
-        };
-        match world.patch_node(&node, &updated).await {
-            Ok(written) => {
-                if let Some(done) = found(&written, Some(now)) {
-                    // A3: the Lease read again right after the update, as the BMC release does.
-                    let after = world.node_lease(&plan.node_name).await?;
-                    if let Err(refusal) = attestation::lease_held_after_release(plan, after) {
-                        take_back(world, plan).await?;
-                        return Ok(Err(refusal));
-                    }
-                    return Ok(Ok(done));
-                }
-            }
-            Err(ApiError::Conflict(_)) => continue,
-            Err(e) => return Err(e.into()),
-        }
+        Ok(match taints::with_taint(&node, CoronerTaint::OutOfService, &plan.remediation_uid, now) {
+            Some(updated) => Before::Write { node: Box::new(node), updated: Box::new(updated), read: (lease, now) },
+            None => Before::Again,
+        })
     }
-    Err(Error::NodeConflicts(plan.node_name.clone()))
+
+    async fn may_write(&self, _world: &W) -> Result<Result<(), Refusal>, Error> {
+        Ok(Ok(()))
+    }
+
+    fn refused(&self, error: ApiError) -> Result<Refusal, ApiError> {
+        Err(error)
+    }
+
+    async fn written(
+        &self,
+        world: &W,
+        written: &Node,
+        (lease, now): Self::Read,
+    ) -> Result<After<AttestedRelease, Refusal>, Error> {
+        let plan = self.0;
+        let Some(done) =
+            attestation::release_on_node(written, &plan.remediation, &plan.remediation_uid, lease, Some(now))
+        else {
+            return Ok(After::Again);
+        };
+        // A3: the Lease read again right after the update, as the BMC release does.
+        let after = world.node_lease(&plan.node_name).await?;
+        if let Err(refusal) = attestation::lease_held_after_release(plan, after) {
+            take_back(world, plan).await?;
+            return Ok(After::Refused(refusal));
+        }
+        Ok(After::Done(done))
+    }
 }
 
 /// Removes the out-of-service taint the remediation owns (a release whose owner is gone, or whose

@@ -36,8 +36,8 @@ pub use ports::{Listing, LoopSettings, World};
 use power::Aim;
 pub use power::CHECKS_ALLOWANCE;
 use release::{
-    align_taints, deletion_check, finished_deletion, release_by_deletion, release_with_taint, remove_owned_taints,
-    standing_release, workloads,
+    ProvenRelease, align_taints, deletion_check, finished_deletion, release_by_deletion, remove_owned_taints,
+    standing_release, workloads, write_release,
 };
 
 use crate::{
@@ -634,7 +634,9 @@ impl<'a, W: World> Fence<'a, W> {
                 let (node, uid) = (&self.node_name, &self.uid);
                 Gathered::Plain(Observation::Release(match spec.remediation_strategy {
                     RemediationStrategy::OutOfServiceTaint => {
-                        release_with_taint(self.world, &spec, &status, node, uid, deadline).await?
+                        let release =
+                            ProvenRelease { spec: &spec, status: &status, node_name: node, owner_uid: uid, deadline };
+                        write_release(self.world, &release, node).await?
                     }
                     RemediationStrategy::ResourceDeletion => {
                         // R1: from the first deletion on, this process no longer knows that nothing went.

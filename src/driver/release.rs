@@ -166,53 +166,152 @@ pub(super) async fn may_write_release<W: World>(
     Ok(Ok(()))
 }
 
-/// The release with the out-of-service taint: one Node patch under the read resourceVersion that
-/// adds the taint and its owner record, only if `fence::release_check` holds on exactly that Node and
-/// its current Lease, and only while the proof is fresh. Right after it the Lease is read again: a
-/// renewal since the power-off takes the taint back at once (`DidNotTakeEffect`).
-pub(super) async fn release_with_taint<W: World>(
+/// One Node-release loop for every release — the fence's (through the BMC or a level) and the
+/// attested one: the kind reads the Node and its Lease and re-checks them ([`NodeRelease::decide`]),
+/// the kind's checks right before the write ([`NodeRelease::may_write`]), one patch under the
+/// resourceVersion read that adds coroner's out-of-service taint (a conflict reads and checks
+/// again), then the kind's look after the write ([`NodeRelease::written`]: the Lease read again).
+pub(super) async fn write_release<W: World, K: NodeRelease<W>>(
     world: &W,
-    spec: &CoronerRemediationSpec,
-    status: &CoronerRemediationStatus,
+    kind: &K,
     node_name: &str,
-    owner_uid: &str,
-    deadline: Mono,
-) -> Result<Result<Released, ReleaseRefusal>, Error> {
+) -> Result<Result<K::Done, K::Refusal>, Error> {
     for _ in 0..MAX_CONFLICTS {
-        let (node, snapshot) = match silent_node(world, spec, status, node_name, owner_uid).await? {
-            Ok(silent) => silent,
-            Err(refusal) => return Ok(Err(ReleaseRefusal::Node(refusal))),
+        let (node, updated, read) = match kind.decide(world).await? {
+            Before::Write { node, updated, read } => (node, updated, read),
+            Before::Done(done) => return Ok(Ok(done)),
+            Before::Refused(refusal) => return Ok(Err(refusal)),
+            Before::Again => continue,
         };
-        let released = |at, taint_owned| Released { taint_owned, ..Released::checked(&snapshot, at) };
-        if snapshot.released_at.is_some() {
-            return standing_release(world, status, &snapshot, owner_uid).await;
-        }
-        let now = world.now();
-        let (updated, took_over_from) = match taints::with_taint(&node, CoronerTaint::OutOfService, owner_uid, now) {
-            Some(updated) => (updated, None),
-            None => match orphan_to_adopt(world, &node, owner_uid, now).await? {
-                Some((updated, from)) => (updated, Some(from)),
-                // Someone else's out-of-service taint is already there: not claimed.
-                None => return Ok(Ok(released(now, false))),
-            },
-        };
-        if let Err(refusal) = may_write_release(world, deadline).await? {
+        if let Err(refusal) = kind.may_write(world).await? {
             return Ok(Err(refusal));
         }
-        match world.patch_node(&node, &updated).await {
-            Ok(_) => {}
+        let written = match world.patch_node(&node, &updated).await {
+            Ok(written) => written,
             Err(ApiError::Conflict(_)) => continue,
-            Err(ApiError::Denied(why)) => return Ok(Err(ReleaseRefusal::WriteRefused(why))),
-            Err(e) => return Err(e.into()),
+            Err(error) => return Ok(Err(kind.refused(error)?)),
+        };
+        match kind.written(world, &written, read).await? {
+            After::Done(done) => return Ok(Ok(done)),
+            After::Refused(refusal) => return Ok(Err(refusal)),
+            After::Again => {}
         }
-        let after = NodeSnapshot { lease_renew_time: world.node_lease(node_name).await?.flatten(), ..snapshot.clone() };
-        if let Err(NodeRefusal::LeaseRenewed { renewed, .. }) = fence::lease_unrenewed_since_power_off(status, &after) {
-            remove_owned_out_of_service(world, node_name, owner_uid).await?;
-            return Ok(Err(ReleaseRefusal::DidNotTakeEffect { node: node_name.to_owned(), renewed }));
-        }
-        return Ok(Ok(Released { took_over_from, ..released(now, true) }));
     }
     Err(Error::NodeConflicts(node_name.to_owned()))
+}
+
+/// What one release kind brings to [`write_release`].
+pub(super) trait NodeRelease<W: World>: Sync {
+    type Done: Send;
+    type Refusal: Send;
+    /// What the decision before the write carries to the look after it.
+    type Read: Send;
+    /// Reads the Node (and its Lease) and decides: the Node to write, the release already there, a
+    /// refusal, or read again.
+    fn decide(&self, world: &W) -> impl Future<Output = Decided<Self, W>> + Send;
+    /// Right before the write.
+    fn may_write(&self, world: &W) -> impl Future<Output = Result<Result<(), Self::Refusal>, Error>> + Send;
+    /// A write the API server refused, other than a conflict: a refusal of the kind's, or the error.
+    fn refused(&self, error: ApiError) -> Result<Self::Refusal, ApiError>;
+    /// After the write, on the Node as written.
+    fn written(
+        &self,
+        world: &W,
+        written: &Node,
+        read: Self::Read,
+    ) -> impl Future<Output = Result<After<Self::Done, Self::Refusal>, Error>> + Send;
+}
+
+/// A release kind's decision before the write ([`NodeRelease::decide`]).
+pub(super) type Decided<K, W> =
+    Result<Before<<K as NodeRelease<W>>::Done, <K as NodeRelease<W>>::Refusal, <K as NodeRelease<W>>::Read>, Error>;
+
+/// What a release kind decided on the Node it read.
+pub(super) enum Before<D, R, X> {
+    Write { node: Box<Node>, updated: Box<Node>, read: X },
+    Done(D),
+    Refused(R),
+    Again,
+}
+
+/// What a release kind found after its write.
+pub(super) enum After<D, R> {
+    Done(D),
+    Refused(R),
+    Again,
+}
+
+/// The fence's release with the out-of-service taint, after a proof through the BMC or a level:
+/// only if `fence::release_check` holds on exactly the Node written and its current Lease, and only
+/// while the proof is fresh. Right after it the Lease is read again: a renewal since the power-off
+/// takes the taint back at once (`DidNotTakeEffect`).
+pub(super) struct ProvenRelease<'a> {
+    pub spec: &'a CoronerRemediationSpec,
+    pub status: &'a CoronerRemediationStatus,
+    pub node_name: &'a str,
+    pub owner_uid: &'a str,
+    pub deadline: Mono,
+}
+
+impl<W: World> NodeRelease<W> for ProvenRelease<'_> {
+    type Done = Released;
+    type Refusal = ReleaseRefusal;
+    /// The Node as checked, when the release was decided, and the release taken over (R4).
+    type Read = (NodeSnapshot, Timestamp, Option<String>);
+
+    async fn decide(&self, world: &W) -> Result<Before<Released, ReleaseRefusal, Self::Read>, Error> {
+        let (node, snapshot) = match silent_node(world, self.spec, self.status, self.node_name, self.owner_uid).await? {
+            Ok(silent) => silent,
+            Err(refusal) => return Ok(Before::Refused(ReleaseRefusal::Node(refusal))),
+        };
+        if snapshot.released_at.is_some() {
+            return Ok(match standing_release(world, self.status, &snapshot, self.owner_uid).await? {
+                Ok(released) => Before::Done(released),
+                Err(refusal) => Before::Refused(refusal),
+            });
+        }
+        let now = world.now();
+        let (updated, took_over_from) = match taints::with_taint(&node, CoronerTaint::OutOfService, self.owner_uid, now)
+        {
+            Some(updated) => (updated, None),
+            None => match orphan_to_adopt(world, &node, self.owner_uid, now).await? {
+                Some((updated, from)) => (updated, Some(from)),
+                // Someone else's out-of-service taint is already there: not claimed.
+                None => {
+                    return Ok(Before::Done(Released { taint_owned: false, ..Released::checked(&snapshot, now) }));
+                }
+            },
+        };
+        Ok(Before::Write { node: Box::new(node), updated: Box::new(updated), read: (snapshot, now, took_over_from) })
+    }
+
+    async fn may_write(&self, world: &W) -> Result<Result<(), ReleaseRefusal>, Error> {
+        may_write_release(world, self.deadline).await
+    }
+
+    fn refused(&self, error: ApiError) -> Result<ReleaseRefusal, ApiError> {
+        match error {
+            ApiError::Denied(why) => Ok(ReleaseRefusal::WriteRefused(why)),
+            error => Err(error),
+        }
+    }
+
+    async fn written(
+        &self,
+        world: &W,
+        _written: &Node,
+        (snapshot, now, took_over_from): Self::Read,
+    ) -> Result<After<Released, ReleaseRefusal>, Error> {
+        let after =
+            NodeSnapshot { lease_renew_time: world.node_lease(self.node_name).await?.flatten(), ..snapshot.clone() };
+        if let Err(NodeRefusal::LeaseRenewed { renewed, .. }) =
+            fence::lease_unrenewed_since_power_off(self.status, &after)
+        {
+            remove_owned_out_of_service(world, self.node_name, self.owner_uid).await?;
+            return Ok(After::Refused(ReleaseRefusal::DidNotTakeEffect { node: self.node_name.to_owned(), renewed }));
+        }
+        Ok(After::Done(Released { taint_owned: true, took_over_from, ..Released::checked(&snapshot, now) }))
+    }
 }
 
 /// R4: an out-of-service taint of coroner's already on the node whose remediation no longer exists
