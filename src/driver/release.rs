@@ -525,4 +525,93 @@ mod tests {
             assert!(said_why.contains(said), "{case}: the status does not say why ({said}): {said_why}");
         }
     }
+
+    /// The attested release's re-checks (docs/safety.md A3), table-driven through the same loop:
+    /// with nothing changed the release is written; each change of the node made before the Node
+    /// update (or its Lease renewed right after it) refuses it with its reason, and coroner's
+    /// out-of-service taint is not on the Node at the end.
+    #[test]
+    fn every_re_check_of_the_attested_release_refuses_it_when_the_node_changed() {
+        use crate::attestation::{AttestationReason, ReleasePlan};
+        let renew = |t: &mut Truth| {
+            let now = t.wall(t.now);
+            t.renew_lease("worker-1", now);
+        };
+        let foreign = |t: &mut Truth| {
+            t.add_foreign_taint("worker-1", crate::taints::OUT_OF_SERVICE_KEY, None, "NoExecute", "someone")
+        };
+        let cases: Vec<(&str, Option<WorldChange>, Option<AttestationReason>)> = vec![
+            ("nothing changed", Some(Box::new(|_: &mut Truth| {})), None),
+            (
+                "the Node replaced under the same name",
+                Some(Box::new(|t: &mut Truth| t.replace_node("worker-1"))),
+                Some(AttestationReason::NodeUidMismatch),
+            ),
+            (
+                "the node Ready again",
+                Some(Box::new(|t: &mut Truth| t.set_ready("worker-1", "True", None))),
+                Some(AttestationReason::NodeNotUnreachable),
+            ),
+            (
+                "a new bootID",
+                Some(Box::new(|t: &mut Truth| t.set_ready("worker-1", "Unknown", Some("worker-1-boot-2")))),
+                Some(AttestationReason::FenceSawLife),
+            ),
+            (
+                "its Lease renewed since the fence",
+                Some(Box::new(renew)),
+                Some(AttestationReason::LeaseChangedSinceFence),
+            ),
+            (
+                "the exclusion label",
+                Some(Box::new(|t: &mut Truth| t.exclude_node("worker-1"))),
+                Some(AttestationReason::NodeExcluded),
+            ),
+            (
+                "a foreign out-of-service taint",
+                Some(Box::new(foreign)),
+                Some(AttestationReason::OutOfServiceTaintPresent),
+            ),
+            ("its Lease renewed right after the Node update", None, Some(AttestationReason::LeaseChangedSinceFence)),
+        ];
+        for (case, change, refused) in cases {
+            let spec = CoronerRemediationSpec { action: FenceAction::Off, ..CoronerRemediationSpec::default() };
+            let lab = Lab::scripted(&Setup::new(UUID, spec), Script::machine(UUID, true));
+            let plan = lab.world(|t| {
+                let node = t.node("worker-1").unwrap();
+                let remediation = t.remediation("worker-1").unwrap();
+                ReleasePlan {
+                    node_name: "worker-1".into(),
+                    node_uid: node.metadata.uid.clone().unwrap_or_default(),
+                    boot_id: node
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.node_info.as_ref())
+                        .map(|i| i.boot_id.clone())
+                        .unwrap_or_default(),
+                    remediation: "worker-1".into(),
+                    remediation_uid: remediation.metadata.uid.clone().unwrap_or_default(),
+                    lease_baseline: t.leases["worker-1"].unwrap(),
+                    acknowledged: Vec::new(),
+                    power_action: None,
+                    boot_seen: None,
+                }
+            });
+            match change {
+                Some(change) => lab.world(change),
+                None => lab.renew_lease_right_after_the_release(),
+            }
+            let released = futures::executor::block_on(crate::driver::attest::release_node(&lab, &plan)).unwrap();
+            let taint = lab.world(|t| t.node("worker-1")).and_then(|n| ownership(&n, CoronerTaint::OutOfService));
+            let ours = taint.is_some_and(|o| o.uid == plan.remediation_uid);
+            match refused {
+                None => assert!(released.is_ok() && ours, "{case}: not released: {released:?}"),
+                Some(reason) => {
+                    let refusal = released.expect_err(case);
+                    assert_eq!(refusal.reason, reason, "{case}: {refusal}");
+                    assert!(!ours, "{case}: coroner's out-of-service taint stayed");
+                }
+            }
+        }
+    }
 }
