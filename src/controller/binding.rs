@@ -144,7 +144,7 @@ async fn check(binding: &BmcBinding, ctx: &Context, referenced_changed: bool) ->
     let interval = ctx.settings.verify.interval;
     Ok(match driver::verifier::verify(ctx, &ctx.local, binding, referenced_changed, interval).await? {
         Verified::Fresh { ago } => Action::requeue(jittered(interval).saturating_sub(ago)),
-        Verified::Checked { next } => Action::requeue(jittered(next)),
+        Verified::Checked { next, .. } => Action::requeue(jittered(next)),
     })
 }
 

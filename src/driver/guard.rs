@@ -90,8 +90,8 @@ impl<W: World> Fence<'_, W> {
             },
             None => (false, None),
         };
-        let status = self.status();
-        let memory = self.remembered();
+        let mut status = self.status();
+        let mut memory = self.remembered();
         // P1: judged on the binding itself, so a reading that fails through an edited binding does
         // not leave the guard blind for good.
         let generation_now = match status.evidence.as_ref().and_then(|e| e.identity.as_ref()) {
@@ -127,7 +127,15 @@ impl<W: World> Fence<'_, W> {
                         self.commit(decision, Some(node)).await?;
                         return Ok(Some(StdDuration::ZERO));
                     }
-                    Err(why) => (None, crate::guard::Finding::Blind(why.to_string())),
+                    // A1/R2: what answered before the device failed may have seen the machine alive
+                    // (`IdentityProblem::SeenThenFailed`): that sighting is the round's to act on.
+                    Err(why) => {
+                        if sighted.sighted_on.is_some() && memory.sighted_on.is_none() {
+                            status = crate::guard::sighted(&status, self.world.now());
+                        }
+                        memory = sighted;
+                        (None, crate::guard::Finding::Blind(why.to_string()))
+                    }
                 }
             }
         };

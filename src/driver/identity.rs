@@ -82,7 +82,9 @@ impl<W: World> Fence<'_, W> {
                 let _turn = self.local.origins.turn(&device.origin()).await;
                 node_system(self.world, binding, &device, &snapshot.system_uuid, "read").await
             };
-            let unauthorized = matches!(&found, Err(IdentityProblem::Bmc(f) | IdentityProblem::SeenThenFailed { failure: f, .. }) if f.reason == Reason::BmcAuthenticationFailed);
+            // A sighting of life before the rejection is kept as it is: asking again could lose it.
+            let unauthorized =
+                matches!(&found, Err(IdentityProblem::Bmc(f)) if f.reason == Reason::BmcAuthenticationFailed);
             if unauthorized && !asked_again {
                 self.world.forget_target(binding);
                 asked_again = true;
@@ -212,11 +214,13 @@ pub async fn node_system<W: World>(
                     .zip(crate::identity::parse(&system.uuid))
                     .is_some_and(|(node, bmc)| crate::identity::same_machine(node, bmc).is_some())
             };
-            let alive = interrupted
-                .answered
-                .iter()
-                .filter(names_node)
-                .find(|s| s.power_state != crate::words::power::PowerState::Off);
+            // Life as the guard judges it: an Off the BMC does not vouch for is no sign of life (P4b).
+            let alive = interrupted.answered.iter().filter(names_node).find(|s| {
+                !matches!(
+                    s.power_state,
+                    crate::words::power::PowerState::Off | crate::words::power::PowerState::OffUnknown(_)
+                )
+            });
             Err(match alive {
                 Some(system) => IdentityProblem::SeenThenFailed { failure, seen_on: system.power_state.to_string() },
                 None => IdentityProblem::Bmc(failure),

@@ -31,8 +31,9 @@ pub enum Verified {
     /// A good check of the binding's generation less than half a period ago (a wake-up by a status
     /// write): not asked again; it was this long ago.
     Fresh { ago: StdDuration },
-    /// Checked now: the next check is due after this (before any jitter).
-    Checked { next: StdDuration },
+    /// Checked now: the next check is due after this (before any jitter); `verified`: the device
+    /// digest of the client through which the node's system was proven, when it was.
+    Checked { next: StdDuration, verified: Option<u64> },
 }
 
 /// One verification of `binding` (as the store or the API server gave it). `referenced_changed`:
@@ -84,7 +85,8 @@ pub async fn verify<W: World>(
         info!(binding = %name, reason = %notice.reason, "{}", notice.message);
         world.publish(&binding.object_ref(&()), notice, "Verify").await;
     }
-    Ok(Verified::Checked { next })
+    let verified = content.filter(|_| matches!(check, Check::Read { identity: Ok(_), .. }));
+    Ok(Verified::Checked { next, verified })
 }
 
 /// A2: keeps the binding's verification for its node beyond the binding object (the ConfigMap
@@ -300,7 +302,7 @@ mod tests {
     fn the_verifier_proves_the_binding_and_keeps_its_verification_beyond_the_object() {
         let lab = Lab::scripted(&Setup::new(UUID, CoronerRemediationSpec::default()), Script::machine(UUID, true));
         let binding = unverified(&lab);
-        assert_eq!(verify_now(&lab, &binding), Verified::Checked { next: PERIOD });
+        assert!(matches!(verify_now(&lab, &binding), Verified::Checked { next: PERIOD, verified: Some(_) }));
         let status = lab.world(|t| t.bindings["worker-1"].status.clone()).unwrap();
         let verified = crate::api::conditions::find(&status.conditions, verification::IDENTITY_VERIFIED);
         assert_eq!(verified.map(|c| c.status.as_str()), Some("True"), "{status:?}");
@@ -349,7 +351,7 @@ mod tests {
         assert!(matches!(verify_now(&lab, &binding), Verified::Fresh { .. }));
         assert_eq!(lab.device().requests().len(), asked, "the BMC was not asked");
         let changed = futures::executor::block_on(verify(&lab, lab.local(), &binding, true, PERIOD)).unwrap();
-        assert_eq!(changed, Verified::Checked { next: PERIOD });
+        assert!(matches!(changed, Verified::Checked { next: PERIOD, .. }));
         assert!(lab.device().requests().len() > asked, "asked again");
     }
 

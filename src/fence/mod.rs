@@ -637,6 +637,8 @@ impl<'a> Step<'a> {
                 guarded_at: self.memory.guarded_at,
                 guard_reads: self.memory.guard_reads,
                 last_power: self.memory.last_power.take(),
+                // R2: a sighting the guard has not acted on yet is the guard's, not the fence's.
+                sighted_on: self.memory.sighted_on.take(),
                 ..Memory::default()
             };
         }

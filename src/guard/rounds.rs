@@ -240,6 +240,15 @@ fn shows_life(power: &PowerState) -> bool {
     !matches!(power, PowerState::Off | PowerState::OffUnknown(_))
 }
 
+/// R2: a sighting of life the guard's identification made though it could not finish (the device
+/// failed after the node's system answered), recorded with the round's status so that a process
+/// that takes over acts on it too ([`GuardStatus::sighted_at`]).
+pub fn sighted(status: &CoronerRemediationStatus, now: Timestamp) -> CoronerRemediationStatus {
+    let mut new = status.clone();
+    new.guard.get_or_insert_with(GuardStatus::default).sighted_at = Some(MicroTime(now));
+    new
+}
+
 /// R2: what the guard remembers of the machine its identification found: a power that is not Off is
 /// its own sighting ([`identify`]).
 pub fn identified_sighting(memory: &Memory, found: &Result<IdentityFound, IdentityProblem>) -> Memory {

@@ -172,7 +172,7 @@ impl Checker {
                         attestation_holds(truth, scenario, by, &release).map_err(|e| Invariant::AttestedRelease.says(e))
                     } else {
                         released_on_proof(truth, scenario, by, node, *sent, *at).and_then(|()| {
-                            silent_at_release(truth, scenario, by, node, *sent, *at)
+                            silent_at_release(truth, scenario, by, node, (*sent, *at), Write::OnTheNode)
                                 .map_err(|e| Invariant::SilentAtRelease.says(e))
                         })
                     };
@@ -207,7 +207,7 @@ impl Checker {
             Record::PodDeleted { at, sent, by, node } => {
                 released_on_proof(truth, scenario, by, node, *sent, *at)
                     .and_then(|()| {
-                        silent_at_release(truth, scenario, by, node, *sent, *at)
+                        silent_at_release(truth, scenario, by, node, (*sent, *at), Write::BesideTheNode)
                             .map_err(|e| Invariant::SilentAtRelease.says(e))
                     })
                     .map_err(|v| {

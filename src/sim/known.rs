@@ -60,16 +60,6 @@ pub const KNOWN_FAILURES: &[(u64, Kept, &str)] = &[
         "Liveness (soak 788000-797999; fails the same on 3de12a8), not yet classified: a dead machine behind a level whose meter falls silent once off is never proven (L4); likely the scenario expecting a release that L4 forbids (the oracle stricter than the rule)",
     ),
     (
-        793958,
-        Kept::Reaches(Shape::NodeReplacedMidFence),
-        "SilentAtRelease (soak 788000-797999; fails the same on 3de12a8), not yet classified: a ResourceDeletion pod deleted 5 ms after the Node was replaced, between the check before that pod and its delete; likely to be judged against the Node the per-pod check read (R1)",
-    ),
-    (
-        794043,
-        Kept::Reaches(Shape::NodeReplacedMidFence),
-        "SilentAtRelease (soak 788000-797999; fails the same on 3de12a8), not yet classified: the class of 793958 (31 ms between the replacement and the delete)",
-    ),
-    (
         791141,
         Kept::Reaches(Shape::LevelRelease),
         "LevelProof (soak 788000-797999; fails the same on 3de12a8), not yet classified: a release through level 2 while the machine, powered on by a scripted PowerOn with its BMC down, ran",
@@ -1392,6 +1382,16 @@ pub const REGRESSIONS: &[(u64, Kept, &str)] = &[
         710896,
         Kept::Moved(Shape::AttestedAfterLife),
         "A1 (soak 708000-717999; fixed in issue 47): an attestation's look read the pinned system, the node's, On, then the Systems collection timed out, and the discovery's failure dropped the reading: the attestation released a running machine. Discovery now fails with what answered before (words::discovery::Interrupted), and the identity step takes the node's system seen alive as a sighting (IdentityProblem::SeenThenFailed)",
+    ),
+    (
+        793958,
+        Kept::Reaches(Shape::NodeReplacedMidFence),
+        "oracle stricter than R1's silence at release (soak 788000-797999): a ResourceDeletion pod was deleted 5 ms after the Node was replaced, the replacement landing between the check before that pod and its delete; a pod's deletion is not conditioned on the Node (the rule runs the checks again before each pod), so the oracle now judges a replacement up to the last Node read before the delete. docs/simulation.md",
+    ),
+    (
+        794043,
+        Kept::Reaches(Shape::NodeReplacedMidFence),
+        "oracle stricter than R1's silence at release (soak 788000-797999): the class of 793958 (31 ms between the replacement and the delete). docs/simulation.md",
     ),
     (
         800655,

@@ -190,6 +190,18 @@ impl Scripted {
         })
     }
 
+    /// Someone powers system `id` off (the glitch ends).
+    pub fn reset_to_off(&self, id: &str) {
+        self.with(|s| {
+            s.script.systems.iter_mut().filter(|system| system.id == id).for_each(|system| system.on = false)
+        });
+    }
+
+    /// From now on listing the Systems collection fails with `error` (`None`: it answers again).
+    pub fn fail_listing(&self, error: Option<BmcError>) {
+        self.with(|s| s.script.list_fails = error);
+    }
+
     /// Someone powers system `id` on (a power button, another tool).
     pub fn switch_on(&self, id: &str) {
         self.with(|s| s.script.systems.iter_mut().filter(|system| system.id == id).for_each(|system| system.on = true));

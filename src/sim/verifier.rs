@@ -114,8 +114,13 @@ impl Run {
             .with(|t| t.binding_contents.iter().skip(self.verifiers.seen).map(|(_, name, _)| name.clone()).collect());
         self.verifiers.seen += changed.len();
         for name in changed {
+            let binding = self.shared.with(|t| t.bindings.get(&name).cloned());
             for (pid, controller) in self.verifiers.controllers.iter_mut() {
                 if let Some(process) = self.processes.get(pid) {
+                    // As production's mapper: the binding's cached client goes with what it was built from.
+                    if let Some(binding) = &binding {
+                        ports::Devices::forget_target(process.as_ref(), binding);
+                    }
                     process.mark_references_changed(&name);
                 }
                 let delay = self.verifiers.rng.i64(MS..300 * MS);
@@ -162,12 +167,13 @@ impl Run {
             std::mem::take(&mut *self.verifiers.finished.lock().unwrap_or_else(PoisonError::into_inner));
         let now = self.now();
         for (pid, name, result) in finished {
+            let failed = result.is_err();
             let after = match result {
                 Ok(Verified::Fresh { ago }) => {
                     let period = self.verifiers.jittered(self.verifiers.interval);
                     Some((period - micros(ago)).max(0))
                 }
-                Ok(Verified::Checked { next }) => Some(self.verifiers.jittered(next)),
+                Ok(Verified::Checked { next, .. }) => Some(self.verifiers.jittered(next)),
                 Err(class) => {
                     let failures = self.verifiers.controllers.get_mut(&pid).map_or(1, |c| {
                         let failures = c.failures.entry(name.clone()).or_default();
@@ -179,6 +185,9 @@ impl Run {
             };
             let Some(controller) = self.verifiers.controllers.get_mut(&pid) else { continue };
             controller.running.remove(&name);
+            if after.is_some_and(|_| !failed) {
+                controller.failures.remove(&name);
+            }
             if let Some(after) = after {
                 let due = controller.due.entry(name.clone()).or_insert(now + after);
                 *due = (*due).min(now + after);
@@ -206,9 +215,10 @@ async fn verify(
     if verified.is_err() && changed {
         process.mark_references_changed(name);
     }
-    if matches!(verified, Ok(Verified::Checked { .. })) {
+    if let Ok(Verified::Checked { verified: Some(through), .. }) = verified {
         let task = task::verification(name);
-        shared.with(|t| t.note_verification_if_true(name, &binding.spec.node_name, &task, process.pid, began, content));
+        let at = (process.pid, began);
+        shared.with(|t| t.note_verification_if_true(name, &binding.spec.node_name, &task, at, content, through));
     }
     verified
 }

@@ -382,3 +382,56 @@ fn the_guard_reads_the_proofs_system_unless_the_release_was_attested_or_the_bind
     attested.evidence.as_mut().unwrap().identity = None;
     assert_eq!(machine(&attested, Some(1)), Machine::Identify);
 }
+
+/// A1/R2 through the loop (a review of 710896's fix): after an attested release the guard finds the
+/// machine first; its pinned system answers On, then the Systems collection fails. The sighting is
+/// the guard's: once the identification succeeds, the machine is switched off even though it reads
+/// Off again by then.
+#[test]
+fn a_machine_the_guards_identification_saw_on_before_the_bmc_failed_is_switched_off_once_it_is_found() {
+    use crate::{
+        api::{CoronerRemediationSpec, FenceAction, ReleaseKind},
+        bmc::{BmcError, ResetType},
+        sim::{
+            lab::{Lab, Setup},
+            script::Script,
+        },
+    };
+    let spec = CoronerRemediationSpec { action: FenceAction::Off, ..CoronerRemediationSpec::default() };
+    let lab = Lab::scripted(&Setup::new(UUID, spec), Script::machine(UUID, true));
+    futures::executor::block_on(lab.run());
+    // As an attested release leaves it: no proof's system to read.
+    lab.world(|t| {
+        let remediation = t.remediations.get_mut("worker-1").unwrap();
+        let evidence = remediation.status.as_mut().unwrap().evidence.as_mut().unwrap();
+        evidence.identity = None;
+        evidence.release.as_mut().unwrap().kind = ReleaseKind::OperatorAttested;
+        let binding = t.bindings.get_mut("worker-1").unwrap();
+        binding.spec.redfish.as_mut().unwrap().system_id = Some("1".into());
+    });
+    lab.device().switch_on("1");
+    lab.device().fail_listing(Some(BmcError::Unreachable("timed out".into())));
+    lab.restart();
+    let _ = futures::executor::block_on(lab.reconcile());
+    let sighted = lab.status().guard.and_then(|g| g.sighted_at);
+    assert!(sighted.is_some(), "the sighting is recorded for a process that takes over");
+    assert!(
+        lab.device().resets().is_empty() || lab.device().resets() == vec![ResetType::ForceOff],
+        "nothing else sent"
+    );
+    // The glitch ends and the BMC answers again.
+    lab.device().fail_listing(None);
+    let off_again = lab.device().resets().len();
+    lab.device().reset_to_off("1");
+    for _ in 0..3 {
+        futures::executor::block_on(async {
+            lab.clock().sleep(StdDuration::from_secs(11)).await;
+            let _ = lab.reconcile().await;
+        });
+    }
+    let resets = lab.device().resets();
+    assert!(
+        resets.len() > off_again && resets.last() == Some(&ResetType::ForceOff),
+        "no ForceOff after the sighting: {resets:?}"
+    );
+}

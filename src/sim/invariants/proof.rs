@@ -182,19 +182,33 @@ pub(super) fn released_on_proof(
     })
 }
 
+/// What a release write is conditioned on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Write {
+    /// The taint: a patch of the Node under the resourceVersion the checks read, so a Node replaced
+    /// before it lands is never written.
+    OnTheNode,
+    /// A pod's deletion (`ResourceDeletion`): not one atomic update with the Node, so its checks run
+    /// again before each pod (docs/safety.md, "Silence at release"), and a Node replaced after the
+    /// last read before that delete is the rule's own window.
+    BesideTheNode,
+}
+
 /// Silence at release (docs/safety.md, "What counts as proof"): a fence writes its release (the
 /// taint, or a pod's deletion) sent at `sent` and in effect at `at` only on the Node it admitted, not
-/// replaced since; silent as the releasing process last read it before the write (`Ready=Unknown`, or
-/// anything but `True` with `remediateReadyFalse`); and its Lease not renewed between the power-off
-/// (the fence's first reading that proved the machine off, through its BMC or an outlet; admission
-/// when there is none) and that read. A renewal after the read is the check after the write's to see.
+/// replaced since (until the write took effect for the taint, until the releasing process last read
+/// the Node before a pod's deletion: [`Write`]); silent as the releasing process last read it before
+/// the write (`Ready=Unknown`, or anything but `True` with `remediateReadyFalse`); and its Lease not
+/// renewed between the power-off (the fence's first reading that proved the machine off, through its
+/// BMC or an outlet; admission when there is none) and that read. A renewal after the read is the
+/// check after the write's to see.
 pub(super) fn silent_at_release(
     truth: &Truth,
     scenario: &Scenario,
     by: &Caller,
     node: &str,
-    sent: Micros,
-    at: Micros,
+    (sent, at): (Micros, Micros),
+    write: Write,
 ) -> Result<(), String> {
     let admitted = admitted_at(truth, &by.task).unwrap_or(0);
     let read = truth
@@ -203,7 +217,11 @@ pub(super) fn silent_at_release(
         .and_then(|reads| reads.iter().rev().find(|read| **read <= sent).copied())
         .unwrap_or(sent);
     let life = truth.life.get(node).map(Vec::as_slice).unwrap_or_default();
-    if let Some((replaced, _)) = life.iter().find(|(t, kind)| *kind == Life::Replaced && *t > admitted && *t <= at) {
+    let until = match write {
+        Write::OnTheNode => at,
+        Write::BesideTheNode => read,
+    };
+    if let Some((replaced, _)) = life.iter().find(|(t, kind)| *kind == Life::Replaced && *t > admitted && *t <= until) {
         return Err(format!("the Node was replaced at {} after the fence admitted it", show(*replaced)));
     }
     let ready = truth

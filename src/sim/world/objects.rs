@@ -139,32 +139,29 @@ impl Truth {
     }
 
     /// A verification coroner's verifier made of binding `name` (for `node`, by task `task` of
-    /// process `pid`, begun at `began` when the binding was made of `content`) counts as the world's
-    /// when coroner recorded it verified and the truth agrees: the BMC answered that task from the
-    /// node's own machine, and the binding stayed made of `content` throughout.
+    /// process `pid`, begun at `began` when the binding was made of `content`), proving the node's
+    /// system through a client of digest `through`, counts as the world's when the truth agrees: the
+    /// client was made of what the binding was made of, the binding stayed so throughout, and the BMC
+    /// answered that task from the node's own machine.
     pub fn note_verification_if_true(
         &mut self,
         name: &str,
         node: &str,
         task: &str,
-        pid: u32,
-        began: Micros,
+        (pid, began): (u32, Micros),
         content: Option<u64>,
+        through: u64,
     ) {
-        let Some(content) = content.filter(|c| self.binding_content(name) == Some(*c)) else { return };
+        let Some(content) = content.filter(|c| *c == through && self.binding_content(name) == Some(*c)) else {
+            return;
+        };
         let changed = self.binding_contents.iter().any(|(at, of, _)| of == name && *at > began);
-        let status = self.bindings.get(name).and_then(|b| b.status.as_ref());
-        let recorded = status.is_some_and(|s| {
-            let verified = crate::api::conditions::find(&s.conditions, crate::verification::IDENTITY_VERIFIED);
-            verified.is_some_and(|c| c.status == "True")
-                && s.last_verification_time.as_ref().is_some_and(|t| t.0 >= self.wall(began))
-        });
         let machine = self.machine_of_node(node);
         let answered = self.log.iter().any(|r| {
             matches!(r, Record::Answer { by, machine: m, answered, .. }
                 if by.pid == pid && by.task == task && *answered >= began && m.is_some() && *m == machine)
         });
-        if recorded && answered && !changed {
+        if answered && !changed {
             self.binding_verifications.push((began, name.into(), content));
         }
     }
