@@ -20,6 +20,21 @@ pub enum Kept {
 
 pub const KNOWN_FAILURES: &[(u64, Kept, &str)] = &[
     (
+        820935,
+        Kept::Moved(Shape::GuardSawPowerOn),
+        "R2 (soak 813000-832999, on 133d892), not yet classified: a released IPMI machine glitched on while Node writes were denied after a leader move and a binding edit; no ForceOff within the bound. Fails the same without the binding verifier",
+    ),
+    (
+        828138,
+        Kept::Moved(Shape::GuardSawPowerOn),
+        "R2 (soak 813000-832999, on 133d892), not yet classified: a ResourceDeletion release whose BMC credentials were rotated mid-fence; a 14.6 s glitch of the released machine got no ForceOff within the bound (the guard's reads may be rejected: the oracle may be stricter than R2 for a device whose credentials no longer work). Fails the same without the binding verifier",
+    ),
+    (
+        829641,
+        Kept::Moved(Shape::GuardSawPowerOn),
+        "R2 (soak 813000-832999, on 133d892), not yet classified: a 1.4 s glitch of a released IPMI machine after a leader move and a re-created binding; no ForceOff within the bound. Passes without the binding verifier: perhaps its reading saw the glitch and the oracle counts it as the guard's device answering, while the verifier's reading of life does not reach the guard",
+    ),
+    (
         803732,
         Kept::Moved(Shape::GuardSawPowerOn),
         "R2 (soak 803000-812999, the first with the binding verifier in the world): a 17 s power glitch of the released machine began 1.6 s after the guard's round; 0.6 s later the leader died in a verification's call, and no leader existed until after the glitch ended, so no guard ever read the machine on: no ReleasedMachinePoweredOn. The class of 725773 and 741845 (a glitch hidden by a leader's death); passes without the verifier, whose call drew the crash",
