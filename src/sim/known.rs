@@ -32,7 +32,7 @@ pub const KNOWN_FAILURES: &[(u64, Kept, &str)] = &[
     (
         829641,
         Kept::Moved(Shape::GuardSawPowerOn),
-        "R2 (soak 813000-832999, on 133d892), not yet classified: a 1.4 s glitch of a released IPMI machine after a leader move and a re-created binding; no ForceOff within the bound. Passes without the binding verifier: perhaps its reading saw the glitch and the oracle counts it as the guard's device answering, while the verifier's reading of life does not reach the guard",
+        "R2 (soak 813000-832999, on 133d892): a 1.4 s glitch of a released IPMI machine began as the guard's round came due, and the leader died 77 ms later, before it recorded or acted on what it read; the next leader came after the glitch ended: the class of 725773 (a guard reading lost with its process). Passes without the binding verifier, which moved the schedule",
     ),
     (
         803732,
