@@ -22,12 +22,12 @@ pub const KNOWN_FAILURES: &[(u64, Kept, &str)] = &[
     (
         820935,
         Kept::Moved(Shape::GuardSawPowerOn),
-        "R2 (soak 813000-832999, on 133d892), not yet classified: a released IPMI machine glitched on while Node writes were denied after a leader move and a binding edit; no ForceOff within the bound. Fails the same without the binding verifier",
+        "R2 (soak 813000-832999, on 133d892), not yet classified: a released IPMI machine glitched on while Node writes were denied; the guard saw it (ReleasedMachinePoweredOn) but held its ForceOff (GuardHeld) as the binding's system id was edited 1 s before, and the glitch ended before a round through the edited binding; whether the oracle's sight of the device after a SystemId edit is stricter than R2 is the question. Fails the same without the binding verifier",
     ),
     (
         828138,
         Kept::Moved(Shape::GuardSawPowerOn),
-        "R2 (soak 813000-832999, on 133d892), not yet classified: a ResourceDeletion release whose BMC credentials were rotated mid-fence; a 14.6 s glitch of the released machine got no ForceOff within the bound (the guard's reads may be rejected: the oracle may be stricter than R2 for a device whose credentials no longer work). Fails the same without the binding verifier",
+        "R2 (soak 813000-832999, on 133d892): the class of 776567 under Enforce — a ResourceDeletion release began (a pod deleted), a status write's answer was lost, a 14.6 s glitch switched the released machine on, and the fence's own reading of it ended the fence Failed PowerOffNotConfirmed; that reading of life after a begun release reached no guard ForceOff within the bound. Fails the same without the binding verifier",
     ),
     (
         829641,
