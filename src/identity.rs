@@ -116,6 +116,12 @@ pub fn byte_swapped(uuid: Uuid) -> Uuid {
     Uuid::from_bytes_le(*uuid.as_bytes())
 }
 
+/// Whether a system reporting `system_uuid` is the machine a node reporting `node_uuid` names (in
+/// any layout [`same_machine`] accepts); `false` when either is not a UUID.
+pub fn names_machine(node_uuid: &str, system_uuid: &str) -> bool {
+    parse(node_uuid).zip(parse(system_uuid)).is_some_and(|(node, bmc)| same_machine(node, bmc).is_some())
+}
+
 /// Whether two UUIDs name the same machine, and how.
 pub fn same_machine(node: Uuid, bmc: Uuid) -> Option<UuidMatch> {
     if node == bmc {
@@ -269,6 +275,15 @@ pub fn select(discovery: &Discovery, node_uuid: &str) -> Result<Selected, Identi
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_system_names_the_nodes_machine_in_either_byte_order_and_never_without_a_uuid() {
+        let node = "4c4c4544-0031-3510-8052-b4c04f4e3132";
+        assert!(names_machine(node, node));
+        assert!(names_machine(node, "44454c4c-3100-1035-8052-b4c04f4e3132"), "byte-swapped");
+        assert!(!names_machine(node, "4c4c4544-0032-3510-8052-b4c04f4e3132"));
+        assert!(!names_machine("", node) && !names_machine(node, "not a uuid"));
+    }
     use crate::bmc::{Answer, BmcError, Unreadable};
 
     const NODE: &str = "7f3b0c1e-0000-4000-8000-000000000001";

@@ -113,9 +113,7 @@ impl<W: World> Fence<'_, W> {
         if let Err(message) = settled {
             // A1: a system reporting the node's UUID answered, whatever the conflict: its power is a
             // reading of the node's machine.
-            let names_node = crate::identity::parse(&snapshot.system_uuid)
-                .zip(crate::identity::parse(&system.uuid))
-                .is_some_and(|(node, bmc)| crate::identity::same_machine(node, bmc).is_some());
+            let names_node = crate::identity::names_machine(&snapshot.system_uuid, &system.uuid);
             let seen_on = names_node.then(|| system.power_state.to_string());
             return Ok(Err(IdentityProblem::Binding { reason: Reason::BindingConflict, message, seen_on }));
         }
@@ -209,18 +207,10 @@ pub async fn node_system<W: World>(
         }),
         Err(interrupted) => {
             let failure = BmcFailure::from(&interrupted.error);
-            let names_node = |system: &&SystemReading| {
-                crate::identity::parse(node_uuid)
-                    .zip(crate::identity::parse(&system.uuid))
-                    .is_some_and(|(node, bmc)| crate::identity::same_machine(node, bmc).is_some())
-            };
-            // Life as the guard judges it: an Off the BMC does not vouch for is no sign of life (P4b).
-            let alive = interrupted.answered.iter().filter(names_node).find(|s| {
-                !matches!(
-                    s.power_state,
-                    crate::words::power::PowerState::Off | crate::words::power::PowerState::OffUnknown(_)
-                )
-            });
+            let names_node = |system: &&SystemReading| crate::identity::names_machine(node_uuid, &system.uuid);
+            // Life as the guard judges it (P4b: an Off the BMC does not vouch for is no sign of life).
+            let alive =
+                interrupted.answered.iter().filter(names_node).find(|s| crate::guard::shows_life(&s.power_state));
             Err(match alive {
                 Some(system) => IdentityProblem::SeenThenFailed { failure, seen_on: system.power_state.to_string() },
                 None => IdentityProblem::Bmc(failure),

@@ -9,10 +9,7 @@ impl<W: World> Fence<'_, W> {
     pub(super) fn remember_power(&self, system: &SystemReading) {
         let status = self.status();
         let node_uuid = status.evidence.as_ref().and_then(|e| e.node.as_ref()).map(|n| n.system_uuid.as_str());
-        let names_node = node_uuid
-            .and_then(crate::identity::parse)
-            .zip(crate::identity::parse(&system.uuid))
-            .is_some_and(|(node, bmc)| crate::identity::same_machine(node, bmc).is_some());
+        let names_node = node_uuid.is_some_and(|node| crate::identity::names_machine(node, &system.uuid));
         if names_node {
             let mut memory = self.remembered();
             memory.last_power = Some(system.power_state.to_string());

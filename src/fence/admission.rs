@@ -122,9 +122,7 @@ impl Step<'_> {
         };
         let node_uuid = self.evidence.node.as_ref().map(|n| n.system_uuid.clone()).unwrap_or_default();
         // The identity read is the fence's first reading of the machine its UUID names (A1).
-        let names_node = identity::parse(&node_uuid)
-            .zip(identity::parse(&found.system.uuid))
-            .is_some_and(|(node, bmc)| identity::same_machine(node, bmc).is_some());
+        let names_node = identity::names_machine(&node_uuid, &found.system.uuid);
         if names_node {
             self.saw_power(&found.system.power_state.to_string());
         }

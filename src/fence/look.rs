@@ -74,9 +74,7 @@ impl Step<'_> {
             }
             Ok(found) => {
                 self.progress.last_answer_at = Some(self.now());
-                let names_node = identity::parse(&node_uuid)
-                    .zip(identity::parse(&found.system.uuid))
-                    .is_some_and(|(node, bmc)| identity::same_machine(node, bmc).is_some());
+                let names_node = identity::names_machine(&node_uuid, &found.system.uuid);
                 if names_node {
                     self.saw_power(&found.system.power_state.to_string());
                 }

@@ -236,7 +236,7 @@ pub fn identify(
 
 /// R2: a power state the guard takes for the machine running, as [`assess`] does: anything but `Off`
 /// and an `Off` the BMC does not vouch for (neither Off nor a sign of life).
-fn shows_life(power: &PowerState) -> bool {
+pub fn shows_life(power: &PowerState) -> bool {
     !matches!(power, PowerState::Off | PowerState::OffUnknown(_))
 }
 

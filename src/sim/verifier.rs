@@ -185,7 +185,7 @@ impl Run {
             };
             let Some(controller) = self.verifiers.controllers.get_mut(&pid) else { continue };
             controller.running.remove(&name);
-            if after.is_some_and(|_| !failed) {
+            if !failed {
                 controller.failures.remove(&name);
             }
             if let Some(after) = after {
